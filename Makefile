@@ -1,0 +1,27 @@
+# Every target installs what it needs: `npm ci` runs when node_modules is missing or
+# older than package-lock.json.
+.PHONY: run build test typecheck bench clean
+
+DEPS := node_modules/.shardbridge-installed
+
+$(DEPS): package-lock.json
+	npm ci --no-audit --no-fund
+	@touch $@
+
+build: $(DEPS)
+	npm run --silent build
+
+run: build
+	node dist/cli.js serve
+
+typecheck: $(DEPS)
+	npx tsc -p tsconfig.json --noEmit
+
+test: $(DEPS) typecheck
+	npx mocha
+
+bench: build
+	npx tsx test/bench/run.ts
+
+clean:
+	rm -rf dist node_modules

@@ -1,0 +1,22 @@
+import { z } from "zod";
+
+/** Shard names follow nova's rule for `[ironic] shard`: a safe charset, at most 255 chars. */
+export const SHARD_NAME_PATTERN = /^[a-zA-Z0-9_.-]{1,255}$/;
+
+export const ShardName = z
+  .string({ error: "must be a string" })
+  .regex(SHARD_NAME_PATTERN, { error: "must match ^[a-zA-Z0-9_.-]{1,255}$" });
+
+/**
+ * An agent id is the nova-compute `host`: any printable text, 1..255 chars. Control
+ * characters are refused because ids end up in logs and Redis keys.
+ */
+export const AgentId = z
+  .string({ error: "must be a string" })
+  .min(1, { error: "must not be empty" })
+  .max(255, { error: "must be at most 255 characters" })
+  // eslint-disable-next-line no-control-regex
+  .regex(/^[^\u0000-\u001f\u007f]*$/, { error: "must not contain control characters" });
+
+export type ShardName = z.infer<typeof ShardName>;
+export type AgentId = z.infer<typeof AgentId>;

@@ -1,0 +1,218 @@
+/**
+ * The lease state machine: the single definition of lease semantics.
+ *
+ * Pure: (state, operation, now) -> (outcome, next state). No I/O, no clock reads.
+ * The memory store and the failover simulator run it directly; the Redis scripts in
+ * src/store/redis/*.lua implement the same rules and a differential test holds the two
+ * to identical outcomes.
+ *
+ * Time is in integer microseconds of the store's clock (Redis `TIME` on Redis), so expiry
+ * is judged by one clock only: the store's, never the caller's.
+ */
+
+/** The live or last lease of one shard. */
+export interface Lease {
+  holder: string;
+  token: number;
+  expiresAtUs: number;
+}
+
+/** Everything the store keeps per shard. `lastToken` never decreases. */
+export interface ShardLeaseState {
+  lease: Lease | null;
+  lastToken: number;
+}
+
+export const EMPTY_SHARD_STATE: ShardLeaseState = Object.freeze({ lease: null, lastToken: 0 });
+
+export type LeaseOperation =
+  | { kind: "acquire"; agent: string; ttlMs: number }
+  | { kind: "renew"; agent: string; token: number; ttlMs: number }
+  | { kind: "release"; agent: string; token: number }
+  | { kind: "fence"; token: number }
+  | { kind: "read" };
+
+/** Why an operation was refused. */
+export type RefusalReason =
+  /** another agent holds a live lease */
+  | "held"
+  /** there is no live lease (never taken, released, or expired) */
+  | "expired"
+  /** the caller holds the live lease but under another token (an older incarnation) */
+  | "stale_token";
+
+/** A live lease as seen at `now`: who, which token, and how long it has left. */
+export interface LeaseView {
+  holder: string;
+  token: number;
+  ttlMs: number;
+}
+
+export type LeaseOutcome =
+  | ({ ok: true; fresh: boolean } & LeaseView)
+  | { ok: false; reason: RefusalReason; current: LeaseView | null };
+
+export interface ReleaseOutcome {
+  ok: boolean;
+  /** set when refused: the live lease that someone else holds */
+  reason?: RefusalReason;
+  current: LeaseView | null;
+}
+
+export interface FenceOutcome {
+  allowed: boolean;
+  reason?: RefusalReason;
+  current: LeaseView | null;
+}
+
+export interface ReadOutcome {
+  current: LeaseView | null;
+  lastToken: number;
+}
+
+export type OutcomeOf<Op extends LeaseOperation> = Op["kind"] extends "acquire" | "renew"
+  ? LeaseOutcome
+  : Op["kind"] extends "release"
+    ? ReleaseOutcome
+    : Op["kind"] extends "fence"
+      ? FenceOutcome
+      : ReadOutcome;
+
+export interface Transition<O> {
+  outcome: O;
+  state: ShardLeaseState;
+}
+
+const US_PER_MS = 1000;
+
+/** The lease if it is live at `nowUs`; a lease is dead from its expiry instant on. */
+export function liveLease(state: ShardLeaseState, nowUs: number): Lease | null {
+  const lease = state.lease;
+  return lease !== null && nowUs < lease.expiresAtUs ? lease : null;
+}
+
+function view(lease: Lease | null, nowUs: number): LeaseView | null {
+  if (lease === null) return null;
+  return {
+    holder: lease.holder,
+    token: lease.token,
+    ttlMs: Math.floor((lease.expiresAtUs - nowUs) / US_PER_MS),
+  };
+}
+
+/**
+ * A new token is above every token minted before on this shard, and at least the store's
+ * clock in microseconds. The clock term is what keeps tokens increasing when the store
+ * loses every key (a Redis restart without persistence): a new token then starts from the
+ * current time, which is past every earlier token as long as tokens were not minted faster
+ * than one per microsecond per shard and the store's clock did not step backwards.
+ */
+export function mintToken(lastToken: number, nowUs: number): number {
+  return Math.max(lastToken + 1, nowUs);
+}
+
+function grant(
+  state: ShardLeaseState,
+  lease: Lease,
+  fresh: boolean,
+  nowUs: number,
+): Transition<LeaseOutcome> {
+  const next: ShardLeaseState = { lease, lastToken: Math.max(state.lastToken, lease.token) };
+  return { outcome: { ok: true, fresh, ...view(lease, nowUs)! }, state: next };
+}
+
+function acquire(
+  state: ShardLeaseState,
+  agent: string,
+  ttlMs: number,
+  nowUs: number,
+): Transition<LeaseOutcome> {
+  const live = liveLease(state, nowUs);
+  const expiresAtUs = nowUs + ttlMs * US_PER_MS;
+  if (live === null) {
+    const token = mintToken(state.lastToken, nowUs);
+    return grant(state, { holder: agent, token, expiresAtUs }, true, nowUs);
+  }
+  if (live.holder === agent) {
+    // Re-acquiring one's own live lease extends it and keeps the token: writes in flight
+    // under that token stay valid. A new token is minted only when a lease starts.
+    return grant(state, { ...live, expiresAtUs }, false, nowUs);
+  }
+  return { outcome: { ok: false, reason: "held", current: view(live, nowUs) }, state };
+}
+
+/** Why `agent` presenting `token` is not the live holder, or null when it is. */
+function holderMismatch(live: Lease | null, agent: string, token: number): RefusalReason | null {
+  if (live === null) return "expired";
+  if (live.holder !== agent) return "held";
+  if (live.token !== token) return "stale_token";
+  return null;
+}
+
+function renew(
+  state: ShardLeaseState,
+  agent: string,
+  token: number,
+  ttlMs: number,
+  nowUs: number,
+): Transition<LeaseOutcome> {
+  const live = liveLease(state, nowUs);
+  const mismatch = holderMismatch(live, agent, token);
+  if (mismatch !== null) {
+    // An expired lease is never revived by a renew, even when nobody else took it: the
+    // holder has stopped acting by now, and a new lease must carry a new token.
+    return { outcome: { ok: false, reason: mismatch, current: view(live, nowUs) }, state };
+  }
+  return grant(state, { ...live!, expiresAtUs: nowUs + ttlMs * US_PER_MS }, false, nowUs);
+}
+
+function release(
+  state: ShardLeaseState,
+  agent: string,
+  token: number,
+  nowUs: number,
+): Transition<ReleaseOutcome> {
+  const live = liveLease(state, nowUs);
+  const mismatch = holderMismatch(live, agent, token);
+  if (mismatch === "expired") {
+    // Nothing live to give up: releasing is idempotent, so a retried release succeeds.
+    return { outcome: { ok: true, current: null }, state };
+  }
+  if (mismatch !== null) {
+    return { outcome: { ok: false, reason: mismatch, current: view(live, nowUs) }, state };
+  }
+  return { outcome: { ok: true, current: null }, state: { lease: null, lastToken: state.lastToken } };
+}
+
+function fence(state: ShardLeaseState, token: number, nowUs: number): Transition<FenceOutcome> {
+  const live = liveLease(state, nowUs);
+  const current = view(live, nowUs);
+  if (live === null) return { outcome: { allowed: false, reason: "expired", current }, state };
+  if (live.token !== token) return { outcome: { allowed: false, reason: "stale_token", current }, state };
+  return { outcome: { allowed: true, current }, state };
+}
+
+/** Apply one operation to one shard's state at store time `nowUs` (integer microseconds). */
+export function transition<Op extends LeaseOperation>(
+  state: ShardLeaseState,
+  op: Op,
+  nowUs: number,
+): Transition<OutcomeOf<Op>>;
+export function transition(
+  state: ShardLeaseState,
+  op: LeaseOperation,
+  nowUs: number,
+): Transition<LeaseOutcome | ReleaseOutcome | FenceOutcome | ReadOutcome> {
+  switch (op.kind) {
+    case "acquire":
+      return acquire(state, op.agent, op.ttlMs, nowUs);
+    case "renew":
+      return renew(state, op.agent, op.token, op.ttlMs, nowUs);
+    case "release":
+      return release(state, op.agent, op.token, nowUs);
+    case "fence":
+      return fence(state, op.token, nowUs);
+    case "read":
+      return { outcome: { current: view(liveLease(state, nowUs), nowUs), lastToken: state.lastToken }, state };
+  }
+}

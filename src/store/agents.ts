@@ -1,0 +1,6 @@
+import type { AgentSeen } from "./port.js";
+
+/** Agents listed by id in code-unit order, the same on every backend. */
+export function sortAgents(seen: AgentSeen[]): AgentSeen[] {
+  return seen.sort((a, b) => (a.agent < b.agent ? -1 : a.agent > b.agent ? 1 : 0));
+}

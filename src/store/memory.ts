@@ -1,0 +1,87 @@
+import {
+  EMPTY_SHARD_STATE,
+  transition,
+  type LeaseOperation,
+  type OutcomeOf,
+  type ShardLeaseState,
+} from "../lease/machine.js";
+import { sortAgents } from "./agents.js";
+import { processClockUs, type ClockUs } from "./clock.js";
+import type {
+  AcquireInput,
+  AgentSeen,
+  FenceInput,
+  LeaseBackend,
+  ReleaseInput,
+  RenewInput,
+  StoreTime,
+} from "./port.js";
+
+/**
+ * The embedded default: leases in this process's memory, run by the pure state
+ * machine. Every operation is synchronous under the hood, so each one is atomic.
+ * State is lost when the process exits; tokens still increase across restarts because
+ * the machine folds the clock into every new token.
+ */
+export class MemoryBackend implements LeaseBackend {
+  readonly kind = "memory" as const;
+  private readonly shards = new Map<string, ShardLeaseState>();
+  private readonly lastSeenUs = new Map<string, number>();
+
+  constructor(private readonly clockUs: ClockUs = processClockUs) {}
+
+  private apply<Op extends LeaseOperation>(shard: string, op: Op): Promise<OutcomeOf<Op> & StoreTime> {
+    const atUs = this.clockUs();
+    const { outcome, state } = transition(this.shards.get(shard) ?? EMPTY_SHARD_STATE, op, atUs);
+    if (state.lastToken !== 0) this.shards.set(shard, state);
+    return Promise.resolve({ ...outcome, atUs });
+  }
+
+  acquire({ shard, agent, ttlMs }: AcquireInput) {
+    return this.apply(shard, { kind: "acquire", agent, ttlMs });
+  }
+
+  renew({ shard, agent, token, ttlMs }: RenewInput) {
+    return this.apply(shard, { kind: "renew", agent, token, ttlMs });
+  }
+
+  release({ shard, agent, token }: ReleaseInput) {
+    return this.apply(shard, { kind: "release", agent, token });
+  }
+
+  fence({ shard, token }: FenceInput) {
+    return this.apply(shard, { kind: "fence", token });
+  }
+
+  read(shard: string) {
+    return this.apply(shard, { kind: "read" });
+  }
+
+  heartbeat(agent: string): Promise<AgentSeen> {
+    const nowUs = this.clockUs();
+    this.lastSeenUs.set(agent, nowUs);
+    return Promise.resolve({ agent, lastSeenMs: Math.floor(nowUs / 1000), ageMs: 0 });
+  }
+
+  agents(): Promise<AgentSeen[]> {
+    const nowMs = Math.floor(this.clockUs() / 1000);
+    const seen = [...this.lastSeenUs].map(([agent, us]) => {
+      const lastSeenMs = Math.floor(us / 1000);
+      return { agent, lastSeenMs, ageMs: nowMs - lastSeenMs };
+    });
+    return Promise.resolve(sortAgents(seen));
+  }
+
+  /** How many shards have lease state (for tests proving a refusal stored nothing). */
+  storedShardCount(): number {
+    return this.shards.size;
+  }
+
+  ping(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+}

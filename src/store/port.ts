@@ -1,0 +1,52 @@
+import type { FenceOutcome, LeaseOutcome, ReadOutcome, ReleaseOutcome } from "../lease/machine.js";
+
+/** The store's clock at the moment it answered, in integer microseconds. */
+export interface StoreTime {
+  atUs: number;
+}
+
+/** An agent's liveness record, judged by the store's clock. */
+export interface AgentSeen {
+  agent: string;
+  /** store time of the last heartbeat, ms since the epoch */
+  lastSeenMs: number;
+  /** how long ago that was, by the store's clock at the time of the listing */
+  ageMs: number;
+}
+
+/** Inputs after validation: every field present and within its bounds. */
+export interface AcquireInput {
+  shard: string;
+  agent: string;
+  ttlMs: number;
+}
+export interface RenewInput extends AcquireInput {
+  token: number;
+}
+export interface ReleaseInput {
+  shard: string;
+  agent: string;
+  token: number;
+}
+export interface FenceInput {
+  shard: string;
+  token: number;
+}
+
+/**
+ * What a lease store backend does. Backends receive validated input only (see Store)
+ * and must give the outcomes the lease state machine (src/lease/machine.ts) defines.
+ */
+export interface LeaseBackend {
+  readonly kind: "memory" | "redis";
+  acquire(input: AcquireInput): Promise<LeaseOutcome & StoreTime>;
+  renew(input: RenewInput): Promise<LeaseOutcome & StoreTime>;
+  release(input: ReleaseInput): Promise<ReleaseOutcome & StoreTime>;
+  fence(input: FenceInput): Promise<FenceOutcome & StoreTime>;
+  read(shard: string): Promise<ReadOutcome & StoreTime>;
+  heartbeat(agent: string): Promise<AgentSeen>;
+  agents(): Promise<AgentSeen[]>;
+  /** resolves when the backend can serve requests; rejects otherwise */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}

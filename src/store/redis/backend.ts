@@ -1,0 +1,141 @@
+import { Redis, type RedisOptions } from "ioredis";
+import type { FenceOutcome, LeaseOutcome, LeaseView, ReadOutcome, RefusalReason, ReleaseOutcome } from "../../lease/machine.js";
+import { sortAgents } from "../agents.js";
+import type {
+  AcquireInput,
+  AgentSeen,
+  FenceInput,
+  LeaseBackend,
+  ReleaseInput,
+  RenewInput,
+  StoreTime,
+} from "../port.js";
+import { keyLayout, type KeyLayout } from "./keys.js";
+import { defineScripts, runScript, type ScriptClock, type ScriptName } from "./scripts.js";
+
+export interface RedisBackendOptions {
+  /** key namespace, default "sb" */
+  namespace?: string;
+  /** how long one command may take before the caller sees an error, default 2000 ms */
+  commandTimeoutMs?: number;
+  /** test-only: drive the scripts' clock from the caller (differential test) */
+  virtualClockUs?: () => number;
+}
+
+/** The script reply shared by every lease script: see lease-common.lua. */
+type LeaseReply = [ok: number, reason: string, holder: string, token: number, ttlMs: number, fresh: number, nowUs: number];
+
+function decodeView(reply: LeaseReply): LeaseView | null {
+  const [, , holder, token, ttlMs] = reply;
+  return holder === "" ? null : { holder, token, ttlMs };
+}
+
+function decodeLease(reply: LeaseReply): LeaseOutcome & StoreTime {
+  const [ok, reason, , , , fresh, atUs] = reply;
+  const current = decodeView(reply);
+  if (ok === 1 && current !== null) return { ok: true, fresh: fresh === 1, ...current, atUs };
+  return { ok: false, reason: reason as RefusalReason, current, atUs };
+}
+
+/** The reason field, only when the script gave one (matches the state machine's shape). */
+function withReason<T extends object>(outcome: T, reason: string): T & { reason?: RefusalReason } {
+  return reason === "" ? outcome : { ...outcome, reason: reason as RefusalReason };
+}
+
+/**
+ * Connection settings chosen for leases: a command must never run later than its caller
+ * believes. So no offline queue (fail fast while disconnected) and no automatic re-send
+ * of commands that were in flight when the connection dropped — a renew replayed after a
+ * reconnect would extend a lease its holder already gave up.
+ */
+export function leaseConnectionOptions(commandTimeoutMs: number): RedisOptions {
+  return {
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    autoResendUnfulfilledCommands: false,
+    maxRetriesPerRequest: 0,
+    commandTimeout: commandTimeoutMs,
+    connectTimeout: Math.max(commandTimeoutMs, 1000),
+    retryStrategy: (attempt: number) => Math.min(50 * attempt, 1000),
+  };
+}
+
+export class RedisBackend implements LeaseBackend {
+  readonly kind = "redis" as const;
+  private readonly keys: KeyLayout;
+  private readonly virtualClockUs: (() => number) | undefined;
+
+  private constructor(
+    private readonly redis: Redis,
+    options: RedisBackendOptions,
+  ) {
+    this.keys = keyLayout(options.namespace);
+    this.virtualClockUs = options.virtualClockUs;
+    defineScripts(redis, options.virtualClockUs === undefined ? "server" : ("virtual" satisfies ScriptClock));
+  }
+
+  /** Connect to `url` (redis://host:port/db) and wait until Redis answers. */
+  static async connect(url: string, options: RedisBackendOptions = {}): Promise<RedisBackend> {
+    const redis = new Redis(url, leaseConnectionOptions(options.commandTimeoutMs ?? 2000));
+    // ioredis reports reconnect attempts as 'error' events; without a listener Node would
+    // print each one. Callers see errors through rejected commands instead.
+    redis.on("error", () => undefined);
+    await redis.connect();
+    return new RedisBackend(redis, options);
+  }
+
+  private run(name: ScriptName, key: string, args: Array<string | number>): Promise<unknown> {
+    const withClock = this.virtualClockUs === undefined ? args : [...args, this.virtualClockUs()];
+    return runScript(this.redis, name, key, withClock);
+  }
+
+  private async lease(name: ScriptName, shard: string, args: Array<string | number>): Promise<LeaseReply> {
+    return (await this.run(name, this.keys.lease(shard), args)) as LeaseReply;
+  }
+
+  async acquire({ shard, agent, ttlMs }: AcquireInput) {
+    return decodeLease(await this.lease("acquire", shard, [agent, ttlMs]));
+  }
+
+  async renew({ shard, agent, token, ttlMs }: RenewInput) {
+    return decodeLease(await this.lease("renew", shard, [agent, token, ttlMs]));
+  }
+
+  async release({ shard, agent, token }: ReleaseInput): Promise<ReleaseOutcome & StoreTime> {
+    const reply = await this.lease("release", shard, [agent, token]);
+    return withReason({ ok: reply[0] === 1, current: decodeView(reply), atUs: reply[6] }, reply[1]);
+  }
+
+  async fence({ shard, token }: FenceInput): Promise<FenceOutcome & StoreTime> {
+    const reply = await this.lease("fence", shard, [token]);
+    return withReason({ allowed: reply[0] === 1, current: decodeView(reply), atUs: reply[6] }, reply[1]);
+  }
+
+  async read(shard: string): Promise<ReadOutcome & StoreTime> {
+    const reply = (await this.lease("read", shard, [])) as unknown as [...LeaseReply, number];
+    return { current: decodeView(reply as unknown as LeaseReply), lastToken: reply[7], atUs: reply[6] };
+  }
+
+  async heartbeat(agent: string): Promise<AgentSeen> {
+    const lastSeenMs = (await this.run("heartbeat", this.keys.agents(), [agent])) as number;
+    return { agent, lastSeenMs, ageMs: 0 };
+  }
+
+  async agents(): Promise<AgentSeen[]> {
+    const [nowMs, ...pairs] = (await this.run("agents", this.keys.agents(), [])) as [number, ...Array<string | number>];
+    const seen: AgentSeen[] = [];
+    for (let i = 0; i < pairs.length; i += 2) {
+      const lastSeenMs = pairs[i + 1] as number;
+      seen.push({ agent: pairs[i] as string, lastSeenMs, ageMs: nowMs - lastSeenMs });
+    }
+    return sortAgents(seen);
+  }
+
+  async ping(): Promise<void> {
+    await this.redis.ping();
+  }
+
+  async close(): Promise<void> {
+    this.redis.disconnect();
+  }
+}

@@ -1,0 +1,38 @@
+-- Shared by every lease script; prepended to each at load time after the clock.
+-- KEYS[1] is the shard's lease hash: holder, token, exp (expiry, store us), last (the
+-- highest token ever minted for the shard; kept when the lease is released).
+local key = KEYS[1]
+
+local function load_state()
+  local f = redis.call('HMGET', key, 'holder', 'token', 'exp', 'last')
+  local lease = false
+  if f[1] then
+    lease = { holder = f[1], token = tonumber(f[2]), exp = tonumber(f[3]) }
+  end
+  return lease, tonumber(f[4]) or 0
+end
+
+-- A lease is dead from its expiry instant on.
+local function live(lease, now)
+  if lease and now < lease.exp then
+    return lease
+  end
+  return false
+end
+
+-- Reply: {ok, reason, holder, token, ttl_ms, fresh, now}; holder '' and token 0 when
+-- there is no live lease (Lua arrays cannot hold nil).
+local function reply(ok, reason, lease, now, fresh)
+  if lease then
+    return { ok, reason, lease.holder, lease.token, math.floor((lease.exp - now) / 1000), fresh, now }
+  end
+  return { ok, reason, '', 0, -1, fresh, now }
+end
+
+-- Why agent presenting token is not the live holder, or false when it is.
+local function mismatch(cur, agent, token)
+  if not cur then return 'expired' end
+  if cur.holder ~= agent then return 'held' end
+  if cur.token ~= token then return 'stale_token' end
+  return false
+end

@@ -1,0 +1,40 @@
+import { readFileSync } from "node:fs";
+import type { Redis } from "ioredis";
+
+/** Which clock the scripts judge time by. Only the differential test uses "virtual". */
+export type ScriptClock = "server" | "virtual";
+
+/** One Lua file per atomic operation; the lease ones share a common prelude. */
+const LEASE_SCRIPTS = ["acquire", "renew", "release", "fence", "read"] as const;
+const AGENT_SCRIPTS = ["heartbeat", "agents"] as const;
+export type ScriptName = (typeof LEASE_SCRIPTS)[number] | (typeof AGENT_SCRIPTS)[number];
+
+function lua(name: string): string {
+  return readFileSync(new URL(`./${name}.lua`, import.meta.url), "utf8");
+}
+
+/**
+ * Register every script on a client with ioredis `defineCommand`: each is sent once by
+ * EVALSHA and re-sent in full when Redis answers NOSCRIPT (after a restart or a
+ * SCRIPT FLUSH), so callers never see that error.
+ */
+export function defineScripts(redis: Redis, clock: ScriptClock): void {
+  // Every script starts with the clock and number helpers; lease scripts add their rules.
+  const prelude = `${lua(clock === "server" ? "clock-server" : "clock-virtual")}\n${lua("numbers")}`;
+  const leaseRules = lua("lease-common");
+  for (const name of LEASE_SCRIPTS) {
+    redis.defineCommand(`sb_${name}`, { numberOfKeys: 1, lua: `${prelude}\n${leaseRules}\n${lua(name)}` });
+  }
+  for (const name of AGENT_SCRIPTS) {
+    redis.defineCommand(`sb_${name}`, { numberOfKeys: 1, lua: `${prelude}\n${lua(name)}` });
+  }
+}
+
+/** Call a script defined by defineScripts; ioredis adds these methods at run time. */
+export function runScript(redis: Redis, name: ScriptName, key: string, args: Array<string | number>): Promise<unknown> {
+  const command = (redis as unknown as Record<string, (...a: Array<string | number>) => Promise<unknown>>)[
+    `sb_${name}`
+  ];
+  if (command === undefined) throw new Error(`script ${name} is not defined on this client`);
+  return command.call(redis, key, ...args);
+}

@@ -1,0 +1,226 @@
+import { expect } from "chai";
+import { ValidationError } from "../src/domain/validation.js";
+import type { Store } from "../src/store/store.js";
+import { backendsUnderTest } from "./helpers/backends.js";
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Expect `promise` to fail validation naming exactly `field`. */
+async function expectInvalid(promise: Promise<unknown>, field: string): Promise<ValidationError> {
+  try {
+    await promise;
+  } catch (error) {
+    expect(error).to.be.instanceOf(ValidationError);
+    const fields = (error as ValidationError).issues.map((i) => i.field);
+    expect(fields, (error as Error).message).to.include(field);
+    return error as ValidationError;
+  }
+  throw new Error(`expected a validation error on ${field}`);
+}
+
+for (const backend of backendsUnderTest()) {
+  describe(`Store conformance: ${backend.name}`, function () {
+    let store: Store;
+    before(() => backend.before());
+    after(() => backend.after());
+    beforeEach(async () => {
+      store = await backend.fresh();
+    });
+
+    describe("acquire", () => {
+      it("grants a free lease with a new token and the full ttl", async () => {
+        const got = await store.acquire({ shard: "s1", agent: "a", ttlMs: 6000 });
+        expect(got).to.include({ ok: true, fresh: true, holder: "a" });
+        if (!got.ok) throw new Error("unreachable");
+        expect(got.token).to.be.a("number").greaterThan(0);
+        expect(got.ttlMs).to.be.within(5900, 6000);
+      });
+
+      it("defaults the ttl to 6 s", async () => {
+        const got = await store.acquire({ shard: "s1", agent: "a" });
+        expect(got.ok && got.ttlMs).to.be.within(5900, 6000);
+      });
+
+      it("refuses another agent and names the holder and its time left", async () => {
+        const first = await store.acquire({ shard: "s1", agent: "a", ttlMs: 6000 });
+        const second = await store.acquire({ shard: "s1", agent: "b", ttlMs: 6000 });
+        expect(second.ok).to.equal(false);
+        if (second.ok || !first.ok) throw new Error("unreachable");
+        expect(second.reason).to.equal("held");
+        expect(second.current).to.include({ holder: "a", token: first.token });
+        expect(second.current!.ttlMs).to.be.within(5800, 6000);
+      });
+
+      it("lets the holder re-acquire: same token, extended", async () => {
+        const first = await store.acquire({ shard: "s1", agent: "a", ttlMs: 2000 });
+        const again = await store.acquire({ shard: "s1", agent: "a", ttlMs: 9000 });
+        expect(again).to.include({ ok: true, fresh: false, holder: "a" });
+        expect(again.ok && first.ok && again.token === first.token).to.equal(true);
+        expect(again.ok && again.ttlMs).to.be.within(8900, 9000);
+      });
+
+      it("keeps shards independent", async () => {
+        await store.acquire({ shard: "s1", agent: "a" });
+        const other = await store.acquire({ shard: "s2", agent: "b" });
+        expect(other).to.include({ ok: true, holder: "b" });
+      });
+    });
+
+    describe("renew", () => {
+      it("extends the holder's lease under its token", async () => {
+        const got = await store.acquire({ shard: "s1", agent: "a", ttlMs: 3000 });
+        if (!got.ok) throw new Error("acquire failed");
+        const renewed = await store.renew({ shard: "s1", agent: "a", token: got.token, ttlMs: 10_000 });
+        expect(renewed).to.include({ ok: true, fresh: false, holder: "a", token: got.token });
+        expect(renewed.ok && renewed.ttlMs).to.be.within(9900, 10_000);
+      });
+
+      it("refuses another agent, a stale token, and a free shard", async () => {
+        const got = await store.acquire({ shard: "s1", agent: "a" });
+        if (!got.ok) throw new Error("acquire failed");
+        expect(await store.renew({ shard: "s1", agent: "b", token: got.token })).to.include({ ok: false, reason: "held" });
+        expect(await store.renew({ shard: "s1", agent: "a", token: got.token - 1 })).to.include({ ok: false, reason: "stale_token" });
+        expect(await store.renew({ shard: "s9", agent: "a", token: got.token })).to.include({ ok: false, reason: "expired" });
+      });
+
+      it("never revives an expired lease; re-acquiring mints a new token", async function () {
+        this.timeout(5000);
+        const got = await store.acquire({ shard: "s1", agent: "a", ttlMs: 1000 });
+        if (!got.ok) throw new Error("acquire failed");
+        await sleep(1100);
+        expect(await store.renew({ shard: "s1", agent: "a", token: got.token })).to.include({ ok: false, reason: "expired" });
+        expect(await store.fence({ shard: "s1", token: got.token })).to.include({ allowed: false, reason: "expired" });
+        const again = await store.acquire({ shard: "s1", agent: "a" });
+        expect(again).to.include({ ok: true, fresh: true });
+        expect(again.ok && again.token).to.be.greaterThan(got.token);
+      });
+    });
+
+    describe("release", () => {
+      it("hands over at once: a standby acquires right after, with a higher token", async () => {
+        const a = await store.acquire({ shard: "s1", agent: "a" });
+        if (!a.ok) throw new Error("acquire failed");
+        expect(await store.release({ shard: "s1", agent: "a", token: a.token })).to.include({ ok: true });
+        const b = await store.acquire({ shard: "s1", agent: "b" });
+        expect(b).to.include({ ok: true, fresh: true, holder: "b" });
+        expect(b.ok && b.token).to.be.greaterThan(a.token);
+        expect(await store.fence({ shard: "s1", token: a.token })).to.include({ allowed: false, reason: "stale_token" });
+      });
+
+      it("is idempotent, and refuses a non-holder without touching the lease", async () => {
+        const a = await store.acquire({ shard: "s1", agent: "a" });
+        if (!a.ok) throw new Error("acquire failed");
+        expect(await store.release({ shard: "s1", agent: "b", token: a.token })).to.include({ ok: false, reason: "held" });
+        expect(await store.release({ shard: "s1", agent: "a", token: a.token + 1 })).to.include({ ok: false, reason: "stale_token" });
+        expect((await store.read("s1")).current).to.include({ holder: "a", token: a.token });
+        expect(await store.release({ shard: "s1", agent: "a", token: a.token })).to.include({ ok: true });
+        expect(await store.release({ shard: "s1", agent: "a", token: a.token })).to.include({ ok: true });
+        expect((await store.read("s1")).current).to.equal(null);
+      });
+    });
+
+    describe("fence", () => {
+      it("allows only the live holder's current token", async () => {
+        const a = await store.acquire({ shard: "s1", agent: "a" });
+        if (!a.ok) throw new Error("acquire failed");
+        const allowed = await store.fence({ shard: "s1", token: a.token });
+        expect(allowed).to.include({ allowed: true });
+        expect(allowed.current).to.include({ holder: "a", token: a.token });
+        expect(await store.fence({ shard: "s1", token: a.token + 1 })).to.include({ allowed: false, reason: "stale_token" });
+        expect(await store.fence({ shard: "other", token: a.token })).to.include({ allowed: false, reason: "expired" });
+      });
+    });
+
+    describe("tokens", () => {
+      it("strictly increase over many handovers", async () => {
+        let last = 0;
+        for (let i = 0; i < 50; i++) {
+          const agent = `agent-${i % 3}`;
+          const got = await store.acquire({ shard: "s1", agent });
+          if (!got.ok) throw new Error("acquire failed");
+          expect(got.token).to.be.greaterThan(last);
+          last = got.token;
+          await store.release({ shard: "s1", agent, token: got.token });
+        }
+        expect((await store.read("s1")).lastToken).to.equal(last);
+      });
+
+      it("keep increasing after the store lost every key", async () => {
+        const before = await store.acquire({ shard: "s1", agent: "a" });
+        if (!before.ok) throw new Error("acquire failed");
+        const wiped = await backend.loseEverything(store);
+        expect((await wiped.read("s1")).lastToken).to.equal(0);
+        const after = await wiped.acquire({ shard: "s1", agent: "b" });
+        expect(after.ok && after.token).to.be.greaterThan(before.token);
+      });
+    });
+
+    describe("read", () => {
+      it("shows the live lease and the highest token, and stores nothing for an unknown shard", async () => {
+        expect(await store.read("nobody")).to.include({ current: null, lastToken: 0 });
+        expect(await backend.storedKeys(store)).to.equal(0);
+        const a = await store.acquire({ shard: "s1", agent: "a", ttlMs: 4000 });
+        const seen = await store.read("s1");
+        expect(seen.current).to.include({ holder: "a", token: a.ok && a.token });
+        expect(seen.lastToken).to.equal(a.ok && a.token);
+      });
+    });
+
+    describe("agent liveness", () => {
+      it("records heartbeats by store time and lists agents with their age", async () => {
+        const first = await store.heartbeat("compute-b");
+        await sleep(30);
+        await store.heartbeat("compute-a");
+        const seen = await store.agents();
+        expect(seen.map((s) => s.agent)).to.deep.equal(["compute-a", "compute-b"]);
+        const b = seen.find((s) => s.agent === "compute-b")!;
+        expect(b.lastSeenMs).to.equal(first.lastSeenMs);
+        expect(b.ageMs).to.be.within(25, 1000);
+        expect(Math.abs(b.lastSeenMs - Date.now())).to.be.below(5000);
+      });
+    });
+
+    describe("bad input", () => {
+      const badShards = ["", "has space", "brace{x}", "ünïcode", "a/b", "x".repeat(256)];
+      for (const shard of badShards) {
+        it(`refuses shard ${JSON.stringify(shard.length > 20 ? `${shard.slice(0, 8)}…(${shard.length})` : shard)} and stores nothing`, async () => {
+          await expectInvalid(store.acquire({ shard, agent: "a" }), "shard");
+          expect(await backend.storedKeys(store)).to.equal(0);
+        });
+      }
+
+      it("accepts the longest legal shard name", async () => {
+        expect(await store.acquire({ shard: "S".repeat(255), agent: "a" })).to.include({ ok: true });
+      });
+
+      for (const agent of ["", "x".repeat(256), "tab\there"]) {
+        it(`refuses agent id of length ${agent.length}${agent.includes("\t") ? " with a control character" : ""}`, async () => {
+          await expectInvalid(store.acquire({ shard: "s1", agent }), "agent");
+          await expectInvalid(store.heartbeat(agent), "agent");
+          expect(await backend.storedKeys(store)).to.equal(0);
+        });
+      }
+
+      for (const ttlMs of [999, 300_001, 1500.5, 0, -1]) {
+        it(`refuses ttlMs ${ttlMs}`, async () => {
+          const error = await expectInvalid(store.acquire({ shard: "s1", agent: "a", ttlMs }), "ttlMs");
+          expect(error.message).to.match(/ttlMs: must be/);
+          expect(await backend.storedKeys(store)).to.equal(0);
+        });
+      }
+
+      it("refuses a ttl given as a string, a non-integer token, and unknown fields", async () => {
+        await expectInvalid(store.acquire({ shard: "s1", agent: "a", ttlMs: "6000" as unknown as number }), "ttlMs");
+        await expectInvalid(store.renew({ shard: "s1", agent: "a", token: 1.5 }), "token");
+        await expectInvalid(store.fence({ shard: "s1", token: -3 }), "token");
+        await expectInvalid(store.acquire({ shard: "s1", agent: "a", extra: 1 } as never), "(root)");
+        expect(await backend.storedKeys(store)).to.equal(0);
+      });
+
+      it("names every offending field at once", async () => {
+        const error = await expectInvalid(store.renew({ shard: "no way", agent: "", token: 0, ttlMs: 5 }), "shard");
+        expect(error.issues.map((i) => i.field).sort()).to.deep.equal(["agent", "shard", "token", "ttlMs"]);
+      });
+    });
+  });
+}
