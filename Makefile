@@ -18,7 +18,7 @@ typecheck: $(DEPS)
 	npx tsc -p tsconfig.json --noEmit
 
 test: $(DEPS) typecheck
-	npx mocha
+	npx mocha 'test/**/*.test.ts'
 
 bench: build
 	npx tsx test/bench/run.ts

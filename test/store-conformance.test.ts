@@ -78,9 +78,18 @@ for (const backend of backendsUnderTest()) {
       it("refuses another agent, a stale token, and a free shard", async () => {
         const got = await store.acquire({ shard: "s1", agent: "a" });
         if (!got.ok) throw new Error("acquire failed");
-        expect(await store.renew({ shard: "s1", agent: "b", token: got.token })).to.include({ ok: false, reason: "held" });
-        expect(await store.renew({ shard: "s1", agent: "a", token: got.token - 1 })).to.include({ ok: false, reason: "stale_token" });
-        expect(await store.renew({ shard: "s9", agent: "a", token: got.token })).to.include({ ok: false, reason: "expired" });
+        expect(await store.renew({ shard: "s1", agent: "b", token: got.token })).to.include({
+          ok: false,
+          reason: "held",
+        });
+        expect(await store.renew({ shard: "s1", agent: "a", token: got.token - 1 })).to.include({
+          ok: false,
+          reason: "stale_token",
+        });
+        expect(await store.renew({ shard: "s9", agent: "a", token: got.token })).to.include({
+          ok: false,
+          reason: "expired",
+        });
       });
 
       it("never revives an expired lease; re-acquiring mints a new token", async function () {
@@ -88,8 +97,14 @@ for (const backend of backendsUnderTest()) {
         const got = await store.acquire({ shard: "s1", agent: "a", ttlMs: 1000 });
         if (!got.ok) throw new Error("acquire failed");
         await sleep(1100);
-        expect(await store.renew({ shard: "s1", agent: "a", token: got.token })).to.include({ ok: false, reason: "expired" });
-        expect(await store.fence({ shard: "s1", token: got.token })).to.include({ allowed: false, reason: "expired" });
+        expect(await store.renew({ shard: "s1", agent: "a", token: got.token })).to.include({
+          ok: false,
+          reason: "expired",
+        });
+        expect(await store.fence({ shard: "s1", token: got.token })).to.include({
+          allowed: false,
+          reason: "expired",
+        });
         const again = await store.acquire({ shard: "s1", agent: "a" });
         expect(again).to.include({ ok: true, fresh: true });
         expect(again.ok && again.token).to.be.greaterThan(got.token);
@@ -104,14 +119,23 @@ for (const backend of backendsUnderTest()) {
         const b = await store.acquire({ shard: "s1", agent: "b" });
         expect(b).to.include({ ok: true, fresh: true, holder: "b" });
         expect(b.ok && b.token).to.be.greaterThan(a.token);
-        expect(await store.fence({ shard: "s1", token: a.token })).to.include({ allowed: false, reason: "stale_token" });
+        expect(await store.fence({ shard: "s1", token: a.token })).to.include({
+          allowed: false,
+          reason: "stale_token",
+        });
       });
 
       it("is idempotent, and refuses a non-holder without touching the lease", async () => {
         const a = await store.acquire({ shard: "s1", agent: "a" });
         if (!a.ok) throw new Error("acquire failed");
-        expect(await store.release({ shard: "s1", agent: "b", token: a.token })).to.include({ ok: false, reason: "held" });
-        expect(await store.release({ shard: "s1", agent: "a", token: a.token + 1 })).to.include({ ok: false, reason: "stale_token" });
+        expect(await store.release({ shard: "s1", agent: "b", token: a.token })).to.include({
+          ok: false,
+          reason: "held",
+        });
+        expect(await store.release({ shard: "s1", agent: "a", token: a.token + 1 })).to.include({
+          ok: false,
+          reason: "stale_token",
+        });
         expect((await store.read("s1")).current).to.include({ holder: "a", token: a.token });
         expect(await store.release({ shard: "s1", agent: "a", token: a.token })).to.include({ ok: true });
         expect(await store.release({ shard: "s1", agent: "a", token: a.token })).to.include({ ok: true });
@@ -126,8 +150,14 @@ for (const backend of backendsUnderTest()) {
         const allowed = await store.fence({ shard: "s1", token: a.token });
         expect(allowed).to.include({ allowed: true });
         expect(allowed.current).to.include({ holder: "a", token: a.token });
-        expect(await store.fence({ shard: "s1", token: a.token + 1 })).to.include({ allowed: false, reason: "stale_token" });
-        expect(await store.fence({ shard: "other", token: a.token })).to.include({ allowed: false, reason: "expired" });
+        expect(await store.fence({ shard: "s1", token: a.token + 1 })).to.include({
+          allowed: false,
+          reason: "stale_token",
+        });
+        expect(await store.fence({ shard: "other", token: a.token })).to.include({
+          allowed: false,
+          reason: "expired",
+        });
       });
     });
 
@@ -210,7 +240,10 @@ for (const backend of backendsUnderTest()) {
       }
 
       it("refuses a ttl given as a string, a non-integer token, and unknown fields", async () => {
-        await expectInvalid(store.acquire({ shard: "s1", agent: "a", ttlMs: "6000" as unknown as number }), "ttlMs");
+        await expectInvalid(
+          store.acquire({ shard: "s1", agent: "a", ttlMs: "6000" as unknown as number }),
+          "ttlMs",
+        );
         await expectInvalid(store.renew({ shard: "s1", agent: "a", token: 1.5 }), "token");
         await expectInvalid(store.fence({ shard: "s1", token: -3 }), "token");
         await expectInvalid(store.acquire({ shard: "s1", agent: "a", extra: 1 } as never), "(root)");
@@ -218,7 +251,10 @@ for (const backend of backendsUnderTest()) {
       });
 
       it("names every offending field at once", async () => {
-        const error = await expectInvalid(store.renew({ shard: "no way", agent: "", token: 0, ttlMs: 5 }), "shard");
+        const error = await expectInvalid(
+          store.renew({ shard: "no way", agent: "", token: 0, ttlMs: 5 }),
+          "shard",
+        );
         expect(error.issues.map((i) => i.field).sort()).to.deep.equal(["agent", "shard", "token", "ttlMs"]);
       });
     });

@@ -213,6 +213,9 @@ export function transition(
     case "fence":
       return fence(state, op.token, nowUs);
     case "read":
-      return { outcome: { current: view(liveLease(state, nowUs), nowUs), lastToken: state.lastToken }, state };
+      return {
+        outcome: { current: view(liveLease(state, nowUs), nowUs), lastToken: state.lastToken },
+        state,
+      };
   }
 }

@@ -6,5 +6,4 @@ export type ClockUs = () => number;
  * start and time advances with the monotonic clock, so an NTP step cannot move an
  * embedded store's leases backwards.
  */
-export const processClockUs: ClockUs = () =>
-  Math.floor((performance.timeOrigin + performance.now()) * 1000);
+export const processClockUs: ClockUs = () => Math.floor((performance.timeOrigin + performance.now()) * 1000);

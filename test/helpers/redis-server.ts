@@ -12,7 +12,9 @@ export function freePort(): Promise<number> {
     probe.once("error", reject);
     probe.listen(0, "127.0.0.1", () => {
       const address = probe.address();
-      probe.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))));
+      probe.close(() =>
+        typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port")),
+      );
     });
   });
 }
@@ -50,7 +52,20 @@ export class TestRedisServer {
   private async launch(): Promise<void> {
     const child = spawn(
       "redis-server",
-      ["--port", String(this.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", this.dir, "--protected-mode", "yes"],
+      [
+        "--port",
+        String(this.port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        this.dir,
+        "--protected-mode",
+        "yes",
+      ],
       { stdio: ["ignore", "ignore", "pipe"] },
     );
     running.add(child);
@@ -62,14 +77,19 @@ export class TestRedisServer {
   private async waitUntilReady(): Promise<void> {
     const deadline = Date.now() + 10_000;
     for (;;) {
-      const probe = new Redis(this.port, "127.0.0.1", { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+      const probe = new Redis(this.port, "127.0.0.1", {
+        lazyConnect: true,
+        maxRetriesPerRequest: 0,
+        retryStrategy: () => null,
+      });
       probe.on("error", () => undefined);
       try {
         await probe.connect();
         await probe.ping();
         return;
       } catch (error) {
-        if (Date.now() > deadline) throw new Error(`redis-server on ${this.port} did not start: ${String(error)}`);
+        if (Date.now() > deadline)
+          throw new Error(`redis-server on ${this.port} did not start: ${String(error)}`);
         await new Promise((r) => setTimeout(r, 25));
       } finally {
         probe.disconnect();

@@ -1,5 +1,12 @@
 import { Redis, type RedisOptions } from "ioredis";
-import type { FenceOutcome, LeaseOutcome, LeaseView, ReadOutcome, RefusalReason, ReleaseOutcome } from "../../lease/machine.js";
+import type {
+  FenceOutcome,
+  LeaseOutcome,
+  LeaseView,
+  ReadOutcome,
+  RefusalReason,
+  ReleaseOutcome,
+} from "../../lease/machine.js";
 import { sortAgents } from "../agents.js";
 import type {
   AcquireInput,
@@ -23,7 +30,15 @@ export interface RedisBackendOptions {
 }
 
 /** The script reply shared by every lease script: see lease-common.lua. */
-type LeaseReply = [ok: number, reason: string, holder: string, token: number, ttlMs: number, fresh: number, nowUs: number];
+type LeaseReply = [
+  ok: number,
+  reason: string,
+  holder: string,
+  token: number,
+  ttlMs: number,
+  fresh: number,
+  nowUs: number,
+];
 
 function decodeView(reply: LeaseReply): LeaseView | null {
   const [, , holder, token, ttlMs] = reply;
@@ -122,7 +137,10 @@ export class RedisBackend implements LeaseBackend {
   }
 
   async agents(): Promise<AgentSeen[]> {
-    const [nowMs, ...pairs] = (await this.run("agents", this.keys.agents(), [])) as [number, ...Array<string | number>];
+    const [nowMs, ...pairs] = (await this.run("agents", this.keys.agents(), [])) as [
+      number,
+      ...Array<string | number>,
+    ];
     const seen: AgentSeen[] = [];
     for (let i = 0; i < pairs.length; i += 2) {
       const lastSeenMs = pairs[i + 1] as number;

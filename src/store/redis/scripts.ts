@@ -31,7 +31,12 @@ export function defineScripts(redis: Redis, clock: ScriptClock): void {
 }
 
 /** Call a script defined by defineScripts; ioredis adds these methods at run time. */
-export function runScript(redis: Redis, name: ScriptName, key: string, args: Array<string | number>): Promise<unknown> {
+export function runScript(
+  redis: Redis,
+  name: ScriptName,
+  key: string,
+  args: Array<string | number>,
+): Promise<unknown> {
   const command = (redis as unknown as Record<string, (...a: Array<string | number>) => Promise<unknown>>)[
     `sb_${name}`
   ];
