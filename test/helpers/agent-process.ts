@@ -1,0 +1,86 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+
+/** One JSON line from a test agent, plus when this process read it (monotonic ms). */
+export interface AgentEvent {
+  ev: string;
+  agent: string;
+  t: number;
+  seenAt: number;
+  [field: string]: unknown;
+}
+
+const fixture = fileURLToPath(new URL("../fixtures/lease-agent.ts", import.meta.url));
+const children = new Set<ChildProcess>();
+process.once("exit", () => {
+  for (const child of children) child.kill("SIGKILL");
+});
+
+/** A lease agent in a child process, its events collected as they arrive. */
+export class AgentProcess {
+  readonly events: AgentEvent[] = [];
+  private readonly waiters = new Set<() => void>();
+  private constructor(
+    readonly name: string,
+    readonly child: ChildProcess,
+  ) {
+    createInterface({ input: child.stdout! }).on("line", (line) => {
+      try {
+        this.events.push({ ...(JSON.parse(line) as AgentEvent), seenAt: performance.now() });
+      } catch {
+        return; // not an event line
+      }
+      for (const wake of this.waiters) wake();
+    });
+    child.stderr!.on("data", (chunk: Buffer) => process.stderr.write(`[${name}] ${chunk.toString()}`));
+  }
+
+  static spawn(name: string, storeUrl: string, extra: string[] = []): AgentProcess {
+    const child = spawn(
+      process.execPath,
+      ["--import", "tsx", fixture, "--store", storeUrl, "--agent", name, ...extra],
+      { stdio: ["ignore", "pipe", "pipe"] },
+    );
+    children.add(child);
+    child.once("exit", () => children.delete(child));
+    return new AgentProcess(name, child);
+  }
+
+  /** Resolve with the first event (at or after index `from`) that matches, or fail after `timeoutMs`. */
+  waitFor(match: (e: AgentEvent) => boolean, timeoutMs: number, from = 0): Promise<AgentEvent> {
+    return new Promise((resolve, reject) => {
+      const check = () => {
+        const found = this.events.slice(from).find(match);
+        if (found === undefined) return false;
+        this.waiters.delete(check);
+        clearTimeout(timer);
+        resolve(found);
+        return true;
+      };
+      const timer = setTimeout(() => {
+        this.waiters.delete(check);
+        reject(
+          new Error(
+            `${this.name}: no matching event within ${timeoutMs} ms; saw ${this.events.map((e) => e.ev).join(",")}`,
+          ),
+        );
+      }, timeoutMs);
+      if (!check()) this.waiters.add(check);
+    });
+  }
+
+  signal(signal: NodeJS.Signals): void {
+    this.child.kill(signal);
+  }
+
+  async exited(): Promise<void> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+    await new Promise((r) => this.child.once("exit", r));
+  }
+
+  async kill(): Promise<void> {
+    this.child.kill("SIGKILL");
+    await this.exited();
+  }
+}
