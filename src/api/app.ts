@@ -1,0 +1,45 @@
+import { randomUUID } from "node:crypto";
+import express, { type Express } from "express";
+import { logger } from "../log.js";
+import type { Store } from "../store/store.js";
+import { errorHandler } from "./errors.js";
+import { leaseRoutes } from "./leases.js";
+
+/** Request bodies above this are refused with 413 before they are parsed. */
+export const MAX_BODY_BYTES = 1024 * 1024;
+
+export function createApp(store: Store): Express {
+  const app = express();
+  app.disable("x-powered-by");
+  app.use((req, res, next) => {
+    const requestId = req.get("x-request-id") ?? randomUUID();
+    res.set("x-request-id", requestId);
+    const started = performance.now();
+    res.on("finish", () =>
+      logger.info("request", {
+        request_id: requestId,
+        method: req.method,
+        path: req.path,
+        status: res.statusCode,
+        ms: Math.round((performance.now() - started) * 10) / 10,
+      }),
+    );
+    next();
+  });
+  app.use(express.json({ limit: MAX_BODY_BYTES, strict: true, type: () => true }));
+
+  app.get("/healthz", (_req, res) => {
+    res.json({ status: "ok" });
+  });
+  app.get("/readyz", async (_req, res) => {
+    try {
+      await store.ping();
+      res.json({ status: "ready", store: store.kind });
+    } catch (error) {
+      res.status(503).json({ status: "store unreachable", store: store.kind, error: String(error) });
+    }
+  });
+  app.use(leaseRoutes(store));
+  app.use(errorHandler((message, meta) => logger.error(message, meta)));
+  return app;
+}

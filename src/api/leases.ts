@@ -1,0 +1,71 @@
+import { Router } from "express";
+import { z } from "zod";
+import { LEASE_TTL_DEFAULT_MS } from "../domain/lease.js";
+import { parseOrThrow } from "../domain/validation.js";
+import type { LeaseView } from "../lease/machine.js";
+import type { Store } from "../store/store.js";
+import { HttpError } from "./errors.js";
+
+const AcquireBody = z.strictObject({ agent: z.unknown() });
+const ReleaseBody = z.strictObject({ agent: z.unknown(), token: z.unknown() });
+const FenceBody = z.strictObject({ token: z.unknown() });
+
+/** 409 naming the live holder and its time left, or that the caller's lease is gone. */
+function refusal(shard: string, reason: string | undefined, current: LeaseView | null): HttpError {
+  const detail =
+    current !== null
+      ? `shard ${shard} is held by ${current.holder} for ${current.ttlMs} ms more`
+      : `shard ${shard} has no live lease for this agent`;
+  return new HttpError([
+    { status: 409, code: `shardbridge.lease.${reason ?? "held"}`, title: "Lease not granted", detail },
+  ]);
+}
+
+/**
+ * Lease routes, the contract nova-compute codes against:
+ *   POST   /v1/shards/{shard}/lease  {"agent"}          acquire or renew -> 200 | 409
+ *   DELETE /v1/shards/{shard}/lease  {"agent","token"}  release          -> 204 | 409
+ *   POST   /v1/shards/{shard}/fence  {"token"}          -> 200 {"allowed"}
+ *   GET    /v1/shards/{shard}/lease                     -> 200 the live lease or null
+ */
+export function leaseRoutes(
+  store: Store,
+  ttlMsFor: (shard: string) => number = () => LEASE_TTL_DEFAULT_MS,
+): Router {
+  const router = Router();
+
+  router.post("/v1/shards/:shard/lease", async (req, res) => {
+    const shard = req.params.shard;
+    const body = parseOrThrow(AcquireBody, req.body ?? {});
+    const outcome = await store.acquire({ shard, agent: body.agent as string, ttlMs: ttlMsFor(shard) });
+    if (!outcome.ok) throw refusal(shard, outcome.reason, outcome.current);
+    res.json({ shard, holder: outcome.holder, token: outcome.token, ttl_ms: outcome.ttlMs });
+  });
+
+  router.delete("/v1/shards/:shard/lease", async (req, res) => {
+    const shard = req.params.shard;
+    const body = parseOrThrow(ReleaseBody, req.body ?? {});
+    const outcome = await store.release({ shard, agent: body.agent as string, token: body.token as number });
+    if (!outcome.ok) throw refusal(shard, outcome.reason, outcome.current);
+    res.status(204).end();
+  });
+
+  router.post("/v1/shards/:shard/fence", async (req, res) => {
+    const shard = req.params.shard;
+    const body = parseOrThrow(FenceBody, req.body ?? {});
+    const outcome = await store.fence({ shard, token: body.token as number });
+    res.json({ allowed: outcome.allowed });
+  });
+
+  router.get("/v1/shards/:shard/lease", async (req, res) => {
+    const shard = req.params.shard;
+    const { current, lastToken } = await store.read(shard);
+    res.json({
+      shard,
+      lease: current && { holder: current.holder, token: current.token, ttl_ms: current.ttlMs },
+      last_token: lastToken,
+    });
+  });
+
+  return router;
+}

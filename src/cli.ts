@@ -1,0 +1,75 @@
+#!/usr/bin/env node
+import type { Server } from "node:http";
+import { parseArgs } from "node:util";
+import { createApp } from "./api/app.js";
+import { logger } from "./log.js";
+import { openStore } from "./store/open.js";
+
+const USAGE = `usage: shardbridge <command> [options]
+
+commands:
+  serve    run the bridge
+             --port N        listen port (env SHARDBRIDGE_PORT, default 6390)
+             --bind ADDR     listen address (env SHARDBRIDGE_BIND, default 127.0.0.1)
+             --store SPEC    "memory" (default) or redis://host:port/db (env SHARDBRIDGE_STORE)
+`;
+
+async function serve(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      port: { type: "string", default: process.env.SHARDBRIDGE_PORT ?? "6390" },
+      bind: { type: "string", default: process.env.SHARDBRIDGE_BIND ?? "127.0.0.1" },
+      store: { type: "string", default: process.env.SHARDBRIDGE_STORE ?? "memory" },
+    },
+  });
+  const port = Number(values.port);
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new Error(`--port: not a port number: ${values.port}`);
+  const store = await openStore(values.store!);
+  if (store.kind === "memory") {
+    logger.warn(
+      "store is memory: lease state lives in this process only and is lost when it exits; use --store redis://… for more than one bridge",
+    );
+  }
+  const app = createApp(store);
+  const server: Server = app.listen(port, values.bind!, () => {
+    const address = server.address();
+    const where =
+      typeof address === "object" && address ? `http://${values.bind}:${address.port}` : String(address);
+    logger.info("listening", { url: where, store: store.kind });
+    process.stderr.write(
+      `shardbridge listening on ${where} (store: ${store.kind})\n` +
+        `  acquire a lease:  curl -s -XPOST ${where}/v1/shards/demo/lease -d '{"agent":"compute-0"}'\n`,
+    );
+  });
+  const shutdown = (signal: string) => {
+    logger.info("shutting down", { signal });
+    server.close(() => void store.close().then(() => process.exit(0)));
+    setTimeout(() => process.exit(0), 5000).unref();
+  };
+  process.once("SIGTERM", () => shutdown("SIGTERM"));
+  process.once("SIGINT", () => shutdown("SIGINT"));
+}
+
+async function main(argv: string[]): Promise<void> {
+  const [command, ...rest] = argv;
+  switch (command) {
+    case "serve":
+      return serve(rest);
+    case undefined:
+    case "help":
+    case "--help":
+    case "-h":
+      process.stdout.write(USAGE);
+      return;
+    default:
+      process.stderr.write(`unknown command: ${command}\n${USAGE}`);
+      process.exit(2);
+  }
+}
+
+main(process.argv.slice(2)).catch((error: unknown) => {
+  process.stderr.write(`shardbridge: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.exit(1);
+});
