@@ -20,7 +20,7 @@ typecheck: $(DEPS)
 test: $(DEPS) typecheck
 	npx mocha 'test/**/*.test.ts'
 
-bench: build
+bench: $(DEPS)
 	npx tsx test/bench/run.ts
 
 clean:

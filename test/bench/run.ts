@@ -1,0 +1,14 @@
+/**
+ * `make bench`: every benchmark, each printing its numbers beside a baseline measured in
+ * the same run. Nothing here asserts a time; the numbers go in notes and the README.
+ */
+import { leaseBench } from "./lease.bench.js";
+
+const benches: Record<string, () => Promise<void>> = { lease: leaseBench };
+const only = process.argv.slice(2);
+
+for (const [name, bench] of Object.entries(benches)) {
+  if (only.length > 0 && !only.includes(name)) continue;
+  await bench();
+}
+process.exit(0);
