@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# A lease handover by hand against a running bridge (make run): compute-0 takes shard
+# "demo", compute-1 is refused, compute-0 releases, compute-1 takes over with a higher token.
+set -euo pipefail
+BRIDGE=${BRIDGE:-http://127.0.0.1:6390}
+post() { curl -s -X "$1" "$BRIDGE$2" -H 'content-type: application/json' -d "$3"; echo; }
+
+post POST /v1/shards/demo/lease '{"agent":"compute-0"}'
+TOKEN=$(curl -s "$BRIDGE/v1/shards/demo/lease" | sed -E 's/.*"token":([0-9]+).*/\1/')
+post POST /v1/shards/demo/lease '{"agent":"compute-1"}'
+post POST /v1/shards/demo/fence "{\"token\":$TOKEN}"
+post DELETE /v1/shards/demo/lease "{\"agent\":\"compute-0\",\"token\":$TOKEN}"
+post POST /v1/shards/demo/lease '{"agent":"compute-1"}'
+post POST /v1/shards/demo/fence "{\"token\":$TOKEN}"
