@@ -9,7 +9,10 @@ for (const backend of backendsUnderTest()) {
     let store: Store;
     let base: string;
     let close: () => Promise<void>;
-    before(() => backend.before());
+    before(function () {
+      this.timeout(30_000);
+      return backend.before();
+    });
     after(() => backend.after());
     beforeEach(async () => {
       store = await backend.fresh();

@@ -32,9 +32,9 @@ const advance = fc.oneof(
   { weight: 2, arbitrary: fc.constantFrom(0, 1000, 2000, 6000) },
   { weight: 1, arbitrary: fc.integer({ min: 1000, max: 8000 }) },
 );
-// A token choice: an index into tokens seen so far (so real tokens are presented),
-// or, when negative, a made-up token.
-const tokenChoice = fc.integer({ min: -2, max: 20 });
+// A token choice: a token seen so far, or one off it either way (choice / 3 picks the
+// token, choice % 3 the offset), or, when negative, a made-up token.
+const tokenChoice = fc.integer({ min: -2, max: 60 });
 
 const step: fc.Arbitrary<Step> = fc.oneof(
   {
@@ -91,7 +91,7 @@ const step: fc.Arbitrary<Step> = fc.oneof(
 
 function pickToken(seen: number[], choice: number): number {
   if (choice < 0 || seen.length === 0) return 1 + Math.abs(choice);
-  return seen[choice % seen.length]!;
+  return seen[Math.floor(choice / 3) % seen.length]! + (choice % 3) - 1;
 }
 
 function runStep(backend: LeaseBackend, s: Step, token: number): Promise<unknown> {
@@ -117,11 +117,13 @@ describe("Lease differential: memory (state machine) vs redis (Lua)", function (
   this.timeout(120_000);
   let server: TestRedisServer;
   let redis: RedisBackend;
-  const clock = { nowUs: 0 };
+  const clock = { nowUs: 0, bootUs: 0 };
 
   before(async () => {
     server = await TestRedisServer.start();
-    redis = await RedisBackend.connect(server.url, { virtualClockUs: () => clock.nowUs });
+    redis = await RedisBackend.connect(server.url, {
+      virtualClock: { nowUs: () => clock.nowUs, bootUs: () => clock.bootUs },
+    });
   });
   after(async () => {
     await redis.close();
@@ -135,11 +137,14 @@ describe("Lease differential: memory (state machine) vs redis (Lua)", function (
       await fc.assert(
         fc.asyncProperty(
           fc.integer({ min: 1_600_000_000_000_000, max: 1_900_000_000_000_000 }),
+          // how long before the first step the store started: often within a TTL
+          fc.integer({ min: 0, max: 10_000_000 }),
           fc.array(step, { minLength: 1, maxLength: 40 }),
-          async (startUs, sequence) => {
+          async (startUs, uptimeUs, sequence) => {
             await admin.flushdb();
             clock.nowUs = startUs;
-            const memory = new MemoryBackend(() => clock.nowUs);
+            clock.bootUs = startUs - uptimeUs;
+            const memory = new MemoryBackend(() => clock.nowUs, clock.bootUs);
             const tokens: number[] = [];
             for (const [i, s] of sequence.entries()) {
               clock.nowUs += s.advanceMs * 1000 + (i % 3); // odd microseconds too

@@ -1,25 +1,28 @@
 import { expect } from "chai";
 import { EMPTY_SHARD_STATE, mintToken, transition, type ShardLeaseState } from "../src/lease/machine.js";
 
+/** A store reading at `nowUs` for a store that started long ago. */
+const at = (nowUs: number) => ({ nowUs, bootUs: 0 });
+
 /** The pure lease state machine, driven by explicit times (microseconds). */
 describe("Lease state machine (pure)", () => {
   const T0 = 1_800_000_000_000_000;
   const acquire = (state: ShardLeaseState, agent: string, nowUs: number, ttlMs = 6000) =>
-    transition(state, { kind: "acquire", agent, ttlMs }, nowUs);
+    transition(state, { kind: "acquire", agent, ttlMs }, at(nowUs));
 
   it("a lease is dead from its expiry instant on, to the microsecond", () => {
     const { state } = acquire(EMPTY_SHARD_STATE, "a", T0, 1000);
     const justBefore = acquire(state, "b", T0 + 999_999);
     expect(justBefore.outcome).to.include({ ok: false, reason: "held" });
     expect(justBefore.outcome.ok === false && justBefore.outcome.current?.ttlMs).to.equal(0);
-    expect(acquire(state, "b", T0 + 1_000_000).outcome).to.include({ ok: true, holder: "b", fresh: true });
+    expect(acquire(state, "b", T0 + 1_000_000).outcome).to.include({ ok: true, holder: "b" });
   });
 
   it("mints tokens above the last one and at least the clock", () => {
     expect(mintToken(0, T0)).to.equal(T0);
     expect(mintToken(T0 + 5, T0)).to.equal(T0 + 6);
     const first = acquire(EMPTY_SHARD_STATE, "a", T0);
-    const released = transition(first.state, { kind: "release", agent: "a", token: T0 }, T0 + 1);
+    const released = transition(first.state, { kind: "release", agent: "a", token: T0 }, at(T0 + 1));
     // Same microsecond as the previous token: the counter term wins.
     const second = acquire(released.state, "b", T0);
     expect(second.outcome).to.include({ ok: true, token: T0 + 1 });
@@ -41,16 +44,43 @@ describe("Lease state machine (pure)", () => {
       { kind: "release", agent: "b", token: T0 },
       { kind: "fence", token: T0 - 1 },
     ] as const) {
-      expect(transition(held, op, T0 + 10).state, op.kind).to.equal(held);
+      expect(transition(held, op, at(T0 + 10)).state, op.kind).to.equal(held);
     }
   });
 
   it("renew keeps the token and restarts the ttl from now; an expired lease cannot be renewed", () => {
     const held = acquire(EMPTY_SHARD_STATE, "a", T0, 3000).state;
-    const renewed = transition(held, { kind: "renew", agent: "a", token: T0, ttlMs: 3000 }, T0 + 2_000_000);
+    const renewed = transition(
+      held,
+      { kind: "renew", agent: "a", token: T0, ttlMs: 3000 },
+      at(T0 + 2_000_000),
+    );
     expect(renewed.outcome).to.include({ ok: true, token: T0, ttlMs: 3000 });
     expect(renewed.state.lease?.expiresAtUs).to.equal(T0 + 5_000_000);
-    const late = transition(held, { kind: "renew", agent: "a", token: T0, ttlMs: 3000 }, T0 + 3_000_000);
+    const late = transition(held, { kind: "renew", agent: "a", token: T0, ttlMs: 3000 }, at(T0 + 3_000_000));
     expect(late.outcome).to.include({ ok: false, reason: "expired" });
+  });
+
+  it("a store that started empty less than one TTL ago grants no lease on a shard it has no history of", () => {
+    const clock = { nowUs: T0 + 2_000_000, bootUs: T0 };
+    const early = transition(EMPTY_SHARD_STATE, { kind: "acquire", agent: "a", ttlMs: 6000 }, clock);
+    expect(early.outcome).to.deep.equal({
+      ok: false,
+      reason: "recovering",
+      current: null,
+      retryAfterMs: 4000,
+    });
+    expect(early.state).to.equal(EMPTY_SHARD_STATE);
+    const later = transition(
+      EMPTY_SHARD_STATE,
+      { kind: "acquire", agent: "a", ttlMs: 6000 },
+      { nowUs: T0 + 6_000_000, bootUs: T0 },
+    );
+    expect(later.outcome).to.include({ ok: true, token: T0 + 6_000_000 });
+    // A shard with history is not held back: its state survived, so nothing was forgotten.
+    const known = { lease: null, lastToken: 42 };
+    expect(transition(known, { kind: "acquire", agent: "a", ttlMs: 6000 }, clock).outcome).to.include({
+      ok: true,
+    });
   });
 });

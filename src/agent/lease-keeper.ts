@@ -1,6 +1,6 @@
 import { EventEmitter } from "node:events";
 import { renewDeadlineMs, renewIntervalMs } from "../domain/lease.js";
-import type { LeaseOutcome, LeaseView, ReleaseOutcome } from "../lease/machine.js";
+import type { LeaseOutcome, LeaseView, RefusalReason, ReleaseOutcome } from "../lease/machine.js";
 
 /** What the keeper needs from a lease service: the Store, or (later) the HTTP client. */
 export interface LeaseClient {
@@ -16,8 +16,14 @@ export interface LeaseKeeperOptions {
   ttlMs: number;
   /** longest a standby waits between attempts, before jitter (default 500 ms) */
   standbyPollMs?: number;
-  /** monotonic milliseconds; default performance.now (never the wall clock) */
+  /** monotonic milliseconds; default performance.now */
   monotonicNow?: () => number;
+  /**
+   * wall-clock milliseconds; default Date.now. Only ever makes the agent stop sooner: the
+   * monotonic clock does not advance while a host is suspended or a VM is paused, the
+   * wall clock does, so the agent stops when either says the deadline has passed.
+   */
+  wallNow?: () => number;
   /** uniform [0,1) for jitter; injectable for reproducible runs */
   random?: () => number;
 }
@@ -26,9 +32,9 @@ export type KeeperState = "standby" | "active" | "stopped";
 
 export interface KeeperEvents {
   /** this agent now holds the lease and may act under `token` */
-  active: [{ token: number; ttlMs: number; fresh: boolean }];
-  /** another agent holds the lease (emitted when the holder changes) */
-  standby: [{ current: LeaseView | null }];
+  active: [{ token: number; ttlMs: number }];
+  /** another agent holds the lease, or the store is recovering (emitted on change) */
+  standby: [{ current: LeaseView | null; reason: RefusalReason }];
   /** this agent stopped acting: the store refused a renew, or the renew deadline passed */
   lost: [{ token: number; reason: "refused" | "deadline"; detail: string }];
   /** a renew succeeded; `latencyMs` is the round trip */
@@ -65,10 +71,12 @@ export class LeaseKeeper extends EventEmitter<KeeperEvents> {
   private state: KeeperState = "standby";
   private heldToken: number | null = null;
   private deadline = 0;
+  private wallDeadline = 0;
   private timer: NodeJS.Timeout | undefined;
   private deadlineTimer: NodeJS.Timeout | undefined;
   private lastStandbyHolder: string | null | undefined;
   private readonly now: () => number;
+  private readonly wallNow: () => number;
   private readonly random: () => number;
   private readonly intervalMs: number;
   private readonly graceMs: number;
@@ -77,6 +85,7 @@ export class LeaseKeeper extends EventEmitter<KeeperEvents> {
   constructor(private readonly options: LeaseKeeperOptions) {
     super();
     this.now = options.monotonicNow ?? (() => performance.now());
+    this.wallNow = options.wallNow ?? Date.now;
     this.random = options.random ?? Math.random;
     this.intervalMs = renewIntervalMs(options.ttlMs);
     this.graceMs = renewDeadlineMs(options.ttlMs);
@@ -90,7 +99,7 @@ export class LeaseKeeper extends EventEmitter<KeeperEvents> {
   /** The token to act under, or null when this agent must not act right now. */
   token(): number | null {
     if (this.state !== "active" || this.heldToken === null) return null;
-    if (this.now() >= this.deadline) {
+    if (this.now() >= this.deadline || this.wallNow() >= this.wallDeadline) {
       this.lose("deadline", "renew deadline passed before a renew succeeded");
       return null;
     }
@@ -133,6 +142,7 @@ export class LeaseKeeper extends EventEmitter<KeeperEvents> {
   private async tryAcquire(): Promise<void> {
     const { client, shard, agent, ttlMs } = this.options;
     const sentAt = this.now();
+    const sentWall = this.wallNow();
     let outcome: LeaseOutcome;
     try {
       outcome = await withTimeout(client.acquire({ shard, agent, ttlMs }), this.graceMs);
@@ -141,34 +151,55 @@ export class LeaseKeeper extends EventEmitter<KeeperEvents> {
       this.schedule(this.jitter(this.pollMs), () => this.tryAcquire());
       return;
     }
+    if (this.state === "stopped" && outcome.ok) {
+      // stop() ran while this acquire was in flight: hand the lease straight back so a
+      // standby does not wait a whole TTL for a lease nobody uses.
+      await client.release({ shard, agent, token: outcome.token }).catch(() => undefined);
+      return;
+    }
     if (this.state !== "standby") return;
     if (outcome.ok) {
-      this.becomeActive(outcome.token, outcome.ttlMs, outcome.fresh, sentAt);
+      this.becomeActive(outcome.token, outcome.ttlMs, sentAt, sentWall);
       return;
     }
     const current = outcome.current;
     if (current?.holder !== this.lastStandbyHolder) {
       this.lastStandbyHolder = current?.holder ?? null;
-      this.emit("standby", { current });
+      this.emit("standby", { current, reason: outcome.reason });
     }
-    // Come back when the holder's lease would run out, or sooner, to catch a release.
-    const untilExpiry = current === null ? 0 : current.ttlMs + 1;
-    this.schedule(Math.min(untilExpiry, this.jitter(this.pollMs)), () => this.tryAcquire());
+    // Come back when the holder's lease would run out (or the store's recovery wait is
+    // over), or sooner, to catch a release.
+    const untilFree = current !== null ? current.ttlMs + 1 : (outcome.retryAfterMs ?? this.pollMs);
+    this.schedule(Math.min(untilFree, this.jitter(this.pollMs)), () => this.tryAcquire());
   }
 
-  private becomeActive(token: number, ttlMs: number, fresh: boolean, sentAt: number): void {
+  private becomeActive(token: number, ttlMs: number, sentAt: number, sentWall: number): void {
     this.state = "active";
     this.heldToken = token;
     this.lastStandbyHolder = undefined;
-    this.extendDeadline(sentAt);
-    this.emit("active", { token, ttlMs, fresh });
+    this.extendDeadline(sentAt, sentWall);
+    this.emit("active", { token, ttlMs });
     this.schedule(sentAt + this.intervalMs - this.now(), () => this.renew());
   }
 
-  private extendDeadline(sentAt: number): void {
+  private extendDeadline(sentAt: number, sentWall: number): void {
     this.deadline = sentAt + this.graceMs;
+    this.wallDeadline = sentWall + this.graceMs;
+    this.armDeadlineTimer();
+  }
+
+  /**
+   * Report the loss at the deadline even when nobody calls token(). Timers may fire a
+   * little early by the monotonic clock, so re-arm until the deadline has really passed.
+   */
+  private armDeadlineTimer(): void {
     clearTimeout(this.deadlineTimer);
-    this.deadlineTimer = setTimeout(() => this.token(), Math.max(0, this.deadline - this.now()));
+    this.deadlineTimer = setTimeout(
+      () => {
+        if (this.token() !== null) this.armDeadlineTimer();
+      },
+      Math.max(1, this.deadline - this.now()),
+    );
   }
 
   private async renew(): Promise<void> {
@@ -176,6 +207,7 @@ export class LeaseKeeper extends EventEmitter<KeeperEvents> {
     if (token === null) return;
     const { client, shard, agent, ttlMs } = this.options;
     const sentAt = this.now();
+    const sentWall = this.wallNow();
     let outcome: LeaseOutcome;
     try {
       outcome = await withTimeout(
@@ -194,7 +226,7 @@ export class LeaseKeeper extends EventEmitter<KeeperEvents> {
       this.lose("refused", `renew refused: ${outcome.reason}${holder}`);
       return;
     }
-    this.extendDeadline(sentAt);
+    this.extendDeadline(sentAt, sentWall);
     this.emit("renewed", { token, latencyMs: this.now() - sentAt });
     this.schedule(sentAt + this.intervalMs - this.now(), () => this.renew());
   }

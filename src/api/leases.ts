@@ -6,16 +6,24 @@ import type { LeaseView } from "../lease/machine.js";
 import type { Store } from "../store/store.js";
 import { HttpError } from "./errors.js";
 
-const AcquireBody = z.strictObject({ agent: z.unknown() });
+const AcquireBody = z.strictObject({ agent: z.unknown(), token: z.unknown().optional() });
 const ReleaseBody = z.strictObject({ agent: z.unknown(), token: z.unknown() });
 const FenceBody = z.strictObject({ token: z.unknown() });
 
-/** 409 naming the live holder and its time left, or that the caller's lease is gone. */
-function refusal(shard: string, reason: string | undefined, current: LeaseView | null): HttpError {
+/** 409 naming the live holder and its time left, or why no lease can be had now. */
+function refusal(
+  shard: string,
+  reason: string | undefined,
+  current: LeaseView | null,
+  retryAfterMs?: number,
+): HttpError {
   const detail =
     current !== null
       ? `shard ${shard} is held by ${current.holder} for ${current.ttlMs} ms more`
-      : `shard ${shard} has no live lease for this agent`;
+      : reason === "recovering"
+        ? `the store started empty less than one lease TTL ago and has no history of shard ${shard}; ` +
+          `a holder it forgot may still be acting, retry in ${retryAfterMs ?? 0} ms`
+        : `shard ${shard} has no live lease for this agent`;
   return new HttpError([
     { status: 409, code: `shardbridge.lease.${reason ?? "held"}`, title: "Lease not granted", detail },
   ]);
@@ -23,7 +31,8 @@ function refusal(shard: string, reason: string | undefined, current: LeaseView |
 
 /**
  * Lease routes, the contract nova-compute codes against:
- *   POST   /v1/shards/{shard}/lease  {"agent"}          acquire or renew -> 200 | 409
+ *   POST   /v1/shards/{shard}/lease  {"agent"}          acquire: a new lease, new token -> 200 | 409
+ *                                     {"agent","token"}  renew under that token         -> 200 | 409
  *   DELETE /v1/shards/{shard}/lease  {"agent","token"}  release          -> 204 | 409
  *   POST   /v1/shards/{shard}/fence  {"token"}          -> 200 {"allowed"}
  *   GET    /v1/shards/{shard}/lease                     -> 200 the live lease or null
@@ -37,8 +46,12 @@ export function leaseRoutes(
   router.post("/v1/shards/:shard/lease", async (req, res) => {
     const shard = req.params.shard;
     const body = parseOrThrow(AcquireBody, req.body ?? {});
-    const outcome = await store.acquire({ shard, agent: body.agent as string, ttlMs: ttlMsFor(shard) });
-    if (!outcome.ok) throw refusal(shard, outcome.reason, outcome.current);
+    const request = { shard, agent: body.agent as string, ttlMs: ttlMsFor(shard) };
+    const outcome =
+      body.token === undefined
+        ? await store.acquire(request)
+        : await store.renew({ ...request, token: body.token as number });
+    if (!outcome.ok) throw refusal(shard, outcome.reason, outcome.current, outcome.retryAfterMs);
     res.json({ shard, holder: outcome.holder, token: outcome.token, ttl_ms: outcome.ttlMs });
   });
 

@@ -32,6 +32,15 @@ export type LeaseOperation =
   | { kind: "fence"; token: number }
   | { kind: "read" };
 
+/**
+ * The store's clock as an operation sees it: now, and when the store last started with
+ * no state (Redis process start, or the embedded store's creation), both in integer µs.
+ */
+export interface StoreClockReading {
+  nowUs: number;
+  bootUs: number;
+}
+
 /** Why an operation was refused. */
 export type RefusalReason =
   /** another agent holds a live lease */
@@ -39,7 +48,9 @@ export type RefusalReason =
   /** there is no live lease (never taken, released, or expired) */
   | "expired"
   /** the caller holds the live lease but under another token (an older incarnation) */
-  | "stale_token";
+  | "stale_token"
+  /** the store started empty less than one TTL ago and knows nothing of this shard */
+  | "recovering";
 
 /** A live lease as seen at `now`: who, which token, and how long it has left. */
 export interface LeaseView {
@@ -49,8 +60,8 @@ export interface LeaseView {
 }
 
 export type LeaseOutcome =
-  | ({ ok: true; fresh: boolean } & LeaseView)
-  | { ok: false; reason: RefusalReason; current: LeaseView | null };
+  | ({ ok: true } & LeaseView)
+  | { ok: false; reason: RefusalReason; current: LeaseView | null; retryAfterMs?: number };
 
 export interface ReleaseOutcome {
   ok: boolean;
@@ -111,34 +122,43 @@ export function mintToken(lastToken: number, nowUs: number): number {
   return Math.max(lastToken + 1, nowUs);
 }
 
-function grant(
-  state: ShardLeaseState,
-  lease: Lease,
-  fresh: boolean,
-  nowUs: number,
-): Transition<LeaseOutcome> {
+function grant(state: ShardLeaseState, lease: Lease, nowUs: number): Transition<LeaseOutcome> {
   const next: ShardLeaseState = { lease, lastToken: Math.max(state.lastToken, lease.token) };
-  return { outcome: { ok: true, fresh, ...view(lease, nowUs)! }, state: next };
+  return { outcome: { ok: true, ...view(lease, nowUs)! }, state: next };
+}
+
+/**
+ * How long, after a store started empty, a shard it knows nothing of stays closed. A store
+ * that lost every key (Redis restarted without persistence, the embedded store's process
+ * restarted) cannot tell a new shard from one whose holder is still acting until its
+ * renew deadline; waiting one TTL from the store's start outlasts any such holder.
+ */
+export function recoveryWaitMs(state: ShardLeaseState, ttlMs: number, clock: StoreClockReading): number {
+  if (state.lastToken !== 0) return 0;
+  return Math.max(0, Math.ceil((clock.bootUs + ttlMs * US_PER_MS - clock.nowUs) / US_PER_MS));
 }
 
 function acquire(
   state: ShardLeaseState,
   agent: string,
   ttlMs: number,
-  nowUs: number,
+  clock: StoreClockReading,
 ): Transition<LeaseOutcome> {
+  const nowUs = clock.nowUs;
+  const wait = recoveryWaitMs(state, ttlMs, clock);
+  if (wait > 0) {
+    return { outcome: { ok: false, reason: "recovering", current: null, retryAfterMs: wait }, state };
+  }
   const live = liveLease(state, nowUs);
-  const expiresAtUs = nowUs + ttlMs * US_PER_MS;
-  if (live === null) {
-    const token = mintToken(state.lastToken, nowUs);
-    return grant(state, { holder: agent, token, expiresAtUs }, true, nowUs);
+  if (live !== null && live.holder !== agent) {
+    return { outcome: { ok: false, reason: "held", current: view(live, nowUs) }, state };
   }
-  if (live.holder === agent) {
-    // Re-acquiring one's own live lease extends it and keeps the token: writes in flight
-    // under that token stay valid. A new token is minted only when a lease starts.
-    return grant(state, { ...live, expiresAtUs }, false, nowUs);
-  }
-  return { outcome: { ok: false, reason: "held", current: view(live, nowUs) }, state };
+  // Every acquire starts a new lease with a new token, also when this agent id holds the
+  // live lease already: the caller may be a restarted process, or a keeper that gave the
+  // lease up at its deadline, and whatever an older incarnation still has in flight must
+  // be fenced out. Extending a lease under the same token is what renew is for.
+  const token = mintToken(state.lastToken, nowUs);
+  return grant(state, { holder: agent, token, expiresAtUs: nowUs + ttlMs * US_PER_MS }, nowUs);
 }
 
 /** Why `agent` presenting `token` is not the live holder, or null when it is. */
@@ -163,7 +183,7 @@ function renew(
     // holder has stopped acting by now, and a new lease must carry a new token.
     return { outcome: { ok: false, reason: mismatch, current: view(live, nowUs) }, state };
   }
-  return grant(state, { ...live!, expiresAtUs: nowUs + ttlMs * US_PER_MS }, false, nowUs);
+  return grant(state, { ...live!, expiresAtUs: nowUs + ttlMs * US_PER_MS }, nowUs);
 }
 
 function release(
@@ -192,20 +212,21 @@ function fence(state: ShardLeaseState, token: number, nowUs: number): Transition
   return { outcome: { allowed: true, current }, state };
 }
 
-/** Apply one operation to one shard's state at store time `nowUs` (integer microseconds). */
+/** Apply one operation to one shard's state at the store's clock reading. */
 export function transition<Op extends LeaseOperation>(
   state: ShardLeaseState,
   op: Op,
-  nowUs: number,
+  clock: StoreClockReading,
 ): Transition<OutcomeOf<Op>>;
 export function transition(
   state: ShardLeaseState,
   op: LeaseOperation,
-  nowUs: number,
+  clock: StoreClockReading,
 ): Transition<LeaseOutcome | ReleaseOutcome | FenceOutcome | ReadOutcome> {
+  const nowUs = clock.nowUs;
   switch (op.kind) {
     case "acquire":
-      return acquire(state, op.agent, op.ttlMs, nowUs);
+      return acquire(state, op.agent, op.ttlMs, clock);
     case "renew":
       return renew(state, op.agent, op.token, op.ttlMs, nowUs);
     case "release":

@@ -28,11 +28,26 @@ export class MemoryBackend implements LeaseBackend {
   private readonly shards = new Map<string, ShardLeaseState>();
   private readonly lastSeenUs = new Map<string, number>();
 
-  constructor(private readonly clockUs: ClockUs = processClockUs) {}
+  private readonly bootUs: number;
+
+  /**
+   * `bootUs`: when this store's state began, default now. Leases on shards it has no
+   * history of are refused for one TTL after that (see recoveryWaitMs); pass an earlier
+   * time only where no agent can have held a lease before, as tests do.
+   */
+  constructor(
+    private readonly clockUs: ClockUs = processClockUs,
+    bootUs?: number,
+  ) {
+    this.bootUs = bootUs ?? clockUs();
+  }
 
   private apply<Op extends LeaseOperation>(shard: string, op: Op): Promise<OutcomeOf<Op> & StoreTime> {
     const atUs = this.clockUs();
-    const { outcome, state } = transition(this.shards.get(shard) ?? EMPTY_SHARD_STATE, op, atUs);
+    const { outcome, state } = transition(this.shards.get(shard) ?? EMPTY_SHARD_STATE, op, {
+      nowUs: atUs,
+      bootUs: this.bootUs,
+    });
     if (state.lastToken !== 0) this.shards.set(shard, state);
     return Promise.resolve({ ...outcome, atUs });
   }

@@ -1,3 +1,4 @@
+import { processClockUs } from "../../src/store/clock.js";
 import { MemoryBackend } from "../../src/store/memory.js";
 import { RedisBackend } from "../../src/store/redis/backend.js";
 import { Store } from "../../src/store/store.js";
@@ -10,6 +11,7 @@ import { TestRedisServer } from "./redis-server.js";
  */
 export interface BackendUnderTest {
   name: "memory" | "redis";
+  /** may take up to LONGEST_TEST_TTL_S + a few seconds the first time */
   before(): Promise<void>;
   after(): Promise<void>;
   fresh(): Promise<Store>;
@@ -22,13 +24,44 @@ export function memoryUnderTest(): BackendUnderTest {
     name: "memory",
     before: async () => undefined,
     after: async () => undefined,
-    fresh: async () => new Store(new MemoryBackend()),
-    loseEverything: async () => new Store(new MemoryBackend()),
+    // A store that started long ago: no recovery wait (test/lease-recovery covers that).
+    fresh: async () => new Store(new MemoryBackend(processClockUs, 0)),
+    loseEverything: async () => new Store(new MemoryBackend(processClockUs, 0)),
     storedKeys: async (store) => {
       const backend = store.backend as MemoryBackend;
       return backend.storedShardCount() + (await backend.agents()).length;
     },
   };
+}
+
+/** The longest lease TTL the shared suites use, in seconds. */
+const LONGEST_TEST_TTL_S = 10;
+let shared: Promise<TestRedisServer> | undefined;
+
+/**
+ * One private redis-server for the suites that only need a clean database, started on
+ * first use and old enough that no lease waits out its recovery period (a just-started
+ * Redis refuses leases on unknown shards for one TTL). Stopped when the test run exits.
+ */
+function sharedServer(): Promise<TestRedisServer> {
+  shared ??= (async () => {
+    const server = await TestRedisServer.start();
+    const admin = server.client();
+    for (;;) {
+      const uptime = Number(/uptime_in_seconds:(\d+)/.exec(await admin.info("server"))?.[1]);
+      if (uptime > LONGEST_TEST_TTL_S + 1) break; // +1: see boot_us in clock-server.lua
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    admin.disconnect();
+    return server;
+  })();
+  return shared;
+}
+
+export async function stopSharedServer(): Promise<void> {
+  const server = shared;
+  shared = undefined;
+  if (server !== undefined) await (await server).stop();
 }
 
 export function redisUnderTest(): BackendUnderTest {
@@ -47,11 +80,10 @@ export function redisUnderTest(): BackendUnderTest {
   return {
     name: "redis",
     before: async () => {
-      server = await TestRedisServer.start();
+      server = await sharedServer();
     },
     after: async () => {
-      await Promise.all(opened.map((s) => s.close()));
-      await server?.stop();
+      await Promise.all(opened.splice(0).map((s) => s.close()));
     },
     fresh: async () => {
       await flush();

@@ -20,8 +20,11 @@ export function freePort(): Promise<number> {
 }
 
 const running = new Set<ChildProcess>();
+const dirs = new Set<string>();
+// Whatever a test left behind goes with the test run: servers and their directories.
 process.once("exit", () => {
   for (const child of running) child.kill("SIGKILL");
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
 /**
@@ -33,7 +36,9 @@ export class TestRedisServer {
   private child: ChildProcess | null = null;
   private readonly dir = mkdtempSync(join(tmpdir(), "sb-redis-"));
 
-  private constructor(readonly port: number) {}
+  private constructor(readonly port: number) {
+    dirs.add(this.dir);
+  }
 
   static async start(): Promise<TestRedisServer> {
     const server = new TestRedisServer(await freePort());
@@ -122,5 +127,6 @@ export class TestRedisServer {
   async stop(): Promise<void> {
     await this.kill();
     rmSync(this.dir, { recursive: true, force: true });
+    dirs.delete(this.dir);
   }
 }

@@ -2,20 +2,23 @@
 local agent, ttl = ARGV[1], tonumber(ARGV[2])
 local now = clock_us()
 local lease, last = load_state()
+if last == 0 then
+  -- No history of this shard: if Redis started less than one TTL ago it may have lost a
+  -- lease whose holder is still acting; wait that out (see recoveryWaitMs).
+  local wait = math.ceil((boot_us(now) + ttl * 1000 - now) / 1000)
+  if wait > 0 then
+    return reply(0, 'recovering', false, now, wait)
+  end
+end
 local cur = live(lease, now)
-local exp = now + ttl * 1000
-if not cur then
-  -- A new lease mints a token above every earlier one and at least the clock, so tokens
-  -- keep increasing even after a restart that lost this key.
-  local token = math.max(last + 1, now)
-  redis.call('HSET', key, 'holder', agent, 'token', str(token), 'exp', str(exp),
-    'last', str(math.max(last, token)))
-  return reply(1, '', { holder = agent, token = token, exp = exp }, now, 1)
+if cur and cur.holder ~= agent then
+  return reply(0, 'held', cur, now)
 end
-if cur.holder == agent then
-  -- Re-acquiring one's own live lease extends it and keeps the token.
-  redis.call('HSET', key, 'exp', str(exp))
-  cur.exp = exp
-  return reply(1, '', cur, now, 0)
-end
-return reply(0, 'held', cur, now, 0)
+-- Every acquire starts a new lease with a new token, also for the live holder's own id
+-- (a restarted process must fence out its older incarnation). The token is above every
+-- earlier one and at least the clock, so tokens keep increasing even after a restart
+-- that lost this key.
+local token = math.max(last + 1, now)
+local granted = { holder = agent, token = token, exp = now + ttl * 1000 }
+redis.call('HSET', key, 'holder', agent, 'token', str(token), 'exp', str(granted.exp), 'last', str(token))
+return reply(1, '', granted, now)

@@ -26,7 +26,7 @@ export interface RedisBackendOptions {
   /** how long one command may take before the caller sees an error, default 2000 ms */
   commandTimeoutMs?: number;
   /** test-only: drive the scripts' clock from the caller (differential test) */
-  virtualClockUs?: () => number;
+  virtualClock?: { nowUs: () => number; bootUs: () => number };
 }
 
 /** The script reply shared by every lease script: see lease-common.lua. */
@@ -36,8 +36,8 @@ type LeaseReply = [
   holder: string,
   token: number,
   ttlMs: number,
-  fresh: number,
   nowUs: number,
+  retryAfterMs: number,
 ];
 
 function decodeView(reply: LeaseReply): LeaseView | null {
@@ -46,10 +46,11 @@ function decodeView(reply: LeaseReply): LeaseView | null {
 }
 
 function decodeLease(reply: LeaseReply): LeaseOutcome & StoreTime {
-  const [ok, reason, , , , fresh, atUs] = reply;
+  const [ok, reason, , , , atUs, retryAfterMs] = reply;
   const current = decodeView(reply);
-  if (ok === 1 && current !== null) return { ok: true, fresh: fresh === 1, ...current, atUs };
-  return { ok: false, reason: reason as RefusalReason, current, atUs };
+  if (ok === 1 && current !== null) return { ok: true, ...current, atUs };
+  const refused = { ok: false as const, reason: reason as RefusalReason, current, atUs };
+  return reason === "recovering" ? { ...refused, retryAfterMs } : refused;
 }
 
 /** The reason field, only when the script gave one (matches the state machine's shape). */
@@ -78,15 +79,15 @@ export function leaseConnectionOptions(commandTimeoutMs: number): RedisOptions {
 export class RedisBackend implements LeaseBackend {
   readonly kind = "redis" as const;
   private readonly keys: KeyLayout;
-  private readonly virtualClockUs: (() => number) | undefined;
+  private readonly virtualClock: RedisBackendOptions["virtualClock"];
 
   private constructor(
     private readonly redis: Redis,
     options: RedisBackendOptions,
   ) {
     this.keys = keyLayout(options.namespace);
-    this.virtualClockUs = options.virtualClockUs;
-    defineScripts(redis, options.virtualClockUs === undefined ? "server" : ("virtual" satisfies ScriptClock));
+    this.virtualClock = options.virtualClock;
+    defineScripts(redis, options.virtualClock === undefined ? "server" : ("virtual" satisfies ScriptClock));
   }
 
   /** Connect to `url` (redis://host:port/db) and wait until Redis answers. */
@@ -100,7 +101,8 @@ export class RedisBackend implements LeaseBackend {
   }
 
   private run(name: ScriptName, key: string, args: Array<string | number>): Promise<unknown> {
-    const withClock = this.virtualClockUs === undefined ? args : [...args, this.virtualClockUs()];
+    const clock = this.virtualClock;
+    const withClock = clock === undefined ? args : [...args, clock.bootUs(), clock.nowUs()];
     return runScript(this.redis, name, key, withClock);
   }
 
@@ -118,17 +120,17 @@ export class RedisBackend implements LeaseBackend {
 
   async release({ shard, agent, token }: ReleaseInput): Promise<ReleaseOutcome & StoreTime> {
     const reply = await this.lease("release", shard, [agent, token]);
-    return withReason({ ok: reply[0] === 1, current: decodeView(reply), atUs: reply[6] }, reply[1]);
+    return withReason({ ok: reply[0] === 1, current: decodeView(reply), atUs: reply[5] }, reply[1]);
   }
 
   async fence({ shard, token }: FenceInput): Promise<FenceOutcome & StoreTime> {
     const reply = await this.lease("fence", shard, [token]);
-    return withReason({ allowed: reply[0] === 1, current: decodeView(reply), atUs: reply[6] }, reply[1]);
+    return withReason({ allowed: reply[0] === 1, current: decodeView(reply), atUs: reply[5] }, reply[1]);
   }
 
   async read(shard: string): Promise<ReadOutcome & StoreTime> {
     const reply = (await this.lease("read", shard, [])) as unknown as [...LeaseReply, number];
-    return { current: decodeView(reply as unknown as LeaseReply), lastToken: reply[7], atUs: reply[6] };
+    return { current: decodeView(reply as unknown as LeaseReply), lastToken: reply[7], atUs: reply[5] };
   }
 
   async heartbeat(agent: string): Promise<AgentSeen> {

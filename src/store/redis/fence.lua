@@ -3,9 +3,9 @@ local token = tonumber(ARGV[1])
 local now = clock_us()
 local cur = live(load_state(), now)
 if not cur then
-  return reply(0, 'expired', cur, now, 0)
+  return reply(0, 'expired', cur, now)
 end
 if cur.token ~= token then
-  return reply(0, 'stale_token', cur, now, 0)
+  return reply(0, 'stale_token', cur, now)
 end
-return reply(1, '', cur, now, 0)
+return reply(1, '', cur, now)

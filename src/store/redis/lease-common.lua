@@ -20,13 +20,13 @@ local function live(lease, now)
   return false
 end
 
--- Reply: {ok, reason, holder, token, ttl_ms, fresh, now}; holder '' and token 0 when
--- there is no live lease (Lua arrays cannot hold nil).
-local function reply(ok, reason, lease, now, fresh)
+-- Reply: {ok, reason, holder, token, ttl_ms, now, retry_after_ms}; holder '' and token 0
+-- when there is no live lease (Lua arrays cannot hold nil).
+local function reply(ok, reason, lease, now, retry_ms)
   if lease then
-    return { ok, reason, lease.holder, lease.token, math.floor((lease.exp - now) / 1000), fresh, now }
+    return { ok, reason, lease.holder, lease.token, math.floor((lease.exp - now) / 1000), now, 0 }
   end
-  return { ok, reason, '', 0, -1, fresh, now }
+  return { ok, reason, '', 0, -1, now, retry_ms or 0 }
 end
 
 -- Why agent presenting token is not the live holder, or false when it is.

@@ -1,6 +1,6 @@
 -- read(KEYS[1]=lease hash): the live lease, if any, and the highest token minted.
 local now = clock_us()
 local lease, last = load_state()
-local r = reply(1, '', live(lease, now), now, 0)
-r[#r + 1] = last
+local r = reply(1, '', live(lease, now), now)
+r[8] = last
 return r

@@ -5,11 +5,11 @@ local cur = live(load_state(), now)
 local why = mismatch(cur, agent, token)
 if why == 'expired' then
   -- Nothing live to give up: releasing is idempotent.
-  return reply(1, '', false, now, 0)
+  return reply(1, '', false, now)
 end
 if why then
-  return reply(0, why, cur, now, 0)
+  return reply(0, why, cur, now)
 end
 -- Keep 'last' so the next token still climbs above this one.
 redis.call('HDEL', key, 'holder', 'token', 'exp')
-return reply(1, '', false, now, 0)
+return reply(1, '', false, now)

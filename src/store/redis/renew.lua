@@ -5,8 +5,8 @@ local cur = live(load_state(), now)
 local why = mismatch(cur, agent, token)
 if why then
   -- An expired lease is never revived: a new lease must carry a new token.
-  return reply(0, why, cur, now, 0)
+  return reply(0, why, cur, now)
 end
 cur.exp = now + ttl * 1000
 redis.call('HSET', key, 'exp', str(cur.exp))
-return reply(1, '', cur, now, 0)
+return reply(1, '', cur, now)

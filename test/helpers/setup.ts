@@ -1,0 +1,14 @@
+// Loaded by mocha before the tests (.mocharc.json "require").
+import { logger } from "../../src/log.js";
+import { stopSharedServer } from "./backends.js";
+
+// Request logs are useful in a running bridge, noise in a test report.
+// SHARDBRIDGE_LOG_LEVEL still wins when set.
+if (process.env.SHARDBRIDGE_LOG_LEVEL === undefined) logger.level = "warn";
+
+/** Root hooks: stop the redis-server shared by the suites once every test has run. */
+export const mochaHooks = {
+  async afterAll() {
+    await stopSharedServer();
+  },
+};

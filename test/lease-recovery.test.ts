@@ -1,0 +1,55 @@
+import { expect } from "chai";
+import { createApp } from "../src/api/app.js";
+import { MemoryBackend } from "../src/store/memory.js";
+import { RedisBackend } from "../src/store/redis/backend.js";
+import { Store } from "../src/store/store.js";
+import { call, listen } from "./helpers/http.js";
+import { TestRedisServer } from "./helpers/redis-server.js";
+
+/**
+ * A store that starts empty cannot tell a new shard from one whose lease it lost while
+ * the holder may still be acting; it grants no lease on a shard it has no history of
+ * until one TTL after it started.
+ */
+describe("Lease recovery after the store started empty", function () {
+  this.timeout(20_000);
+
+  it("memory: a just-created store answers 'recovering' with the wait, over the API too", async () => {
+    const store = new Store(new MemoryBackend());
+    const refused = await store.acquire({ shard: "s1", agent: "a", ttlMs: 6000 });
+    expect(refused).to.include({ ok: false, reason: "recovering", current: null });
+    expect(!refused.ok && refused.retryAfterMs).to.be.within(5000, 6000);
+
+    const { url, close } = await listen(createApp(store));
+    try {
+      const answer = await call(`${url}/v1/shards/s1/lease`, "POST", { agent: "a" });
+      expect(answer.status).to.equal(409);
+      expect(answer.body.errors[0].code).to.equal("shardbridge.lease.recovering");
+      expect(answer.body.errors[0].detail).to.match(/retry in \d+ ms/);
+    } finally {
+      await close();
+    }
+  });
+
+  it("redis: a just-started redis-server refuses, then grants once one TTL has passed", async () => {
+    const server = await TestRedisServer.start();
+    const store = new Store(await RedisBackend.connect(server.url));
+    try {
+      const started = performance.now();
+      const first = await store.acquire({ shard: "s1", agent: "a", ttlMs: 1000 });
+      expect(first).to.include({ ok: false, reason: "recovering" });
+      let granted = first;
+      while (!granted.ok && performance.now() - started < 5000) {
+        await new Promise((r) => setTimeout(r, 50));
+        granted = await store.acquire({ shard: "s1", agent: "a", ttlMs: 1000 });
+      }
+      expect(granted.ok, "granted within 5 s").to.equal(true);
+      // Redis reports uptime in whole seconds, so the wait is between one TTL and one TTL
+      // plus 2 s from the start (which was a moment before the first attempt).
+      expect(performance.now() - started).to.be.within(800, 3500);
+    } finally {
+      await store.close();
+      await server.stop();
+    }
+  });
+});
