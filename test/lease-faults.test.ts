@@ -15,55 +15,26 @@ const RENEW_INTERVAL_MS = TTL_MS / 3;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
- * The safety check: every write that `fence` allowed, from every agent, grouped by token.
- * Each token must belong to one agent, and the time spans (store clock) of different
- * tokens must not overlap: at no instant did two agents both pass fence.
+ * Group `at(e)` of the selected events by token and require that each token belongs to
+ * one agent and that the time spans of different tokens do not overlap, in token order.
+ * Returns how many events were selected.
  */
-function assertNoOverlappingWriters(events: AgentEvent[]): number {
+function assertTokenSpansDisjoint(
+  events: AgentEvent[],
+  select: (e: AgentEvent) => boolean,
+  at: (e: AgentEvent) => number,
+  what: string,
+): number {
   const spans = new Map<number, { agent: string; from: number; to: number }>();
-  let allowed = 0;
+  let selected = 0;
   for (const e of events) {
-    if (e.ev !== "write" || e.allowed !== true) continue;
-    allowed++;
+    if (!select(e)) continue;
+    selected++;
     const token = e.token as number;
-    const at = e.atUs as number;
-    const span = spans.get(token);
-    if (span === undefined) {
-      spans.set(token, { agent: e.agent, from: at, to: at });
-      continue;
-    }
-    expect(span.agent, `token ${token} used by two agents`).to.equal(e.agent);
-    span.from = Math.min(span.from, at);
-    span.to = Math.max(span.to, at);
-  }
-  const ordered = [...spans.entries()].sort(([a], [b]) => a - b);
-  for (let i = 1; i < ordered.length; i++) {
-    const [prevToken, prev] = ordered[i - 1]!;
-    const [token, span] = ordered[i]!;
-    expect(
-      prev.to,
-      `writes under token ${prevToken} (${prev.agent}) overlap token ${token} (${span.agent})`,
-    ).to.be.below(span.from);
-  }
-  return allowed;
-}
-
-/**
- * What the agents themselves did: every write an agent attempted while its keeper said
- * it was active, by wall time (one machine, one clock). Per token one agent, and the
- * spans of different tokens must not overlap — no two agents acting at once, whatever
- * the store said. And once an agent reported `lost`, it attempts nothing as active until
- * it is granted a lease again.
- */
-function assertAgentsNeverActedTogether(events: AgentEvent[]): void {
-  const spans = new Map<number, { agent: string; from: number; to: number }>();
-  for (const e of events) {
-    if (e.ev !== "attempt" || e.believedActive !== true) continue;
-    const token = e.token as number;
-    const span = spans.get(token) ?? { agent: e.agent, from: e.t, to: e.t };
-    expect(span.agent, `token ${token} acted on by two agents`).to.equal(e.agent);
-    span.from = Math.min(span.from, e.t);
-    span.to = Math.max(span.to, e.t);
+    const span = spans.get(token) ?? { agent: e.agent, from: at(e), to: at(e) };
+    expect(span.agent, `${what}: token ${token} used by two agents`).to.equal(e.agent);
+    span.from = Math.min(span.from, at(e));
+    span.to = Math.max(span.to, at(e));
     spans.set(token, span);
   }
   const ordered = [...spans.entries()].sort(([a], [b]) => a - b);
@@ -72,9 +43,38 @@ function assertAgentsNeverActedTogether(events: AgentEvent[]): void {
     const [token, span] = ordered[i]!;
     expect(
       prev.to,
-      `${prev.agent} acted under ${prevToken} after ${span.agent} began under ${token}`,
-    ).to.be.at.most(span.from);
+      `${what}: ${prev.agent} under ${prevToken} overlaps ${span.agent} under ${token}`,
+    ).to.be.below(span.from);
   }
+  return selected;
+}
+
+/**
+ * What the store allowed: every write that `fence` passed, by store time. At no instant
+ * did two agents both pass fence.
+ */
+function assertNoOverlappingWriters(events: AgentEvent[]): number {
+  return assertTokenSpansDisjoint(
+    events,
+    (e) => e.ev === "write" && e.allowed === true,
+    (e) => e.atUs as number,
+    "writes fence allowed",
+  );
+}
+
+/**
+ * What the agents themselves did: every write an agent attempted while its keeper said
+ * it was active, by wall time (one machine, one clock): no two agents acting at once,
+ * whatever the store said. And once an agent reported `lost`, it attempts nothing as
+ * active until it is granted a lease again.
+ */
+function assertAgentsNeverActedTogether(events: AgentEvent[]): void {
+  assertTokenSpansDisjoint(
+    events,
+    (e) => e.ev === "attempt" && e.believedActive === true,
+    (e) => e.t,
+    "writes agents attempted as active",
+  );
   const byAgent = new Map<string, AgentEvent[]>();
   for (const e of events) byAgent.set(e.agent, [...(byAgent.get(e.agent) ?? []), e]);
   for (const [agent, own] of byAgent) {
