@@ -5,7 +5,11 @@ set -euo pipefail
 BRIDGE=${BRIDGE:-http://127.0.0.1:6390}
 post() { curl -s -X "$1" "$BRIDGE$2" -H 'content-type: application/json' -d "$3"; echo; }
 
-post POST /v1/shards/demo/lease '{"agent":"compute-0"}'
+# A bridge that just started on the embedded store waits one TTL (6 s) before it grants a
+# lease on a shard it knows nothing of: its state died with its previous process.
+until curl -sf -X POST "$BRIDGE/v1/shards/demo/lease" -d '{"agent":"compute-0"}'; do
+  echo "(store recovering, retrying)"; sleep 1
+done; echo
 TOKEN=$(curl -s "$BRIDGE/v1/shards/demo/lease" | sed -E 's/.*"token":([0-9]+).*/\1/')
 post POST /v1/shards/demo/lease '{"agent":"compute-1"}'
 post POST /v1/shards/demo/fence "{\"token\":$TOKEN}"

@@ -29,7 +29,9 @@ async function serve(argv: string[]): Promise<void> {
   const store = await openStore(values.store!);
   if (store.kind === "memory") {
     logger.warn(
-      "store is memory: lease state lives in this process only and is lost when it exits; use --store redis://… for more than one bridge",
+      "store is memory: lease state lives in this process only and is lost when it exits; " +
+        "leases on shards are granted from one TTL after start (a lease held before a restart may still be in use); " +
+        "use --store redis://… for more than one bridge",
     );
   }
   const app = createApp(store);
