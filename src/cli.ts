@@ -3,6 +3,7 @@ import type { Server } from "node:http";
 import { parseArgs } from "node:util";
 import { createApp } from "./api/app.js";
 import { logger } from "./log.js";
+import { loadShardCatalog } from "./shards/definitions.js";
 import { openStore } from "./store/open.js";
 
 const USAGE = `usage: shardbridge <command> [options]
@@ -12,6 +13,7 @@ commands:
              --port N        listen port (env SHARDBRIDGE_PORT, default 6390)
              --bind ADDR     listen address (env SHARDBRIDGE_BIND, default 127.0.0.1)
              --store SPEC    "memory" (default) or redis://host:port/db (env SHARDBRIDGE_STORE)
+             --shards DIR    shard definitions, one NAME.json each (env SHARDBRIDGE_SHARDS, default ./shards)
 `;
 
 async function serve(argv: string[]): Promise<void> {
@@ -21,8 +23,11 @@ async function serve(argv: string[]): Promise<void> {
       port: { type: "string", default: process.env.SHARDBRIDGE_PORT ?? "6390" },
       bind: { type: "string", default: process.env.SHARDBRIDGE_BIND ?? "127.0.0.1" },
       store: { type: "string", default: process.env.SHARDBRIDGE_STORE ?? "memory" },
+      shards: { type: "string", default: process.env.SHARDBRIDGE_SHARDS ?? "shards" },
     },
   });
+  // Read the shard definitions before anything else: a bad file stops the start, naming it.
+  const catalog = loadShardCatalog(values.shards!);
   const port = Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535)
     throw new Error(`--port: not a port number: ${values.port}`);
@@ -34,12 +39,12 @@ async function serve(argv: string[]): Promise<void> {
         "use --store redis://… for more than one bridge",
     );
   }
-  const app = createApp(store);
+  const app = createApp(store, catalog);
   const server: Server = app.listen(port, values.bind!, () => {
     const address = server.address();
     const where =
       typeof address === "object" && address ? `http://${values.bind}:${address.port}` : String(address);
-    logger.info("listening", { url: where, store: store.kind });
+    logger.info("listening", { url: where, store: store.kind, shards_defined: catalog.definitions.length });
     process.stderr.write(
       `shardbridge listening on ${where} (store: ${store.kind})\n` +
         `  acquire a lease:  curl -s -XPOST ${where}/v1/shards/demo/lease -d '{"agent":"compute-0"}'\n`,

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import express, { type Express } from "express";
 import { logger } from "../log.js";
+import { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
 import { errorHandler } from "./errors.js";
 import { leaseRoutes } from "./leases.js";
@@ -8,7 +9,7 @@ import { leaseRoutes } from "./leases.js";
 /** Request bodies above this are refused with 413 before they are parsed. */
 export const MAX_BODY_BYTES = 1024 * 1024;
 
-export function createApp(store: Store): Express {
+export function createApp(store: Store, catalog: ShardCatalog = new ShardCatalog()): Express {
   const app = express();
   app.disable("x-powered-by");
   app.use((req, res, next) => {
@@ -39,7 +40,7 @@ export function createApp(store: Store): Express {
       res.status(503).json({ status: "store unreachable", store: store.kind, error: String(error) });
     }
   });
-  app.use(leaseRoutes(store));
+  app.use(leaseRoutes(store, catalog));
   app.use(errorHandler((message, meta) => logger.error(message, meta)));
   return app;
 }

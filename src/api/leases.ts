@@ -1,14 +1,17 @@
 import { Router } from "express";
 import { z } from "zod";
-import { LEASE_TTL_DEFAULT_MS } from "../domain/lease.js";
-import { parseOrThrow } from "../domain/validation.js";
+import { FencingToken } from "../domain/lease.js";
+import { AgentId, ShardName } from "../domain/names.js";
+import { parseBoth, parseOrThrow } from "../domain/validation.js";
 import type { LeaseView } from "../lease/machine.js";
+import { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
 import { HttpError } from "./errors.js";
 
-const AcquireBody = z.strictObject({ agent: z.unknown(), token: z.unknown().optional() });
-const ReleaseBody = z.strictObject({ agent: z.unknown(), token: z.unknown() });
-const FenceBody = z.strictObject({ token: z.unknown() });
+const ShardPath = z.strictObject({ shard: ShardName });
+const AcquireBody = z.strictObject({ agent: AgentId, token: FencingToken.optional() });
+const ReleaseBody = z.strictObject({ agent: AgentId, token: FencingToken });
+const FenceBody = z.strictObject({ token: FencingToken });
 
 /** 409 naming the live holder and its time left, or why no lease can be had now. */
 function refusal(
@@ -29,49 +32,56 @@ function refusal(
   ]);
 }
 
+function notAllowed(shard: string, agent: string): HttpError {
+  return new HttpError([
+    {
+      status: 403,
+      code: "shardbridge.shard.agent_not_allowed",
+      title: "Agent may not serve this shard",
+      detail: `agent ${agent} is not among the agents allowed to serve shard ${shard} (shards/${shard}.json)`,
+    },
+  ]);
+}
+
 /**
  * Lease routes, the contract nova-compute codes against:
- *   POST   /v1/shards/{shard}/lease  {"agent"}          acquire: a new lease, new token -> 200 | 409
- *                                     {"agent","token"}  renew under that token         -> 200 | 409
- *   DELETE /v1/shards/{shard}/lease  {"agent","token"}  release          -> 204 | 409
+ *   POST   /v1/shards/{shard}/lease  {"agent"}          acquire: a new lease, new token -> 200 | 403 | 409
+ *                                     {"agent","token"}  renew under that token         -> 200 | 403 | 409
+ *   DELETE /v1/shards/{shard}/lease  {"agent","token"}  release                        -> 204 | 409
  *   POST   /v1/shards/{shard}/fence  {"token"}          -> 200 {"allowed"}
  *   GET    /v1/shards/{shard}/lease                     -> 200 the live lease or null
+ * The TTL is the shard's (shards/NAME.json), never the caller's.
  */
-export function leaseRoutes(
-  store: Store,
-  ttlMsFor: (shard: string) => number = () => LEASE_TTL_DEFAULT_MS,
-): Router {
+export function leaseRoutes(store: Store, catalog: ShardCatalog = new ShardCatalog()): Router {
   const router = Router();
 
   router.post("/v1/shards/:shard/lease", async (req, res) => {
-    const shard = req.params.shard;
-    const body = parseOrThrow(AcquireBody, req.body ?? {});
-    const request = { shard, agent: body.agent as string, ttlMs: ttlMsFor(shard) };
+    const [{ shard }, body] = parseBoth([ShardPath, req.params], [AcquireBody, req.body ?? {}]);
+    if (!catalog.mayServe(shard, body.agent)) throw notAllowed(shard, body.agent);
+    const request = { shard, agent: body.agent, ttlMs: catalog.ttlMsFor(shard) };
     const outcome =
       body.token === undefined
         ? await store.acquire(request)
-        : await store.renew({ ...request, token: body.token as number });
+        : await store.renew({ ...request, token: body.token });
     if (!outcome.ok) throw refusal(shard, outcome.reason, outcome.current, outcome.retryAfterMs);
     res.json({ shard, holder: outcome.holder, token: outcome.token, ttl_ms: outcome.ttlMs });
   });
 
   router.delete("/v1/shards/:shard/lease", async (req, res) => {
-    const shard = req.params.shard;
-    const body = parseOrThrow(ReleaseBody, req.body ?? {});
-    const outcome = await store.release({ shard, agent: body.agent as string, token: body.token as number });
+    const [{ shard }, body] = parseBoth([ShardPath, req.params], [ReleaseBody, req.body ?? {}]);
+    const outcome = await store.release({ shard, agent: body.agent, token: body.token });
     if (!outcome.ok) throw refusal(shard, outcome.reason, outcome.current);
     res.status(204).end();
   });
 
   router.post("/v1/shards/:shard/fence", async (req, res) => {
-    const shard = req.params.shard;
-    const body = parseOrThrow(FenceBody, req.body ?? {});
-    const outcome = await store.fence({ shard, token: body.token as number });
+    const [{ shard }, body] = parseBoth([ShardPath, req.params], [FenceBody, req.body ?? {}]);
+    const outcome = await store.fence({ shard, token: body.token });
     res.json({ allowed: outcome.allowed });
   });
 
   router.get("/v1/shards/:shard/lease", async (req, res) => {
-    const shard = req.params.shard;
+    const { shard } = parseOrThrow(ShardPath, req.params);
     const { current, lastToken } = await store.read(shard);
     res.json({
       shard,

@@ -28,11 +28,30 @@ function fieldPath(path: ReadonlyArray<PropertyKey>): string {
     .join("");
 }
 
+function issuesOf(error: z.ZodError): FieldIssue[] {
+  return error.issues.map((issue) => ({ field: fieldPath(issue.path), reason: issue.message }));
+}
+
 /** Parse `input` with `schema` or throw a ValidationError listing each field and reason. */
 export function parseOrThrow<S extends z.ZodType>(schema: S, input: unknown): z.output<S> {
   const result = schema.safeParse(input);
   if (result.success) return result.data;
-  throw new ValidationError(
-    result.error.issues.map((issue) => ({ field: fieldPath(issue.path), reason: issue.message })),
-  );
+  throw new ValidationError(issuesOf(result.error));
+}
+
+/**
+ * Parse two parts of one request (say the path and the body) and report the problems of
+ * both at once, so a client fixes everything in one round.
+ */
+export function parseBoth<A extends z.ZodType, B extends z.ZodType>(
+  first: [A, unknown],
+  second: [B, unknown],
+): [z.output<A>, z.output<B>] {
+  const a = first[0].safeParse(first[1]);
+  const b = second[0].safeParse(second[1]);
+  if (a.success && b.success) return [a.data, b.data];
+  throw new ValidationError([
+    ...(a.success ? [] : issuesOf(a.error)),
+    ...(b.success ? [] : issuesOf(b.error)),
+  ]);
 }

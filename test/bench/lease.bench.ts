@@ -57,7 +57,8 @@ async function renewLoop(store: Store, total: number, concurrency: number): Prom
   // One shard per concurrent caller, each renewed by its holder: the steady state of a
   // fleet where every active agent renews its own shard.
   const tokens: number[] = [];
-  for (let c = 0; c < concurrency; c++) tokens.push(await acquireWhenReady(store, `bench-${c}`, `agent-${c}`));
+  for (let c = 0; c < concurrency; c++)
+    tokens.push(await acquireWhenReady(store, `bench-${c}`, `agent-${c}`));
   return closedLoop(total, concurrency, async (i) => {
     const c = i % concurrency;
     const out = await store.renew({
