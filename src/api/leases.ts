@@ -32,6 +32,16 @@ function refusal(
   ]);
 }
 
+/** A live lease as the API shows it. */
+export function leaseJson(view: LeaseView): { holder: string; token: number; ttl_ms: number; since: string } {
+  return {
+    holder: view.holder,
+    token: view.token,
+    ttl_ms: view.ttlMs,
+    since: new Date(Math.floor(view.sinceUs / 1000)).toISOString(),
+  };
+}
+
 function notAllowed(shard: string, agent: string): HttpError {
   return new HttpError([
     {
@@ -85,7 +95,7 @@ export function leaseRoutes(store: Store, catalog: ShardCatalog = new ShardCatal
     const { current, lastToken } = await store.read(shard);
     res.json({
       shard,
-      lease: current && { holder: current.holder, token: current.token, ttl_ms: current.ttlMs },
+      lease: current && leaseJson(current),
       last_token: lastToken,
     });
   });

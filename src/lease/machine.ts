@@ -15,6 +15,8 @@ export interface Lease {
   holder: string;
   token: number;
   expiresAtUs: number;
+  /** when this lease (this token) began; renewals keep it */
+  sinceUs: number;
 }
 
 /** Everything the store keeps per shard. `lastToken` never decreases. */
@@ -57,6 +59,8 @@ export interface LeaseView {
   holder: string;
   token: number;
   ttlMs: number;
+  /** store time when this holder's lease began, µs */
+  sinceUs: number;
 }
 
 export type LeaseOutcome =
@@ -108,6 +112,7 @@ function view(lease: Lease | null, nowUs: number): LeaseView | null {
     holder: lease.holder,
     token: lease.token,
     ttlMs: Math.floor((lease.expiresAtUs - nowUs) / US_PER_MS),
+    sinceUs: lease.sinceUs,
   };
 }
 
@@ -158,7 +163,11 @@ function acquire(
   // lease up at its deadline, and whatever an older incarnation still has in flight must
   // be fenced out. Extending a lease under the same token is what renew is for.
   const token = mintToken(state.lastToken, nowUs);
-  return grant(state, { holder: agent, token, expiresAtUs: nowUs + ttlMs * US_PER_MS }, nowUs);
+  return grant(
+    state,
+    { holder: agent, token, expiresAtUs: nowUs + ttlMs * US_PER_MS, sinceUs: nowUs },
+    nowUs,
+  );
 }
 
 /** Why `agent` presenting `token` is not the live holder, or null when it is. */

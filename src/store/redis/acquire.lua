@@ -19,6 +19,7 @@ end
 -- earlier one and at least the clock, so tokens keep increasing even after a restart
 -- that lost this key.
 local token = math.max(last + 1, now)
-local granted = { holder = agent, token = token, exp = now + ttl * 1000 }
-redis.call('HSET', key, 'holder', agent, 'token', str(token), 'exp', str(granted.exp), 'last', str(token))
+local granted = { holder = agent, token = token, exp = now + ttl * 1000, since = now }
+redis.call('HSET', key, 'holder', agent, 'token', str(token), 'exp', str(granted.exp), 'since', str(now),
+  'last', str(token))
 return reply(1, '', granted, now)

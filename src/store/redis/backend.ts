@@ -38,11 +38,12 @@ type LeaseReply = [
   ttlMs: number,
   nowUs: number,
   retryAfterMs: number,
+  sinceUs: number,
 ];
 
 function decodeView(reply: LeaseReply): LeaseView | null {
-  const [, , holder, token, ttlMs] = reply;
-  return holder === "" ? null : { holder, token, ttlMs };
+  const [, , holder, token, ttlMs, , , sinceUs] = reply;
+  return holder === "" ? null : { holder, token, ttlMs, sinceUs };
 }
 
 function decodeLease(reply: LeaseReply): LeaseOutcome & StoreTime {
@@ -130,7 +131,7 @@ export class RedisBackend implements LeaseBackend {
 
   async read(shard: string): Promise<ReadOutcome & StoreTime> {
     const reply = (await this.lease("read", shard, [])) as unknown as [...LeaseReply, number];
-    return { current: decodeView(reply as unknown as LeaseReply), lastToken: reply[7], atUs: reply[5] };
+    return { current: decodeView(reply as unknown as LeaseReply), lastToken: reply[8], atUs: reply[5] };
   }
 
   async heartbeat(agent: string): Promise<AgentSeen> {

@@ -1,15 +1,16 @@
 -- Shared by every lease script; prepended to each at load time after the clock.
--- KEYS[1] is the shard's lease hash: holder, token, exp (expiry, store us), last (the
--- highest token ever minted for the shard; kept when the lease is released).
+-- KEYS[1] is the shard's lease hash: holder, token, exp (expiry, store us), since (when
+-- this lease began, store us), last (the highest token ever minted for the shard; kept
+-- when the lease is released).
 local key = KEYS[1]
 
 local function load_state()
-  local f = redis.call('HMGET', key, 'holder', 'token', 'exp', 'last')
+  local f = redis.call('HMGET', key, 'holder', 'token', 'exp', 'since', 'last')
   local lease = false
   if f[1] then
-    lease = { holder = f[1], token = tonumber(f[2]), exp = tonumber(f[3]) }
+    lease = { holder = f[1], token = tonumber(f[2]), exp = tonumber(f[3]), since = tonumber(f[4]) }
   end
-  return lease, tonumber(f[4]) or 0
+  return lease, tonumber(f[5]) or 0
 end
 
 -- A lease is dead from its expiry instant on.
@@ -20,13 +21,13 @@ local function live(lease, now)
   return false
 end
 
--- Reply: {ok, reason, holder, token, ttl_ms, now, retry_after_ms}; holder '' and token 0
--- when there is no live lease (Lua arrays cannot hold nil).
+-- Reply: {ok, reason, holder, token, ttl_ms, now, retry_after_ms, since}; holder '' and
+-- token 0 when there is no live lease (Lua arrays cannot hold nil).
 local function reply(ok, reason, lease, now, retry_ms)
   if lease then
-    return { ok, reason, lease.holder, lease.token, math.floor((lease.exp - now) / 1000), now, 0 }
+    return { ok, reason, lease.holder, lease.token, math.floor((lease.exp - now) / 1000), now, 0, lease.since }
   end
-  return { ok, reason, '', 0, -1, now, retry_ms or 0 }
+  return { ok, reason, '', 0, -1, now, retry_ms or 0, 0 }
 end
 
 -- Why agent presenting token is not the live holder, or false when it is.
