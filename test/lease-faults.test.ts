@@ -1,7 +1,6 @@
+import { openStore } from "../src/store/open.js";
 import { expect } from "chai";
 import { LeaseKeeper } from "../src/agent/lease-keeper.js";
-import { RedisBackend } from "../src/store/redis/backend.js";
-import { Store } from "../src/store/store.js";
 import { AgentProcess, type AgentEvent } from "./helpers/agent-process.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
 
@@ -234,7 +233,7 @@ describe("Lease faults (real redis-server, agents in child processes)", function
       a.waitFor((e) => e.ev === "active", 10_000),
       b.waitFor((e) => e.ev === "active", 10_000),
     ]);
-    const store = new Store(await RedisBackend.connect(server.url));
+    const store = await openStore(server.url);
     const admin = server.client();
     let callerErrors = 0;
     let calls = 0;
@@ -263,7 +262,7 @@ describe("Lease faults (real redis-server, agents in child processes)", function
   });
 
   it("the keeper reports the loss at its deadline on its own, with nobody asking it", async () => {
-    const store = new Store(await RedisBackend.connect(server.url, { commandTimeoutMs: 5000 }));
+    const store = await openStore(server.url, { commandTimeoutMs: 5000 });
     const keeper = new LeaseKeeper({ client: store, shard: "s1", agent: "solo", ttlMs: TTL_MS });
     const renewSentAt: number[] = [];
     keeper.on("active", () => renewSentAt.push(performance.now())); // upper bound of the send time

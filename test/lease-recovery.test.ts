@@ -1,7 +1,8 @@
+import { MemoryNodes } from "../src/nodes/memory.js";
+import { openStore } from "../src/store/open.js";
 import { expect } from "chai";
 import { createApp } from "../src/api/app.js";
 import { MemoryBackend } from "../src/store/memory.js";
-import { RedisBackend } from "../src/store/redis/backend.js";
 import { Store } from "../src/store/store.js";
 import { call, listen } from "./helpers/http.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
@@ -15,7 +16,7 @@ describe("Lease recovery after the store started empty", function () {
   this.timeout(20_000);
 
   it("memory: a just-created store answers 'recovering' with the wait, over the API too", async () => {
-    const store = new Store(new MemoryBackend());
+    const store = new Store(new MemoryBackend(), new MemoryNodes());
     const refused = await store.acquire({ shard: "s1", agent: "a", ttlMs: 6000 });
     expect(refused).to.include({ ok: false, reason: "recovering", current: null });
     expect(!refused.ok && refused.retryAfterMs).to.be.within(5000, 6000);
@@ -33,7 +34,7 @@ describe("Lease recovery after the store started empty", function () {
 
   it("redis: a just-started redis-server refuses, then grants once one TTL has passed", async () => {
     const server = await TestRedisServer.start();
-    const store = new Store(await RedisBackend.connect(server.url));
+    const store = await openStore(server.url);
     try {
       const started = performance.now();
       const first = await store.acquire({ shard: "s1", agent: "a", ttlMs: 1000 });

@@ -1,3 +1,4 @@
+import { MemoryNodes } from "../src/nodes/memory.js";
 import { expect } from "chai";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -71,7 +72,7 @@ describe("Shard definitions", () => {
       { name: "rack-a", description: "", lease_ttl_ms: 15_000, agents: ["compute-0"] },
     ]);
     const backend = new MemoryBackend(processClockUs, 0);
-    const { url, close } = await listen(createApp(new Store(backend), catalog));
+    const { url, close } = await listen(createApp(new Store(backend, new MemoryNodes()), catalog));
     try {
       const granted = await call(`${url}/v1/shards/rack-a/lease`, "POST", { agent: "compute-0" });
       expect(granted.status).to.equal(200);

@@ -5,9 +5,14 @@ import { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
 import { errorHandler } from "./errors.js";
 import { leaseRoutes } from "./leases.js";
+import { nodeRoutes } from "./nodes.js";
+import { shardRoutes } from "./shards.js";
 
 /** Request bodies above this are refused with 413 before they are parsed. */
 export const MAX_BODY_BYTES = 1024 * 1024;
+/** The bulk node load is the one exception: 20,000 nodes need more than 1 MiB. */
+export const MAX_BULK_BODY_BYTES = 8 * 1024 * 1024;
+const BULK_PATH = "/v1/nodes/bulk";
 
 export function createApp(store: Store, catalog: ShardCatalog = new ShardCatalog()): Express {
   const app = express();
@@ -27,7 +32,9 @@ export function createApp(store: Store, catalog: ShardCatalog = new ShardCatalog
     );
     next();
   });
-  app.use(express.json({ limit: MAX_BODY_BYTES, strict: true, type: () => true }));
+  const json = express.json({ limit: MAX_BODY_BYTES, strict: true, type: () => true });
+  const bulkJson = express.json({ limit: MAX_BULK_BODY_BYTES, strict: true, type: () => true });
+  app.use((req, res, next) => (req.path === BULK_PATH ? bulkJson : json)(req, res, next));
 
   app.get("/healthz", (_req, res) => {
     res.json({ status: "ok" });
@@ -41,6 +48,8 @@ export function createApp(store: Store, catalog: ShardCatalog = new ShardCatalog
     }
   });
   app.use(leaseRoutes(store, catalog));
+  app.use(shardRoutes(store, catalog));
+  app.use(nodeRoutes(store.nodes));
   app.use(errorHandler((message, meta) => logger.error(message, meta)));
   return app;
 }

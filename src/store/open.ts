@@ -1,3 +1,4 @@
+import { MemoryNodes } from "../nodes/memory.js";
 import { MemoryBackend } from "./memory.js";
 import { RedisBackend, type RedisBackendOptions } from "./redis/backend.js";
 import { Store } from "./store.js";
@@ -7,7 +8,10 @@ import { Store } from "./store.js";
  * only) or a Redis URL (redis://host:port/db, rediss:// for TLS).
  */
 export async function openStore(spec: string, options: RedisBackendOptions = {}): Promise<Store> {
-  if (spec === "memory") return new Store(new MemoryBackend());
-  if (/^rediss?:\/\//.test(spec)) return new Store(await RedisBackend.connect(spec, options));
+  if (spec === "memory") return new Store(new MemoryBackend(), new MemoryNodes());
+  if (/^rediss?:\/\//.test(spec)) {
+    const backend = await RedisBackend.connect(spec, options);
+    return new Store(backend, backend.nodeBackend());
+  }
   throw new Error(`unknown store "${spec}": use "memory" or a redis:// URL`);
 }

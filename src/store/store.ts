@@ -11,6 +11,8 @@ import {
 } from "../domain/lease.js";
 import { AgentId, ShardName } from "../domain/names.js";
 import { parseOrThrow } from "../domain/validation.js";
+import { NodeRegistry } from "../nodes/registry.js";
+import type { NodeBackend } from "../nodes/port.js";
 import type { LeaseBackend } from "./port.js";
 
 const ReadRequest = z.strictObject({ shard: ShardName });
@@ -22,7 +24,15 @@ const HeartbeatRequest = z.strictObject({ agent: AgentId });
  * the parsed input to a backend. Validation lives here once, not in each backend.
  */
 export class Store {
-  constructor(readonly backend: LeaseBackend) {}
+  /** the node registry, on the same store as the leases */
+  readonly nodes: NodeRegistry;
+
+  constructor(
+    readonly backend: LeaseBackend,
+    nodes: NodeBackend,
+  ) {
+    this.nodes = new NodeRegistry(nodes);
+  }
 
   get kind(): LeaseBackend["kind"] {
     return this.backend.kind;

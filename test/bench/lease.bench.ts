@@ -1,6 +1,7 @@
+import { MemoryNodes } from "../../src/nodes/memory.js";
+import { openStore } from "../../src/store/open.js";
 import { spawnSync } from "node:child_process";
 import { MemoryBackend } from "../../src/store/memory.js";
-import { RedisBackend } from "../../src/store/redis/backend.js";
 import { Store } from "../../src/store/store.js";
 import { TestRedisServer } from "../helpers/redis-server.js";
 import { closedLoop, printTable, type Measured } from "./stats.js";
@@ -77,7 +78,7 @@ export async function leaseBench(): Promise<void> {
     const admin = server.client();
     const sha = (await admin.script("LOAD", "return 1")) as string;
     admin.disconnect();
-    const store = new Store(await RedisBackend.connect(server.url));
+    const store = await openStore(server.url);
     await renewLoop(store, 5000, 8); // warm up: JIT, script cache
     const rows: Array<Array<string | number>> = [];
     for (const concurrency of CONCURRENCY) {
@@ -102,7 +103,7 @@ export async function leaseBench(): Promise<void> {
     }
     await store.close();
 
-    const memory = new Store(new MemoryBackend());
+    const memory = new Store(new MemoryBackend(), new MemoryNodes());
     await renewLoop(memory, 50_000, 8);
     const mem = await renewLoop(memory, RENEWS * 5, 8);
     const rawBest = rows[2]![1] as number;

@@ -1,6 +1,7 @@
+import { MemoryNodes } from "../../src/nodes/memory.js";
+import { openStore } from "../../src/store/open.js";
 import { processClockUs } from "../../src/store/clock.js";
 import { MemoryBackend } from "../../src/store/memory.js";
-import { RedisBackend } from "../../src/store/redis/backend.js";
 import { Store } from "../../src/store/store.js";
 import { TestRedisServer } from "./redis-server.js";
 
@@ -25,11 +26,12 @@ export function memoryUnderTest(): BackendUnderTest {
     before: async () => undefined,
     after: async () => undefined,
     // A store that started long ago: no recovery wait (test/lease-recovery covers that).
-    fresh: async () => new Store(new MemoryBackend(processClockUs, 0)),
-    loseEverything: async () => new Store(new MemoryBackend(processClockUs, 0)),
+    fresh: async () => new Store(new MemoryBackend(processClockUs, 0), new MemoryNodes()),
+    loseEverything: async () => new Store(new MemoryBackend(processClockUs, 0), new MemoryNodes()),
     storedKeys: async (store) => {
       const backend = store.backend as MemoryBackend;
-      return backend.storedShardCount() + (await backend.agents()).length;
+      const nodes = (store.nodes.backend as MemoryNodes).size();
+      return backend.storedShardCount() + (await backend.agents()).length + nodes;
     },
   };
 }
@@ -68,7 +70,7 @@ export function redisUnderTest(): BackendUnderTest {
   let server: TestRedisServer | undefined;
   const opened: Store[] = [];
   const open = async () => {
-    const store = new Store(await RedisBackend.connect(server!.url));
+    const store = await openStore(server!.url);
     opened.push(store);
     return store;
   };

@@ -17,6 +17,7 @@ import type {
   RenewInput,
   StoreTime,
 } from "../port.js";
+import { RedisNodes } from "../../nodes/redis.js";
 import { keyLayout, type KeyLayout } from "./keys.js";
 import { defineScripts, runScript, type ScriptClock, type ScriptName } from "./scripts.js";
 
@@ -99,6 +100,11 @@ export class RedisBackend implements LeaseBackend {
     redis.on("error", () => undefined);
     await redis.connect();
     return new RedisBackend(redis, options);
+  }
+
+  /** The node registry on this same connection. */
+  nodeBackend(): RedisNodes {
+    return new RedisNodes(this.redis, this.keys.nodes);
   }
 
   private run(name: ScriptName, key: string, args: Array<string | number>): Promise<unknown> {

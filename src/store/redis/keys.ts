@@ -6,11 +6,35 @@
 export interface KeyLayout {
   lease(shard: string): string;
   agents(): string;
+  /**
+   * The node registry lives under one hash tag, `{nodes}`, so that moving a node between
+   * shards is one atomic script on one slot. 100,000 nodes are a few tens of MB: one
+   * slot holds them easily.
+   */
+  nodes: {
+    data: string;
+    place: string;
+    counts: string;
+    membersPrefix: string;
+    unsharded: string;
+    members(shard: string | null): string;
+  };
 }
 
 export function keyLayout(namespace = "sb"): KeyLayout {
+  const nodes = `${namespace}:{nodes}`;
+  const membersPrefix = `${nodes}:in:`;
+  const unsharded = `${nodes}:unsharded`;
   return {
     lease: (shard) => `${namespace}:{shard:${shard}}:lease`,
     agents: () => `${namespace}:agents`,
+    nodes: {
+      data: `${nodes}:data`,
+      place: `${nodes}:place`,
+      counts: `${nodes}:counts`,
+      membersPrefix,
+      unsharded,
+      members: (shard) => (shard === null ? unsharded : `${membersPrefix}${shard}`),
+    },
   };
 }

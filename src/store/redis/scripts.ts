@@ -7,7 +7,9 @@ export type ScriptClock = "server" | "virtual";
 /** One Lua file per atomic operation; the lease ones share a common prelude. */
 const LEASE_SCRIPTS = ["acquire", "renew", "release", "fence", "read"] as const;
 const AGENT_SCRIPTS = ["heartbeat", "agents"] as const;
-export type ScriptName = (typeof LEASE_SCRIPTS)[number] | (typeof AGENT_SCRIPTS)[number];
+const NODE_SCRIPTS = ["nodes-upsert", "nodes-delete"] as const;
+export type ScriptName =
+  (typeof LEASE_SCRIPTS)[number] | (typeof AGENT_SCRIPTS)[number] | (typeof NODE_SCRIPTS)[number];
 
 function lua(name: string): string {
   return readFileSync(new URL(`./${name}.lua`, import.meta.url), "utf8");
@@ -28,18 +30,22 @@ export function defineScripts(redis: Redis, clock: ScriptClock): void {
   for (const name of AGENT_SCRIPTS) {
     redis.defineCommand(`sb_${name}`, { numberOfKeys: 1, lua: `${prelude}\n${lua(name)}` });
   }
+  // Node scripts need no clock; they name their keys (data, place, counts) themselves.
+  for (const name of NODE_SCRIPTS) {
+    redis.defineCommand(`sb_${name}`, { numberOfKeys: 3, lua: lua(name) });
+  }
 }
 
 /** Call a script defined by defineScripts; ioredis adds these methods at run time. */
 export function runScript(
   redis: Redis,
   name: ScriptName,
-  key: string,
+  key: string | string[],
   args: Array<string | number>,
 ): Promise<unknown> {
   const command = (redis as unknown as Record<string, (...a: Array<string | number>) => Promise<unknown>>)[
     `sb_${name}`
   ];
   if (command === undefined) throw new Error(`script ${name} is not defined on this client`);
-  return command.call(redis, key, ...args);
+  return command.call(redis, ...(Array.isArray(key) ? key : [key]), ...args);
 }

@@ -1,0 +1,59 @@
+import { Router } from "express";
+import type { NodeRegistry } from "../nodes/registry.js";
+import { HttpError } from "./errors.js";
+
+function notFound(uuid: string): HttpError {
+  return new HttpError([
+    {
+      status: 404,
+      code: "shardbridge.node.not_found",
+      title: "No such node",
+      detail: `node ${uuid} is not registered`,
+    },
+  ]);
+}
+
+/**
+ * Nodes with explicit shard keys, with Ironic's semantics:
+ *   PUT    /v1/nodes/{uuid}   {"name","shard","conductor_group"}  -> 201 created | 200 replaced
+ *   GET    /v1/nodes/{uuid}                                       -> 200 | 404
+ *   DELETE /v1/nodes/{uuid}                                       -> 204 | 404
+ *   GET    /v1/nodes?shard=a,b|sharded=true|false&limit=&marker=  -> 200 {"nodes","next"}
+ *   POST   /v1/nodes/bulk     {"nodes":[...]}                     -> 200 {"created","updated"}
+ */
+export function nodeRoutes(nodes: NodeRegistry): Router {
+  const router = Router();
+
+  router.post("/v1/nodes/bulk", async (req, res) => {
+    res.json(await nodes.bulk(req.body));
+  });
+
+  router.put("/v1/nodes/:uuid", async (req, res) => {
+    const { node, created } = await nodes.put(req.params.uuid, req.body);
+    res.status(created ? 201 : 200).json(node);
+  });
+
+  router.get("/v1/nodes/:uuid", async (req, res) => {
+    const node = await nodes.get(req.params.uuid);
+    if (node === null) throw notFound(req.params.uuid);
+    res.json(node);
+  });
+
+  router.delete("/v1/nodes/:uuid", async (req, res) => {
+    if (!(await nodes.delete(req.params.uuid))) throw notFound(req.params.uuid);
+    res.status(204).end();
+  });
+
+  router.get("/v1/nodes", async (req, res) => {
+    const page = await nodes.list(req.query);
+    let next: string | null = null;
+    if (page.next !== null) {
+      const query = new URLSearchParams(req.query as Record<string, string>);
+      query.set("marker", page.next);
+      next = `/v1/nodes?${query.toString()}`;
+    }
+    res.json({ nodes: page.nodes, next });
+  });
+
+  return router;
+}

@@ -1,0 +1,78 @@
+import { z } from "zod";
+import { ShardName } from "./names.js";
+
+const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** A node UUID in canonical form (lower case), as Ironic stores it. */
+export const NodeUuid = z
+  .string({ error: "must be a string" })
+  .regex(UUID_PATTERN, { error: "must be a UUID (8-4-4-4-12 hex digits)" })
+  .transform((uuid) => uuid.toLowerCase());
+
+/** Ironic's logical node names: RFC 3986 unreserved characters, at most 255. */
+export const NodeName = z
+  .string({ error: "must be a string" })
+  .regex(/^[A-Za-z0-9\-._~]{1,255}$/, { error: "must be 1..255 of A-Z a-z 0-9 - . _ ~" });
+
+/** Ironic's conductor groups: case-insensitive, stored lower case, empty by default. */
+export const ConductorGroup = z
+  .string({ error: "must be a string" })
+  .regex(/^[a-zA-Z0-9_.-]{0,255}$/, { error: "must be 0..255 of a-z 0-9 _ . -" })
+  .transform((group) => group.toLowerCase());
+
+/** A node as a client sends it; `uuid` may come from the path instead. */
+export const NodeInput = z.strictObject({
+  uuid: NodeUuid.optional(),
+  name: NodeName.nullable().default(null),
+  shard: ShardName.nullable().default(null),
+  conductor_group: ConductorGroup.default(""),
+});
+
+/** A node as the bridge keeps it: in exactly one place, one shard or the unsharded pool. */
+export interface BareMetalNode {
+  uuid: string;
+  name: string | null;
+  shard: string | null;
+  conductor_group: string;
+}
+
+/** Most nodes one bulk request may carry (100,000-node fleets load in a few calls). */
+export const BULK_MAX_NODES = 20_000;
+
+export const BulkNodesRequest = z.strictObject({
+  nodes: z
+    .array(NodeInput.extend({ uuid: NodeUuid }))
+    .min(1, { error: "must hold at least one node" })
+    .max(BULK_MAX_NODES, { error: `must hold at most ${BULK_MAX_NODES} nodes` })
+    .superRefine((nodes, ctx) => {
+      const seen = new Map<string, number>();
+      nodes.forEach((node, index) => {
+        const first = seen.get(node.uuid);
+        if (first !== undefined) {
+          ctx.addIssue({ code: "custom", path: [index, "uuid"], message: `duplicates nodes[${first}].uuid` });
+        }
+        seen.set(node.uuid, index);
+      });
+    }),
+});
+
+/** List filters, Ironic style: `?shard=a,b`, `?sharded=true|false`, `?limit=`, `?marker=`. */
+export const NodeListQuery = z.strictObject({
+  shard: z
+    .string()
+    .transform((list) => list.split(","))
+    .pipe(z.array(ShardName).max(100, { error: "at most 100 shards" }))
+    .optional(),
+  sharded: z
+    .enum(["true", "false"], { error: "must be true or false" })
+    .transform((v) => v === "true")
+    .optional(),
+  limit: z.coerce
+    .number({ error: "must be a number" })
+    .int()
+    .min(1)
+    .max(10_000, { error: "must be at most 10000" })
+    .default(1000),
+  marker: NodeUuid.optional(),
+});
+export type NodeListQuery = z.output<typeof NodeListQuery>;

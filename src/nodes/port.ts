@@ -1,0 +1,49 @@
+import type { BareMetalNode } from "../domain/node.js";
+
+/** Node count of one shard; `shard: null` is the unsharded pool. */
+export interface ShardCount {
+  shard: string | null;
+  count: number;
+}
+
+export interface NodePage {
+  nodes: BareMetalNode[];
+  /** uuid to pass as `marker` for the next page, when there is one */
+  next: string | null;
+}
+
+/** Which nodes to list: by shard keys, or sharded / unsharded only, in uuid order. */
+export interface NodeFilter {
+  shards?: string[];
+  sharded?: boolean;
+  limit: number;
+  marker?: string;
+}
+
+/**
+ * Where nodes live. Every node is in exactly one place — one shard, or the unsharded
+ * pool — and a change of shard moves it in one atomic step.
+ */
+export interface NodeBackend {
+  /** insert or replace each node; answers, per node, whether it was new */
+  upsert(nodes: BareMetalNode[]): Promise<boolean[]>;
+  get(uuid: string): Promise<BareMetalNode | null>;
+  /** answers whether there was such a node */
+  delete(uuid: string): Promise<boolean>;
+  list(filter: NodeFilter): Promise<NodePage>;
+  /** every shard with at least one node, and the unsharded pool when not empty */
+  counts(): Promise<ShardCount[]>;
+}
+
+/** One page of `uuids` (any order) after `marker`, in uuid order. */
+export function pageOf(
+  uuids: Iterable<string>,
+  filter: NodeFilter,
+): { uuids: string[]; next: string | null } {
+  const sorted = [...uuids].sort();
+  const start = filter.marker === undefined ? 0 : sorted.findIndex((u) => u > filter.marker!);
+  if (start < 0) return { uuids: [], next: null };
+  const slice = sorted.slice(start, start + filter.limit);
+  const more = start + filter.limit < sorted.length;
+  return { uuids: slice, next: more ? slice[slice.length - 1]! : null };
+}

@@ -1,0 +1,63 @@
+import { z } from "zod";
+import { BulkNodesRequest, NodeInput, NodeListQuery, NodeUuid, type BareMetalNode } from "../domain/node.js";
+import { ValidationError, parseBoth, parseOrThrow } from "../domain/validation.js";
+import type { NodeBackend, NodePage, ShardCount } from "./port.js";
+
+const UuidPath = z.strictObject({ uuid: NodeUuid });
+
+/**
+ * The node registry every caller uses: validates each request (a ValidationError names
+ * every bad field before anything is written) and hands canonical nodes to a backend.
+ */
+export class NodeRegistry {
+  constructor(readonly backend: NodeBackend) {}
+
+  /** Create or replace one node (PUT semantics: fields left out take their defaults). */
+  async put(uuid: string, body: unknown): Promise<{ node: BareMetalNode; created: boolean }> {
+    const [path, input] = parseBoth([UuidPath, { uuid }], [NodeInput, body ?? {}]);
+    if (input.uuid !== undefined && input.uuid !== path.uuid) {
+      throw new ValidationError([
+        { field: "uuid", reason: `must match the uuid in the path (${path.uuid})` },
+      ]);
+    }
+    const node: BareMetalNode = { ...input, uuid: path.uuid };
+    const [created] = await this.backend.upsert([node]);
+    return { node, created: created! };
+  }
+
+  /** Upsert many nodes in one request: all are validated before any is written. */
+  async bulk(body: unknown): Promise<{ created: number; updated: number }> {
+    const { nodes } = parseOrThrow(BulkNodesRequest, body ?? {});
+    const created = await this.backend.upsert(nodes.map((n) => ({ ...n })));
+    const fresh = created.filter(Boolean).length;
+    return { created: fresh, updated: created.length - fresh };
+  }
+
+  async get(uuid: string): Promise<BareMetalNode | null> {
+    return this.backend.get(parseOrThrow(UuidPath, { uuid }).uuid);
+  }
+
+  async delete(uuid: string): Promise<boolean> {
+    return this.backend.delete(parseOrThrow(UuidPath, { uuid }).uuid);
+  }
+
+  async list(query: unknown): Promise<NodePage> {
+    const filter = parseOrThrow(NodeListQuery, query ?? {});
+    return this.backend.list({
+      limit: filter.limit,
+      ...(filter.shard !== undefined && { shards: filter.shard }),
+      ...(filter.sharded !== undefined && { sharded: filter.sharded }),
+      ...(filter.marker !== undefined && { marker: filter.marker }),
+    });
+  }
+
+  /** Every node of the given shards (an agent's work list), in uuid order. */
+  async ofShards(shards: string[]): Promise<BareMetalNode[]> {
+    if (shards.length === 0) return [];
+    return (await this.backend.list({ shards, limit: Number.MAX_SAFE_INTEGER })).nodes;
+  }
+
+  async counts(): Promise<ShardCount[]> {
+    return this.backend.counts();
+  }
+}
