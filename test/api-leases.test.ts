@@ -1,74 +1,63 @@
 import { expect } from "chai";
 import { createApp } from "../src/api/app.js";
-import type { Store } from "../src/store/store.js";
-import { backendsUnderTest } from "./helpers/backends.js";
-import { call, listen } from "./helpers/http.js";
+import { backendsUnderTest, useApp } from "./helpers/backends.js";
+import { call } from "./helpers/http.js";
 
 for (const backend of backendsUnderTest()) {
   describe(`Lease HTTP routes: ${backend.name}`, () => {
-    let store: Store;
-    let base: string;
-    let close: () => Promise<void>;
-    before(function () {
-      this.timeout(30_000);
-      return backend.before();
-    });
-    after(() => backend.after());
-    beforeEach(async () => {
-      store = await backend.fresh();
-      ({ url: base, close } = await listen(createApp(store)));
-    });
-    afterEach(() => close());
+    const ctx = useApp(backend, (store) => createApp(store));
 
     it("acquires, refuses a second agent with 409 naming the holder, fences, releases with 204", async () => {
-      const got = await call(`${base}/v1/shards/s1/lease`, "POST", { agent: "compute-a" });
+      const got = await call(`${ctx.base}/v1/shards/s1/lease`, "POST", { agent: "compute-a" });
       expect(got.status).to.equal(200);
       expect(got.body).to.include({ shard: "s1", holder: "compute-a", ttl_ms: 6000 });
       const token = got.body.token as number;
 
-      const refused = await call(`${base}/v1/shards/s1/lease`, "POST", { agent: "compute-b" });
+      const refused = await call(`${ctx.base}/v1/shards/s1/lease`, "POST", { agent: "compute-b" });
       expect(refused.status).to.equal(409);
       expect(refused.body.errors[0]).to.include({ status: 409, code: "shardbridge.lease.held" });
       expect(refused.body.errors[0].detail).to.match(/held by compute-a for \d+ ms more/);
 
-      expect((await call(`${base}/v1/shards/s1/fence`, "POST", { token })).body).to.deep.equal({
+      expect((await call(`${ctx.base}/v1/shards/s1/fence`, "POST", { token })).body).to.deep.equal({
         allowed: true,
       });
-      expect((await call(`${base}/v1/shards/s1/fence`, "POST", { token: token - 1 })).body).to.deep.equal({
-        allowed: false,
-      });
+      expect((await call(`${ctx.base}/v1/shards/s1/fence`, "POST", { token: token - 1 })).body).to.deep.equal(
+        {
+          allowed: false,
+        },
+      );
 
       expect(
-        (await call(`${base}/v1/shards/s1/lease`, "DELETE", { agent: "compute-a", token })).status,
+        (await call(`${ctx.base}/v1/shards/s1/lease`, "DELETE", { agent: "compute-a", token })).status,
       ).to.equal(204);
-      const next = await call(`${base}/v1/shards/s1/lease`, "POST", { agent: "compute-b" });
+      const next = await call(`${ctx.base}/v1/shards/s1/lease`, "POST", { agent: "compute-b" });
       expect(next.status).to.equal(200);
       expect(next.body.token).to.be.greaterThan(token);
     });
 
     it("answers 400 naming each bad field, and stores nothing", async () => {
-      const bad = await call(`${base}/v1/shards/no%20spaces/lease`, "POST", { agent: "" });
+      const bad = await call(`${ctx.base}/v1/shards/no%20spaces/lease`, "POST", { agent: "" });
       expect(bad.status).to.equal(400);
       expect(bad.body.errors.map((e: { field: string }) => e.field).sort()).to.deep.equal(["agent", "shard"]);
-      const extra = await call(`${base}/v1/shards/s1/lease`, "POST", { agent: "a", ttl: 5 });
+      const extra = await call(`${ctx.base}/v1/shards/s1/lease`, "POST", { agent: "a", ttl: 5 });
       expect(extra.status).to.equal(400);
       expect(extra.body.errors[0].detail).to.match(/ttl/);
-      const typed = await call(`${base}/v1/shards/s1/fence`, "POST", { token: "12" });
+      const typed = await call(`${ctx.base}/v1/shards/s1/fence`, "POST", { token: "12" });
       expect(typed.status).to.equal(400);
       expect(typed.body.errors[0].field).to.equal("token");
-      const malformed = await call(`${base}/v1/shards/s1/lease`, "POST", '{"agent":');
+      const malformed = await call(`${ctx.base}/v1/shards/s1/lease`, "POST", '{"agent":');
       expect(malformed.status).to.equal(400);
       expect(malformed.body.errors[0].code).to.equal("shardbridge.body.malformed");
-      const huge = await call(`${base}/v1/shards/s1/lease`, "POST", {
+      const huge = await call(`${ctx.base}/v1/shards/s1/lease`, "POST", {
         agent: "a",
         pad: "x".repeat(1024 * 1024),
       });
       expect(huge.status).to.equal(413);
-      expect(await backend.storedKeys(store)).to.equal(0);
+      expect(await backend.storedKeys(ctx.store)).to.equal(0);
     });
 
     it("reports readiness of the store", async () => {
-      const ready = await call(`${base}/readyz`, "GET");
+      const ready = await call(`${ctx.base}/readyz`, "GET");
       expect(ready.status).to.equal(200);
       expect(ready.body).to.include({ status: "ready", store: backend.name });
     });

@@ -1,38 +1,25 @@
 import { expect } from "chai";
 import { createApp } from "../src/api/app.js";
 import { ShardCatalog } from "../src/shards/definitions.js";
-import type { Store } from "../src/store/store.js";
-import { backendsUnderTest } from "./helpers/backends.js";
-import { call, listen } from "./helpers/http.js";
+import { backendsUnderTest, useApp } from "./helpers/backends.js";
+import { call } from "./helpers/http.js";
 
 const uuid = (n: number) => `00000000-0000-4000-8000-${n.toString(16).padStart(12, "0")}`;
 
 for (const backend of backendsUnderTest()) {
   describe(`Node registry over HTTP: ${backend.name}`, () => {
-    let store: Store;
-    let base: string;
-    let close: () => Promise<void>;
     const catalog = new ShardCatalog([{ name: "spare", description: "kept empty", lease_ttl_ms: 6000 }]);
-    before(function () {
-      this.timeout(30_000);
-      return backend.before();
-    });
-    after(() => backend.after());
-    beforeEach(async () => {
-      store = await backend.fresh();
-      ({ url: base, close } = await listen(createApp(store, catalog)));
-    });
-    afterEach(() => close());
+    const ctx = useApp(backend, (store) => createApp(store, catalog));
 
     it("creates (201), replaces (200), reads, deletes (204) a node, and 404s an unknown one", async () => {
       const id = uuid(1);
-      const created = await call(`${base}/v1/nodes/${id.toUpperCase()}`, "PUT", {
+      const created = await call(`${ctx.base}/v1/nodes/${id.toUpperCase()}`, "PUT", {
         name: "node-1",
         shard: "rack-a",
       });
       expect(created.status).to.equal(201);
       expect(created.body).to.deep.equal({ uuid: id, name: "node-1", shard: "rack-a", conductor_group: "" });
-      const replaced = await call(`${base}/v1/nodes/${id}`, "PUT", {
+      const replaced = await call(`${ctx.base}/v1/nodes/${id}`, "PUT", {
         shard: "rack-b",
         conductor_group: "Group-1",
       });
@@ -43,32 +30,32 @@ for (const backend of backendsUnderTest()) {
         shard: "rack-b",
         conductor_group: "group-1",
       });
-      expect((await call(`${base}/v1/nodes/${id}`, "GET")).body.shard).to.equal("rack-b");
-      expect((await call(`${base}/v1/nodes/${id}`, "DELETE")).status).to.equal(204);
-      const gone = await call(`${base}/v1/nodes/${id}`, "GET");
+      expect((await call(`${ctx.base}/v1/nodes/${id}`, "GET")).body.shard).to.equal("rack-b");
+      expect((await call(`${ctx.base}/v1/nodes/${id}`, "DELETE")).status).to.equal(204);
+      const gone = await call(`${ctx.base}/v1/nodes/${id}`, "GET");
       expect(gone.status).to.equal(404);
       expect(gone.body.errors[0].code).to.equal("shardbridge.node.not_found");
-      expect((await call(`${base}/v1/nodes/${id}`, "DELETE")).status).to.equal(404);
-      expect(await backend.storedKeys(store)).to.equal(0);
+      expect((await call(`${ctx.base}/v1/nodes/${id}`, "DELETE")).status).to.equal(404);
+      expect(await backend.storedKeys(ctx.store)).to.equal(0);
     });
 
     it("keeps every node in exactly one place when it changes shard", async () => {
-      await call(`${base}/v1/nodes/${uuid(1)}`, "PUT", { shard: "rack-a" });
-      await call(`${base}/v1/nodes/${uuid(2)}`, "PUT", { shard: "rack-a" });
-      await call(`${base}/v1/nodes/${uuid(3)}`, "PUT", {});
-      await call(`${base}/v1/nodes/${uuid(1)}`, "PUT", { shard: "rack-b" });
-      await call(`${base}/v1/nodes/${uuid(2)}`, "PUT", {});
-      const inA = (await call(`${base}/v1/nodes?shard=rack-a`, "GET")).body.nodes;
-      const inB = (await call(`${base}/v1/nodes?shard=rack-b`, "GET")).body.nodes.map(
+      await call(`${ctx.base}/v1/nodes/${uuid(1)}`, "PUT", { shard: "rack-a" });
+      await call(`${ctx.base}/v1/nodes/${uuid(2)}`, "PUT", { shard: "rack-a" });
+      await call(`${ctx.base}/v1/nodes/${uuid(3)}`, "PUT", {});
+      await call(`${ctx.base}/v1/nodes/${uuid(1)}`, "PUT", { shard: "rack-b" });
+      await call(`${ctx.base}/v1/nodes/${uuid(2)}`, "PUT", {});
+      const inA = (await call(`${ctx.base}/v1/nodes?shard=rack-a`, "GET")).body.nodes;
+      const inB = (await call(`${ctx.base}/v1/nodes?shard=rack-b`, "GET")).body.nodes.map(
         (n: { uuid: string }) => n.uuid,
       );
-      const pool = (await call(`${base}/v1/nodes?sharded=false`, "GET")).body.nodes.map(
+      const pool = (await call(`${ctx.base}/v1/nodes?sharded=false`, "GET")).body.nodes.map(
         (n: { uuid: string }) => n.uuid,
       );
       expect(inA).to.deep.equal([]);
       expect(inB).to.deep.equal([uuid(1)]);
       expect(pool).to.deep.equal([uuid(2), uuid(3)]);
-      const shards = (await call(`${base}/v1/shards`, "GET")).body.shards;
+      const shards = (await call(`${ctx.base}/v1/shards`, "GET")).body.shards;
       expect(shards.map((s: { name: string; count: number }) => [s.name, s.count])).to.deep.equal([
         ["None", 2],
         ["rack-b", 1],
@@ -81,19 +68,19 @@ for (const backend of backendsUnderTest()) {
         uuid: uuid(i + 1),
         shard: i % 5 === 0 ? null : `rack-${i % 3}`,
       }));
-      expect((await call(`${base}/v1/nodes/bulk`, "POST", { nodes })).body).to.deep.equal({
+      expect((await call(`${ctx.base}/v1/nodes/bulk`, "POST", { nodes })).body).to.deep.equal({
         created: 25,
         updated: 0,
       });
-      const two = (await call(`${base}/v1/nodes?shard=rack-0,rack-1`, "GET")).body.nodes;
+      const two = (await call(`${ctx.base}/v1/nodes?shard=rack-0,rack-1`, "GET")).body.nodes;
       expect(two.every((n: { shard: string }) => ["rack-0", "rack-1"].includes(n.shard))).to.equal(true);
-      const sharded = (await call(`${base}/v1/nodes?sharded=true`, "GET")).body.nodes;
+      const sharded = (await call(`${ctx.base}/v1/nodes?sharded=true`, "GET")).body.nodes;
       expect(sharded.length).to.equal(20);
       let url: string | null = `/v1/nodes?limit=10`;
       const seen: string[] = [];
       while (url !== null) {
         const page: { status: number; body: { nodes: Array<{ uuid: string }>; next: string | null } } =
-          await call(`${base}${url}`, "GET");
+          await call(`${ctx.base}${url}`, "GET");
         seen.push(...page.body.nodes.map((n) => n.uuid));
         url = page.body.next;
       }
@@ -107,15 +94,15 @@ for (const backend of backendsUnderTest()) {
         shard: `rack-${i % 20}`,
         name: `n-${i}`,
       }));
-      expect((await call(`${base}/v1/nodes/bulk`, "POST", { nodes })).body).to.deep.equal({
+      expect((await call(`${ctx.base}/v1/nodes/bulk`, "POST", { nodes })).body).to.deep.equal({
         created: 10_000,
         updated: 0,
       });
-      expect((await call(`${base}/v1/nodes/bulk`, "POST", { nodes })).body).to.deep.equal({
+      expect((await call(`${ctx.base}/v1/nodes/bulk`, "POST", { nodes })).body).to.deep.equal({
         created: 0,
         updated: 10_000,
       });
-      const shards = (await call(`${base}/v1/shards`, "GET")).body.shards;
+      const shards = (await call(`${ctx.base}/v1/shards`, "GET")).body.shards;
       expect(
         shards
           .filter((s: { name: string }) => s.name.startsWith("rack-"))
@@ -124,9 +111,9 @@ for (const backend of backendsUnderTest()) {
     });
 
     it("shows the active holder of each shard, since when, in GET /v1/shards", async () => {
-      await call(`${base}/v1/nodes/${uuid(1)}`, "PUT", { shard: "rack-a" });
-      const granted = await call(`${base}/v1/shards/rack-a/lease`, "POST", { agent: "compute-0" });
-      const shards = (await call(`${base}/v1/shards`, "GET")).body.shards;
+      await call(`${ctx.base}/v1/nodes/${uuid(1)}`, "PUT", { shard: "rack-a" });
+      const granted = await call(`${ctx.base}/v1/shards/rack-a/lease`, "POST", { agent: "compute-0" });
+      const shards = (await call(`${ctx.base}/v1/shards`, "GET")).body.shards;
       const rackA = shards.find((s: { name: string }) => s.name === "rack-a");
       expect(rackA.lease).to.include({ holder: "compute-0", token: granted.body.token });
       expect(Date.parse(rackA.lease.since)).to.be.closeTo(Date.now(), 5000);
@@ -160,10 +147,10 @@ for (const backend of backendsUnderTest()) {
       ];
       for (const [what, method, path, body, field] of cases) {
         it(what, async () => {
-          const answer = await call(`${base}${path}`, method, body);
+          const answer = await call(`${ctx.base}${path}`, method, body);
           expect(answer.status, JSON.stringify(answer.body)).to.equal(400);
           expect(answer.body.errors.map((e: { field: string }) => e.field)).to.include(field);
-          expect(await backend.storedKeys(store)).to.equal(0);
+          expect(await backend.storedKeys(ctx.store)).to.equal(0);
         });
       }
     });

@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import { ValidationError } from "../src/domain/validation.js";
 import type { Store } from "../src/store/store.js";
-import { backendsUnderTest } from "./helpers/backends.js";
+import { backendsUnderTest, useBackend } from "./helpers/backends.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -20,14 +20,10 @@ async function expectInvalid(promise: Promise<unknown>, field: string): Promise<
 
 for (const backend of backendsUnderTest()) {
   describe(`Store conformance: ${backend.name}`, function () {
+    const ctx = useBackend(backend);
     let store: Store;
-    before(function () {
-      this.timeout(30_000);
-      return backend.before();
-    });
-    after(() => backend.after());
-    beforeEach(async () => {
-      store = await backend.fresh();
+    beforeEach(() => {
+      store = ctx.store;
     });
 
     describe("acquire", () => {

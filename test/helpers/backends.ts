@@ -1,3 +1,5 @@
+import type { Express } from "express";
+import { listen } from "./http.js";
 import { MemoryNodes } from "../../src/nodes/memory.js";
 import { openStore } from "../../src/store/open.js";
 import { processClockUs } from "../../src/store/clock.js";
@@ -105,3 +107,43 @@ export function redisUnderTest(): BackendUnderTest {
 }
 
 export const backendsUnderTest = (): BackendUnderTest[] => [memoryUnderTest(), redisUnderTest()];
+
+/**
+ * Register the hooks a suite needs to run against `backend`: set it up once, a fresh
+ * store before each test, tear down after. Read the store from the returned object.
+ */
+export function useBackend(backend: BackendUnderTest): { readonly store: Store } {
+  const context = { store: undefined as unknown as Store };
+  before(function () {
+    this.timeout(30_000);
+    return backend.before();
+  });
+  after(() => backend.after());
+  beforeEach(async () => {
+    context.store = await backend.fresh();
+  });
+  return context;
+}
+
+/** Additionally serve the fresh store over HTTP before each test. */
+export function useApp(
+  backend: BackendUnderTest,
+  makeApp: (store: Store) => Express,
+): { readonly store: Store; readonly base: string } {
+  const context = useBackend(backend);
+  const served = { base: "", close: async () => undefined as void };
+  beforeEach(async () => {
+    const { url, close } = await listen(makeApp(context.store));
+    served.base = url;
+    served.close = close;
+  });
+  afterEach(() => served.close());
+  return {
+    get store() {
+      return context.store;
+    },
+    get base() {
+      return served.base;
+    },
+  };
+}
