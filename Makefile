@@ -12,7 +12,7 @@ build: $(DEPS)
 	npm run --silent build
 
 run: build
-	node dist/cli.js serve
+	node dist/cli.js serve --dev-tokens .state/dev-tokens.json
 
 typecheck: $(DEPS)
 	npx tsc -p tsconfig.json --noEmit

@@ -1,7 +1,11 @@
 #!/usr/bin/env node
 import type { Server } from "node:http";
 import { parseArgs } from "node:util";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname } from "node:path";
 import { createApp } from "./api/app.js";
+import { TokenAuthority, TokensFile, devTokens } from "./api/auth.js";
+import { parseOrThrow } from "./domain/validation.js";
 import { logger } from "./log.js";
 import { loadShardCatalog } from "./shards/definitions.js";
 import { openStore } from "./store/open.js";
@@ -14,6 +18,11 @@ commands:
              --bind ADDR     listen address (env SHARDBRIDGE_BIND, default 127.0.0.1)
              --store SPEC    "memory" (default) or redis://host:port/db (env SHARDBRIDGE_STORE)
              --shards DIR    shard definitions, one NAME.json each (env SHARDBRIDGE_SHARDS, default ./shards)
+             --tokens FILE   API bearer tokens {"tokens":[{"role","token","agent"?}]} (env SHARDBRIDGE_TOKENS_FILE,
+                             or the JSON itself in SHARDBRIDGE_TOKENS)
+             --dev-tokens FILE
+                             development: use FILE, creating it with fresh random tokens (admin, inspector,
+                             agents compute-0 and compute-1) when missing, and print them
 `;
 
 async function serve(argv: string[]): Promise<void> {
@@ -24,8 +33,11 @@ async function serve(argv: string[]): Promise<void> {
       bind: { type: "string", default: process.env.SHARDBRIDGE_BIND ?? "127.0.0.1" },
       store: { type: "string", default: process.env.SHARDBRIDGE_STORE ?? "memory" },
       shards: { type: "string", default: process.env.SHARDBRIDGE_SHARDS ?? "shards" },
+      tokens: { type: "string", default: process.env.SHARDBRIDGE_TOKENS_FILE },
+      "dev-tokens": { type: "string" },
     },
   });
+  const authority = loadAuthority(values.tokens, values["dev-tokens"]);
   // Read the shard definitions before anything else: a bad file stops the start, naming it.
   const catalog = loadShardCatalog(values.shards!);
   const port = Number(values.port);
@@ -39,7 +51,7 @@ async function serve(argv: string[]): Promise<void> {
         "use --store redis://… for more than one bridge",
     );
   }
-  const app = createApp(store, catalog);
+  const app = createApp(store, { authority, catalog });
   const server: Server = app.listen(port, values.bind!, () => {
     const address = server.address();
     const where =
@@ -57,6 +69,32 @@ async function serve(argv: string[]): Promise<void> {
   };
   process.once("SIGTERM", () => shutdown("SIGTERM"));
   process.once("SIGINT", () => shutdown("SIGINT"));
+}
+
+/** Where the API tokens come from: a file, the environment, or a development file. */
+function loadAuthority(tokensFile: string | undefined, devFile: string | undefined): TokenAuthority {
+  if (devFile !== undefined) {
+    if (!existsSync(devFile)) {
+      mkdirSync(dirname(devFile), { recursive: true });
+      writeFileSync(devFile, `${JSON.stringify(devTokens(["compute-0", "compute-1"]), null, 2)}\n`, {
+        mode: 0o600,
+      });
+    }
+    const file = JSON.parse(readFileSync(devFile, "utf8")) as TokensFile;
+    process.stderr.write(`development API tokens (from ${devFile}; keep them to this machine):\n`);
+    for (const entry of file.tokens) {
+      const who = entry.role === "agent" ? `agent ${entry.agent}` : entry.role;
+      process.stderr.write(`  ${who.padEnd(20)} ${entry.token}\n`);
+    }
+    return TokenAuthority.fromFile(devFile);
+  }
+  if (tokensFile !== undefined) return TokenAuthority.fromFile(tokensFile);
+  const inline = process.env.SHARDBRIDGE_TOKENS;
+  if (inline !== undefined) return new TokenAuthority(parseOrThrow(TokensFile, JSON.parse(inline)));
+  throw new Error(
+    "no API tokens: pass --tokens FILE, set SHARDBRIDGE_TOKENS_FILE or SHARDBRIDGE_TOKENS, " +
+      "or --dev-tokens FILE for a development bridge",
+  );
 }
 
 async function main(argv: string[]): Promise<void> {

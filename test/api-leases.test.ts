@@ -1,11 +1,11 @@
 import { expect } from "chai";
 import { createApp } from "../src/api/app.js";
 import { backendsUnderTest, useApp } from "./helpers/backends.js";
-import { call } from "./helpers/http.js";
+import { call, testAuthority } from "./helpers/http.js";
 
 for (const backend of backendsUnderTest()) {
   describe(`Lease HTTP routes: ${backend.name}`, () => {
-    const ctx = useApp(backend, (store) => createApp(store));
+    const ctx = useApp(backend, (store) => createApp(store, { authority: testAuthority() }));
 
     it("acquires, refuses a second agent with 409 naming the holder, fences, releases with 204", async () => {
       const got = await call(`${ctx.base}/v1/shards/s1/lease`, "POST", { agent: "compute-a" });

@@ -2,14 +2,14 @@ import { expect } from "chai";
 import { createApp } from "../src/api/app.js";
 import { ShardCatalog } from "../src/shards/definitions.js";
 import { backendsUnderTest, useApp } from "./helpers/backends.js";
-import { call } from "./helpers/http.js";
+import { call, testAuthority } from "./helpers/http.js";
 
 const uuid = (n: number) => `00000000-0000-4000-8000-${n.toString(16).padStart(12, "0")}`;
 
 for (const backend of backendsUnderTest()) {
   describe(`Node registry over HTTP: ${backend.name}`, () => {
     const catalog = new ShardCatalog([{ name: "spare", description: "kept empty", lease_ttl_ms: 6000 }]);
-    const ctx = useApp(backend, (store) => createApp(store, catalog));
+    const ctx = useApp(backend, (store) => createApp(store, { authority: testAuthority(), catalog }));
 
     it("creates (201), replaces (200), reads, deletes (204) a node, and 404s an unknown one", async () => {
       const id = uuid(1);

@@ -4,7 +4,7 @@ import { expect } from "chai";
 import { createApp } from "../src/api/app.js";
 import { MemoryBackend } from "../src/store/memory.js";
 import { Store } from "../src/store/store.js";
-import { call, listen } from "./helpers/http.js";
+import { call, listen, testAuthority } from "./helpers/http.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
 
 /**
@@ -21,7 +21,7 @@ describe("Lease recovery after the store started empty", function () {
     expect(refused).to.include({ ok: false, reason: "recovering", current: null });
     expect(!refused.ok && refused.retryAfterMs).to.be.within(5000, 6000);
 
-    const { url, close } = await listen(createApp(store));
+    const { url, close } = await listen(createApp(store, { authority: testAuthority() }));
     try {
       const answer = await call(`${url}/v1/shards/s1/lease`, "POST", { agent: "a" });
       expect(answer.status).to.equal(409);

@@ -9,7 +9,7 @@ import { processClockUs } from "../src/store/clock.js";
 import { MemoryBackend } from "../src/store/memory.js";
 import { ShardCatalog, ShardDefinitionError, loadShardCatalog } from "../src/shards/definitions.js";
 import { Store } from "../src/store/store.js";
-import { call, listen } from "./helpers/http.js";
+import { call, listen, testAuthority } from "./helpers/http.js";
 
 describe("Shard definitions", () => {
   let dir: string;
@@ -72,7 +72,9 @@ describe("Shard definitions", () => {
       { name: "rack-a", description: "", lease_ttl_ms: 15_000, agents: ["compute-0"] },
     ]);
     const backend = new MemoryBackend(processClockUs, 0);
-    const { url, close } = await listen(createApp(new Store(backend, new MemoryNodes()), catalog));
+    const { url, close } = await listen(
+      createApp(new Store(backend, new MemoryNodes()), { authority: testAuthority(), catalog }),
+    );
     try {
       const granted = await call(`${url}/v1/shards/rack-a/lease`, "POST", { agent: "compute-0" });
       expect(granted.status).to.equal(200);

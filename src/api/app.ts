@@ -3,6 +3,7 @@ import express, { type Express } from "express";
 import { logger } from "../log.js";
 import { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
+import { authenticate, type TokenAuthority } from "./auth.js";
 import { errorHandler } from "./errors.js";
 import { leaseRoutes } from "./leases.js";
 import { nodeRoutes } from "./nodes.js";
@@ -14,7 +15,12 @@ export const MAX_BODY_BYTES = 1024 * 1024;
 export const MAX_BULK_BODY_BYTES = 8 * 1024 * 1024;
 const BULK_PATH = "/v1/nodes/bulk";
 
-export function createApp(store: Store, catalog: ShardCatalog = new ShardCatalog()): Express {
+export interface AppOptions {
+  authority: TokenAuthority;
+  catalog?: ShardCatalog;
+}
+
+export function createApp(store: Store, { authority, catalog = new ShardCatalog() }: AppOptions): Express {
   const app = express();
   app.disable("x-powered-by");
   app.use((req, res, next) => {
@@ -47,6 +53,8 @@ export function createApp(store: Store, catalog: ShardCatalog = new ShardCatalog
       res.status(503).json({ status: "store unreachable", store: store.kind, error: String(error) });
     }
   });
+  // Everything below needs a bearer token; health checks above do not.
+  app.use(authenticate(authority));
   app.use(leaseRoutes(store, catalog));
   app.use(shardRoutes(store, catalog));
   app.use(nodeRoutes(store.nodes));

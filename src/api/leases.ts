@@ -6,6 +6,7 @@ import { parseBoth, parseOrThrow } from "../domain/validation.js";
 import type { LeaseView } from "../lease/machine.js";
 import { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
+import { assertActsAs, requireRole } from "./auth.js";
 import { HttpError } from "./errors.js";
 
 const ShardPath = z.strictObject({ shard: ShardName });
@@ -65,8 +66,9 @@ function notAllowed(shard: string, agent: string): HttpError {
 export function leaseRoutes(store: Store, catalog: ShardCatalog = new ShardCatalog()): Router {
   const router = Router();
 
-  router.post("/v1/shards/:shard/lease", async (req, res) => {
+  router.post("/v1/shards/:shard/lease", requireRole("agent", "admin"), async (req, res) => {
     const [{ shard }, body] = parseBoth([ShardPath, req.params], [AcquireBody, req.body ?? {}]);
+    assertActsAs(res, body.agent);
     if (!catalog.mayServe(shard, body.agent)) throw notAllowed(shard, body.agent);
     const request = { shard, agent: body.agent, ttlMs: catalog.ttlMsFor(shard) };
     const outcome =
@@ -77,14 +79,15 @@ export function leaseRoutes(store: Store, catalog: ShardCatalog = new ShardCatal
     res.json({ shard, holder: outcome.holder, token: outcome.token, ttl_ms: outcome.ttlMs });
   });
 
-  router.delete("/v1/shards/:shard/lease", async (req, res) => {
+  router.delete("/v1/shards/:shard/lease", requireRole("agent", "admin"), async (req, res) => {
     const [{ shard }, body] = parseBoth([ShardPath, req.params], [ReleaseBody, req.body ?? {}]);
+    assertActsAs(res, body.agent);
     const outcome = await store.release({ shard, agent: body.agent, token: body.token });
     if (!outcome.ok) throw refusal(shard, outcome.reason, outcome.current);
     res.status(204).end();
   });
 
-  router.post("/v1/shards/:shard/fence", async (req, res) => {
+  router.post("/v1/shards/:shard/fence", requireRole("agent", "admin"), async (req, res) => {
     const [{ shard }, body] = parseBoth([ShardPath, req.params], [FenceBody, req.body ?? {}]);
     const outcome = await store.fence({ shard, token: body.token });
     res.json({ allowed: outcome.allowed });

@@ -1,5 +1,6 @@
 import { Router } from "express";
 import type { NodeRegistry } from "../nodes/registry.js";
+import { requireRole } from "./auth.js";
 import { HttpError } from "./errors.js";
 
 function notFound(uuid: string): HttpError {
@@ -24,23 +25,24 @@ function notFound(uuid: string): HttpError {
 export function nodeRoutes(nodes: NodeRegistry): Router {
   const router = Router();
 
-  router.post("/v1/nodes/bulk", async (req, res) => {
+  router.post("/v1/nodes/bulk", requireRole("admin"), async (req, res) => {
     res.json(await nodes.bulk(req.body));
   });
 
-  router.put("/v1/nodes/:uuid", async (req, res) => {
-    const { node, created } = await nodes.put(req.params.uuid, req.body);
+  router.put("/v1/nodes/:uuid", requireRole("admin"), async (req, res) => {
+    const { node, created } = await nodes.put((req.params as { uuid: string }).uuid, req.body);
     res.status(created ? 201 : 200).json(node);
   });
 
   router.get("/v1/nodes/:uuid", async (req, res) => {
-    const node = await nodes.get(req.params.uuid);
-    if (node === null) throw notFound(req.params.uuid);
+    const node = await nodes.get((req.params as { uuid: string }).uuid);
+    if (node === null) throw notFound((req.params as { uuid: string }).uuid);
     res.json(node);
   });
 
-  router.delete("/v1/nodes/:uuid", async (req, res) => {
-    if (!(await nodes.delete(req.params.uuid))) throw notFound(req.params.uuid);
+  router.delete("/v1/nodes/:uuid", requireRole("admin"), async (req, res) => {
+    if (!(await nodes.delete((req.params as { uuid: string }).uuid)))
+      throw notFound((req.params as { uuid: string }).uuid);
     res.status(204).end();
   });
 

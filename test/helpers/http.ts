@@ -1,5 +1,6 @@
 import type { AddressInfo } from "node:net";
 import type { Express } from "express";
+import { TokenAuthority } from "../../src/api/auth.js";
 
 /** Serve `app` on a free loopback port for a test; `close` stops it. */
 export async function listen(app: Express): Promise<{ url: string; close: () => Promise<void> }> {
@@ -12,15 +13,39 @@ export async function listen(app: Express): Promise<{ url: string; close: () => 
   };
 }
 
-/** A JSON request; answers the status and the parsed body (or null). */
+/**
+ * A JSON request; answers the status and the parsed body (or null). Sends the admin
+ * test token unless `token` says otherwise (null: no Authorization header).
+ */
 export async function call(
   url: string,
   method: string,
   body?: unknown,
+  token: string | null = TEST_TOKENS.admin,
 ): Promise<{ status: number; body: any }> {
-  const init: RequestInit = { method, headers: { "content-type": "application/json" } };
+  const headers: Record<string, string> = { "content-type": "application/json" };
+  if (token !== null) headers.authorization = `Bearer ${token}`;
+  const init: RequestInit = { method, headers };
   if (body !== undefined) init.body = typeof body === "string" ? body : JSON.stringify(body);
   const res = await fetch(url, init);
   const text = await res.text();
   return { status: res.status, body: text === "" ? null : JSON.parse(text) };
+}
+
+/** Fixed bearer tokens for tests: one per role, and agent tokens for a few agent ids. */
+export const TEST_TOKENS = {
+  admin: "admin-token-0123456789",
+  inspector: "inspector-token-0123456789",
+  agent: (agent: string) => `agent-token-${agent}-0123456789`,
+};
+export const TEST_AGENTS = ["compute-0", "compute-1", "compute-a", "compute-b", "compute-9"];
+
+export function testAuthority(): TokenAuthority {
+  return new TokenAuthority({
+    tokens: [
+      { role: "admin", token: TEST_TOKENS.admin },
+      { role: "inspector", token: TEST_TOKENS.inspector },
+      ...TEST_AGENTS.map((agent) => ({ role: "agent" as const, agent, token: TEST_TOKENS.agent(agent) })),
+    ],
+  });
 }
