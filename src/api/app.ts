@@ -3,6 +3,7 @@ import express, { type Express } from "express";
 import { logger } from "../log.js";
 import { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
+import { agentRoutes } from "./agents.js";
 import { authenticate, type TokenAuthority } from "./auth.js";
 import { errorHandler } from "./errors.js";
 import { leaseRoutes } from "./leases.js";
@@ -58,6 +59,7 @@ export function createApp(store: Store, { authority, catalog = new ShardCatalog(
   app.use(leaseRoutes(store, catalog));
   app.use(shardRoutes(store, catalog));
   app.use(nodeRoutes(store.nodes));
+  app.use(agentRoutes(store, catalog));
   app.use(errorHandler((message, meta) => logger.error(message, meta)));
   return app;
 }

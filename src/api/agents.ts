@@ -1,0 +1,83 @@
+import { Router, type Response } from "express";
+import { z } from "zod";
+import { AgentId } from "../domain/names.js";
+import { parseOrThrow } from "../domain/validation.js";
+import type { LeaseView } from "../lease/machine.js";
+import type { ShardCatalog } from "../shards/definitions.js";
+import type { Store } from "../store/store.js";
+import { assertActsAs } from "./auth.js";
+import { leaseJson } from "./leases.js";
+
+/** Like nova's service_down_time: an agent not heard from for this long is down. */
+export const AGENT_DOWN_AFTER_MS = 60_000;
+
+const AgentPath = z.strictObject({ id: AgentId });
+
+/** Every shard the bridge knows of (defined, or carrying nodes) with its live lease. */
+async function liveLeases(store: Store, catalog: ShardCatalog): Promise<Map<string, LeaseView>> {
+  const shards = new Set(catalog.definitions.map((d) => d.name));
+  for (const { shard } of await store.nodes.counts()) if (shard !== null) shards.add(shard);
+  const leases = new Map<string, LeaseView>();
+  await Promise.all(
+    [...shards].map(async (shard) => {
+      const { current } = await store.read(shard);
+      if (current !== null) leases.set(shard, current);
+    }),
+  );
+  return leases;
+}
+
+function agentOf(req: { params: unknown }, res: Response): string {
+  const { id } = parseOrThrow(AgentPath, req.params);
+  assertActsAs(res, id);
+  return id;
+}
+
+/**
+ *   POST /v1/agents/{id}/heartbeat  -> 200 {"agent","last_seen"}          (the agent itself, or admin)
+ *   GET  /v1/agents                 -> 200 {"agents":[{"id","last_seen","age_ms","up","shards"}]}
+ *   GET  /v1/agents/{id}/nodes      -> 200 {"agent","leases":[...],"nodes":[... with "token"]}
+ * An agent's nodes are the nodes of the shards it holds a live lease on right now, each
+ * with the fencing token its writes must carry.
+ */
+export function agentRoutes(store: Store, catalog: ShardCatalog): Router {
+  const router = Router();
+
+  router.post("/v1/agents/:id/heartbeat", async (req, res) => {
+    const agent = agentOf(req, res);
+    const seen = await store.heartbeat(agent);
+    res.json({ agent, last_seen: new Date(seen.lastSeenMs).toISOString() });
+  });
+
+  router.get("/v1/agents", async (_req, res) => {
+    const [seen, leases] = await Promise.all([store.agents(), liveLeases(store, catalog)]);
+    const held = new Map<string, string[]>();
+    for (const [shard, lease] of leases) held.set(lease.holder, [...(held.get(lease.holder) ?? []), shard].sort());
+    const agents = seen.map((s) => ({
+      id: s.agent,
+      last_seen: new Date(s.lastSeenMs).toISOString(),
+      age_ms: s.ageMs,
+      up: s.ageMs < AGENT_DOWN_AFTER_MS,
+      shards: held.get(s.agent) ?? [],
+    }));
+    // A holder that never sent a heartbeat still shows: it holds shards.
+    for (const [agent, shards] of held) {
+      if (!seen.some((s) => s.agent === agent)) agents.push({ id: agent, last_seen: "", age_ms: -1, up: false, shards });
+    }
+    res.json({ agents, down_after_ms: AGENT_DOWN_AFTER_MS });
+  });
+
+  router.get("/v1/agents/:id/nodes", async (req, res) => {
+    const agent = agentOf(req, res);
+    const mine = [...(await liveLeases(store, catalog))].filter(([, lease]) => lease.holder === agent);
+    const tokens = new Map(mine.map(([shard, lease]) => [shard, lease.token]));
+    const nodes = await store.nodes.ofShards([...tokens.keys()]);
+    res.json({
+      agent,
+      leases: mine.map(([shard, lease]) => ({ shard, ...leaseJson(lease) })).sort((a, b) => a.shard.localeCompare(b.shard)),
+      nodes: nodes.map((node) => ({ ...node, token: tokens.get(node.shard!)! })),
+    });
+  });
+
+  return router;
+}

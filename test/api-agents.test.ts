@@ -1,0 +1,88 @@
+import { expect } from "chai";
+import { createApp } from "../src/api/app.js";
+import { ShardCatalog } from "../src/shards/definitions.js";
+import { backendsUnderTest, useApp } from "./helpers/backends.js";
+import { TEST_TOKENS, call, testAuthority } from "./helpers/http.js";
+
+const uuid = (n: number) => `00000000-0000-4000-8000-${n.toString(16).padStart(12, "0")}`;
+
+for (const backend of backendsUnderTest()) {
+  describe(`Agents over HTTP: ${backend.name}`, () => {
+    const catalog = new ShardCatalog([{ name: "empty", description: "", lease_ttl_ms: 6000 }]);
+    const ctx = useApp(backend, (store) => createApp(store, { authority: testAuthority(), catalog }));
+    const as = (agent: string) => TEST_TOKENS.agent(agent);
+
+    beforeEach(async () => {
+      const nodes = Array.from({ length: 30 }, (_, i) => ({
+        uuid: uuid(i + 1),
+        shard: i < 10 ? "rack-a" : i < 20 ? "rack-b" : null,
+      }));
+      await call(`${ctx.base}/v1/nodes/bulk`, "POST", { nodes });
+    });
+
+    it("lists the nodes of exactly the shards an agent holds, each with the token to present", async () => {
+      const a = await call(
+        `${ctx.base}/v1/shards/rack-a/lease`,
+        "POST",
+        { agent: "compute-0" },
+        as("compute-0"),
+      );
+      await call(`${ctx.base}/v1/shards/rack-b/lease`, "POST", { agent: "compute-1" }, as("compute-1"));
+      const mine = await call(`${ctx.base}/v1/agents/compute-0/nodes`, "GET", undefined, as("compute-0"));
+      expect(mine.status).to.equal(200);
+      expect(mine.body.leases.map((l: { shard: string }) => l.shard)).to.deep.equal(["rack-a"]);
+      expect(mine.body.nodes).to.have.length(10);
+      for (const node of mine.body.nodes) expect(node).to.include({ shard: "rack-a", token: a.body.token });
+
+      // After a handover the nodes follow the lease.
+      await call(
+        `${ctx.base}/v1/shards/rack-a/lease`,
+        "DELETE",
+        { agent: "compute-0", token: a.body.token },
+        as("compute-0"),
+      );
+      expect(
+        (await call(`${ctx.base}/v1/agents/compute-0/nodes`, "GET", undefined, as("compute-0"))).body.nodes,
+      ).to.deep.equal([]);
+      await call(`${ctx.base}/v1/shards/rack-a/lease`, "POST", { agent: "compute-1" }, as("compute-1"));
+      const theirs = await call(`${ctx.base}/v1/agents/compute-1/nodes`, "GET", undefined, as("compute-1"));
+      expect(theirs.body.nodes).to.have.length(20);
+    });
+
+    it("refuses another agent's node list (403) but lets admin read it", async () => {
+      expect(
+        (await call(`${ctx.base}/v1/agents/compute-0/nodes`, "GET", undefined, as("compute-1"))).status,
+      ).to.equal(403);
+      expect((await call(`${ctx.base}/v1/agents/compute-0/nodes`, "GET")).status).to.equal(200);
+    });
+
+    it("records heartbeats and lists agents: last seen, up, shards held", async () => {
+      const beat = await call(
+        `${ctx.base}/v1/agents/compute-0/heartbeat`,
+        "POST",
+        undefined,
+        as("compute-0"),
+      );
+      expect(beat.status).to.equal(200);
+      expect(Date.parse(beat.body.last_seen)).to.be.closeTo(Date.now(), 5000);
+      expect(
+        (await call(`${ctx.base}/v1/agents/compute-0/heartbeat`, "POST", undefined, as("compute-1"))).status,
+      ).to.equal(403);
+      await call(`${ctx.base}/v1/shards/rack-b/lease`, "POST", { agent: "compute-1" }, as("compute-1"));
+      const { agents } = (await call(`${ctx.base}/v1/agents`, "GET")).body;
+      expect(agents.find((a: { id: string }) => a.id === "compute-0")).to.include({ up: true });
+      expect(agents.find((a: { id: string }) => a.id === "compute-0").shards).to.deep.equal([]);
+      // compute-1 never sent a heartbeat, but it holds a shard: it shows, as down.
+      expect(agents.find((a: { id: string }) => a.id === "compute-1")).to.deep.include({
+        up: false,
+        shards: ["rack-b"],
+      });
+    });
+
+    it("answers 400 for a bad agent id in the path", async () => {
+      const bad = await call(`${ctx.base}/v1/agents/${"x".repeat(256)}/nodes`, "GET");
+      expect(bad.status).to.equal(400);
+      expect(bad.body.errors[0].field).to.equal("id");
+    });
+  });
+}
