@@ -5,6 +5,9 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { createApp } from "./api/app.js";
 import { TokenAuthority, TokensFile, devTokens } from "./api/auth.js";
+import { z } from "zod";
+import { runReferenceAgent } from "./agent/reference-agent.js";
+import { AgentId, ShardName } from "./domain/names.js";
 import { parseOrThrow } from "./domain/validation.js";
 import { logger } from "./log.js";
 import { loadShardCatalog } from "./shards/definitions.js";
@@ -23,6 +26,12 @@ commands:
              --dev-tokens FILE
                              development: use FILE, creating it with fresh random tokens (admin, inspector,
                              agents compute-0 and compute-1) when missing, and print them
+  agent    run the reference compute agent for one shard
+             --id HOST       this agent's id (nova-compute's host)
+             --shard NAME    the shard to serve
+             --bridge URL    the bridge (default http://127.0.0.1:6390)
+             --token T       this agent's bearer token (env SHARDBRIDGE_TOKEN), or
+             --tokens-file F take it from a tokens file (the agent entry for --id)
 `;
 
 async function serve(argv: string[]): Promise<void> {
@@ -57,9 +66,12 @@ async function serve(argv: string[]): Promise<void> {
     const where =
       typeof address === "object" && address ? `http://${values.bind}:${address.port}` : String(address);
     logger.info("listening", { url: where, store: store.kind, shards_defined: catalog.definitions.length });
+    const tokens =
+      values["dev-tokens"] !== undefined ? `--tokens-file ${values["dev-tokens"]}` : "--token AGENT_TOKEN";
     process.stderr.write(
-      `shardbridge listening on ${where} (store: ${store.kind})\n` +
-        `  acquire a lease:  curl -s -XPOST ${where}/v1/shards/demo/lease -d '{"agent":"compute-0"}'\n`,
+      `shardbridge listening on ${where} (store: ${store.kind}, ${catalog.definitions.length} shard definitions)\n` +
+        `  connect an agent:  node dist/cli.js agent --id compute-0 --shard demo --bridge ${where} ${tokens}\n` +
+        `  list shards:       curl -s -H "Authorization: Bearer ADMIN_TOKEN" ${where}/v1/shards\n`,
     );
   });
   const shutdown = (signal: string) => {
@@ -97,11 +109,50 @@ function loadAuthority(tokensFile: string | undefined, devFile: string | undefin
   );
 }
 
+function agentToken(id: string, token: string | undefined, tokensFile: string | undefined): string {
+  if (token !== undefined) return token;
+  if (tokensFile !== undefined) {
+    const file = parseOrThrow(TokensFile, JSON.parse(readFileSync(tokensFile, "utf8")));
+    const entry = file.tokens.find((t) => t.role === "agent" && t.agent === id);
+    if (entry === undefined) throw new Error(`${tokensFile} holds no token for agent ${id}`);
+    return entry.token;
+  }
+  throw new Error("agent: pass --token, set SHARDBRIDGE_TOKEN, or --tokens-file");
+}
+
+async function agent(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      id: { type: "string" },
+      shard: { type: "string" },
+      bridge: { type: "string", default: process.env.SHARDBRIDGE_URL ?? "http://127.0.0.1:6390" },
+      token: { type: "string", default: process.env.SHARDBRIDGE_TOKEN },
+      "tokens-file": { type: "string" },
+    },
+  });
+  const { id, shard } = parseOrThrow(z.strictObject({ id: AgentId, shard: ShardName }), {
+    id: values.id,
+    shard: values.shard,
+  });
+  const running = runReferenceAgent({
+    id,
+    shard,
+    bridge: values.bridge!,
+    token: agentToken(id, values.token, values["tokens-file"]),
+  });
+  const stop = () => void running.stop().then(() => process.exit(0));
+  process.once("SIGTERM", stop);
+  process.once("SIGINT", stop);
+}
+
 async function main(argv: string[]): Promise<void> {
   const [command, ...rest] = argv;
   switch (command) {
     case "serve":
       return serve(rest);
+    case "agent":
+      return agent(rest);
     case undefined:
     case "help":
     case "--help":

@@ -13,6 +13,7 @@ export interface LeaseKeeperOptions {
   client: LeaseClient;
   shard: string;
   agent: string;
+  /** the TTL to ask for; where the store grants a shorter one (a shard's definition), that one rules */
   ttlMs: number;
   /** longest a standby waits between attempts, before jitter (default 500 ms) */
   standbyPollMs?: number;
@@ -74,12 +75,14 @@ export class LeaseKeeper extends EventEmitter<KeeperEvents> {
   private wallDeadline = 0;
   private timer: NodeJS.Timeout | undefined;
   private deadlineTimer: NodeJS.Timeout | undefined;
-  private lastStandbyHolder: string | null | undefined;
+  /** why and behind whom we last stood by, to report only changes */
+  private lastStandbyKey: string | undefined;
   private readonly now: () => number;
   private readonly wallNow: () => number;
   private readonly random: () => number;
-  private readonly intervalMs: number;
-  private readonly graceMs: number;
+  /** renew interval and deadline, from the shorter of the asked and the granted TTL */
+  private intervalMs: number;
+  private graceMs: number;
   private readonly pollMs: number;
 
   constructor(private readonly options: LeaseKeeperOptions) {
@@ -163,8 +166,9 @@ export class LeaseKeeper extends EventEmitter<KeeperEvents> {
       return;
     }
     const current = outcome.current;
-    if (current?.holder !== this.lastStandbyHolder) {
-      this.lastStandbyHolder = current?.holder ?? null;
+    const standbyKey = `${outcome.reason}:${current?.holder ?? ""}`;
+    if (standbyKey !== this.lastStandbyKey) {
+      this.lastStandbyKey = standbyKey;
       this.emit("standby", { current, reason: outcome.reason });
     }
     // Come back when the holder's lease would run out (or the store's recovery wait is
@@ -173,10 +177,21 @@ export class LeaseKeeper extends EventEmitter<KeeperEvents> {
     this.schedule(Math.min(untilFree, this.jitter(this.pollMs)), () => this.tryAcquire());
   }
 
+  /**
+   * Time ourselves by the TTL the store granted when it is shorter than the one asked
+   * for: over HTTP the shard's definition decides the TTL, not the agent.
+   */
+  private adoptTtl(grantedTtlMs: number): void {
+    const ttlMs = Math.min(this.options.ttlMs, grantedTtlMs);
+    this.intervalMs = renewIntervalMs(ttlMs);
+    this.graceMs = renewDeadlineMs(ttlMs);
+  }
+
   private becomeActive(token: number, ttlMs: number, sentAt: number, sentWall: number): void {
     this.state = "active";
     this.heldToken = token;
-    this.lastStandbyHolder = undefined;
+    this.lastStandbyKey = undefined;
+    this.adoptTtl(ttlMs);
     this.extendDeadline(sentAt, sentWall);
     this.emit("active", { token, ttlMs });
     this.schedule(sentAt + this.intervalMs - this.now(), () => this.renew());
@@ -226,6 +241,7 @@ export class LeaseKeeper extends EventEmitter<KeeperEvents> {
       this.lose("refused", `renew refused: ${outcome.reason}${holder}`);
       return;
     }
+    this.adoptTtl(outcome.ttlMs);
     this.extendDeadline(sentAt, sentWall);
     this.emit("renewed", { token, latencyMs: this.now() - sentAt });
     this.schedule(sentAt + this.intervalMs - this.now(), () => this.renew());

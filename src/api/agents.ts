@@ -52,7 +52,8 @@ export function agentRoutes(store: Store, catalog: ShardCatalog): Router {
   router.get("/v1/agents", async (_req, res) => {
     const [seen, leases] = await Promise.all([store.agents(), liveLeases(store, catalog)]);
     const held = new Map<string, string[]>();
-    for (const [shard, lease] of leases) held.set(lease.holder, [...(held.get(lease.holder) ?? []), shard].sort());
+    for (const [shard, lease] of leases)
+      held.set(lease.holder, [...(held.get(lease.holder) ?? []), shard].sort());
     const agents = seen.map((s) => ({
       id: s.agent,
       last_seen: new Date(s.lastSeenMs).toISOString(),
@@ -62,7 +63,8 @@ export function agentRoutes(store: Store, catalog: ShardCatalog): Router {
     }));
     // A holder that never sent a heartbeat still shows: it holds shards.
     for (const [agent, shards] of held) {
-      if (!seen.some((s) => s.agent === agent)) agents.push({ id: agent, last_seen: "", age_ms: -1, up: false, shards });
+      if (!seen.some((s) => s.agent === agent))
+        agents.push({ id: agent, last_seen: "", age_ms: -1, up: false, shards });
     }
     res.json({ agents, down_after_ms: AGENT_DOWN_AFTER_MS });
   });
@@ -74,7 +76,9 @@ export function agentRoutes(store: Store, catalog: ShardCatalog): Router {
     const nodes = await store.nodes.ofShards([...tokens.keys()]);
     res.json({
       agent,
-      leases: mine.map(([shard, lease]) => ({ shard, ...leaseJson(lease) })).sort((a, b) => a.shard.localeCompare(b.shard)),
+      leases: mine
+        .map(([shard, lease]) => ({ shard, ...leaseJson(lease) }))
+        .sort((a, b) => a.shard.localeCompare(b.shard)),
       nodes: nodes.map((node) => ({ ...node, token: tokens.get(node.shard!)! })),
     });
   });

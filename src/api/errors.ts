@@ -9,6 +9,10 @@ export interface ApiError {
   detail: string;
   /** the request field at fault, for validation errors */
   field?: string;
+  /** for a refused lease: the live lease in the way, so a client need not parse `detail` */
+  lease?: { holder: string; token: number; ttl_ms: number; since: string } | null;
+  /** for a refused lease: when asking again can succeed */
+  retry_after_ms?: number;
 }
 
 /** An error a route raises on purpose, answered as-is. */

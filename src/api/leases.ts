@@ -29,7 +29,14 @@ function refusal(
           `a holder it forgot may still be acting, retry in ${retryAfterMs ?? 0} ms`
         : `shard ${shard} has no live lease for this agent`;
   return new HttpError([
-    { status: 409, code: `shardbridge.lease.${reason ?? "held"}`, title: "Lease not granted", detail },
+    {
+      status: 409,
+      code: `shardbridge.lease.${reason ?? "held"}`,
+      title: "Lease not granted",
+      detail,
+      lease: current && leaseJson(current),
+      retry_after_ms: current !== null ? current.ttlMs : (retryAfterMs ?? 0),
+    },
   ]);
 }
 

@@ -2,7 +2,10 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 
-/** One JSON line from a test agent, plus when this process read it (monotonic ms). */
+/**
+ * One JSON line from a child, plus when this process read it (monotonic ms). `ev` is the
+ * event name: the test fixture's `ev`, or a winston line's `message`.
+ */
 export interface AgentEvent {
   ev: string;
   agent: string;
@@ -12,6 +15,7 @@ export interface AgentEvent {
 }
 
 const fixture = fileURLToPath(new URL("../fixtures/lease-agent.ts", import.meta.url));
+const cliEntry = fileURLToPath(new URL("../../src/cli.ts", import.meta.url));
 const children = new Set<ChildProcess>();
 process.once("exit", () => {
   for (const child of children) child.kill("SIGKILL");
@@ -27,7 +31,8 @@ export class AgentProcess {
   ) {
     createInterface({ input: child.stdout! }).on("line", (line) => {
       try {
-        this.events.push({ ...(JSON.parse(line) as AgentEvent), seenAt: performance.now() });
+        const parsed = JSON.parse(line) as AgentEvent & { message?: string };
+        this.events.push({ ...parsed, ev: parsed.ev ?? parsed.message ?? "", seenAt: performance.now() });
       } catch {
         return; // not an event line
       }
@@ -36,12 +41,26 @@ export class AgentProcess {
     child.stderr!.on("data", (chunk: Buffer) => process.stderr.write(`[${name}] ${chunk.toString()}`));
   }
 
+  /** The lease test fixture (test/fixtures/lease-agent.ts) on a store. */
   static spawn(name: string, storeUrl: string, extra: string[] = []): AgentProcess {
-    const child = spawn(
-      process.execPath,
-      ["--import", "tsx", fixture, "--store", storeUrl, "--agent", name, ...extra],
-      { stdio: ["ignore", "pipe", "pipe"] },
-    );
+    return AgentProcess.spawnTs(name, fixture, ["--store", storeUrl, "--agent", name, ...extra]);
+  }
+
+  /** The shardbridge command itself (src/cli.ts), e.g. `serve` or `agent`. */
+  static cli(name: string, args: string[], env: NodeJS.ProcessEnv = {}): AgentProcess {
+    return AgentProcess.spawnTs(name, cliEntry, args, env);
+  }
+
+  private static spawnTs(
+    name: string,
+    script: string,
+    args: string[],
+    env: NodeJS.ProcessEnv = {},
+  ): AgentProcess {
+    const child = spawn(process.execPath, ["--import", "tsx", script, ...args], {
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, ...env },
+    });
     children.add(child);
     child.once("exit", () => children.delete(child));
     return new AgentProcess(name, child);

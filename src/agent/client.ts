@@ -1,0 +1,151 @@
+import type {
+  FenceOutcome,
+  LeaseOutcome,
+  LeaseView,
+  RefusalReason,
+  ReleaseOutcome,
+} from "../lease/machine.js";
+import type { LeaseClient } from "./lease-keeper.js";
+
+/** A bridge answer that is neither a result nor a lease refusal: auth, validation, outage. */
+export class BridgeError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    detail: string,
+  ) {
+    super(`${status} ${code}: ${detail}`);
+    this.name = "BridgeError";
+  }
+}
+
+interface WireLease {
+  holder: string;
+  token: number;
+  ttl_ms: number;
+  since: string;
+}
+interface WireError {
+  status: number;
+  code: string;
+  detail: string;
+  lease?: WireLease | null;
+  retry_after_ms?: number;
+}
+
+export interface AgentNodes {
+  agent: string;
+  leases: Array<WireLease & { shard: string }>;
+  nodes: Array<{ uuid: string; name: string | null; shard: string; conductor_group: string; token: number }>;
+}
+
+const view = (lease: WireLease): LeaseView => ({
+  holder: lease.holder,
+  token: lease.token,
+  ttlMs: lease.ttl_ms,
+  sinceUs: Date.parse(lease.since) * 1000,
+});
+
+/**
+ * The typed client an agent uses to talk to the bridge over HTTP (keep-alive, bearer
+ * token, a timeout per request). It is a LeaseClient, so a LeaseKeeper runs on it as it
+ * runs on a Store.
+ */
+export class BridgeClient implements LeaseClient {
+  constructor(
+    private readonly baseUrl: string,
+    private readonly token: string,
+    private readonly timeoutMs = 2000,
+  ) {}
+
+  private async request(
+    method: string,
+    path: string,
+    body?: unknown,
+  ): Promise<{ status: number; json: any }> {
+    const res = await fetch(new URL(path, this.baseUrl), {
+      method,
+      headers: { authorization: `Bearer ${this.token}`, "content-type": "application/json" },
+      ...(body !== undefined && { body: JSON.stringify(body) }),
+      signal: AbortSignal.timeout(this.timeoutMs),
+    });
+    const text = await res.text();
+    return { status: res.status, json: text === "" ? null : JSON.parse(text) };
+  }
+
+  /** Throw the first error of an API-SIG answer. */
+  private fail(answer: { status: number; json: any }): never {
+    const error = (answer.json?.errors?.[0] ?? {}) as Partial<WireError>;
+    throw new BridgeError(answer.status, error.code ?? "unknown", error.detail ?? "");
+  }
+
+  /** The lease refusal (409) in an answer; any other failure is thrown. */
+  private refusalOf(answer: { status: number; json: any }): WireError {
+    if (answer.status !== 409) this.fail(answer);
+    return answer.json.errors[0] as WireError;
+  }
+
+  private leaseOutcome(answer: { status: number; json: any }): LeaseOutcome {
+    if (answer.status === 200) return { ok: true, ...view(answer.json as WireLease) };
+    const error = this.refusalOf(answer);
+    const reason = error.code.replace(/^shardbridge\.lease\./, "") as RefusalReason;
+    return {
+      ok: false,
+      reason,
+      current: error.lease ? view(error.lease) : null,
+      ...(reason === "recovering" && { retryAfterMs: error.retry_after_ms ?? 0 }),
+    };
+  }
+
+  async acquire({ shard, agent }: { shard: string; agent: string }): Promise<LeaseOutcome> {
+    return this.leaseOutcome(await this.request("POST", `/v1/shards/${shard}/lease`, { agent }));
+  }
+
+  async renew({
+    shard,
+    agent,
+    token,
+  }: {
+    shard: string;
+    agent: string;
+    token: number;
+  }): Promise<LeaseOutcome> {
+    return this.leaseOutcome(await this.request("POST", `/v1/shards/${shard}/lease`, { agent, token }));
+  }
+
+  async release({
+    shard,
+    agent,
+    token,
+  }: {
+    shard: string;
+    agent: string;
+    token: number;
+  }): Promise<ReleaseOutcome> {
+    const answer = await this.request("DELETE", `/v1/shards/${shard}/lease`, { agent, token });
+    if (answer.status === 204) return { ok: true, current: null };
+    const error = this.refusalOf(answer);
+    return {
+      ok: false,
+      reason: error.code.replace(/^shardbridge\.lease\./, "") as RefusalReason,
+      current: error.lease ? view(error.lease) : null,
+    };
+  }
+
+  async fence({ shard, token }: { shard: string; token: number }): Promise<Pick<FenceOutcome, "allowed">> {
+    const answer = await this.request("POST", `/v1/shards/${shard}/fence`, { token });
+    if (answer.status !== 200) this.fail(answer);
+    return { allowed: answer.json.allowed === true };
+  }
+
+  async heartbeat(agent: string): Promise<void> {
+    const answer = await this.request("POST", `/v1/agents/${encodeURIComponent(agent)}/heartbeat`);
+    if (answer.status !== 200) this.fail(answer);
+  }
+
+  async nodesOf(agent: string): Promise<AgentNodes> {
+    const answer = await this.request("GET", `/v1/agents/${encodeURIComponent(agent)}/nodes`);
+    if (answer.status !== 200) this.fail(answer);
+    return answer.json as AgentNodes;
+  }
+}

@@ -1,0 +1,76 @@
+import { LEASE_TTL_MAX_MS } from "../domain/lease.js";
+import { logger } from "../log.js";
+import { BridgeClient } from "./client.js";
+import { LeaseKeeper } from "./lease-keeper.js";
+
+export interface ReferenceAgentOptions {
+  id: string;
+  shard: string;
+  bridge: string;
+  token: string;
+  /** like nova-compute's report_interval */
+  heartbeatMs?: number;
+  /** how often an active agent re-reads its node list */
+  nodesEveryMs?: number;
+}
+
+/**
+ * The reference compute agent: what nova-compute's ironic driver does with shardbridge.
+ * It stands by or becomes active for one shard, renews, reads the nodes it must manage
+ * while active (with the token its writes carry), heartbeats, hands the lease back on
+ * SIGTERM so the standby takes over at once, and logs every transition as one JSON line.
+ */
+export function runReferenceAgent(options: ReferenceAgentOptions): { stop: () => Promise<void> } {
+  const { id, shard } = options;
+  const client = new BridgeClient(options.bridge, options.token);
+  // Ask for the longest TTL: the shard's definition decides, and the keeper times itself
+  // by what it is granted.
+  const keeper = new LeaseKeeper({ client, shard, agent: id, ttlMs: LEASE_TTL_MAX_MS });
+  const log = logger.child({ agent: id, shard });
+
+  const listNodes = async () => {
+    if (keeper.token() === null) return;
+    try {
+      const mine = await client.nodesOf(id);
+      const here = mine.nodes.filter((n) => n.shard === shard);
+      log.info("nodes", {
+        count: here.length,
+        token: mine.leases.find((l) => l.shard === shard)?.token ?? null,
+      });
+    } catch (error) {
+      log.warn("nodes-error", { error: String(error) });
+    }
+  };
+
+  keeper.on("active", (e) => {
+    log.info("active", { token: e.token, ttl_ms: e.ttlMs });
+    void listNodes();
+  });
+  keeper.on("standby", (e) =>
+    log.info("standby", {
+      holder: e.current?.holder ?? null,
+      reason: e.reason,
+      ttl_ms: e.current?.ttlMs ?? null,
+    }),
+  );
+  keeper.on("lost", (e) => log.warn("lost", { token: e.token, reason: e.reason, detail: e.detail }));
+  keeper.on("released", (e) => log.info("released", { token: e.token }));
+  keeper.on("store-error", (e) => log.warn("bridge-error", { op: e.op, error: e.error }));
+
+  const beat = () =>
+    client.heartbeat(id).catch((error) => log.warn("heartbeat-error", { error: String(error) }));
+  const heartbeats = setInterval(beat, options.heartbeatMs ?? 10_000);
+  const nodeReads = setInterval(() => void listNodes(), options.nodesEveryMs ?? 30_000);
+  void beat();
+  log.info("start", { bridge: options.bridge, pid: process.pid });
+  keeper.start();
+
+  return {
+    stop: async () => {
+      clearInterval(heartbeats);
+      clearInterval(nodeReads);
+      await keeper.stop();
+      log.info("stopped");
+    },
+  };
+}

@@ -1,0 +1,95 @@
+import { expect } from "chai";
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { devTokens } from "../src/api/auth.js";
+import { AgentProcess } from "./helpers/agent-process.js";
+import { freePort, TestRedisServer } from "./helpers/redis-server.js";
+
+/**
+ * End to end, all real processes: `shardbridge serve` and two `shardbridge agent`s on one
+ * shard. kill -9 of the active one: the standby is active within TTL + 1 s. SIGTERM of
+ * the active one: it hands the lease back and the (restarted) other takes over within 1 s.
+ */
+const TTL_MS = 2000;
+
+for (const storeKind of ["memory", "redis"] as const) {
+  describe(`End to end: serve and two reference agents (${storeKind} store)`, function () {
+    this.timeout(60_000);
+    let dir: string;
+    let redis: TestRedisServer | undefined;
+    const processes: AgentProcess[] = [];
+
+    before(async () => {
+      dir = mkdtempSync(join(tmpdir(), "sb-e2e-"));
+      mkdirSync(join(dir, "shards"));
+      writeFileSync(join(dir, "shards", "rack.json"), JSON.stringify({ name: "rack", lease_ttl_ms: TTL_MS }));
+      writeFileSync(join(dir, "tokens.json"), JSON.stringify(devTokens(["compute-0", "compute-1"])));
+      if (storeKind === "redis") redis = await TestRedisServer.start();
+    });
+    after(async () => {
+      await Promise.all(processes.map((p) => p.kill()));
+      await redis?.stop();
+      rmSync(dir, { recursive: true, force: true });
+    });
+
+    it("fails over after kill -9 within TTL + 1 s, and hands over on SIGTERM within 1 s", async () => {
+      const port = await freePort();
+      const bridge = `http://127.0.0.1:${port}`;
+      const serve = AgentProcess.cli("serve", [
+        "serve",
+        "--port",
+        String(port),
+        "--store",
+        redis?.url ?? "memory",
+        "--shards",
+        join(dir, "shards"),
+        "--tokens",
+        join(dir, "tokens.json"),
+      ]);
+      processes.push(serve);
+      await serve.waitFor((e) => e.ev === "listening", 15_000);
+      const agent = (id: string) => {
+        const p = AgentProcess.cli(id, [
+          "agent",
+          "--id",
+          id,
+          "--shard",
+          "rack",
+          "--bridge",
+          bridge,
+          "--tokens-file",
+          join(dir, "tokens.json"),
+        ]);
+        processes.push(p);
+        return p;
+      };
+
+      const first = agent("compute-0");
+      const firstActive = await first.waitFor((e) => e.ev === "active", 15_000);
+      await first.waitFor((e) => e.ev === "nodes", 5000);
+      const second = agent("compute-1");
+      await second.waitFor((e) => e.ev === "standby" && e.holder === "compute-0", 10_000);
+
+      const killedAt = performance.now();
+      first.signal("SIGKILL");
+      const secondActive = await second.waitFor((e) => e.ev === "active", TTL_MS + 3000);
+      const failoverMs = secondActive.seenAt - killedAt;
+      console.log(`      failover after kill -9: ${Math.round(failoverMs)} ms (ttl ${TTL_MS} ms)`);
+      expect(failoverMs).to.be.below(TTL_MS + 1000);
+      expect(secondActive.token as number).to.be.greaterThan(firstActive.token as number);
+
+      const restarted = agent("compute-0");
+      await restarted.waitFor((e) => e.ev === "standby" && e.holder === "compute-1", 10_000);
+      const termAt = performance.now();
+      second.signal("SIGTERM");
+      const handedOver = await restarted.waitFor((e) => e.ev === "active", 5000);
+      const handoverMs = handedOver.seenAt - termAt;
+      console.log(`      handover after SIGTERM: ${Math.round(handoverMs)} ms`);
+      expect(handoverMs).to.be.below(1000);
+      await second.exited();
+      expect(second.child.exitCode).to.equal(0);
+      expect(second.events.some((e) => e.ev === "released")).to.equal(true);
+    });
+  });
+}
