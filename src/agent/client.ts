@@ -33,6 +33,13 @@ interface WireError {
   retry_after_ms?: number;
 }
 
+/** A lease an agent holds: which shard, as whom, under which token. */
+export interface HeldLease {
+  shard: string;
+  agent: string;
+  token: number;
+}
+
 export interface AgentNodes {
   agent: string;
   leases: Array<WireLease & { shard: string }>;
@@ -101,27 +108,13 @@ export class BridgeClient implements LeaseClient {
     return this.leaseOutcome(await this.request("POST", `/v1/shards/${shard}/lease`, { agent }));
   }
 
-  async renew({
-    shard,
-    agent,
-    token,
-  }: {
-    shard: string;
-    agent: string;
-    token: number;
-  }): Promise<LeaseOutcome> {
+  async renew(lease: HeldLease): Promise<LeaseOutcome> {
+    const { shard, agent, token } = lease;
     return this.leaseOutcome(await this.request("POST", `/v1/shards/${shard}/lease`, { agent, token }));
   }
 
-  async release({
-    shard,
-    agent,
-    token,
-  }: {
-    shard: string;
-    agent: string;
-    token: number;
-  }): Promise<ReleaseOutcome> {
+  async release(lease: HeldLease): Promise<ReleaseOutcome> {
+    const { shard, agent, token } = lease;
     const answer = await this.request("DELETE", `/v1/shards/${shard}/lease`, { agent, token });
     if (answer.status === 204) return { ok: true, current: null };
     const error = this.refusalOf(answer);
