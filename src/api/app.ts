@@ -1,12 +1,13 @@
 import { randomUUID } from "node:crypto";
 import express, { type Express } from "express";
-import { logger } from "../log.js";
+import { logger, requestContext } from "../log.js";
 import { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
 import { agentRoutes } from "./agents.js";
 import { authenticate, type TokenAuthority } from "./auth.js";
 import { errorHandler } from "./errors.js";
 import { leaseRoutes } from "./leases.js";
+import { BridgeMetrics } from "./metrics.js";
 import { nodeRoutes } from "./nodes.js";
 import { shardRoutes } from "./shards.js";
 
@@ -24,6 +25,8 @@ export interface AppOptions {
 export function createApp(store: Store, { authority, catalog = new ShardCatalog() }: AppOptions): Express {
   const app = express();
   app.disable("x-powered-by");
+  const metrics = new BridgeMetrics(store);
+  app.use(metrics.middleware());
   app.use((req, res, next) => {
     const requestId = req.get("x-request-id") ?? randomUUID();
     res.set("x-request-id", requestId);
@@ -37,7 +40,7 @@ export function createApp(store: Store, { authority, catalog = new ShardCatalog(
         ms: Math.round((performance.now() - started) * 10) / 10,
       }),
     );
-    next();
+    requestContext.run({ requestId }, next);
   });
   const json = express.json({ limit: MAX_BODY_BYTES, strict: true, type: () => true });
   const bulkJson = express.json({ limit: MAX_BULK_BODY_BYTES, strict: true, type: () => true });
@@ -54,9 +57,10 @@ export function createApp(store: Store, { authority, catalog = new ShardCatalog(
       res.status(503).json({ status: "store unreachable", store: store.kind, error: String(error) });
     }
   });
-  // Everything below needs a bearer token; health checks above do not.
+  app.use(metrics.routes());
+  // Everything below needs a bearer token; health checks and metrics above do not.
   app.use(authenticate(authority));
-  app.use(leaseRoutes(store, catalog));
+  app.use(leaseRoutes(store, catalog, metrics));
   app.use(shardRoutes(store, catalog));
   app.use(nodeRoutes(store.nodes));
   app.use(agentRoutes(store, catalog));

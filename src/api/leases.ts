@@ -4,10 +4,11 @@ import { FencingToken } from "../domain/lease.js";
 import { AgentId, ShardName } from "../domain/names.js";
 import { parseBoth, parseOrThrow } from "../domain/validation.js";
 import type { LeaseView } from "../lease/machine.js";
-import { ShardCatalog } from "../shards/definitions.js";
+import type { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
 import { assertActsAs, requireRole } from "./auth.js";
 import { HttpError } from "./errors.js";
+import type { BridgeMetrics } from "./metrics.js";
 
 const ShardPath = z.strictObject({ shard: ShardName });
 const AcquireBody = z.strictObject({ agent: AgentId, token: FencingToken.optional() });
@@ -70,7 +71,7 @@ function notAllowed(shard: string, agent: string): HttpError {
  *   GET    /v1/shards/{shard}/lease                     -> 200 the live lease or null
  * The TTL is the shard's (shards/NAME.json), never the caller's.
  */
-export function leaseRoutes(store: Store, catalog: ShardCatalog = new ShardCatalog()): Router {
+export function leaseRoutes(store: Store, catalog: ShardCatalog, metrics: BridgeMetrics): Router {
   const router = Router();
 
   router.post("/v1/shards/:shard/lease", requireRole("agent", "admin"), async (req, res) => {
@@ -78,10 +79,17 @@ export function leaseRoutes(store: Store, catalog: ShardCatalog = new ShardCatal
     assertActsAs(res, body.agent);
     if (!catalog.mayServe(shard, body.agent)) throw notAllowed(shard, body.agent);
     const request = { shard, agent: body.agent, ttlMs: catalog.ttlMsFor(shard) };
-    const outcome =
-      body.token === undefined
-        ? await store.acquire(request)
-        : await store.renew({ ...request, token: body.token });
+    let outcome;
+    if (body.token === undefined) {
+      outcome = await store.acquire(request);
+      if (outcome.ok) metrics.leaseAcquired.inc({ shard });
+      else metrics.leaseRefused.inc({ shard, reason: outcome.reason });
+    } else {
+      const stop = metrics.renewSeconds.startTimer();
+      outcome = await store.renew({ ...request, token: body.token });
+      stop();
+      if (!outcome.ok) metrics.leaseLost.inc({ shard, reason: outcome.reason });
+    }
     if (!outcome.ok) throw refusal(shard, outcome.reason, outcome.current, outcome.retryAfterMs);
     res.json({ shard, holder: outcome.holder, token: outcome.token, ttl_ms: outcome.ttlMs });
   });

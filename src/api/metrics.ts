@@ -1,0 +1,85 @@
+import { Router, type RequestHandler } from "express";
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { Store } from "../store/store.js";
+
+/**
+ * Prometheus metrics of one bridge (a registry per app, so tests can build many apps).
+ * Lease counters are counted where the API decides, label values are bounded: shards
+ * come from operators, reasons and routes from the code.
+ */
+export class BridgeMetrics {
+  readonly registry = new Registry();
+  readonly leaseAcquired = new Counter({
+    name: "shardbridge_lease_acquired_total",
+    help: "Leases granted (new holder, new token), by shard",
+    labelNames: ["shard"],
+    registers: [this.registry],
+  });
+  readonly leaseLost = new Counter({
+    name: "shardbridge_lease_lost_total",
+    help: "Renewals refused, so the caller lost its lease, by shard and reason",
+    labelNames: ["shard", "reason"],
+    registers: [this.registry],
+  });
+  readonly leaseRefused = new Counter({
+    name: "shardbridge_lease_refused_total",
+    help: "Acquisitions refused, by shard and reason (held, recovering)",
+    labelNames: ["shard", "reason"],
+    registers: [this.registry],
+  });
+  readonly renewSeconds = new Histogram({
+    name: "shardbridge_lease_renew_seconds",
+    help: "Store time of one lease renewal",
+    buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5],
+    registers: [this.registry],
+  });
+  readonly requests = new Counter({
+    name: "shardbridge_http_requests_total",
+    help: "HTTP requests by route, method and status",
+    labelNames: ["route", "method", "status"],
+    registers: [this.registry],
+  });
+  readonly requestSeconds = new Histogram({
+    name: "shardbridge_http_request_seconds",
+    help: "HTTP request duration by route",
+    labelNames: ["route"],
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+    registers: [this.registry],
+  });
+
+  constructor(store: Store) {
+    collectDefaultMetrics({ register: this.registry, prefix: "shardbridge_" });
+    new Gauge({
+      name: "shardbridge_nodes",
+      help: 'Nodes per shard (shard="None": unsharded)',
+      labelNames: ["shard"],
+      registers: [this.registry],
+      async collect() {
+        this.reset();
+        for (const { shard, count } of await store.nodes.counts())
+          this.set({ shard: shard ?? "None" }, count);
+      },
+    });
+  }
+
+  /** Count each request under its route pattern (never the raw path: that would be unbounded). */
+  middleware(): RequestHandler {
+    return (req, res, next) => {
+      const stop = this.requestSeconds.startTimer();
+      res.on("finish", () => {
+        const route = req.route?.path === undefined ? "unmatched" : `${req.baseUrl}${String(req.route.path)}`;
+        this.requests.inc({ route, method: req.method, status: String(res.statusCode) });
+        stop({ route });
+      });
+      next();
+    };
+  }
+
+  routes(): Router {
+    const router = Router();
+    router.get("/metrics", async (_req, res) => {
+      res.set("content-type", this.registry.contentType).send(await this.registry.metrics());
+    });
+    return router;
+  }
+}

@@ -1,0 +1,73 @@
+import { expect } from "chai";
+import { Writable } from "node:stream";
+import winston from "winston";
+import { createApp } from "../src/api/app.js";
+import { logger, requestContext } from "../src/log.js";
+import { memoryUnderTest, useApp } from "./helpers/backends.js";
+import { TEST_TOKENS, call, testAuthority } from "./helpers/http.js";
+
+describe("Operations: metrics and request ids", () => {
+  const ctx = useApp(memoryUnderTest(), (store) => createApp(store, { authority: testAuthority() }));
+
+  it("serves Prometheus text at /metrics without a token: leases, requests by route, nodes per shard", async () => {
+    await call(`${ctx.base}/v1/nodes/00000000-0000-4000-8000-000000000001`, "PUT", { shard: "rack-a" });
+    await call(`${ctx.base}/v1/nodes/00000000-0000-4000-8000-000000000002`, "PUT", {});
+    const agent = TEST_TOKENS.agent("compute-0");
+    const got = await call(`${ctx.base}/v1/shards/rack-a/lease`, "POST", { agent: "compute-0" }, agent);
+    await call(
+      `${ctx.base}/v1/shards/rack-a/lease`,
+      "POST",
+      { agent: "compute-0", token: got.body.token },
+      agent,
+    );
+    await call(`${ctx.base}/v1/shards/rack-a/lease`, "POST", { agent: "compute-0", token: 1 }, agent);
+    await call(
+      `${ctx.base}/v1/shards/rack-a/lease`,
+      "POST",
+      { agent: "compute-1" },
+      TEST_TOKENS.agent("compute-1"),
+    );
+
+    const res = await fetch(`${ctx.base}/metrics`);
+    expect(res.status).to.equal(200);
+    const text = await res.text();
+    expect(text).to.include('shardbridge_lease_acquired_total{shard="rack-a"} 1');
+    expect(text).to.include('shardbridge_lease_lost_total{shard="rack-a",reason="stale_token"} 1');
+    expect(text).to.include('shardbridge_lease_refused_total{shard="rack-a",reason="held"} 1');
+    expect(text).to.match(/shardbridge_lease_renew_seconds_count 2/);
+    expect(text).to.include('shardbridge_nodes{shard="rack-a"} 1');
+    expect(text).to.include('shardbridge_nodes{shard="None"} 1');
+    expect(text).to.include(
+      'shardbridge_http_requests_total{route="/v1/shards/:shard/lease",method="POST",status="409"} 2',
+    );
+  });
+
+  it("stamps every log line written during a request with its request id", async () => {
+    const lines: string[] = [];
+    const transport = new winston.transports.Stream({
+      stream: new Writable({
+        write(chunk, _encoding, done) {
+          lines.push(String(chunk));
+          done();
+        },
+      }),
+    });
+    const level = logger.level;
+    logger.level = "info";
+    logger.add(transport);
+    try {
+      const res = await fetch(`${ctx.base}/healthz`, { headers: { "x-request-id": "rid-12345" } });
+      expect(res.headers.get("x-request-id")).to.equal("rid-12345");
+      await requestContext.run({ requestId: "rid-inner" }, async () => {
+        await Promise.resolve();
+        logger.info("inside a request");
+      });
+    } finally {
+      logger.remove(transport);
+      logger.level = level;
+    }
+    const parsed = lines.map((l) => JSON.parse(l) as { message: string; request_id?: string });
+    expect(parsed.find((l) => l.message === "request")?.request_id).to.equal("rid-12345");
+    expect(parsed.find((l) => l.message === "inside a request")?.request_id).to.equal("rid-inner");
+  });
+});
