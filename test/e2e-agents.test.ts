@@ -2,6 +2,7 @@ import { expect } from "chai";
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { devTokens } from "../src/api/auth.js";
 import { AgentProcess } from "./helpers/agent-process.js";
 import { freePort, TestRedisServer } from "./helpers/redis-server.js";
@@ -93,3 +94,56 @@ for (const storeKind of ["memory", "redis"] as const) {
     });
   });
 }
+
+describe("End to end: the Python example agent (standard library only)", function () {
+  this.timeout(60_000);
+  let dir: string;
+  const processes: AgentProcess[] = [];
+  after(async () => {
+    await Promise.all(processes.map((p) => p.kill()));
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("acquires, lists its nodes, and releases on SIGTERM", async () => {
+    dir = mkdtempSync(join(tmpdir(), "sb-py-"));
+    mkdirSync(join(dir, "shards"));
+    writeFileSync(join(dir, "shards", "rack.json"), JSON.stringify({ name: "rack", lease_ttl_ms: 1000 }));
+    const tokens = devTokens(["compute-0"]);
+    writeFileSync(join(dir, "tokens.json"), JSON.stringify(tokens));
+    const port = await freePort();
+    const serve = AgentProcess.cli("serve", [
+      "serve",
+      "--port",
+      String(port),
+      "--shards",
+      join(dir, "shards"),
+      "--tokens",
+      join(dir, "tokens.json"),
+    ]);
+    processes.push(serve);
+    await serve.waitFor((e) => e.ev === "listening", 15_000);
+    const agentToken = tokens.tokens.find((t) => t.role === "agent")!.token;
+    const python = AgentProcess.spawnCommand("python-agent", "python3", [
+      fileURLToPath(new URL("../examples/python_agent.py", import.meta.url)),
+      "--id",
+      "compute-0",
+      "--shard",
+      "rack",
+      "--bridge",
+      `http://127.0.0.1:${port}`,
+      "--token",
+      agentToken,
+    ]);
+    processes.push(python);
+    const active = await python.waitFor((e) => e.ev === "active", 15_000);
+    expect(active.token).to.be.a("number");
+    expect((await python.waitFor((e) => e.ev === "nodes", 5000)).count).to.equal(0);
+    await new Promise((r) => setTimeout(r, 1500)); // past a TTL: it must be renewing
+    expect(python.events.filter((e) => e.ev === "lost")).to.deep.equal([]);
+    python.signal("SIGTERM");
+    const released = await python.waitFor((e) => e.ev === "released", 5000);
+    expect(released.token).to.equal(active.token);
+    await python.exited();
+    expect(python.child.exitCode).to.equal(0);
+  });
+});

@@ -57,7 +57,17 @@ export class AgentProcess {
     args: string[],
     env: NodeJS.ProcessEnv = {},
   ): AgentProcess {
-    const child = spawn(process.execPath, ["--import", "tsx", script, ...args], {
+    return AgentProcess.spawnCommand(name, process.execPath, ["--import", "tsx", script, ...args], env);
+  }
+
+  /** Any program that prints JSON lines. */
+  static spawnCommand(
+    name: string,
+    command: string,
+    args: string[],
+    env: NodeJS.ProcessEnv = {},
+  ): AgentProcess {
+    const child = spawn(command, args, {
       stdio: ["ignore", "pipe", "pipe"],
       env: { ...process.env, ...env },
     });
