@@ -1,11 +1,8 @@
 import { expect } from "chai";
-import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { devTokens } from "../src/api/auth.js";
 import { AgentProcess } from "./helpers/agent-process.js";
-import { freePort, TestRedisServer } from "./helpers/redis-server.js";
+import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
+import { TestRedisServer } from "./helpers/redis-server.js";
 
 /**
  * End to end, all real processes: `shardbridge serve` and two `shardbridge agent`s on one
@@ -17,52 +14,30 @@ const TTL_MS = 2000;
 for (const storeKind of ["memory", "redis"] as const) {
   describe(`End to end: serve and two reference agents (${storeKind} store)`, function () {
     this.timeout(60_000);
-    let dir: string;
     let redis: TestRedisServer | undefined;
-    const processes: AgentProcess[] = [];
+    let bridge: BridgeProcess | undefined;
+    const agents: AgentProcess[] = [];
 
-    before(async () => {
-      dir = mkdtempSync(join(tmpdir(), "sb-e2e-"));
-      mkdirSync(join(dir, "shards"));
-      writeFileSync(join(dir, "shards", "rack.json"), JSON.stringify({ name: "rack", lease_ttl_ms: TTL_MS }));
-      writeFileSync(join(dir, "tokens.json"), JSON.stringify(devTokens(["compute-0", "compute-1"])));
-      if (storeKind === "redis") redis = await TestRedisServer.start();
-    });
     after(async () => {
-      await Promise.all(processes.map((p) => p.kill()));
+      await Promise.all(agents.map((p) => p.kill()));
+      await bridge?.stop();
       await redis?.stop();
-      rmSync(dir, { recursive: true, force: true });
     });
 
     it("fails over after kill -9 within TTL + 1 s, and hands over on SIGTERM within 1 s", async () => {
-      const port = await freePort();
-      const bridge = `http://127.0.0.1:${port}`;
-      const serve = AgentProcess.cli("serve", [
-        "serve",
-        "--port",
-        String(port),
-        "--store",
-        redis?.url ?? "memory",
-        "--shards",
-        join(dir, "shards"),
-        "--tokens",
-        join(dir, "tokens.json"),
-      ]);
-      processes.push(serve);
-      await serve.waitFor((e) => e.ev === "listening", 15_000);
+      if (storeKind === "redis") redis = await TestRedisServer.start();
+      bridge = await startBridge({
+        shards: [{ name: "rack", lease_ttl_ms: TTL_MS }],
+        agents: ["compute-0", "compute-1"],
+        ...(redis && { store: redis.url }),
+      });
+      const { url, tokensFile } = bridge;
       const agent = (id: string) => {
         const p = AgentProcess.cli(id, [
-          "agent",
-          "--id",
-          id,
-          "--shard",
-          "rack",
-          "--bridge",
-          bridge,
-          "--tokens-file",
-          join(dir, "tokens.json"),
+          ...["agent", "--id", id, "--shard", "rack"],
+          ...["--bridge", url, "--tokens-file", tokensFile],
         ]);
-        processes.push(p);
+        agents.push(p);
         return p;
       };
 
@@ -97,44 +72,28 @@ for (const storeKind of ["memory", "redis"] as const) {
 
 describe("End to end: the Python example agent (standard library only)", function () {
   this.timeout(60_000);
-  let dir: string;
-  const processes: AgentProcess[] = [];
+  let bridge: BridgeProcess | undefined;
+  let python: AgentProcess | undefined;
   after(async () => {
-    await Promise.all(processes.map((p) => p.kill()));
-    rmSync(dir, { recursive: true, force: true });
+    await python?.kill();
+    await bridge?.stop();
   });
 
   it("acquires, lists its nodes, and releases on SIGTERM", async () => {
-    dir = mkdtempSync(join(tmpdir(), "sb-py-"));
-    mkdirSync(join(dir, "shards"));
-    writeFileSync(join(dir, "shards", "rack.json"), JSON.stringify({ name: "rack", lease_ttl_ms: 1000 }));
-    const tokens = devTokens(["compute-0"]);
-    writeFileSync(join(dir, "tokens.json"), JSON.stringify(tokens));
-    const port = await freePort();
-    const serve = AgentProcess.cli("serve", [
-      "serve",
-      "--port",
-      String(port),
-      "--shards",
-      join(dir, "shards"),
-      "--tokens",
-      join(dir, "tokens.json"),
-    ]);
-    processes.push(serve);
-    await serve.waitFor((e) => e.ev === "listening", 15_000);
-    const agentToken = tokens.tokens.find((t) => t.role === "agent")!.token;
-    const python = AgentProcess.spawnCommand("python-agent", "python3", [
+    bridge = await startBridge({ shards: [{ name: "rack", lease_ttl_ms: 1000 }], agents: ["compute-0"] });
+    python = AgentProcess.spawnCommand("python-agent", "python3", [
       fileURLToPath(new URL("../examples/python_agent.py", import.meta.url)),
-      "--id",
-      "compute-0",
-      "--shard",
-      "rack",
-      "--bridge",
-      `http://127.0.0.1:${port}`,
-      "--token",
-      agentToken,
+      ...[
+        "--id",
+        "compute-0",
+        "--shard",
+        "rack",
+        "--bridge",
+        bridge.url,
+        "--token",
+        bridge.tokenOf("compute-0"),
+      ],
     ]);
-    processes.push(python);
     const active = await python.waitFor((e) => e.ev === "active", 15_000);
     expect(active.token).to.be.a("number");
     expect((await python.waitFor((e) => e.ev === "nodes", 5000)).count).to.equal(0);

@@ -1,0 +1,49 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { devTokens, type TokensFile } from "../../src/api/auth.js";
+import { AgentProcess } from "./agent-process.js";
+import { freePort } from "./redis-server.js";
+
+/** A real `shardbridge serve` in a child process, with its own shards and tokens files. */
+export interface BridgeProcess {
+  url: string;
+  dir: string;
+  tokensFile: string;
+  tokens: TokensFile;
+  serve: AgentProcess;
+  tokenOf(agent: string): string;
+  stop(): Promise<void>;
+}
+
+export async function startBridge(options: {
+  shards: Array<{ name: string; lease_ttl_ms: number }>;
+  agents: string[];
+  store?: string;
+}): Promise<BridgeProcess> {
+  const dir = mkdtempSync(join(tmpdir(), "sb-bridge-"));
+  mkdirSync(join(dir, "shards"));
+  for (const shard of options.shards)
+    writeFileSync(join(dir, "shards", `${shard.name}.json`), JSON.stringify(shard));
+  const tokens = devTokens(options.agents);
+  const tokensFile = join(dir, "tokens.json");
+  writeFileSync(tokensFile, JSON.stringify(tokens));
+  const port = await freePort();
+  const serve = AgentProcess.cli("serve", [
+    ...["serve", "--port", String(port), "--store", options.store ?? "memory"],
+    ...["--shards", join(dir, "shards"), "--tokens", tokensFile],
+  ]);
+  await serve.waitFor((e) => e.ev === "listening", 15_000);
+  return {
+    url: `http://127.0.0.1:${port}`,
+    dir,
+    tokensFile,
+    tokens,
+    serve,
+    tokenOf: (agent) => tokens.tokens.find((t) => t.role === "agent" && t.agent === agent)!.token,
+    stop: async () => {
+      await serve.kill();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
