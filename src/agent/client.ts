@@ -131,6 +131,15 @@ export class BridgeClient implements LeaseClient {
     return { allowed: answer.json.allowed === true };
   }
 
+  /** Admin: upsert nodes in one request (at most 20,000). */
+  async bulkUpsert(
+    nodes: Array<{ uuid: string; name?: string | null; shard?: string | null; conductor_group?: string }>,
+  ): Promise<{ created: number; updated: number }> {
+    const answer = await this.request("POST", "/v1/nodes/bulk", { nodes });
+    if (answer.status !== 200) this.fail(answer);
+    return answer.json as { created: number; updated: number };
+  }
+
   async heartbeat(agent: string): Promise<void> {
     const answer = await this.request("POST", `/v1/agents/${encodeURIComponent(agent)}/heartbeat`);
     if (answer.status !== 200) this.fail(answer);

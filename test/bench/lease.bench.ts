@@ -4,7 +4,8 @@ import { spawnSync } from "node:child_process";
 import { MemoryBackend } from "../../src/store/memory.js";
 import { Store } from "../../src/store/store.js";
 import { TestRedisServer } from "../helpers/redis-server.js";
-import { closedLoop, printTable, type Measured } from "./stats.js";
+import { renewLoop } from "./renew-loop.js";
+import { printTable, type Measured } from "./stats.js";
 
 /**
  * Lease renew through the Store API on Redis, beside redis-benchmark running a trivial
@@ -41,37 +42,6 @@ function rawEvalsha(server: TestRedisServer, sha: string, clients: number, reque
   return { opsPerSec: Number(fields[1]), p50Ms: Number(fields[4]), p99Ms: Number(fields[6]) };
 }
 
-/**
- * A just-started store grants no lease on an unknown shard for one TTL (see
- * recoveryWaitMs): acquire with the shortest TTL and wait that out, then renew long.
- */
-async function acquireWhenReady(store: Store, shard: string, agent: string): Promise<number> {
-  for (;;) {
-    const got = await store.acquire({ shard, agent, ttlMs: 1000 });
-    if (got.ok) return got.token;
-    if (got.reason !== "recovering") throw new Error(`bench acquire refused: ${got.reason}`);
-    await new Promise((r) => setTimeout(r, got.retryAfterMs ?? 100));
-  }
-}
-
-async function renewLoop(store: Store, total: number, concurrency: number): Promise<Measured> {
-  // One shard per concurrent caller, each renewed by its holder: the steady state of a
-  // fleet where every active agent renews its own shard.
-  const tokens: number[] = [];
-  for (let c = 0; c < concurrency; c++)
-    tokens.push(await acquireWhenReady(store, `bench-${c}`, `agent-${c}`));
-  return closedLoop(total, concurrency, async (i) => {
-    const c = i % concurrency;
-    const out = await store.renew({
-      shard: `bench-${c}`,
-      agent: `agent-${c}`,
-      token: tokens[c]!,
-      ttlMs: 60_000,
-    });
-    if (!out.ok) throw new Error(`renew refused: ${out.reason}`);
-  });
-}
-
 export async function leaseBench(): Promise<void> {
   const server = await TestRedisServer.start();
   try {
@@ -79,11 +49,11 @@ export async function leaseBench(): Promise<void> {
     const sha = (await admin.script("LOAD", "return 1")) as string;
     admin.disconnect();
     const store = await openStore(server.url);
-    await renewLoop(store, 5000, 8); // warm up: JIT, script cache
+    await renewLoop(() => store, 5000, 8); // warm up: JIT, script cache
     const rows: Array<Array<string | number>> = [];
     for (const concurrency of CONCURRENCY) {
       const raw = rawEvalsha(server, sha, concurrency, RENEWS);
-      const ours = await renewLoop(store, RENEWS, concurrency);
+      const ours = await renewLoop(() => store, RENEWS, concurrency);
       rows.push(
         [
           `redis-benchmark EVALSHA (c=${concurrency})`,
@@ -104,8 +74,8 @@ export async function leaseBench(): Promise<void> {
     await store.close();
 
     const memory = new Store(new MemoryBackend(), new MemoryNodes());
-    await renewLoop(memory, 50_000, 8);
-    const mem = await renewLoop(memory, RENEWS * 5, 8);
+    await renewLoop(() => memory, 50_000, 8);
+    const mem = await renewLoop(() => memory, RENEWS * 5, 8);
     const rawBest = rows[2]![1] as number;
     rows.push([
       "Store.renew on memory (c=8)",

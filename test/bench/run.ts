@@ -2,9 +2,10 @@
  * `make bench`: every benchmark, each printing its numbers beside a baseline measured in
  * the same run. Nothing here asserts a time; the numbers go in notes and the README.
  */
+import { bridgeBench } from "./bridge.bench.js";
 import { leaseBench } from "./lease.bench.js";
 
-const benches: Record<string, () => Promise<void>> = { lease: leaseBench };
+const benches: Record<string, () => Promise<void>> = { lease: leaseBench, bridge: bridgeBench };
 const only = process.argv.slice(2);
 
 for (const [name, bench] of Object.entries(benches)) {

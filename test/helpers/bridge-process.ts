@@ -16,10 +16,26 @@ export interface BridgeProcess {
   stop(): Promise<void>;
 }
 
+/** Poll /healthz until the bridge answers (its logs may be silenced). */
+async function untilHealthy(url: string, serve: AgentProcess): Promise<void> {
+  const deadline = performance.now() + 15_000;
+  for (;;) {
+    if (serve.child.exitCode !== null) throw new Error(`serve exited with ${serve.child.exitCode}`);
+    try {
+      if ((await fetch(`${url}/healthz`)).ok) return;
+    } catch {
+      // not listening yet
+    }
+    if (performance.now() > deadline) throw new Error("serve did not become healthy within 15 s");
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 export async function startBridge(options: {
   shards: Array<{ name: string; lease_ttl_ms: number }>;
   agents: string[];
   store?: string;
+  env?: NodeJS.ProcessEnv;
 }): Promise<BridgeProcess> {
   const dir = mkdtempSync(join(tmpdir(), "sb-bridge-"));
   mkdirSync(join(dir, "shards"));
@@ -29,11 +45,15 @@ export async function startBridge(options: {
   const tokensFile = join(dir, "tokens.json");
   writeFileSync(tokensFile, JSON.stringify(tokens));
   const port = await freePort();
-  const serve = AgentProcess.cli("serve", [
-    ...["serve", "--port", String(port), "--store", options.store ?? "memory"],
-    ...["--shards", join(dir, "shards"), "--tokens", tokensFile],
-  ]);
-  await serve.waitFor((e) => e.ev === "listening", 15_000);
+  const serve = AgentProcess.cli(
+    "serve",
+    [
+      ...["serve", "--port", String(port), "--store", options.store ?? "memory"],
+      ...["--shards", join(dir, "shards"), "--tokens", tokensFile],
+    ],
+    options.env,
+  );
+  await untilHealthy(`http://127.0.0.1:${port}`, serve);
   return {
     url: `http://127.0.0.1:${port}`,
     dir,
