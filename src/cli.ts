@@ -76,7 +76,10 @@ async function serve(argv: string[]): Promise<void> {
   });
   const shutdown = (signal: string) => {
     logger.info("shutting down", { signal });
+    // Stop accepting, let requests in flight finish, drop idle keep-alive connections
+    // (agents reconnect to whichever bridge answers), then close the store.
     server.close(() => void store.close().then(() => process.exit(0)));
+    server.closeIdleConnections();
     setTimeout(() => process.exit(0), 5000).unref();
   };
   process.once("SIGTERM", () => shutdown("SIGTERM"));

@@ -106,3 +106,21 @@ describe("End to end: the Python example agent (standard library only)", functio
     expect(python.child.exitCode).to.equal(0);
   });
 });
+
+describe("End to end: serve shuts down gracefully", function () {
+  this.timeout(30_000);
+
+  it("exits 0 promptly on SIGTERM, even with an idle keep-alive connection open", async () => {
+    const bridge = await startBridge({ shards: [], agents: ["compute-0"] });
+    try {
+      expect((await fetch(`${bridge.url}/healthz`)).ok).to.equal(true); // leaves a keep-alive socket
+      const termAt = performance.now();
+      bridge.serve.signal("SIGTERM");
+      await bridge.serve.exited();
+      expect(performance.now() - termAt).to.be.below(2000);
+      expect(bridge.serve.child.exitCode).to.equal(0);
+    } finally {
+      await bridge.stop();
+    }
+  });
+});
