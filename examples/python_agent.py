@@ -75,7 +75,7 @@ def main():
             if token != answer["token"]:
                 token, standby_behind = answer["token"], None
                 log("active", token=token, ttl_ms=answer["ttl_ms"])
-                _, mine = bridge.call("GET", "/v1/agents/%s/nodes" % args.id)
+                _, mine = bridge.call("GET", "/v1/agents/%s/nodes?token=%d" % (args.id, token))
                 log("nodes", count=len(mine["nodes"]), token=token)
             wait = ttl / 3
         elif status == 409:

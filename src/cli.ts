@@ -1,10 +1,10 @@
 #!/usr/bin/env node
 import type { Server } from "node:http";
 import { parseArgs } from "node:util";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { createApp } from "./api/app.js";
-import { TokenAuthority, TokensFile, devTokens } from "./api/auth.js";
+import { TokenAuthority, devTokens, parseTokens, readTokensFile } from "./api/auth.js";
 import { z } from "zod";
 import { runReferenceAgent } from "./agent/reference-agent.js";
 import { AgentId, ShardName } from "./domain/names.js";
@@ -61,7 +61,12 @@ async function serve(argv: string[]): Promise<void> {
     );
   }
   const app = createApp(store, { authority, catalog });
-  const server: Server = app.listen(port, values.bind!, () => {
+  const server: Server = app.listen(port, values.bind!, (error?: Error) => {
+    if (error !== undefined) {
+      // A port in use or an address we cannot bind: say so and fail, never "listening".
+      process.stderr.write(`shardbridge: cannot listen on ${values.bind}:${port}: ${error.message}\n`);
+      process.exit(1);
+    }
     const address = server.address();
     const where =
       typeof address === "object" && address ? `http://${values.bind}:${address.port}` : String(address);
@@ -95,17 +100,17 @@ function loadAuthority(tokensFile: string | undefined, devFile: string | undefin
         mode: 0o600,
       });
     }
-    const file = JSON.parse(readFileSync(devFile, "utf8")) as TokensFile;
+    const file = readTokensFile(devFile);
     process.stderr.write(`development API tokens (from ${devFile}; keep them to this machine):\n`);
     for (const entry of file.tokens) {
       const who = entry.role === "agent" ? `agent ${entry.agent}` : entry.role;
       process.stderr.write(`  ${who.padEnd(20)} ${entry.token}\n`);
     }
-    return TokenAuthority.fromFile(devFile);
+    return new TokenAuthority(file);
   }
   if (tokensFile !== undefined) return TokenAuthority.fromFile(tokensFile);
   const inline = process.env.SHARDBRIDGE_TOKENS;
-  if (inline !== undefined) return new TokenAuthority(parseOrThrow(TokensFile, JSON.parse(inline)));
+  if (inline !== undefined) return new TokenAuthority(parseTokens(inline, "SHARDBRIDGE_TOKENS"));
   throw new Error(
     "no API tokens: pass --tokens FILE, set SHARDBRIDGE_TOKENS_FILE or SHARDBRIDGE_TOKENS, " +
       "or --dev-tokens FILE for a development bridge",
@@ -115,7 +120,7 @@ function loadAuthority(tokensFile: string | undefined, devFile: string | undefin
 function agentToken(id: string, token: string | undefined, tokensFile: string | undefined): string {
   if (token !== undefined) return token;
   if (tokensFile !== undefined) {
-    const file = parseOrThrow(TokensFile, JSON.parse(readFileSync(tokensFile, "utf8")));
+    const file = readTokensFile(tokensFile);
     const entry = file.tokens.find((t) => t.role === "agent" && t.agent === id);
     if (entry === undefined) throw new Error(`${tokensFile} holds no token for agent ${id}`);
     return entry.token;

@@ -21,32 +21,58 @@ for (const backend of backendsUnderTest()) {
     });
 
     it("lists the nodes of exactly the shards an agent holds, each with the token to present", async () => {
-      const a = await call(
-        `${ctx.base}/v1/shards/rack-a/lease`,
-        "POST",
-        { agent: "compute-0" },
-        as("compute-0"),
-      );
-      await call(`${ctx.base}/v1/shards/rack-b/lease`, "POST", { agent: "compute-1" }, as("compute-1"));
-      const mine = await call(`${ctx.base}/v1/agents/compute-0/nodes`, "GET", undefined, as("compute-0"));
+      const nodesOf = (agent: string, tokens: number[]) =>
+        call(`${ctx.base}/v1/agents/${agent}/nodes?token=${tokens.join(",")}`, "GET", undefined, as(agent));
+      const lease = (agent: string, shard: string) =>
+        call(`${ctx.base}/v1/shards/${shard}/lease`, "POST", { agent }, as(agent));
+      const a = await lease("compute-0", "rack-a");
+      const b = await lease("compute-1", "rack-b");
+      const mine = await nodesOf("compute-0", [a.body.token]);
       expect(mine.status).to.equal(200);
       expect(mine.body.leases.map((l: { shard: string }) => l.shard)).to.deep.equal(["rack-a"]);
       expect(mine.body.nodes).to.have.length(10);
       for (const node of mine.body.nodes) expect(node).to.include({ shard: "rack-a", token: a.body.token });
 
       // After a handover the nodes follow the lease.
-      await call(
+      const release = { agent: "compute-0", token: a.body.token };
+      await call(`${ctx.base}/v1/shards/rack-a/lease`, "DELETE", release, as("compute-0"));
+      expect((await nodesOf("compute-0", [a.body.token])).body.nodes).to.deep.equal([]);
+      const a2 = await lease("compute-1", "rack-a");
+      const theirs = await nodesOf("compute-1", [a2.body.token, b.body.token]);
+      expect(theirs.body.nodes).to.have.length(20);
+    });
+
+    it("tells an older incarnation of an agent nothing: the new token is not handed out for the old one", async () => {
+      const old = await call(
         `${ctx.base}/v1/shards/rack-a/lease`,
-        "DELETE",
-        { agent: "compute-0", token: a.body.token },
+        "POST",
+        { agent: "compute-0" },
         as("compute-0"),
       );
-      expect(
-        (await call(`${ctx.base}/v1/agents/compute-0/nodes`, "GET", undefined, as("compute-0"))).body.nodes,
-      ).to.deep.equal([]);
-      await call(`${ctx.base}/v1/shards/rack-a/lease`, "POST", { agent: "compute-1" }, as("compute-1"));
-      const theirs = await call(`${ctx.base}/v1/agents/compute-1/nodes`, "GET", undefined, as("compute-1"));
-      expect(theirs.body.nodes).to.have.length(20);
+      const again = await call(
+        `${ctx.base}/v1/shards/rack-a/lease`,
+        "POST",
+        { agent: "compute-0" },
+        as("compute-0"),
+      );
+      expect(again.body.token).to.be.greaterThan(old.body.token);
+      const stale = await call(
+        `${ctx.base}/v1/agents/compute-0/nodes?token=${old.body.token}`,
+        "GET",
+        undefined,
+        as("compute-0"),
+      );
+      expect(stale.body).to.deep.include({ leases: [], nodes: [] });
+      const missing = await call(`${ctx.base}/v1/agents/compute-0/nodes`, "GET", undefined, as("compute-0"));
+      expect(missing.status).to.equal(400);
+      expect(missing.body.errors[0].field).to.equal("token");
+      const bad = await call(
+        `${ctx.base}/v1/agents/compute-0/nodes?token=1,x`,
+        "GET",
+        undefined,
+        as("compute-0"),
+      );
+      expect(bad.status).to.equal(400);
     });
 
     it("refuses another agent's node list (403) but lets admin read it", async () => {

@@ -145,8 +145,10 @@ export class BridgeClient implements LeaseClient {
     if (answer.status !== 200) this.fail(answer);
   }
 
-  async nodesOf(agent: string): Promise<AgentNodes> {
-    const answer = await this.request("GET", `/v1/agents/${encodeURIComponent(agent)}/nodes`);
+  /** The nodes of the shards `agent` holds under `tokens` (all its shards, for admin). */
+  async nodesOf(agent: string, tokens?: number[]): Promise<AgentNodes> {
+    const query = tokens === undefined ? "" : `?token=${tokens.join(",")}`;
+    const answer = await this.request("GET", `/v1/agents/${encodeURIComponent(agent)}/nodes${query}`);
     if (answer.status !== 200) this.fail(answer);
     return answer.json as AgentNodes;
   }

@@ -43,7 +43,7 @@ export interface KeeperEvents {
   /** the lease was handed back on stop */
   released: [{ token: number }];
   /** the store could not be reached or answered with an error; the keeper carries on */
-  "store-error": [{ op: "acquire" | "renew" | "release"; error: string }];
+  "store-error": [{ op: "acquire" | "renew" | "release"; error: string; cause: unknown }];
 }
 
 class CallTimeout extends Error {}
@@ -127,7 +127,7 @@ export class LeaseKeeper extends EventEmitter<KeeperEvents> {
       await withTimeout(this.options.client.release({ shard, agent, token }), this.graceMs);
       this.emit("released", { token });
     } catch (error) {
-      this.emit("store-error", { op: "release", error: String(error) });
+      this.emit("store-error", { op: "release", error: String(error), cause: error });
     }
   }
 
@@ -150,7 +150,7 @@ export class LeaseKeeper extends EventEmitter<KeeperEvents> {
     try {
       outcome = await withTimeout(client.acquire({ shard, agent, ttlMs }), this.graceMs);
     } catch (error) {
-      this.emit("store-error", { op: "acquire", error: String(error) });
+      this.emit("store-error", { op: "acquire", error: String(error), cause: error });
       this.schedule(this.jitter(this.pollMs), () => this.tryAcquire());
       return;
     }
@@ -230,7 +230,7 @@ export class LeaseKeeper extends EventEmitter<KeeperEvents> {
         Math.max(1, this.deadline - sentAt),
       );
     } catch (error) {
-      this.emit("store-error", { op: "renew", error: String(error) });
+      this.emit("store-error", { op: "renew", error: String(error), cause: error });
       // Retry soon; the deadline timer stops us if no retry gets through in time.
       if (this.heldToken === token) this.schedule(Math.max(50, this.intervalMs / 4), () => this.renew());
       return;

@@ -1,6 +1,6 @@
 import { LEASE_TTL_MAX_MS } from "../domain/lease.js";
 import { logger } from "../log.js";
-import { BridgeClient } from "./client.js";
+import { BridgeClient, BridgeError } from "./client.js";
 import { LeaseKeeper } from "./lease-keeper.js";
 
 export interface ReferenceAgentOptions {
@@ -29,9 +29,10 @@ export function runReferenceAgent(options: ReferenceAgentOptions): { stop: () =>
   const log = logger.child({ agent: id, shard });
 
   const listNodes = async () => {
-    if (keeper.token() === null) return;
+    const token = keeper.token();
+    if (token === null) return;
     try {
-      const mine = await client.nodesOf(id);
+      const mine = await client.nodesOf(id, [token]);
       const here = mine.nodes.filter((n) => n.shard === shard);
       log.info("nodes", {
         count: here.length,
@@ -55,7 +56,16 @@ export function runReferenceAgent(options: ReferenceAgentOptions): { stop: () =>
   );
   keeper.on("lost", (e) => log.warn("lost", { token: e.token, reason: e.reason, detail: e.detail }));
   keeper.on("released", (e) => log.info("released", { token: e.token }));
-  keeper.on("store-error", (e) => log.warn("bridge-error", { op: e.op, error: e.error }));
+  keeper.on("store-error", (e) => {
+    // A wrong token or a shard this agent may not serve will not fix itself by retrying:
+    // say it once, plainly, and stop (exit 2) rather than retry forever.
+    if (e.cause instanceof BridgeError && (e.cause.status === 401 || e.cause.status === 403)) {
+      log.error("fatal", { op: e.op, error: e.error });
+      void keeper.stop().then(() => process.exit(2));
+      return;
+    }
+    log.warn("bridge-error", { op: e.op, error: e.error });
+  });
 
   const beat = () =>
     client.heartbeat(id).catch((error) => log.warn("heartbeat-error", { error: String(error) }));

@@ -1,22 +1,31 @@
 import { Router, type Response } from "express";
 import { z } from "zod";
+import { FencingToken } from "../domain/lease.js";
 import { AgentId } from "../domain/names.js";
-import { parseOrThrow } from "../domain/validation.js";
+
+import { ValidationError, parseOrThrow } from "../domain/validation.js";
 import type { LeaseView } from "../lease/machine.js";
 import type { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
-import { assertActsAs } from "./auth.js";
+import { assertActsAs, principalOf } from "./auth.js";
 import { leaseJson } from "./leases.js";
+import { knownShards } from "./shards.js";
 
 /** Like nova's service_down_time: an agent not heard from for this long is down. */
 export const AGENT_DOWN_AFTER_MS = 60_000;
 
 const AgentPath = z.strictObject({ id: AgentId });
+const NodesQuery = z.strictObject({
+  token: z
+    .string({ error: "must be a comma-separated list of fencing tokens" })
+    .transform((list) => list.split(",").map(Number))
+    .pipe(z.array(FencingToken).max(1000))
+    .optional(),
+});
 
-/** Every shard the bridge knows of (defined, or carrying nodes) with its live lease. */
+/** The live lease of every shard the bridge knows of. */
 async function liveLeases(store: Store, catalog: ShardCatalog): Promise<Map<string, LeaseView>> {
-  const shards = new Set(catalog.definitions.map((d) => d.name));
-  for (const { shard } of await store.nodes.counts()) if (shard !== null) shards.add(shard);
+  const shards = await knownShards(store, catalog);
   const leases = new Map<string, LeaseView>();
   await Promise.all(
     [...shards].map(async (shard) => {
@@ -36,9 +45,10 @@ function agentOf(req: { params: unknown }, res: Response): string {
 /**
  *   POST /v1/agents/{id}/heartbeat  -> 200 {"agent","last_seen"}          (the agent itself, or admin)
  *   GET  /v1/agents                 -> 200 {"agents":[{"id","last_seen","age_ms","up","shards"}]}
- *   GET  /v1/agents/{id}/nodes      -> 200 {"agent","leases":[...],"nodes":[... with "token"]}
- * An agent's nodes are the nodes of the shards it holds a live lease on right now, each
- * with the fencing token its writes must carry.
+ *   GET  /v1/agents/{id}/nodes?token=T1,T2 -> 200 {"agent","leases":[...],"nodes":[... with "token"]}
+ * An agent's nodes are the nodes of the shards it holds a live lease on right now under
+ * one of the tokens it presents (an agent must present them; admin may leave them out),
+ * each with the fencing token its writes must carry.
  */
 export function agentRoutes(store: Store, catalog: ShardCatalog): Router {
   const router = Router();
@@ -71,7 +81,17 @@ export function agentRoutes(store: Store, catalog: ShardCatalog): Router {
 
   router.get("/v1/agents/:id/nodes", async (req, res) => {
     const agent = agentOf(req, res);
-    const mine = [...(await liveLeases(store, catalog))].filter(([, lease]) => lease.holder === agent);
+    const { token: presented } = parseOrThrow(NodesQuery, req.query);
+    // An agent must say which leases it holds: a process that lost its lease (an older
+    // incarnation of the same agent id) must not learn the new token from here.
+    if (principalOf(res).role === "agent" && presented === undefined) {
+      throw new ValidationError([
+        { field: "token", reason: "required for an agent: the fencing tokens it holds" },
+      ]);
+    }
+    const mine = [...(await liveLeases(store, catalog))].filter(
+      ([, lease]) => lease.holder === agent && (presented === undefined || presented.includes(lease.token)),
+    );
     const tokens = new Map(mine.map(([shard, lease]) => [shard, lease.token]));
     const nodes = await store.nodes.ofShards([...tokens.keys()]);
     res.json({

@@ -5,7 +5,7 @@ import { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
 import { agentRoutes } from "./agents.js";
 import { authenticate, type TokenAuthority } from "./auth.js";
-import { errorHandler } from "./errors.js";
+import { HttpError, errorHandler } from "./errors.js";
 import { leaseRoutes } from "./leases.js";
 import { BridgeMetrics } from "./metrics.js";
 import { nodeRoutes } from "./nodes.js";
@@ -42,10 +42,6 @@ export function createApp(store: Store, { authority, catalog = new ShardCatalog(
     );
     requestContext.run({ requestId }, next);
   });
-  const json = express.json({ limit: MAX_BODY_BYTES, strict: true, type: () => true });
-  const bulkJson = express.json({ limit: MAX_BULK_BODY_BYTES, strict: true, type: () => true });
-  app.use((req, res, next) => (req.path === BULK_PATH ? bulkJson : json)(req, res, next));
-
   app.get("/healthz", (_req, res) => {
     res.json({ status: "ok" });
   });
@@ -59,11 +55,25 @@ export function createApp(store: Store, { authority, catalog = new ShardCatalog(
   });
   app.use(metrics.routes());
   // Everything below needs a bearer token; health checks and metrics above do not.
+  // Authenticate first: nobody without a token makes the bridge read a body.
   app.use(authenticate(authority));
+  const json = express.json({ limit: MAX_BODY_BYTES, strict: true, type: () => true });
+  const bulkJson = express.json({ limit: MAX_BULK_BODY_BYTES, strict: true, type: () => true });
+  app.use((req, res, next) => (req.path === BULK_PATH ? bulkJson : json)(req, res, next));
   app.use(leaseRoutes(store, catalog, metrics));
   app.use(shardRoutes(store, catalog));
   app.use(nodeRoutes(store.nodes));
   app.use(agentRoutes(store, catalog));
+  app.use((req) => {
+    throw new HttpError([
+      {
+        status: 404,
+        code: "shardbridge.route.not_found",
+        title: "No such route",
+        detail: `${req.method} ${req.path}`,
+      },
+    ]);
+  });
   app.use(errorHandler((message, meta) => logger.error(message, meta)));
   return app;
 }

@@ -3,7 +3,7 @@ import { readFileSync } from "node:fs";
 import type { NextFunction, Request, RequestHandler, Response } from "express";
 import { z } from "zod";
 import { AgentId } from "../domain/names.js";
-import { ValidationError, parseOrThrow } from "../domain/validation.js";
+import { ValidationError, parseOrThrow, uniqueField } from "../domain/validation.js";
 import { HttpError } from "./errors.js";
 
 export type Role = "admin" | "inspector" | "agent";
@@ -27,7 +27,11 @@ const TokenEntry = z.discriminatedUnion("role", [
   }),
 ]);
 export const TokensFile = z.strictObject({
-  tokens: z.array(TokenEntry).min(1, { error: "must hold at least one token" }),
+  tokens: z
+    .array(TokenEntry)
+    .min(1, { error: "must hold at least one token" })
+    // One secret, one principal: a token listed twice would silently take the last role.
+    .superRefine(uniqueField("tokens", "token", (entry) => entry.token)),
 });
 export type TokensFile = z.output<typeof TokensFile>;
 
@@ -49,18 +53,7 @@ export class TokenAuthority {
   }
 
   static fromFile(path: string): TokenAuthority {
-    let raw: unknown;
-    try {
-      raw = JSON.parse(readFileSync(path, "utf8"));
-    } catch (error) {
-      throw new Error(`tokens file ${path}: ${(error as Error).message}`);
-    }
-    try {
-      return new TokenAuthority(parseOrThrow(TokensFile, raw));
-    } catch (error) {
-      if (error instanceof ValidationError) throw new Error(`tokens file ${path}: ${error.message}`);
-      throw error;
-    }
+    return new TokenAuthority(readTokensFile(path));
   }
 
   identify(presented: string): Principal | null {
@@ -71,6 +64,32 @@ export class TokenAuthority {
     }
     return found;
   }
+}
+
+/** Parse a tokens document; errors name `source` (a file, or an environment variable). */
+export function parseTokens(text: string, source: string): TokensFile {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (error) {
+    throw new Error(`${source}: not valid JSON: ${(error as Error).message}`);
+  }
+  try {
+    return parseOrThrow(TokensFile, raw);
+  } catch (error) {
+    if (error instanceof ValidationError) throw new Error(`${source}: ${error.message}`);
+    throw error;
+  }
+}
+
+export function readTokensFile(path: string): TokensFile {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (error) {
+    throw new Error(`tokens file ${path}: ${(error as Error).message}`);
+  }
+  return parseTokens(text, `tokens file ${path}`);
 }
 
 /** Fresh random tokens for a development bridge: an admin, an inspector and agents. */

@@ -1,5 +1,6 @@
 import type { ErrorRequestHandler } from "express";
 import { ValidationError } from "../domain/validation.js";
+import { StoreUnavailableError } from "../store/errors.js";
 
 /** One error in the OpenStack API-SIG shape. */
 export interface ApiError {
@@ -45,6 +46,20 @@ function parserError(error: { type?: string; status?: number; message?: string }
       detail: "request body is over the limit",
     };
   }
+  if (
+    typeof error.status === "number" &&
+    error.status >= 400 &&
+    error.status < 500 &&
+    error.type !== "entity.parse.failed"
+  ) {
+    // Other body-parser refusals: an unsupported charset or content encoding, an aborted body.
+    return {
+      status: error.status,
+      code: "shardbridge.body.invalid",
+      title: "Body not accepted",
+      detail: error.message ?? "",
+    };
+  }
   if (error.type === "entity.parse.failed") {
     return {
       status: 400,
@@ -62,19 +77,27 @@ export function errorHandler(log: (message: string, meta: object) => void): Erro
     let errors: ApiError[];
     if (error instanceof HttpError) errors = error.errors;
     else if (error instanceof ValidationError) errors = validationErrors(error);
-    else {
-      const parsed = parserError(error as object);
-      errors = parsed
-        ? [parsed]
-        : [
-            {
-              status: 503,
-              code: "shardbridge.store.unavailable",
-              title: "Store unavailable",
-              detail: String(error),
-            },
-          ];
-      if (!parsed) log("request failed", { error: String(error), path: req.path });
+    else if (error instanceof StoreUnavailableError) {
+      errors = [
+        {
+          status: 503,
+          code: "shardbridge.store.unavailable",
+          title: "Store unavailable",
+          detail: error.message,
+        },
+      ];
+      log("store unavailable", { error: error.message, path: req.path });
+    } else {
+      errors = [
+        parserError(error as object) ?? {
+          status: 500,
+          code: "shardbridge.internal",
+          title: "Internal error",
+          detail: "the bridge failed to answer; its log has the details",
+        },
+      ];
+      if (errors[0]!.status >= 500)
+        log("request failed", { error: String(error), stack: (error as Error).stack, path: req.path });
     }
     res.status(errors[0]!.status).json({ errors });
   };

@@ -82,13 +82,14 @@ export function leaseRoutes(store: Store, catalog: ShardCatalog, metrics: Bridge
     let outcome;
     if (body.token === undefined) {
       outcome = await store.acquire(request);
-      if (outcome.ok) metrics.leaseAcquired.inc({ shard });
-      else metrics.leaseRefused.inc({ shard, reason: outcome.reason });
+      const label = metrics.shardLabel(shard);
+      if (outcome.ok) metrics.leaseAcquired.inc({ shard: label });
+      else metrics.leaseRefused.inc({ shard: label, reason: outcome.reason });
     } else {
       const stop = metrics.renewSeconds.startTimer();
       outcome = await store.renew({ ...request, token: body.token });
       stop();
-      if (!outcome.ok) metrics.leaseLost.inc({ shard, reason: outcome.reason });
+      if (!outcome.ok) metrics.leaseLost.inc({ shard: metrics.shardLabel(shard), reason: outcome.reason });
     }
     if (!outcome.ok) throw refusal(shard, outcome.reason, outcome.current, outcome.retryAfterMs);
     res.json({ shard, holder: outcome.holder, token: outcome.token, ttl_ms: outcome.ttlMs });

@@ -2,6 +2,8 @@ import { Router, type RequestHandler } from "express";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { Store } from "../store/store.js";
 
+const MAX_SHARD_LABELS = 2000;
+
 /**
  * Prometheus metrics of one bridge (a registry per app, so tests can build many apps).
  * Lease counters are counted where the API decides, label values are bounded: shards
@@ -46,6 +48,20 @@ export class BridgeMetrics {
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
     registers: [this.registry],
   });
+
+  /** Shard label values seen; past MAX_SHARD_LABELS new shards count under "other". */
+  private readonly shardLabels = new Set<string>();
+
+  /**
+   * The label for `shard`: itself for the first MAX_SHARD_LABELS shards seen, "other"
+   * after, so agents asking for made-up shard names cannot grow the metrics without end.
+   */
+  shardLabel(shard: string): string {
+    if (this.shardLabels.has(shard)) return shard;
+    if (this.shardLabels.size >= MAX_SHARD_LABELS) return "other";
+    this.shardLabels.add(shard);
+    return shard;
+  }
 
   constructor(store: Store) {
     collectDefaultMetrics({ register: this.registry, prefix: "shardbridge_" });

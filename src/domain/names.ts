@@ -5,7 +5,10 @@ export const SHARD_NAME_PATTERN = /^[a-zA-Z0-9_.-]{1,255}$/;
 
 export const ShardName = z
   .string({ error: "must be a string" })
-  .regex(SHARD_NAME_PATTERN, { error: "must match ^[a-zA-Z0-9_.-]{1,255}$" });
+  .regex(SHARD_NAME_PATTERN, { error: "must match ^[a-zA-Z0-9_.-]{1,255}$" })
+  // Ironic lists unsharded nodes under the shard name "None"; a real shard of that name
+  // would be indistinguishable from them.
+  .refine((name) => name !== "None", { error: 'must not be "None": that names the unsharded nodes' });
 
 /**
  * An agent id is the nova-compute `host`: any printable text, 1..255 chars. Control

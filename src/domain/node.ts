@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { ShardName } from "./names.js";
+import { uniqueField } from "./validation.js";
 
 const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -44,16 +45,7 @@ export const BulkNodesRequest = z.strictObject({
     .array(NodeInput.extend({ uuid: NodeUuid }))
     .min(1, { error: "must hold at least one node" })
     .max(BULK_MAX_NODES, { error: `must hold at most ${BULK_MAX_NODES} nodes` })
-    .superRefine((nodes, ctx) => {
-      const seen = new Map<string, number>();
-      nodes.forEach((node, index) => {
-        const first = seen.get(node.uuid);
-        if (first !== undefined) {
-          ctx.addIssue({ code: "custom", path: [index, "uuid"], message: `duplicates nodes[${first}].uuid` });
-        }
-        seen.set(node.uuid, index);
-      });
-    }),
+    .superRefine(uniqueField("nodes", "uuid", (node) => node.uuid)),
 });
 
 /** List filters, Ironic style: `?shard=a,b`, `?sharded=true|false`, `?limit=`, `?marker=`. */

@@ -28,6 +28,24 @@ function fieldPath(path: ReadonlyArray<PropertyKey>): string {
     .join("");
 }
 
+/**
+ * A zod refinement for the array `list`: `field` of each item must be unique; a repeat is
+ * reported at `[index].field`, naming the first item that had it.
+ */
+export function uniqueField<T>(list: string, field: string, valueOf: (item: T) => string) {
+  return (items: T[], ctx: z.RefinementCtx<T[]>): void => {
+    const seen = new Map<string, number>();
+    items.forEach((item, index) => {
+      const value = valueOf(item);
+      const first = seen.get(value);
+      if (first !== undefined) {
+        ctx.addIssue({ code: "custom", path: [index, field], message: `repeats ${list}[${first}].${field}` });
+      }
+      seen.set(value, index);
+    });
+  };
+}
+
 function issuesOf(error: z.ZodError): FieldIssue[] {
   return error.issues.map((issue) => ({ field: fieldPath(issue.path), reason: issue.message }));
 }

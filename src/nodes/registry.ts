@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { BulkNodesRequest, NodeInput, NodeListQuery, NodeUuid, type BareMetalNode } from "../domain/node.js";
 import { ValidationError, parseBoth, parseOrThrow } from "../domain/validation.js";
+import { fromStore } from "../store/errors.js";
 import type { NodeBackend, NodePage, ShardCount } from "./port.js";
 
 const UuidPath = z.strictObject({ uuid: NodeUuid });
@@ -21,43 +22,47 @@ export class NodeRegistry {
       ]);
     }
     const node: BareMetalNode = { ...input, uuid: path.uuid };
-    const [created] = await this.backend.upsert([node]);
+    const [created] = await fromStore(() => this.backend.upsert([node]));
     return { node, created: created! };
   }
 
   /** Upsert many nodes in one request: all are validated before any is written. */
   async bulk(body: unknown): Promise<{ created: number; updated: number }> {
     const { nodes } = parseOrThrow(BulkNodesRequest, body ?? {});
-    const created = await this.backend.upsert(nodes.map((n) => ({ ...n })));
+    const created = await fromStore(() => this.backend.upsert(nodes.map((n) => ({ ...n }))));
     const fresh = created.filter(Boolean).length;
     return { created: fresh, updated: created.length - fresh };
   }
 
   async get(uuid: string): Promise<BareMetalNode | null> {
-    return this.backend.get(parseOrThrow(UuidPath, { uuid }).uuid);
+    const input = parseOrThrow(UuidPath, { uuid });
+    return fromStore(() => this.backend.get(input.uuid));
   }
 
   async delete(uuid: string): Promise<boolean> {
-    return this.backend.delete(parseOrThrow(UuidPath, { uuid }).uuid);
+    const input = parseOrThrow(UuidPath, { uuid });
+    return fromStore(() => this.backend.delete(input.uuid));
   }
 
   async list(query: unknown): Promise<NodePage> {
     const filter = parseOrThrow(NodeListQuery, query ?? {});
-    return this.backend.list({
-      limit: filter.limit,
-      ...(filter.shard !== undefined && { shards: filter.shard }),
-      ...(filter.sharded !== undefined && { sharded: filter.sharded }),
-      ...(filter.marker !== undefined && { marker: filter.marker }),
-    });
+    return fromStore(() =>
+      this.backend.list({
+        limit: filter.limit,
+        ...(filter.shard !== undefined && { shards: filter.shard }),
+        ...(filter.sharded !== undefined && { sharded: filter.sharded }),
+        ...(filter.marker !== undefined && { marker: filter.marker }),
+      }),
+    );
   }
 
   /** Every node of the given shards (an agent's work list), in uuid order. */
   async ofShards(shards: string[]): Promise<BareMetalNode[]> {
     if (shards.length === 0) return [];
-    return (await this.backend.list({ shards, limit: Number.MAX_SAFE_INTEGER })).nodes;
+    return (await fromStore(() => this.backend.list({ shards, limit: Number.MAX_SAFE_INTEGER }))).nodes;
   }
 
   async counts(): Promise<ShardCount[]> {
-    return this.backend.counts();
+    return fromStore(() => this.backend.counts());
   }
 }

@@ -87,6 +87,10 @@ export class MemoryBackend implements LeaseBackend {
     return Promise.resolve(sortAgents(seen));
   }
 
+  async leasedShards(): Promise<string[]> {
+    return [...this.shards.keys()];
+  }
+
   /** How many shards have lease state (for tests proving a refusal stored nothing). */
   storedShardCount(): number {
     return this.shards.size;

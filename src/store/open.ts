@@ -3,6 +3,17 @@ import { MemoryBackend } from "./memory.js";
 import { RedisBackend, type RedisBackendOptions } from "./redis/backend.js";
 import { Store } from "./store.js";
 
+/** The URL without its password, fit for logs and error messages. */
+function redacted(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password !== "") parsed.password = "***";
+    return parsed.toString();
+  } catch {
+    return "(unparseable URL)";
+  }
+}
+
 /**
  * Open the store named by `spec`: "memory" (the embedded default, state in this process
  * only) or a Redis URL (redis://host:port/db, rediss:// for TLS).
@@ -10,7 +21,12 @@ import { Store } from "./store.js";
 export async function openStore(spec: string, options: RedisBackendOptions = {}): Promise<Store> {
   if (spec === "memory") return new Store(new MemoryBackend(), new MemoryNodes());
   if (/^rediss?:\/\//.test(spec)) {
-    const backend = await RedisBackend.connect(spec, options);
+    let backend: RedisBackend;
+    try {
+      backend = await RedisBackend.connect(spec, options);
+    } catch (error) {
+      throw new Error(`cannot reach Redis at ${redacted(spec)}: ${(error as Error).message}`);
+    }
     return new Store(backend, backend.nodeBackend());
   }
   throw new Error(`unknown store "${spec}": use "memory" or a redis:// URL`);

@@ -46,6 +46,8 @@ export interface LeaseBackend {
   read(shard: string): Promise<ReadOutcome & StoreTime>;
   heartbeat(agent: string): Promise<AgentSeen>;
   agents(): Promise<AgentSeen[]>;
+  /** every shard with lease state (live or past), so listings miss no holder */
+  leasedShards(): Promise<string[]>;
   /** resolves when the backend can serve requests; rejects otherwise */
   ping(): Promise<void>;
   close(): Promise<void>;

@@ -13,6 +13,7 @@ import { AgentId, ShardName } from "../domain/names.js";
 import { parseOrThrow } from "../domain/validation.js";
 import { NodeRegistry } from "../nodes/registry.js";
 import type { NodeBackend } from "../nodes/port.js";
+import { fromStore } from "./errors.js";
 import type { LeaseBackend } from "./port.js";
 
 const ReadRequest = z.strictObject({ shard: ShardName });
@@ -21,7 +22,8 @@ const HeartbeatRequest = z.strictObject({ agent: AgentId });
 /**
  * The Store port every caller uses. It validates each request (throwing a
  * ValidationError naming the field, before any I/O, so nothing is written) and hands
- * the parsed input to a backend. Validation lives here once, not in each backend.
+ * the parsed input to a backend; a backend failure becomes a StoreUnavailableError.
+ * Validation lives here once, not in each backend.
  */
 export class Store {
   /** the node registry, on the same store as the leases */
@@ -39,31 +41,42 @@ export class Store {
   }
 
   async acquire(args: AcquireArgs) {
-    return this.backend.acquire(parseOrThrow(AcquireRequest, args));
+    const input = parseOrThrow(AcquireRequest, args);
+    return fromStore(() => this.backend.acquire(input));
   }
 
   async renew(args: RenewArgs) {
-    return this.backend.renew(parseOrThrow(RenewRequest, args));
+    const input = parseOrThrow(RenewRequest, args);
+    return fromStore(() => this.backend.renew(input));
   }
 
   async release(args: ReleaseArgs) {
-    return this.backend.release(parseOrThrow(ReleaseRequest, args));
+    const input = parseOrThrow(ReleaseRequest, args);
+    return fromStore(() => this.backend.release(input));
   }
 
   async fence(args: FenceArgs) {
-    return this.backend.fence(parseOrThrow(FenceRequest, args));
+    const input = parseOrThrow(FenceRequest, args);
+    return fromStore(() => this.backend.fence(input));
   }
 
   async read(shard: string) {
-    return this.backend.read(parseOrThrow(ReadRequest, { shard }).shard);
+    const input = parseOrThrow(ReadRequest, { shard });
+    return fromStore(() => this.backend.read(input.shard));
   }
 
   async heartbeat(agent: string) {
-    return this.backend.heartbeat(parseOrThrow(HeartbeatRequest, { agent }).agent);
+    const input = parseOrThrow(HeartbeatRequest, { agent });
+    return fromStore(() => this.backend.heartbeat(input.agent));
   }
 
   async agents() {
-    return this.backend.agents();
+    return fromStore(() => this.backend.agents());
+  }
+
+  /** Every shard the store has lease state for (live or past). */
+  async leasedShards() {
+    return fromStore(() => this.backend.leasedShards());
   }
 
   async ping() {

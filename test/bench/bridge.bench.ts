@@ -97,9 +97,9 @@ export async function bridgeBench(): Promise<void> {
     ]);
 
     // An agent's node list: it holds one 1,000-node shard of the 100,000.
-    await acquireWhenReady(clients[0]!, "rack-42", "agent-0");
+    const rackToken = await acquireWhenReady(clients[0]!, "rack-42", "agent-0");
     const list = await closedLoop(300, 1, async () => {
-      const mine = await clients[0]!.nodesOf("agent-0");
+      const mine = await clients[0]!.nodesOf("agent-0", [rackToken]);
       if (mine.nodes.length !== NODES_PER_SHARD) throw new Error(`got ${mine.nodes.length} nodes`);
     });
     rows.push([

@@ -158,6 +158,21 @@ export class RedisBackend implements LeaseBackend {
     return sortAgents(seen);
   }
 
+  /**
+   * SCAN, not KEYS: it never blocks Redis for long. On Redis Cluster this sees one node's
+   * keys only; listings there also know shards from definitions and nodes.
+   */
+  async leasedShards(): Promise<string[]> {
+    const shards: string[] = [];
+    let cursor = "0";
+    do {
+      const [next, keys] = await this.redis.scan(cursor, "MATCH", this.keys.leasePattern, "COUNT", 1000);
+      for (const key of keys) shards.push(this.keys.shardOfLeaseKey(key));
+      cursor = next;
+    } while (cursor !== "0");
+    return shards;
+  }
+
   async ping(): Promise<void> {
     await this.redis.ping();
   }

@@ -5,6 +5,9 @@
  */
 export interface KeyLayout {
   lease(shard: string): string;
+  /** SCAN pattern matching every shard's lease key, and how to read the shard back */
+  leasePattern: string;
+  shardOfLeaseKey(key: string): string;
   agents(): string;
   /**
    * The node registry lives under one hash tag, `{nodes}`, so that moving a node between
@@ -27,6 +30,8 @@ export function keyLayout(namespace = "sb"): KeyLayout {
   const unsharded = `${nodes}:unsharded`;
   return {
     lease: (shard) => `${namespace}:{shard:${shard}}:lease`,
+    leasePattern: `${namespace}:{shard:*}:lease`,
+    shardOfLeaseKey: (key) => key.slice(`${namespace}:{shard:`.length, -"}:lease".length),
     agents: () => `${namespace}:agents`,
     nodes: {
       data: `${nodes}:data`,

@@ -1,0 +1,98 @@
+import { expect } from "chai";
+import { createApp } from "../src/api/app.js";
+import { parseTokens } from "../src/api/auth.js";
+import { ShardCatalog } from "../src/shards/definitions.js";
+import { memoryUnderTest, useApp } from "./helpers/backends.js";
+import { AgentProcess } from "./helpers/agent-process.js";
+import { startBridge } from "./helpers/bridge-process.js";
+import { TEST_TOKENS, call, testAuthority } from "./helpers/http.js";
+
+describe("API edges an operator meets", () => {
+  const backend = memoryUnderTest();
+  const ctx = useApp(backend, (store) =>
+    createApp(store, { authority: testAuthority(), catalog: new ShardCatalog() }),
+  );
+
+  it("answers an unknown route with a 404 in the API-SIG shape", async () => {
+    const res = await call(`${ctx.base}/v1/nope`, "GET");
+    expect(res.status).to.equal(404);
+    expect(res.body.errors[0]).to.include({ code: "shardbridge.route.not_found", detail: "GET /v1/nope" });
+  });
+
+  it("authenticates before it reads a body: malformed JSON without a token is a 401", async () => {
+    expect((await call(`${ctx.base}/v1/nodes/bulk`, "POST", '{"nodes":', null)).status).to.equal(401);
+  });
+
+  it("answers a body it cannot decode with a 4xx, not a store outage", async () => {
+    const res = await fetch(`${ctx.base}/v1/shards/s1/fence`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.admin}`,
+        "content-type": "application/json",
+        "content-encoding": "zstd",
+      },
+      body: '{"token":1}',
+    });
+    expect(res.status).to.equal(415);
+    const body = (await res.json()) as { errors: Array<{ code: string }> };
+    expect(body.errors[0]!.code).to.equal("shardbridge.body.invalid");
+  });
+
+  it('refuses "None" as a shard name: it names the unsharded nodes', async () => {
+    const res = await call(`${ctx.base}/v1/nodes/00000000-0000-4000-8000-000000000001`, "PUT", {
+      shard: "None",
+    });
+    expect(res.status).to.equal(400);
+    expect(res.body.errors[0].field).to.equal("shard");
+    expect(await backend.storedKeys(ctx.store)).to.equal(0);
+  });
+
+  it("shows a lease on a shard that has neither nodes nor a definition", async () => {
+    await call(
+      `${ctx.base}/v1/shards/ghost/lease`,
+      "POST",
+      { agent: "compute-0" },
+      TEST_TOKENS.agent("compute-0"),
+    );
+    const shards = (await call(`${ctx.base}/v1/shards`, "GET")).body.shards;
+    expect(shards.find((s: { name: string }) => s.name === "ghost")).to.deep.include({ count: 0 });
+    expect(shards.find((s: { name: string }) => s.name === "ghost").lease.holder).to.equal("compute-0");
+    const agents = (await call(`${ctx.base}/v1/agents`, "GET")).body.agents;
+    expect(agents.find((a: { id: string }) => a.id === "compute-0").shards).to.deep.equal(["ghost"]);
+  });
+
+  it("refuses a tokens file that lists one secret twice, naming the entry", () => {
+    const doc = JSON.stringify({
+      tokens: [
+        { role: "admin", token: "same-secret-0123456789" },
+        { role: "agent", agent: "a", token: "same-secret-0123456789" },
+      ],
+    });
+    expect(() => parseTokens(doc, "tokens file t.json")).to.throw(
+      /^tokens file t\.json: tokens\[1\]\.token: repeats tokens\[0\]\.token$/,
+    );
+  });
+});
+
+describe("The reference agent with a token the bridge refuses", function () {
+  this.timeout(30_000);
+
+  it("says so once and exits 2 instead of retrying forever", async () => {
+    const bridge = await startBridge({
+      shards: [{ name: "rack", lease_ttl_ms: 1000 }],
+      agents: ["compute-0"],
+    });
+    try {
+      const agent = AgentProcess.cli("agent", [
+        ...["agent", "--id", "compute-0", "--shard", "rack", "--bridge", bridge.url],
+        ...["--token", "not-the-right-token-0123"],
+      ]);
+      const fatal = await agent.waitFor((e) => e.ev === "fatal", 10_000);
+      expect(String(fatal.error)).to.match(/401/);
+      await agent.exited();
+      expect(agent.child.exitCode).to.equal(2);
+    } finally {
+      await bridge.stop();
+    }
+  });
+});
