@@ -1,0 +1,85 @@
+import { z } from "zod";
+import { TraitName } from "./names.js";
+
+/**
+ * The parts of an inspection result (Ironic's inventory plus `pci_devices`) that trait
+ * rules read. Other fields are allowed and ignored: inventories carry much more.
+ */
+export const InspectionData = z.object({
+  inventory: z.object({
+    cpu: z
+      .object({
+        architecture: z.string().optional(),
+        flags: z.array(z.string()).default([]),
+        count: z.number().int().nonnegative().optional(),
+      })
+      .optional(),
+    boot: z.object({ current_boot_mode: z.string().optional() }).optional(),
+    system_vendor: z
+      .object({ manufacturer: z.string().optional(), product_name: z.string().optional() })
+      .optional(),
+  }),
+  pci_devices: z
+    .array(
+      z.object({
+        vendor_id: z.string().regex(/^[0-9a-fA-F]{4}$/, { error: "must be 4 hex digits, no 0x" }),
+        product_id: z.string().regex(/^[0-9a-fA-F]{4}$/, { error: "must be 4 hex digits, no 0x" }),
+        class: z.string().optional(),
+      }),
+    )
+    .default([]),
+});
+export type InspectionData = z.output<typeof InspectionData>;
+
+/** Declarative rules from inspection data to traits (a file, see examples/trait-rules.json). */
+export const TraitRule = z.discriminatedUnion("when", [
+  /** every PCI vendor found -> PREFIX<VENDOR ID> (e.g. CUSTOM_DEV_VENDORID_15B3) */
+  z.strictObject({ when: z.literal("pci_vendor"), prefix: z.string().regex(/^CUSTOM_[A-Z0-9_]*_$/) }),
+  /** a specific PCI device (vendor and product) -> trait */
+  z.strictObject({
+    when: z.literal("pci_device"),
+    vendor_id: z.string().regex(/^[0-9a-f]{4}$/),
+    product_id: z.string().regex(/^[0-9a-f]{4}$/),
+    trait: TraitName,
+  }),
+  /** a CPU flag (as in /proc/cpuinfo) -> trait, e.g. avx2 -> HW_CPU_X86_AVX2 */
+  z.strictObject({ when: z.literal("cpu_flag"), flag: z.string().min(1), trait: TraitName }),
+  /** the boot mode inspection saw -> trait, e.g. uefi -> CUSTOM_BOOT_UEFI */
+  z.strictObject({ when: z.literal("boot_mode"), mode: z.enum(["uefi", "bios"]), trait: TraitName }),
+  /** the CPU architecture -> trait */
+  z.strictObject({ when: z.literal("cpu_arch"), arch: z.string().min(1), trait: TraitName }),
+  /** the system manufacturer (exact, case-insensitive) -> trait */
+  z.strictObject({ when: z.literal("manufacturer"), manufacturer: z.string().min(1), trait: TraitName }),
+]);
+export type TraitRule = z.output<typeof TraitRule>;
+
+export const TraitRulesFile = z.strictObject({ rules: z.array(TraitRule).min(1) });
+
+function matches(rule: TraitRule, data: InspectionData): string[] {
+  const { cpu, boot, system_vendor } = data.inventory;
+  switch (rule.when) {
+    case "pci_vendor":
+      return data.pci_devices.map((d) => `${rule.prefix}${d.vendor_id.toUpperCase()}`);
+    case "pci_device":
+      return data.pci_devices.some(
+        (d) => d.vendor_id.toLowerCase() === rule.vendor_id && d.product_id.toLowerCase() === rule.product_id,
+      )
+        ? [rule.trait]
+        : [];
+    case "cpu_flag":
+      return cpu?.flags.includes(rule.flag) ? [rule.trait] : [];
+    case "boot_mode":
+      return boot?.current_boot_mode === rule.mode ? [rule.trait] : [];
+    case "cpu_arch":
+      return cpu?.architecture === rule.arch ? [rule.trait] : [];
+    case "manufacturer":
+      return system_vendor?.manufacturer?.toLowerCase() === rule.manufacturer.toLowerCase()
+        ? [rule.trait]
+        : [];
+  }
+}
+
+/** The traits inspection finds for a node under `rules`: sorted, each once. Pure. */
+export function desiredTraits(data: InspectionData, rules: TraitRule[]): string[] {
+  return [...new Set(rules.flatMap((rule) => matches(rule, data)))].sort();
+}
