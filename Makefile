@@ -12,7 +12,7 @@ build: $(DEPS)
 	npm run --silent build
 
 run: build
-	node dist/cli.js serve --dev-tokens .state/dev-tokens.json
+	node dist/cli.js serve --dev-tokens .state/dev-tokens.json --trait-rules examples/trait-rules.json --ownership examples/ownership.json
 
 typecheck: $(DEPS)
 	npx tsc -p tsconfig.json --noEmit

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import type { Server } from "node:http";
 import { parseArgs } from "node:util";
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { createApp } from "./api/app.js";
 import { TokenAuthority, devTokens, parseTokens, readTokensFile } from "./api/auth.js";
@@ -9,6 +9,8 @@ import { z } from "zod";
 import { runReferenceAgent } from "./agent/reference-agent.js";
 import { AgentId, ShardName } from "./domain/names.js";
 import { parseOrThrow } from "./domain/validation.js";
+import { TraitRulesFile } from "./traits/inspection.js";
+import { DEFAULT_OWNERSHIP, OwnershipFile, OwnershipRegistry } from "./traits/ownership.js";
 import { logger } from "./log.js";
 import { loadShardCatalog } from "./shards/definitions.js";
 import { openStore } from "./store/open.js";
@@ -26,6 +28,9 @@ commands:
              --dev-tokens FILE
                              development: use FILE, creating it with fresh random tokens (admin, inspector,
                              agents compute-0 and compute-1) when missing, and print them
+             --inspector-secret S   the webhook's HMAC secret (env SHARDBRIDGE_INSPECTOR_SECRET)
+             --trait-rules FILE     inspection -> trait rules (see examples/trait-rules.json)
+             --ownership FILE       who owns which traits (default: compute owns COMPUTE_*, OWNER_*)
   agent    run the reference compute agent for one shard
              --id HOST       this agent's id (nova-compute's host)
              --shard NAME    the shard to serve
@@ -44,8 +49,18 @@ async function serve(argv: string[]): Promise<void> {
       shards: { type: "string", default: process.env.SHARDBRIDGE_SHARDS ?? "shards" },
       tokens: { type: "string", default: process.env.SHARDBRIDGE_TOKENS_FILE },
       "dev-tokens": { type: "string" },
+      "inspector-secret": { type: "string", default: process.env.SHARDBRIDGE_INSPECTOR_SECRET },
+      "trait-rules": { type: "string" },
+      ownership: { type: "string" },
     },
   });
+  const inspector = {
+    rules: values["trait-rules"] === undefined ? [] : readConfig(values["trait-rules"], TraitRulesFile).rules,
+    ownership: new OwnershipRegistry(
+      values.ownership === undefined ? DEFAULT_OWNERSHIP : readConfig(values.ownership, OwnershipFile),
+    ),
+    secret: values["inspector-secret"],
+  };
   const authority = loadAuthority(values.tokens, values["dev-tokens"]);
   // Read the shard definitions before anything else: a bad file stops the start, naming it.
   const catalog = loadShardCatalog(values.shards!);
@@ -60,7 +75,7 @@ async function serve(argv: string[]): Promise<void> {
         "use --store redis://… for more than one bridge",
     );
   }
-  const app = createApp(store, { authority, catalog });
+  const app = createApp(store, { authority, catalog, inspector });
   const server: Server = app.listen(port, values.bind!, (error?: Error) => {
     if (error !== undefined) {
       // A port in use or an address we cannot bind: say so and fail, never "listening".
@@ -89,6 +104,21 @@ async function serve(argv: string[]): Promise<void> {
   };
   process.once("SIGTERM", () => shutdown("SIGTERM"));
   process.once("SIGINT", () => shutdown("SIGINT"));
+}
+
+/** Read and validate a JSON config file; errors name the file and the field. */
+function readConfig<S extends z.ZodType>(path: string, schema: S): z.output<S> {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(path, "utf8"));
+  } catch (error) {
+    throw new Error(`${path}: ${(error as Error).message}`);
+  }
+  try {
+    return parseOrThrow(schema, raw);
+  } catch (error) {
+    throw new Error(`${path}: ${(error as Error).message}`);
+  }
 }
 
 /** Where the API tokens come from: a file, the environment, or a development file. */

@@ -1,3 +1,4 @@
+import { MemoryTraits } from "../src/traits/memory-store.js";
 import { MemoryNodes } from "../src/nodes/memory.js";
 import { openStore } from "../src/store/open.js";
 import { expect } from "chai";
@@ -16,7 +17,7 @@ describe("Lease recovery after the store started empty", function () {
   this.timeout(20_000);
 
   it("memory: a just-created store answers 'recovering' with the wait, over the API too", async () => {
-    const store = new Store(new MemoryBackend(), new MemoryNodes());
+    const store = new Store(new MemoryBackend(), new MemoryNodes(), new MemoryTraits());
     const refused = await store.acquire({ shard: "s1", agent: "a", ttlMs: 6000 });
     expect(refused).to.include({ ok: false, reason: "recovering", current: null });
     expect(!refused.ok && refused.retryAfterMs).to.be.within(5000, 6000);

@@ -1,3 +1,4 @@
+import { MemoryTraits } from "../src/traits/memory-store.js";
 import { MemoryNodes } from "../src/nodes/memory.js";
 import { expect } from "chai";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -73,7 +74,10 @@ describe("Shard definitions", () => {
     ]);
     const backend = new MemoryBackend(processClockUs, 0);
     const { url, close } = await listen(
-      createApp(new Store(backend, new MemoryNodes()), { authority: testAuthority(), catalog }),
+      createApp(new Store(backend, new MemoryNodes(), new MemoryTraits()), {
+        authority: testAuthority(),
+        catalog,
+      }),
     );
     try {
       const granted = await call(`${url}/v1/shards/rack-a/lease`, "POST", { agent: "compute-0" });

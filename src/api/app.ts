@@ -6,23 +6,33 @@ import type { Store } from "../store/store.js";
 import { agentRoutes } from "./agents.js";
 import { authenticate, type TokenAuthority } from "./auth.js";
 import { HttpError, errorHandler } from "./errors.js";
+import { OwnershipRegistry } from "../traits/ownership.js";
+import type { TraitRule } from "../traits/inspection.js";
+import { TraitService } from "../traits/service.js";
+import { WEBHOOK_PATH, inspectorRoutes } from "./inspector.js";
 import { leaseRoutes } from "./leases.js";
+import { MAX_BODY_BYTES, MAX_BULK_BODY_BYTES } from "./limits.js";
 import { BridgeMetrics } from "./metrics.js";
 import { nodeRoutes } from "./nodes.js";
 import { shardRoutes } from "./shards.js";
 
-/** Request bodies above this are refused with 413 before they are parsed. */
-export const MAX_BODY_BYTES = 1024 * 1024;
-/** The bulk node load is the one exception: 20,000 nodes need more than 1 MiB. */
-export const MAX_BULK_BODY_BYTES = 8 * 1024 * 1024;
 const BULK_PATH = "/v1/nodes/bulk";
 
 export interface AppOptions {
   authority: TokenAuthority;
   catalog?: ShardCatalog;
+  /** trait rules, ownership and the webhook secret; defaults: no rules, compute's ownership, no secret */
+  inspector?: { rules: TraitRule[]; ownership: OwnershipRegistry; secret?: string | undefined };
 }
 
-export function createApp(store: Store, { authority, catalog = new ShardCatalog() }: AppOptions): Express {
+export function createApp(
+  store: Store,
+  {
+    authority,
+    catalog = new ShardCatalog(),
+    inspector = { rules: [], ownership: new OwnershipRegistry() },
+  }: AppOptions,
+): Express {
   const app = express();
   app.disable("x-powered-by");
   const metrics = new BridgeMetrics(store);
@@ -59,11 +69,16 @@ export function createApp(store: Store, { authority, catalog = new ShardCatalog(
   app.use(authenticate(authority));
   const json = express.json({ limit: MAX_BODY_BYTES, strict: true, type: () => true });
   const bulkJson = express.json({ limit: MAX_BULK_BODY_BYTES, strict: true, type: () => true });
-  app.use((req, res, next) => (req.path === BULK_PATH ? bulkJson : json)(req, res, next));
+  // The webhook reads its raw body itself: the signature covers the exact bytes.
+  app.use((req, res, next) =>
+    req.path === WEBHOOK_PATH ? next() : (req.path === BULK_PATH ? bulkJson : json)(req, res, next),
+  );
   app.use(leaseRoutes(store, catalog, metrics));
   app.use(shardRoutes(store, catalog));
   app.use(nodeRoutes(store.nodes));
   app.use(agentRoutes(store, catalog));
+  const traits = new TraitService(store.traits, store.nodes, inspector.ownership, inspector.rules);
+  app.use(inspectorRoutes(traits, inspector.secret));
   app.use((req) => {
     throw new HttpError([
       {

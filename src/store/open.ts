@@ -1,3 +1,4 @@
+import { MemoryTraits } from "../traits/memory-store.js";
 import { MemoryNodes } from "../nodes/memory.js";
 import { MemoryBackend } from "./memory.js";
 import { RedisBackend, type RedisBackendOptions } from "./redis/backend.js";
@@ -19,7 +20,7 @@ function redacted(url: string): string {
  * only) or a Redis URL (redis://host:port/db, rediss:// for TLS).
  */
 export async function openStore(spec: string, options: RedisBackendOptions = {}): Promise<Store> {
-  if (spec === "memory") return new Store(new MemoryBackend(), new MemoryNodes());
+  if (spec === "memory") return new Store(new MemoryBackend(), new MemoryNodes(), new MemoryTraits());
   if (/^rediss?:\/\//.test(spec)) {
     let backend: RedisBackend;
     try {
@@ -27,7 +28,7 @@ export async function openStore(spec: string, options: RedisBackendOptions = {})
     } catch (error) {
       throw new Error(`cannot reach Redis at ${redacted(spec)}: ${(error as Error).message}`);
     }
-    return new Store(backend, backend.nodeBackend());
+    return new Store(backend, backend.nodeBackend(), backend.traitBackend());
   }
   throw new Error(`unknown store "${spec}": use "memory" or a redis:// URL`);
 }

@@ -13,6 +13,7 @@ import { AgentId, ShardName } from "../domain/names.js";
 import { parseOrThrow } from "../domain/validation.js";
 import { NodeRegistry } from "../nodes/registry.js";
 import type { NodeBackend } from "../nodes/port.js";
+import type { TraitBackend } from "../traits/store-port.js";
 import { fromStore } from "./errors.js";
 import type { LeaseBackend } from "./port.js";
 
@@ -32,6 +33,8 @@ export class Store {
   constructor(
     readonly backend: LeaseBackend,
     nodes: NodeBackend,
+    /** node traits, on the same store (used by the trait service) */
+    readonly traits: TraitBackend,
   ) {
     this.nodes = new NodeRegistry(nodes);
   }

@@ -1,3 +1,4 @@
+import { MemoryTraits } from "../../src/traits/memory-store.js";
 import { MemoryNodes } from "../../src/nodes/memory.js";
 import { openStore } from "../../src/store/open.js";
 import { spawnSync } from "node:child_process";
@@ -73,7 +74,7 @@ export async function leaseBench(): Promise<void> {
     }
     await store.close();
 
-    const memory = new Store(new MemoryBackend(), new MemoryNodes());
+    const memory = new Store(new MemoryBackend(), new MemoryNodes(), new MemoryTraits());
     await renewLoop(() => memory, 50_000, 8);
     const mem = await renewLoop(() => memory, RENEWS * 5, 8);
     const rawBest = rows[2]![1] as number;

@@ -1,3 +1,4 @@
+import { MemoryTraits } from "../../src/traits/memory-store.js";
 import type { Express } from "express";
 import { listen } from "./http.js";
 import { MemoryNodes } from "../../src/nodes/memory.js";
@@ -28,8 +29,9 @@ export function memoryUnderTest(): BackendUnderTest {
     before: async () => undefined,
     after: async () => undefined,
     // A store that started long ago: no recovery wait (test/lease-recovery covers that).
-    fresh: async () => new Store(new MemoryBackend(processClockUs, 0), new MemoryNodes()),
-    loseEverything: async () => new Store(new MemoryBackend(processClockUs, 0), new MemoryNodes()),
+    fresh: async () => new Store(new MemoryBackend(processClockUs, 0), new MemoryNodes(), new MemoryTraits()),
+    loseEverything: async () =>
+      new Store(new MemoryBackend(processClockUs, 0), new MemoryNodes(), new MemoryTraits()),
     storedKeys: async (store) => {
       const backend = store.backend as MemoryBackend;
       const nodes = (store.nodes.backend as MemoryNodes).size();

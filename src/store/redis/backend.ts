@@ -18,6 +18,7 @@ import type {
   StoreTime,
 } from "../port.js";
 import { RedisNodes } from "../../nodes/redis.js";
+import { RedisTraits } from "../../traits/redis-store.js";
 import { keyLayout, type KeyLayout } from "./keys.js";
 import { defineScripts, runScript, type ScriptClock, type ScriptName } from "./scripts.js";
 
@@ -81,6 +82,7 @@ export function leaseConnectionOptions(commandTimeoutMs: number): RedisOptions {
 export class RedisBackend implements LeaseBackend {
   readonly kind = "redis" as const;
   private readonly keys: KeyLayout;
+  private readonly namespace: string;
   private readonly virtualClock: RedisBackendOptions["virtualClock"];
 
   private constructor(
@@ -88,6 +90,7 @@ export class RedisBackend implements LeaseBackend {
     options: RedisBackendOptions,
   ) {
     this.keys = keyLayout(options.namespace);
+    this.namespace = options.namespace ?? "sb";
     this.virtualClock = options.virtualClock;
     defineScripts(redis, options.virtualClock === undefined ? "server" : ("virtual" satisfies ScriptClock));
   }
@@ -100,6 +103,11 @@ export class RedisBackend implements LeaseBackend {
     redis.on("error", () => undefined);
     await redis.connect();
     return new RedisBackend(redis, options);
+  }
+
+  /** Node traits on this same connection. */
+  traitBackend(): RedisTraits {
+    return new RedisTraits(this.redis, this.namespace);
   }
 
   /** The node registry on this same connection. */

@@ -8,8 +8,12 @@ export type ScriptClock = "server" | "virtual";
 const LEASE_SCRIPTS = ["acquire", "renew", "release", "fence", "read"] as const;
 const AGENT_SCRIPTS = ["heartbeat", "agents"] as const;
 const NODE_SCRIPTS = ["nodes-upsert", "nodes-delete"] as const;
+const TRAIT_SCRIPTS = ["traits-commit"] as const;
 export type ScriptName =
-  (typeof LEASE_SCRIPTS)[number] | (typeof AGENT_SCRIPTS)[number] | (typeof NODE_SCRIPTS)[number];
+  | (typeof LEASE_SCRIPTS)[number]
+  | (typeof AGENT_SCRIPTS)[number]
+  | (typeof NODE_SCRIPTS)[number]
+  | (typeof TRAIT_SCRIPTS)[number];
 
 function lua(name: string): string {
   return readFileSync(new URL(`./${name}.lua`, import.meta.url), "utf8");
@@ -33,6 +37,9 @@ export function defineScripts(redis: Redis, clock: ScriptClock): void {
   // Node scripts need no clock; they name their keys (data, place, counts) themselves.
   for (const name of NODE_SCRIPTS) {
     redis.defineCommand(`sb_${name}`, { numberOfKeys: 3, lua: lua(name) });
+  }
+  for (const name of TRAIT_SCRIPTS) {
+    redis.defineCommand(`sb_${name}`, { numberOfKeys: 1, lua: lua(name) });
   }
 }
 

@@ -1,0 +1,219 @@
+import { createHmac, timingSafeEqual } from "node:crypto";
+import express, { Router, type Request, type Response } from "express";
+import { z } from "zod";
+import { NodeUuid } from "../domain/node.js";
+import { ValidationError, parseOrThrow } from "../domain/validation.js";
+import type { TraitDelta } from "../traits/delta.js";
+import { DeltaText } from "../traits/delta.js";
+import { InspectionData } from "../traits/inspection.js";
+import { INSPECTOR, type TraitOutcome, type TraitService } from "../traits/service.js";
+import type { ApiError } from "./errors.js";
+import { HttpError } from "./errors.js";
+import { MAX_BODY_BYTES } from "./limits.js";
+import { requireRole } from "./auth.js";
+
+export const WEBHOOK_PATH = "/v1/inspector/webhook";
+/** Signed requests older or newer than this are refused as possible replays. */
+export const SIGNATURE_WINDOW_S = 300;
+/** How long a delivery id is remembered, so a retried delivery gets its first answer. */
+const DELIVERY_MEMORY_S = 24 * 3600;
+
+const Order = { sequence: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER).optional() };
+const WebhookPayload = z.discriminatedUnion("kind", [
+  z.strictObject({
+    kind: z.literal("inspection"),
+    node: NodeUuid,
+    finished_at: z.iso.datetime({ offset: true, error: "must be an ISO 8601 time" }).optional(),
+    ...Order,
+    data: InspectionData,
+  }),
+  z.strictObject({
+    kind: z.literal("deltas"),
+    node: NodeUuid,
+    ...Order,
+    deltas: z.array(DeltaText).min(1, { error: "must hold at least one delta" }).max(100),
+  }),
+]);
+
+const DeliveryId = z
+  .string()
+  .regex(/^[A-Za-z0-9._:-]{1,128}$/, { error: "must be 1..128 of A-Z a-z 0-9 . _ : -" });
+
+function unauthorized(code: string, detail: string): HttpError {
+  return new HttpError([
+    { status: 401, code: `shardbridge.inspector.${code}`, title: "Webhook not authenticated", detail },
+  ]);
+}
+
+/** HMAC-SHA256 over "<timestamp>.<raw body>", hex: what the sender puts in X-Shardbridge-Signature as "sha256=<hex>". */
+export function webhookSignature(secret: string, timestamp: string, body: Buffer | string): string {
+  return createHmac("sha256", secret).update(`${timestamp}.`).update(body).digest("hex");
+}
+
+function verify(req: Request, secret: string, nowS: number): void {
+  const timestamp = req.get("x-shardbridge-timestamp");
+  const signature = req.get("x-shardbridge-signature");
+  if (timestamp === undefined || signature === undefined) {
+    throw unauthorized("unsigned", "send X-Shardbridge-Timestamp and X-Shardbridge-Signature: sha256=<hex>");
+  }
+  const expected = Buffer.from(`sha256=${webhookSignature(secret, timestamp, req.body as Buffer)}`);
+  const presented = Buffer.from(signature);
+  if (presented.length !== expected.length || !timingSafeEqual(presented, expected)) {
+    throw unauthorized("bad_signature", "the signature does not match the body and timestamp");
+  }
+  const at = Number(timestamp);
+  if (!Number.isInteger(at) || Math.abs(nowS - at) > SIGNATURE_WINDOW_S) {
+    throw unauthorized(
+      "stale_timestamp",
+      `the timestamp is not within ${SIGNATURE_WINDOW_S} s of now (a replay?)`,
+    );
+  }
+}
+
+/** The answer for an outcome: status and body. */
+function answerOf(outcome: TraitOutcome): { status: number; body: unknown } {
+  switch (outcome.kind) {
+    case "applied":
+      return {
+        status: 200,
+        body: { node: outcome.node, generation: outcome.generation, applied: outcome.applied },
+      };
+    case "unknown_node":
+      return errorAnswer([
+        {
+          status: 404,
+          code: "shardbridge.node.not_found",
+          title: "No such node",
+          detail: `node ${outcome.node} is not registered`,
+        },
+      ]);
+    case "stale":
+      return errorAnswer([
+        {
+          status: 409,
+          code: "shardbridge.traits.stale",
+          title: "Older than what was applied",
+          detail: `order ${outcome.order} is not after ${outcome.lastOrder}, already applied for node ${outcome.node}`,
+        },
+      ]);
+    case "refused":
+      return errorAnswer(
+        outcome.problems.map((p) => ({
+          status: 422,
+          code: p.owner !== undefined ? "shardbridge.traits.not_owned" : "shardbridge.traits.refused",
+          title: "Trait change refused",
+          detail: `${p.trait}: ${p.reason}`,
+          field: p.trait,
+        })),
+      );
+  }
+}
+
+function errorAnswer(errors: ApiError[]): { status: number; body: unknown } {
+  return { status: errors[0]!.status, body: { errors } };
+}
+
+function orderOf(payload: {
+  finished_at?: string | undefined;
+  sequence?: number | undefined;
+}): number | undefined {
+  if (payload.sequence !== undefined) return payload.sequence;
+  return payload.finished_at === undefined ? undefined : Date.parse(payload.finished_at);
+}
+
+/**
+ * POST /v1/inspector/webhook (inspector role), signed: HMAC-SHA256 over the timestamp
+ * and the raw body with the shared secret. A delivery id seen before gets its first
+ * answer again and nothing is applied twice. Two kinds of payload: an inspection result
+ * (turned into deltas by the trait rules) or explicit deltas.
+ *
+ * GET /v1/nodes/{uuid}/traits: the node's traits, who holds each, and the generation.
+ */
+export function inspectorRoutes(
+  service: TraitService,
+  secret: string | undefined,
+  nowS = () => Date.now() / 1000,
+): Router {
+  const router = Router();
+
+  router.post(
+    WEBHOOK_PATH,
+    requireRole("inspector"),
+    express.raw({ type: () => true, limit: MAX_BODY_BYTES }),
+    async (req: Request, res: Response) => {
+      if (secret === undefined) {
+        throw new HttpError([
+          {
+            status: 503,
+            code: "shardbridge.inspector.not_configured",
+            title: "Webhook not configured",
+            detail: "start the bridge with --inspector-secret (or SHARDBRIDGE_INSPECTOR_SECRET)",
+          },
+        ]);
+      }
+      verify(req, secret, nowS());
+      const delivery = req.get("x-shardbridge-delivery");
+      const deliveryId =
+        delivery === undefined
+          ? undefined
+          : parseOrThrow(z.strictObject({ delivery: DeliveryId }), { delivery }).delivery;
+      if (deliveryId !== undefined) {
+        const seen = await service.delivery(deliveryId);
+        if (seen !== null) {
+          const first = JSON.parse(seen) as { status: number; body: unknown };
+          res.set("x-shardbridge-replay", "true").status(first.status).json(first.body);
+          return;
+        }
+      }
+      let raw: unknown;
+      try {
+        raw = JSON.parse((req.body as Buffer).toString("utf8"));
+      } catch (error) {
+        throw new HttpError([
+          {
+            status: 400,
+            code: "shardbridge.body.malformed",
+            title: "Malformed JSON",
+            detail: (error as Error).message,
+          },
+        ]);
+      }
+      const payload = parseOrThrow(WebhookPayload, raw);
+      const order = orderOf(payload);
+      if (payload.kind === "inspection" && order === undefined) {
+        throw new ValidationError([
+          { field: "finished_at", reason: "an inspection result needs finished_at or sequence" },
+        ]);
+      }
+      const outcome =
+        payload.kind === "inspection"
+          ? await service.applyInspection(payload.node, order!, payload.data)
+          : await service.applyExplicit(payload.node, INSPECTOR, order, payload.deltas as TraitDelta[]);
+      const answer = answerOf(outcome);
+      if (deliveryId !== undefined)
+        await service.recordDelivery(deliveryId, JSON.stringify(answer), DELIVERY_MEMORY_S);
+      res.status(answer.status).json(answer.body);
+    },
+  );
+
+  router.get("/v1/nodes/:uuid/traits", async (req, res) => {
+    const { uuid } = parseOrThrow(z.strictObject({ uuid: NodeUuid }), req.params);
+    const record = await service.traitsOf(uuid);
+    if (record === null) {
+      throw new HttpError([
+        {
+          status: 404,
+          code: "shardbridge.node.not_found",
+          title: "No such node",
+          detail: `node ${uuid} is not registered`,
+        },
+      ]);
+    }
+    const traits = Object.entries(record.holders)
+      .map(([name, owner]) => ({ name, owner }))
+      .sort((a, b) => (a.name < b.name ? -1 : 1));
+    res.json({ node: uuid, generation: record.generation, traits });
+  });
+
+  return router;
+}

@@ -1,0 +1,98 @@
+import type { NodeRegistry } from "../nodes/registry.js";
+import { fromStore } from "../store/errors.js";
+import { applyDeltas, deltasToward, formatDelta, type DeltaProblem, type TraitDelta } from "./delta.js";
+import { desiredTraits, type InspectionData, type TraitRule } from "./inspection.js";
+import type { OwnershipRegistry } from "./ownership.js";
+import type { TraitBackend, TraitRecord } from "./store-port.js";
+
+/** The source name inspection results are applied as. */
+export const INSPECTOR = "inspector";
+
+export type TraitOutcome =
+  | { kind: "applied"; node: string; generation: number; applied: string[] }
+  | { kind: "unknown_node"; node: string }
+  | { kind: "stale"; node: string; order: number; lastOrder: number }
+  | { kind: "refused"; node: string; problems: DeltaProblem[] };
+
+/** A CAS that keeps losing means heavy contention on one node; give up and say so. */
+const MAX_ATTEMPTS = 8;
+
+/**
+ * Applies trait changes to nodes: an inspection result (turned into deltas by the trait
+ * rules) or explicit deltas, from one source, whole or not at all, never older than what
+ * that source already applied for the node.
+ */
+export class TraitService {
+  constructor(
+    private readonly backend: TraitBackend,
+    private readonly nodes: NodeRegistry,
+    private readonly ownership: OwnershipRegistry,
+    private readonly rules: TraitRule[],
+  ) {}
+
+  /** An inspection result for `node`, ordered by `order` (its finish time in ms, or a sequence). */
+  applyInspection(node: string, order: number, data: InspectionData): Promise<TraitOutcome> {
+    const desired = desiredTraits(data, this.rules);
+    return this.change(node, INSPECTOR, order, (record) =>
+      deltasToward(record, desired, INSPECTOR, this.ownership),
+    );
+  }
+
+  /** Explicit deltas from `source`; `order` optional (unordered deltas are applied as they come). */
+  applyExplicit(
+    node: string,
+    source: string,
+    order: number | undefined,
+    deltas: TraitDelta[],
+  ): Promise<TraitOutcome> {
+    return this.change(node, source, order, () => deltas);
+  }
+
+  delivery(id: string): Promise<string | null> {
+    return fromStore(() => this.backend.delivery(id));
+  }
+
+  recordDelivery(id: string, outcome: string, ttlSeconds: number): Promise<void> {
+    return fromStore(() => this.backend.recordDelivery(id, outcome, ttlSeconds));
+  }
+
+  async traitsOf(node: string): Promise<TraitRecord | null> {
+    if ((await this.nodes.get(node)) === null) return null;
+    return fromStore(() => this.backend.read(node));
+  }
+
+  private async change(
+    node: string,
+    source: string,
+    order: number | undefined,
+    deltasFor: (record: TraitRecord) => TraitDelta[],
+  ): Promise<TraitOutcome> {
+    if ((await this.nodes.get(node)) === null) return { kind: "unknown_node", node };
+    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+      const record = await fromStore(() => this.backend.read(node));
+      const lastOrder = record.lastOrder[source];
+      if (order !== undefined && lastOrder !== undefined && order <= lastOrder) {
+        return { kind: "stale", node, order, lastOrder };
+      }
+      const result = applyDeltas(record, deltasFor(record), source, this.ownership);
+      if (!result.ok) return { kind: "refused", node, problems: result.problems };
+      const next: TraitRecord = {
+        ...result.state,
+        generation: record.generation + 1,
+        lastOrder: order === undefined ? record.lastOrder : { ...record.lastOrder, [source]: order },
+      };
+      if (result.applied.length === 0 && order === undefined) {
+        return { kind: "applied", node, generation: record.generation, applied: [] };
+      }
+      if (await fromStore(() => this.backend.commit(node, record.generation, next))) {
+        return {
+          kind: "applied",
+          node,
+          generation: next.generation,
+          applied: result.applied.map(formatDelta),
+        };
+      }
+    }
+    throw new Error(`traits of node ${node}: ${MAX_ATTEMPTS} concurrent changes in a row, gave up`);
+  }
+}

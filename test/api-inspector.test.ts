@@ -1,0 +1,178 @@
+import { expect } from "chai";
+import { readFileSync } from "node:fs";
+import { createApp } from "../src/api/app.js";
+import { webhookSignature } from "../src/api/inspector.js";
+import { parseOrThrow } from "../src/domain/validation.js";
+import { TraitRulesFile } from "../src/traits/inspection.js";
+import { OwnershipRegistry } from "../src/traits/ownership.js";
+import { backendsUnderTest, useApp } from "./helpers/backends.js";
+import { TEST_TOKENS, call } from "./helpers/http.js";
+import { testAuthority } from "./helpers/http.js";
+
+const readJson = (path: string) => JSON.parse(readFileSync(new URL(path, import.meta.url), "utf8")) as any;
+const SECRET = "webhook-secret-for-tests";
+const NODE = "5f0e1d2c-b4a5-4697-8877-665544332211";
+const inspection = readJson("../examples/inspection-result.json");
+
+interface Sent {
+  status: number;
+  body: any;
+  replay: boolean;
+}
+
+for (const backend of backendsUnderTest()) {
+  describe(`Inspector webhook: ${backend.name}`, () => {
+    const ctx = useApp(backend, (store) =>
+      createApp(store, {
+        authority: testAuthority(),
+        inspector: {
+          rules: parseOrThrow(TraitRulesFile, readJson("../examples/trait-rules.json")).rules,
+          ownership: new OwnershipRegistry(readJson("../examples/ownership.json")),
+          secret: SECRET,
+        },
+      }),
+    );
+
+    async function send(
+      payload: unknown,
+      options: { delivery?: string; ts?: number; secret?: string; token?: string; raw?: string } = {},
+    ): Promise<Sent> {
+      const body = options.raw ?? JSON.stringify(payload);
+      const ts = String(options.ts ?? Math.floor(Date.now() / 1000));
+      const headers: Record<string, string> = {
+        authorization: `Bearer ${options.token ?? TEST_TOKENS.inspector}`,
+        "content-type": "application/json",
+        "x-shardbridge-timestamp": ts,
+        "x-shardbridge-signature": `sha256=${webhookSignature(options.secret ?? SECRET, ts, body)}`,
+      };
+      if (options.delivery !== undefined) headers["x-shardbridge-delivery"] = options.delivery;
+      const res = await fetch(`${ctx.base}/v1/inspector/webhook`, { method: "POST", headers, body });
+      return {
+        status: res.status,
+        body: await res.json(),
+        replay: res.headers.get("x-shardbridge-replay") === "true",
+      };
+    }
+    const traitsOf = async () => (await call(`${ctx.base}/v1/nodes/${NODE}/traits`, "GET")).body;
+    const inspected = (finishedAt: string, data = inspection) => ({
+      kind: "inspection",
+      node: NODE,
+      finished_at: finishedAt,
+      data,
+    });
+
+    beforeEach(async () => {
+      await call(`${ctx.base}/v1/nodes/${NODE}`, "PUT", { shard: "rack-a" });
+      // What nova-compute put there: the inspector must never touch these.
+      await ctx.store.traits.commit(NODE, 0, {
+        holders: { COMPUTE_NODE: "compute" },
+        generation: 1,
+        lastOrder: {},
+      });
+    });
+
+    it("turns an inspection into + deltas, and a later one without the Intel NIC into its removal", async () => {
+      const first = await send(inspected("2026-11-29T10:00:00Z"));
+      expect(first.status).to.equal(200);
+      expect(first.body.applied).to.deep.equal([
+        "+CUSTOM_BOOT_UEFI",
+        "+CUSTOM_DEV_VENDORID_15B3",
+        "+CUSTOM_DEV_VENDORID_8086",
+        "+HW_CPU_X86_AVX2",
+        "+HW_CPU_X86_AVX512F",
+        "+HW_CPU_X86_VMX",
+      ]);
+      const withoutIntel = {
+        ...inspection,
+        pci_devices: inspection.pci_devices.filter((d: { vendor_id: string }) => d.vendor_id !== "8086"),
+      };
+      const second = await send(inspected("2026-11-29T11:00:00Z", withoutIntel));
+      expect(second.body.applied).to.deep.equal(["-CUSTOM_DEV_VENDORID_8086"]);
+      const traits = await traitsOf();
+      expect(traits.generation).to.equal(3);
+      expect(traits.traits.find((t: { name: string }) => t.name === "COMPUTE_NODE")).to.deep.equal({
+        name: "COMPUTE_NODE",
+        owner: "compute",
+      });
+      expect(traits.traits.map((t: { name: string }) => t.name)).to.not.include("CUSTOM_DEV_VENDORID_8086");
+      expect(traits.traits.find((t: { name: string }) => t.name === "HW_CPU_X86_AVX2").owner).to.equal(
+        "inspector",
+      );
+    });
+
+    it("refuses an inspection older than one applied (409), changing nothing", async () => {
+      await send(inspected("2026-11-29T11:00:00Z"));
+      const before = await traitsOf();
+      const old = await send(inspected("2026-11-29T10:00:00Z", { ...inspection, pci_devices: [] }));
+      expect(old.status).to.equal(409);
+      expect(old.body.errors[0].code).to.equal("shardbridge.traits.stale");
+      expect(await traitsOf()).to.deep.equal(before);
+    });
+
+    it("answers a repeated delivery id with the first answer and applies nothing twice", async () => {
+      const first = await send(
+        { kind: "deltas", node: NODE, deltas: ["+CUSTOM_GPU_X"] },
+        { delivery: "d-1" },
+      );
+      const again = await send(
+        { kind: "deltas", node: NODE, deltas: ["+CUSTOM_GPU_X"] },
+        { delivery: "d-1" },
+      );
+      expect(again).to.deep.equal({ ...first, replay: true });
+      expect((await traitsOf()).generation).to.equal(2);
+    });
+
+    it("refuses deltas on compute's traits (422 naming trait and owner), whole", async () => {
+      const before = await traitsOf();
+      const res = await send({ kind: "deltas", node: NODE, deltas: ["+CUSTOM_GPU_X", "-COMPUTE_NODE"] });
+      expect(res.status).to.equal(422);
+      expect(res.body.errors).to.have.length(1);
+      expect(res.body.errors[0]).to.include({ code: "shardbridge.traits.not_owned", field: "COMPUTE_NODE" });
+      expect(res.body.errors[0].detail).to.match(/owned by compute/);
+      expect(await traitsOf()).to.deep.equal(before);
+      const both = await send({ kind: "deltas", node: NODE, deltas: ["+CUSTOM_GPU_X", "-CUSTOM_GPU_X"] });
+      expect(both.status).to.equal(422);
+      expect(await traitsOf()).to.deep.equal(before);
+    });
+
+    it("authenticates every delivery: unsigned, wrongly signed or stale-stamped is 401; other roles 403", async () => {
+      const payload = { kind: "deltas", node: NODE, deltas: ["+CUSTOM_GPU_X"] };
+      expect((await send(payload, { secret: "not-the-secret" })).body.errors[0].code).to.equal(
+        "shardbridge.inspector.bad_signature",
+      );
+      expect((await send(payload, { ts: Math.floor(Date.now() / 1000) - 301 })).body.errors[0].code).to.equal(
+        "shardbridge.inspector.stale_timestamp",
+      );
+      const unsigned = await fetch(`${ctx.base}/v1/inspector/webhook`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${TEST_TOKENS.inspector}` },
+        body: JSON.stringify(payload),
+      });
+      expect(unsigned.status).to.equal(401);
+      expect((await send(payload, { token: TEST_TOKENS.agent("compute-0") })).status).to.equal(403);
+      expect((await traitsOf()).generation).to.equal(1);
+    });
+
+    it("answers bad input with 4xx naming the problem and applies nothing", async () => {
+      const cases: Array<[unknown, number, string]> = [
+        [
+          { kind: "deltas", node: "00000000-0000-4000-8000-00000000abcd", deltas: ["+CUSTOM_X"] },
+          404,
+          "shardbridge.node.not_found",
+        ],
+        [{ kind: "deltas", node: NODE, deltas: ["+lowercase"] }, 400, "shardbridge.validation"],
+        [{ kind: "deltas", node: NODE, deltas: ["CUSTOM_X"] }, 400, "shardbridge.validation"],
+        [{ kind: "inspection", node: NODE, data: inspection }, 400, "shardbridge.validation"],
+        [{ kind: "unknown", node: NODE }, 400, "shardbridge.validation"],
+      ];
+      for (const [payload, status, code] of cases) {
+        const res = await send(payload);
+        expect(res.status, JSON.stringify(res.body)).to.equal(status);
+        expect(res.body.errors[0].code).to.equal(code);
+      }
+      const malformed = await send(null, { raw: '{"kind":' });
+      expect(malformed.body.errors[0].code).to.equal("shardbridge.body.malformed");
+      expect((await traitsOf()).generation).to.equal(1);
+    });
+  });
+}
