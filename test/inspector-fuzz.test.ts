@@ -1,0 +1,116 @@
+import { expect } from "chai";
+import fc from "fast-check";
+import { readFileSync } from "node:fs";
+import { createApp } from "../src/api/app.js";
+import { webhookSignature } from "../src/api/inspector.js";
+import { parseOrThrow } from "../src/domain/validation.js";
+import { TraitRulesFile } from "../src/traits/inspection.js";
+import { OwnershipRegistry } from "../src/traits/ownership.js";
+import { backendsUnderTest, useApp } from "./helpers/backends.js";
+import { TEST_TOKENS, call, testAuthority } from "./helpers/http.js";
+
+/**
+ * Random and mutated payloads thrown at the webhook, correctly signed so they reach the
+ * parser and the rules: never a 5xx, and a refused delivery never changes a node's traits.
+ */
+const readJson = (path: string) => JSON.parse(readFileSync(new URL(path, import.meta.url), "utf8")) as any;
+const SECRET = "fuzz-secret";
+const NODE = "6a0e1d2c-b4a5-4697-8877-665544332211";
+const inspection = readJson("../examples/inspection-result.json");
+
+const traitish = fc.oneof(
+  fc.constantFrom(
+    "CUSTOM_A",
+    "CUSTOM_DEV_VENDORID_8086",
+    "COMPUTE_NODE",
+    "HW_CPU_X86_AVX2",
+    "OWNER_NOVA",
+    "bad",
+    "",
+  ),
+  fc.string({ maxLength: 20 }),
+);
+const delta = fc.tuple(fc.constantFrom("+", "-", "", "*"), traitish).map(([s, t]) => `${s}${t}`);
+const hex = (min: number, max: number) =>
+  fc
+    .array(fc.constantFrom(..."0123456789abcdefABCDEF"), { minLength: min, maxLength: max })
+    .map((c) => c.join(""));
+const node = fc.constantFrom(NODE, NODE.toUpperCase(), "not-a-uuid", "00000000-0000-4000-8000-000000000009");
+const payload = fc.oneof(
+  fc.record(
+    { kind: fc.constant("deltas"), node, deltas: fc.array(delta, { maxLength: 6 }) },
+    { requiredKeys: ["kind"] },
+  ),
+  fc.record(
+    {
+      kind: fc.constant("inspection"),
+      node,
+      sequence: fc.oneof(fc.nat(), fc.integer({ min: -5, max: 5 }), fc.constant(1.5)),
+      data: fc.oneof(
+        fc.constant(inspection),
+        fc.record({
+          inventory: fc.record({ cpu: fc.record({ flags: fc.array(fc.string({ maxLength: 8 })) }) }),
+          pci_devices: fc.array(
+            fc.record({
+              vendor_id: hex(0, 5),
+              product_id: hex(4, 4),
+            }),
+            { maxLength: 3 },
+          ),
+        }),
+        fc.anything(),
+      ),
+    },
+    { requiredKeys: ["kind"] },
+  ),
+  fc.anything(),
+);
+
+for (const backend of backendsUnderTest()) {
+  describe(`Inspector webhook fuzz: ${backend.name}`, function () {
+    this.timeout(120_000);
+    const ctx = useApp(backend, (store) =>
+      createApp(store, {
+        authority: testAuthority(),
+        inspector: {
+          rules: parseOrThrow(TraitRulesFile, readJson("../examples/trait-rules.json")).rules,
+          ownership: new OwnershipRegistry(readJson("../examples/ownership.json")),
+          secret: SECRET,
+        },
+      }),
+    );
+
+    it("never answers 5xx; a refused delivery leaves the node's traits as they were (seeded)", async () => {
+      await call(`${ctx.base}/v1/nodes/${NODE}`, "PUT", { shard: "rack-a" });
+      await ctx.store.traits.commit(NODE, 0, {
+        holders: { COMPUTE_NODE: "compute" },
+        generation: 1,
+        lastOrder: {},
+      });
+      const traits = async () => (await call(`${ctx.base}/v1/nodes/${NODE}/traits`, "GET")).body;
+      await fc.assert(
+        fc.asyncProperty(payload, async (body) => {
+          const before = await traits();
+          const raw = JSON.stringify(body) ?? "null";
+          const ts = String(Math.floor(Date.now() / 1000));
+          const res = await fetch(`${ctx.base}/v1/inspector/webhook`, {
+            method: "POST",
+            headers: {
+              authorization: `Bearer ${TEST_TOKENS.inspector}`,
+              "x-shardbridge-timestamp": ts,
+              "x-shardbridge-signature": `sha256=${webhookSignature(SECRET, ts, raw)}`,
+            },
+            body: raw,
+          });
+          expect(res.status, raw).to.be.below(500);
+          const after = await traits();
+          if (res.status !== 200) expect(after, raw).to.deep.equal(before);
+          expect(after.traits.find((t: { name: string }) => t.name === "COMPUTE_NODE")?.owner, raw).to.equal(
+            "compute",
+          );
+        }),
+        { numRuns: backend.name === "memory" ? 400 : 150, seed: 29 },
+      );
+    });
+  });
+}
