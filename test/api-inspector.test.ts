@@ -1,16 +1,15 @@
 import { expect } from "chai";
 import { readFileSync } from "node:fs";
 import { createApp } from "../src/api/app.js";
-import { webhookSignature } from "../src/api/inspector.js";
 import { parseOrThrow } from "../src/domain/validation.js";
 import { TraitRulesFile } from "../src/traits/inspection.js";
 import { OwnershipRegistry } from "../src/traits/ownership.js";
 import { backendsUnderTest, useApp } from "./helpers/backends.js";
-import { TEST_TOKENS, call } from "./helpers/http.js";
+import { TEST_TOKENS, TEST_WEBHOOK_SECRET, call, postWebhook } from "./helpers/http.js";
 import { testAuthority } from "./helpers/http.js";
 
 const readJson = (path: string) => JSON.parse(readFileSync(new URL(path, import.meta.url), "utf8")) as any;
-const SECRET = "webhook-secret-for-tests";
+const SECRET = TEST_WEBHOOK_SECRET;
 const NODE = "5f0e1d2c-b4a5-4697-8877-665544332211";
 const inspection = readJson("../examples/inspection-result.json");
 
@@ -33,26 +32,8 @@ for (const backend of backendsUnderTest()) {
       }),
     );
 
-    async function send(
-      payload: unknown,
-      options: { delivery?: string; ts?: number; secret?: string; token?: string; raw?: string } = {},
-    ): Promise<Sent> {
-      const body = options.raw ?? JSON.stringify(payload);
-      const ts = String(options.ts ?? Math.floor(Date.now() / 1000));
-      const headers: Record<string, string> = {
-        authorization: `Bearer ${options.token ?? TEST_TOKENS.inspector}`,
-        "content-type": "application/json",
-        "x-shardbridge-timestamp": ts,
-        "x-shardbridge-signature": `sha256=${webhookSignature(options.secret ?? SECRET, ts, body)}`,
-      };
-      if (options.delivery !== undefined) headers["x-shardbridge-delivery"] = options.delivery;
-      const res = await fetch(`${ctx.base}/v1/inspector/webhook`, { method: "POST", headers, body });
-      return {
-        status: res.status,
-        body: await res.json(),
-        replay: res.headers.get("x-shardbridge-replay") === "true",
-      };
-    }
+    const send = (payload: unknown, options: Parameters<typeof postWebhook>[2] = {}): Promise<Sent> =>
+      postWebhook(ctx.base, payload, options);
     const traitsOf = async () => (await call(`${ctx.base}/v1/nodes/${NODE}/traits`, "GET")).body;
     const inspected = (finishedAt: string, data = inspection) => ({
       kind: "inspection",

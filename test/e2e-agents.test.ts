@@ -1,6 +1,8 @@
 import { expect } from "chai";
 import { fileURLToPath } from "node:url";
+import { BridgeClient } from "../src/agent/client.js";
 import { AgentProcess } from "./helpers/agent-process.js";
+import { postWebhook } from "./helpers/http.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
 
@@ -122,5 +124,48 @@ describe("End to end: serve shuts down gracefully", function () {
     } finally {
       await bridge.stop();
     }
+  });
+});
+
+describe("End to end: the reference agent consumes its shard's trait feed", function () {
+  this.timeout(60_000);
+  let bridge: BridgeProcess | undefined;
+  let agent: AgentProcess | undefined;
+  after(async () => {
+    await agent?.kill();
+    await bridge?.stop();
+  });
+
+  it("logs each change once, in order, and acknowledges it", async () => {
+    bridge = await startBridge({ shards: [{ name: "rack", lease_ttl_ms: 1000 }], agents: ["compute-0"] });
+    const admin = new BridgeClient(bridge.url, bridge.tokens.tokens.find((t) => t.role === "admin")!.token);
+    const node = "8c0e1d2c-b4a5-4697-8877-665544332211";
+    await admin.bulkUpsert([{ uuid: node, shard: "rack" }]);
+    agent = AgentProcess.cli("compute-0", [
+      ...["agent", "--id", "compute-0", "--shard", "rack"],
+      ...["--bridge", bridge.url, "--tokens-file", bridge.tokensFile],
+    ]);
+    await agent.waitFor((e) => e.ev === "active", 15_000);
+    const inspectorToken = bridge.tokens.tokens.find((t) => t.role === "inspector")!.token;
+    expect(
+      (
+        await postWebhook(
+          bridge.url,
+          { kind: "deltas", node, deltas: ["+CUSTOM_A"] },
+          { token: inspectorToken },
+        )
+      ).status,
+    ).to.equal(200);
+    const first = await agent.waitFor((e) => e.ev === "traits", 10_000);
+    expect(first).to.deep.include({ node, deltas: ["+CUSTOM_A"] });
+    await postWebhook(
+      bridge.url,
+      { kind: "deltas", node, deltas: ["-CUSTOM_A", "+CUSTOM_B"] },
+      { token: inspectorToken },
+    );
+    const second = await agent.waitFor((e) => e.ev === "traits" && e.feed_id !== first.feed_id, 10_000);
+    expect(second.deltas).to.deep.equal(["-CUSTOM_A", "+CUSTOM_B"]);
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(agent.events.filter((e) => e.ev === "traits").length).to.equal(2);
   });
 });

@@ -5,6 +5,7 @@ import type {
   RefusalReason,
   ReleaseOutcome,
 } from "../lease/machine.js";
+import type { FeedEntry } from "../traits/store-port.js";
 import type { LeaseClient } from "./lease-keeper.js";
 
 /** A bridge answer that is neither a result nor a lease refusal: auth, validation, outage. */
@@ -129,6 +130,20 @@ export class BridgeClient implements LeaseClient {
     const answer = await this.request("POST", `/v1/shards/${shard}/fence`, { token });
     if (answer.status !== 200) this.fail(answer);
     return { allowed: answer.json.allowed === true };
+  }
+
+  /** The shard's trait feed after its acknowledged cursor (only the holder, with its token). */
+  async readFeed(shard: string, token: number): Promise<{ cursor: string | null; entries: FeedEntry[] }> {
+    const answer = await this.request("GET", `/v1/shards/${shard}/feed?token=${token}`);
+    if (answer.status !== 200) this.fail(answer);
+    return answer.json as { cursor: string | null; entries: FeedEntry[] };
+  }
+
+  /** Acknowledge feed entries up to `id` under the holder's token. */
+  async ackFeed(shard: string, token: number, id: string): Promise<string> {
+    const answer = await this.request("POST", `/v1/shards/${shard}/feed/ack`, { token, id });
+    if (answer.status !== 200) this.fail(answer);
+    return (answer.json as { cursor: string }).cursor;
   }
 
   /** Admin: upsert nodes in one request (at most 20,000). */

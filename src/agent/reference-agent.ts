@@ -12,6 +12,8 @@ export interface ReferenceAgentOptions {
   heartbeatMs?: number;
   /** how often an active agent re-reads its node list */
   nodesEveryMs?: number;
+  /** how often an active agent reads its shard's trait feed */
+  feedEveryMs?: number;
 }
 
 /**
@@ -43,6 +45,32 @@ export function runReferenceAgent(options: ReferenceAgentOptions): { stop: () =>
     }
   };
 
+  // While active: read the shard's trait feed, "apply" each change (this reference agent
+  // logs what nova-compute would write to placement), then acknowledge under the token,
+  // so a successor resumes right after it.
+  let feedBusy = false;
+  const consumeFeed = async () => {
+    const token = keeper.token();
+    if (token === null || feedBusy) return;
+    feedBusy = true;
+    try {
+      const { entries } = await client.readFeed(shard, token);
+      for (const entry of entries)
+        log.info("traits", {
+          node: entry.node,
+          deltas: entry.deltas,
+          generation: entry.generation,
+          feed_id: entry.id,
+        });
+      const last = entries[entries.length - 1];
+      if (last !== undefined && keeper.token() === token) await client.ackFeed(shard, token, last.id);
+    } catch (error) {
+      log.warn("feed-error", { error: String(error) });
+    } finally {
+      feedBusy = false;
+    }
+  };
+
   keeper.on("active", (e) => {
     log.info("active", { token: e.token, ttl_ms: e.ttlMs });
     void listNodes();
@@ -71,6 +99,7 @@ export function runReferenceAgent(options: ReferenceAgentOptions): { stop: () =>
     client.heartbeat(id).catch((error) => log.warn("heartbeat-error", { error: String(error) }));
   const heartbeats = setInterval(beat, options.heartbeatMs ?? 10_000);
   const nodeReads = setInterval(() => void listNodes(), options.nodesEveryMs ?? 30_000);
+  const feedReads = setInterval(() => void consumeFeed(), options.feedEveryMs ?? 1000);
   void beat();
   log.info("start", { bridge: options.bridge, pid: process.pid });
   keeper.start();
@@ -79,6 +108,7 @@ export function runReferenceAgent(options: ReferenceAgentOptions): { stop: () =>
     stop: async () => {
       clearInterval(heartbeats);
       clearInterval(nodeReads);
+      clearInterval(feedReads);
       await keeper.stop();
       log.info("stopped");
     },

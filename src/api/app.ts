@@ -9,6 +9,7 @@ import { HttpError, errorHandler } from "./errors.js";
 import { OwnershipRegistry } from "../traits/ownership.js";
 import type { TraitRule } from "../traits/inspection.js";
 import { TraitService } from "../traits/service.js";
+import { feedRoutes } from "./feed.js";
 import { WEBHOOK_PATH, inspectorRoutes } from "./inspector.js";
 import { leaseRoutes } from "./leases.js";
 import { MAX_BODY_BYTES, MAX_BULK_BODY_BYTES } from "./limits.js";
@@ -79,6 +80,7 @@ export function createApp(
   app.use(agentRoutes(store, catalog));
   const traits = new TraitService(store.traits, store.nodes, inspector.ownership, inspector.rules);
   app.use(inspectorRoutes(traits, inspector.secret));
+  app.use(feedRoutes(store, traits));
   app.use((req) => {
     throw new HttpError([
       {

@@ -1,18 +1,47 @@
-import { EMPTY_TRAIT_RECORD, type TraitBackend, type TraitRecord } from "./store-port.js";
+import {
+  EMPTY_TRAIT_RECORD,
+  compareFeedIds,
+  type FeedAppend,
+  type FeedEntry,
+  type TraitBackend,
+  type TraitRecord,
+} from "./store-port.js";
 
 /** Traits in this process's memory (the embedded store). */
 export class MemoryTraits implements TraitBackend {
   private readonly records = new Map<string, TraitRecord>();
   private readonly deliveries = new Map<string, { outcome: string; expiresAt: number }>();
+  private readonly feeds = new Map<string, FeedEntry[]>();
+  private readonly cursors = new Map<string, string>();
+  private feedSeq = 0;
 
   async read(uuid: string): Promise<TraitRecord> {
     return structuredClone(this.records.get(uuid) ?? EMPTY_TRAIT_RECORD);
   }
 
-  async commit(uuid: string, expected: number, next: TraitRecord): Promise<boolean> {
+  async commit(uuid: string, expected: number, next: TraitRecord, feed?: FeedAppend): Promise<boolean> {
     if ((this.records.get(uuid)?.generation ?? 0) !== expected) return false;
     this.records.set(uuid, structuredClone(next));
+    if (feed !== undefined) {
+      const entries = this.feeds.get(feed.shard) ?? [];
+      entries.push({ id: `0-${++this.feedSeq}`, ...structuredClone(feed.entry) });
+      this.feeds.set(feed.shard, entries);
+    }
     return true;
+  }
+
+  async readFeed(shard: string, limit: number): Promise<{ cursor: string | null; entries: FeedEntry[] }> {
+    const cursor = this.cursors.get(shard) ?? null;
+    const after = (this.feeds.get(shard) ?? []).filter(
+      (e) => cursor === null || compareFeedIds(e.id, cursor) > 0,
+    );
+    return { cursor, entries: structuredClone(after.slice(0, limit)) };
+  }
+
+  async ack(shard: string, id: string): Promise<string> {
+    const cursor = this.cursors.get(shard);
+    if (cursor === undefined || compareFeedIds(id, cursor) > 0) this.cursors.set(shard, id);
+    return this.cursors.get(shard)!;
   }
 
   async delivery(id: string): Promise<string | null> {

@@ -48,6 +48,14 @@ export class TraitService {
     return this.change(node, source, order, () => deltas);
   }
 
+  readFeed(shard: string, limit: number) {
+    return fromStore(() => this.backend.readFeed(shard, limit));
+  }
+
+  ack(shard: string, id: string): Promise<string> {
+    return fromStore(() => this.backend.ack(shard, id));
+  }
+
   delivery(id: string): Promise<string | null> {
     return fromStore(() => this.backend.delivery(id));
   }
@@ -67,7 +75,8 @@ export class TraitService {
     order: number | undefined,
     deltasFor: (record: TraitRecord) => TraitDelta[],
   ): Promise<TraitOutcome> {
-    if ((await this.nodes.get(node)) === null) return { kind: "unknown_node", node };
+    const known = await this.nodes.get(node);
+    if (known === null) return { kind: "unknown_node", node };
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
       const record = await fromStore(() => this.backend.read(node));
       const lastOrder = record.lastOrder[source];
@@ -84,13 +93,15 @@ export class TraitService {
       if (result.applied.length === 0 && order === undefined) {
         return { kind: "applied", node, generation: record.generation, applied: [] };
       }
-      if (await fromStore(() => this.backend.commit(node, record.generation, next))) {
-        return {
-          kind: "applied",
-          node,
-          generation: next.generation,
-          applied: result.applied.map(formatDelta),
-        };
+      // The active agent of the node's shard learns of the change from the shard's feed,
+      // appended in the same atomic step as the change itself.
+      const applied = result.applied.map(formatDelta);
+      const feed =
+        known.shard !== null && applied.length > 0
+          ? { shard: known.shard, entry: { node, deltas: applied, generation: next.generation } }
+          : undefined;
+      if (await fromStore(() => this.backend.commit(node, record.generation, next, feed))) {
+        return { kind: "applied", node, generation: next.generation, applied };
       }
     }
     throw new Error(`traits of node ${node}: ${MAX_ATTEMPTS} concurrent changes in a row, gave up`);

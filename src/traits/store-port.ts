@@ -6,6 +6,28 @@ export interface TraitRecord extends NodeTraits {
   lastOrder: Record<string, number>;
 }
 
+/** One applied change, as the active agent of the node's shard reads it from the feed. */
+export interface FeedEntry {
+  /** position in the shard's feed, increasing; opaque (a Redis stream id) */
+  id: string;
+  node: string;
+  deltas: string[];
+  generation: number;
+}
+
+/** Compare two feed ids ("<ms>-<seq>", as Redis streams number entries). */
+export function compareFeedIds(a: string, b: string): number {
+  const [am, as] = a.split("-").map(Number) as [number, number];
+  const [bm, bs] = b.split("-").map(Number) as [number, number];
+  return am !== bm ? am - bm : as - bs;
+}
+
+/** A feed entry to append with a commit: which shard's feed, and what. */
+export interface FeedAppend {
+  shard: string;
+  entry: Omit<FeedEntry, "id">;
+}
+
 export const EMPTY_TRAIT_RECORD: TraitRecord = Object.freeze({ holders: {}, generation: 0, lastOrder: {} });
 
 /**
@@ -15,8 +37,15 @@ export const EMPTY_TRAIT_RECORD: TraitRecord = Object.freeze({ holders: {}, gene
  */
 export interface TraitBackend {
   read(uuid: string): Promise<TraitRecord>;
-  /** store `next` if the stored generation is still `expected`; answers whether it did */
-  commit(uuid: string, expected: number, next: TraitRecord): Promise<boolean>;
+  /**
+   * Store `next` if the stored generation is still `expected`, and in the same atomic
+   * step append `feed.entry` to `feed.shard`'s feed; answers whether it did.
+   */
+  commit(uuid: string, expected: number, next: TraitRecord, feed?: FeedAppend): Promise<boolean>;
+  /** entries of `shard`'s feed after its acknowledged cursor, oldest first */
+  readFeed(shard: string, limit: number): Promise<{ cursor: string | null; entries: FeedEntry[] }>;
+  /** move `shard`'s cursor forward to `id` (never back); answers the cursor */
+  ack(shard: string, id: string): Promise<string>;
   /** the recorded outcome of a webhook delivery, if this id was seen */
   delivery(id: string): Promise<string | null>;
   /** remember a delivery's outcome for `ttlSeconds` */

@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { devTokens, type TokensFile } from "../../src/api/auth.js";
 import { AgentProcess } from "./agent-process.js";
+import { TEST_WEBHOOK_SECRET } from "./http.js";
 import { freePort } from "./redis-server.js";
 
 /** A real `shardbridge serve` in a child process, with its own shards and tokens files. */
@@ -45,13 +46,15 @@ export async function startBridge(options: {
   const tokensFile = join(dir, "tokens.json");
   writeFileSync(tokensFile, JSON.stringify(tokens));
   const port = await freePort();
+  // The inspection webhook is open with the tests' shared secret.
+  const env = { SHARDBRIDGE_INSPECTOR_SECRET: TEST_WEBHOOK_SECRET, ...options.env };
   const serve = AgentProcess.cli(
     "serve",
     [
       ...["serve", "--port", String(port), "--store", options.store ?? "memory"],
       ...["--shards", join(dir, "shards"), "--tokens", tokensFile],
     ],
-    options.env,
+    env,
   );
   await untilHealthy(`http://127.0.0.1:${port}`, serve);
   return {

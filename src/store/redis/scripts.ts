@@ -8,7 +8,7 @@ export type ScriptClock = "server" | "virtual";
 const LEASE_SCRIPTS = ["acquire", "renew", "release", "fence", "read"] as const;
 const AGENT_SCRIPTS = ["heartbeat", "agents"] as const;
 const NODE_SCRIPTS = ["nodes-upsert", "nodes-delete"] as const;
-const TRAIT_SCRIPTS = ["traits-commit"] as const;
+const TRAIT_SCRIPTS = ["traits-commit", "feed-ack"] as const;
 export type ScriptName =
   | (typeof LEASE_SCRIPTS)[number]
   | (typeof AGENT_SCRIPTS)[number]
@@ -38,9 +38,8 @@ export function defineScripts(redis: Redis, clock: ScriptClock): void {
   for (const name of NODE_SCRIPTS) {
     redis.defineCommand(`sb_${name}`, { numberOfKeys: 3, lua: lua(name) });
   }
-  for (const name of TRAIT_SCRIPTS) {
-    redis.defineCommand(`sb_${name}`, { numberOfKeys: 1, lua: lua(name) });
-  }
+  redis.defineCommand("sb_traits-commit", { numberOfKeys: 2, lua: lua("traits-commit") });
+  redis.defineCommand("sb_feed-ack", { numberOfKeys: 1, lua: lua("feed-ack") });
 }
 
 /** Call a script defined by defineScripts; ioredis adds these methods at run time. */

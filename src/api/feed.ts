@@ -1,0 +1,67 @@
+import { Router, type Response } from "express";
+import { z } from "zod";
+import { FencingToken } from "../domain/lease.js";
+import { ShardName } from "../domain/names.js";
+import { parseBoth } from "../domain/validation.js";
+import type { TraitService } from "../traits/service.js";
+import type { Store } from "../store/store.js";
+import { forbidden, principalOf, requireRole } from "./auth.js";
+import { HttpError } from "./errors.js";
+
+const ShardPath = z.strictObject({ shard: ShardName });
+const ReadQuery = z.strictObject({
+  token: z.coerce.number({ error: "must be a number" }).pipe(FencingToken),
+  limit: z.coerce.number().int().min(1).max(1000).default(100),
+});
+const AckBody = z.strictObject({
+  token: FencingToken,
+  id: z.string().regex(/^\d+-\d+$/, { error: "must be a feed id (<ms>-<seq>)" }),
+});
+
+/**
+ * Only the live holder of the shard's lease, presenting its current token, reads or
+ * moves the shard's feed: a stale token is refused (409) and changes nothing.
+ */
+async function assertHolder(store: Store, res: Response, shard: string, token: number): Promise<void> {
+  const fence = await store.fence({ shard, token });
+  if (!fence.allowed) {
+    throw new HttpError([
+      {
+        status: 409,
+        code: "shardbridge.lease.stale_token",
+        title: "Not the shard's holder",
+        detail: `token ${token} does not hold shard ${shard} now`,
+      },
+    ]);
+  }
+  const principal = principalOf(res);
+  if (principal.role === "agent" && fence.current?.holder !== principal.agent) {
+    throw forbidden(`shard ${shard} is held by ${fence.current?.holder}, not ${principal.agent}`);
+  }
+}
+
+/**
+ *   GET  /v1/shards/{shard}/feed?token=T&limit=N  -> 200 {"shard","cursor","entries":[{"id","node","deltas","generation"}]}
+ *   POST /v1/shards/{shard}/feed/ack  {"token","id"} -> 200 {"shard","cursor"}
+ * The ordered feed of trait changes applied to the shard's nodes. The active agent reads
+ * after the acknowledged cursor and acknowledges what it applied; after a failover the
+ * new holder resumes from the last acknowledged entry, so no change is lost.
+ */
+export function feedRoutes(store: Store, traits: TraitService): Router {
+  const router = Router();
+
+  router.get("/v1/shards/:shard/feed", requireRole("agent", "admin"), async (req, res) => {
+    const [{ shard }, query] = parseBoth([ShardPath, req.params], [ReadQuery, req.query]);
+    await assertHolder(store, res, shard, query.token);
+    const { cursor, entries } = await traits.readFeed(shard, query.limit);
+    res.json({ shard, cursor, entries });
+  });
+
+  router.post("/v1/shards/:shard/feed/ack", requireRole("agent", "admin"), async (req, res) => {
+    const [{ shard }, body] = parseBoth([ShardPath, req.params], [AckBody, req.body ?? {}]);
+    await assertHolder(store, res, shard, body.token);
+    res.json({ shard, cursor: await traits.ack(shard, body.id) });
+  });
+
+  return router;
+}

@@ -1,0 +1,82 @@
+import { expect } from "chai";
+import { createApp } from "../src/api/app.js";
+import { OwnershipRegistry } from "../src/traits/ownership.js";
+import { backendsUnderTest, useApp } from "./helpers/backends.js";
+import { TEST_TOKENS, TEST_WEBHOOK_SECRET, call, postWebhook, testAuthority } from "./helpers/http.js";
+
+const NODE = "7b0e1d2c-b4a5-4697-8877-665544332211";
+const POOL_NODE = "7b0e1d2c-b4a5-4697-8877-665544332212";
+
+for (const backend of backendsUnderTest()) {
+  describe(`Trait feed to the active agent: ${backend.name}`, () => {
+    const ctx = useApp(backend, (store) =>
+      createApp(store, {
+        authority: testAuthority(),
+        inspector: { rules: [], ownership: new OwnershipRegistry(), secret: TEST_WEBHOOK_SECRET },
+      }),
+    );
+    const as = (agent: string) => TEST_TOKENS.agent(agent);
+    const lease = async (agent: string) =>
+      (await call(`${ctx.base}/v1/shards/rack-a/lease`, "POST", { agent }, as(agent))).body.token as number;
+    const read = (agent: string, token: number) =>
+      call(`${ctx.base}/v1/shards/rack-a/feed?token=${token}`, "GET", undefined, as(agent));
+    const ack = (agent: string, token: number, id: string) =>
+      call(`${ctx.base}/v1/shards/rack-a/feed/ack`, "POST", { token, id }, as(agent));
+    const change = (node: string, deltas: string[]) =>
+      postWebhook(ctx.base, { kind: "deltas", node, deltas });
+
+    beforeEach(async () => {
+      await call(`${ctx.base}/v1/nodes/${NODE}`, "PUT", { shard: "rack-a" });
+      await call(`${ctx.base}/v1/nodes/${POOL_NODE}`, "PUT", {});
+    });
+
+    it("delivers applied deltas in order; acknowledged ones are not delivered again", async () => {
+      const token = await lease("compute-0");
+      await change(NODE, ["+CUSTOM_A"]);
+      await change(NODE, ["+CUSTOM_B", "-CUSTOM_A"]);
+      await change(POOL_NODE, ["+CUSTOM_C"]); // unsharded: no shard feed
+      const first = await read("compute-0", token);
+      expect(first.status).to.equal(200);
+      expect(first.body.cursor).to.equal(null);
+      expect(first.body.entries.map((e: { deltas: string[] }) => e.deltas)).to.deep.equal([
+        ["+CUSTOM_A"],
+        ["+CUSTOM_B", "-CUSTOM_A"],
+      ]);
+      const [e1, e2] = first.body.entries;
+      expect(e1).to.include({ node: NODE, generation: 1 });
+      expect((await ack("compute-0", token, e1.id)).body.cursor).to.equal(e1.id);
+      expect((await read("compute-0", token)).body.entries.map((e: { id: string }) => e.id)).to.deep.equal([
+        e2.id,
+      ]);
+      await ack("compute-0", token, e2.id);
+      // Never backwards.
+      expect((await ack("compute-0", token, e1.id)).body.cursor).to.equal(e2.id);
+      expect((await read("compute-0", token)).body.entries).to.deep.equal([]);
+    });
+
+    it("after a failover the new holder resumes from the last acknowledged entry; the old token is refused", async () => {
+      const old = await lease("compute-0");
+      await change(NODE, ["+CUSTOM_A"]);
+      await change(NODE, ["+CUSTOM_B"]);
+      const seen = (await read("compute-0", old)).body.entries;
+      await ack("compute-0", old, seen[0].id); // crashed before acknowledging the second
+      await call(`${ctx.base}/v1/shards/rack-a/lease`, "DELETE", { agent: "compute-0", token: old });
+      const fresh = await lease("compute-1");
+      const resumed = await read("compute-1", fresh);
+      expect(resumed.body.cursor).to.equal(seen[0].id);
+      expect(resumed.body.entries.map((e: { deltas: string[] }) => e.deltas)).to.deep.equal([["+CUSTOM_B"]]);
+
+      const stale = await ack("compute-0", old, seen[1].id);
+      expect(stale.status).to.equal(409);
+      expect(stale.body.errors[0].code).to.equal("shardbridge.lease.stale_token");
+      expect((await read("compute-0", old)).status).to.equal(409);
+      expect((await read("compute-1", fresh)).body.cursor).to.equal(seen[0].id);
+    });
+
+    it("refuses another agent presenting the holder's token (403)", async () => {
+      const token = await lease("compute-0");
+      expect((await read("compute-1", token)).status).to.equal(403);
+      expect((await read("compute-0", token)).status).to.equal(200);
+    });
+  });
+}
