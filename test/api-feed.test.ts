@@ -80,3 +80,44 @@ for (const backend of backendsUnderTest()) {
     });
   });
 }
+
+for (const backend of backendsUnderTest()) {
+  describe(`Trait feed when a node changes shard: ${backend.name}`, () => {
+    const ctx = useApp(backend, (store) =>
+      createApp(store, {
+        authority: testAuthority(),
+        inspector: { rules: [], ownership: new OwnershipRegistry(), secret: TEST_WEBHOOK_SECRET },
+      }),
+    );
+
+    it("delivers the node's whole trait set to its new shard as a snapshot", async () => {
+      await call(`${ctx.base}/v1/nodes/${NODE}`, "PUT", { shard: "rack-a" });
+      await postWebhook(ctx.base, { kind: "deltas", node: NODE, deltas: ["+CUSTOM_B", "+CUSTOM_A"] });
+      const agent = "compute-1";
+      const token = (
+        await call(`${ctx.base}/v1/shards/rack-b/lease`, "POST", { agent }, TEST_TOKENS.agent(agent))
+      ).body.token;
+      const feedOfB = async () =>
+        (
+          await call(
+            `${ctx.base}/v1/shards/rack-b/feed?token=${token}`,
+            "GET",
+            undefined,
+            TEST_TOKENS.agent(agent),
+          )
+        ).body.entries;
+      expect(await feedOfB()).to.deep.equal([]);
+      await call(`${ctx.base}/v1/nodes/bulk`, "POST", { nodes: [{ uuid: NODE, shard: "rack-b" }] });
+      const [snapshot] = await feedOfB();
+      expect(snapshot).to.deep.include({
+        node: NODE,
+        deltas: ["+CUSTOM_A", "+CUSTOM_B"],
+        generation: 1,
+        snapshot: true,
+      });
+      // A PUT that does not change the shard sends nothing more.
+      await call(`${ctx.base}/v1/nodes/${NODE}`, "PUT", { shard: "rack-b", name: "renamed" });
+      expect(await feedOfB()).to.have.length(1);
+    });
+  });
+}

@@ -76,9 +76,9 @@ export function createApp(
   );
   app.use(leaseRoutes(store, catalog, metrics));
   app.use(shardRoutes(store, catalog));
-  app.use(nodeRoutes(store.nodes));
-  app.use(agentRoutes(store, catalog));
   const traits = new TraitService(store.traits, store.nodes, inspector.ownership, inspector.rules);
+  app.use(nodeRoutes(store.nodes, traits));
+  app.use(agentRoutes(store, catalog));
   app.use(inspectorRoutes(traits, inspector.secret));
   app.use(feedRoutes(store, traits));
   app.use((req) => {

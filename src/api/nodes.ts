@@ -1,5 +1,6 @@
 import { Router } from "express";
 import type { NodeRegistry } from "../nodes/registry.js";
+import type { TraitService } from "../traits/service.js";
 import { requireRole } from "./auth.js";
 import { HttpError } from "./errors.js";
 
@@ -22,15 +23,18 @@ function notFound(uuid: string): HttpError {
  *   GET    /v1/nodes?shard=a,b|sharded=true|false&limit=&marker=  -> 200 {"nodes","next"}
  *   POST   /v1/nodes/bulk     {"nodes":[...]}                     -> 200 {"created","updated"}
  */
-export function nodeRoutes(nodes: NodeRegistry): Router {
+export function nodeRoutes(nodes: NodeRegistry, traits: TraitService): Router {
   const router = Router();
 
   router.post("/v1/nodes/bulk", requireRole("admin"), async (req, res) => {
-    res.json(await nodes.bulk(req.body));
+    const { created, updated, moved } = await nodes.bulk(req.body);
+    await traits.snapshotMoves(moved);
+    res.json({ created, updated });
   });
 
   router.put("/v1/nodes/:uuid", requireRole("admin"), async (req, res) => {
-    const { node, created } = await nodes.put((req.params as { uuid: string }).uuid, req.body);
+    const { node, created, moved } = await nodes.put((req.params as { uuid: string }).uuid, req.body);
+    await traits.snapshotMoves(moved);
     res.status(created ? 201 : 200).json(node);
   });
 

@@ -1,5 +1,12 @@
 import type { BareMetalNode } from "../domain/node.js";
-import { pageOf, type NodeBackend, type NodeFilter, type NodePage, type ShardCount } from "./port.js";
+import {
+  pageOf,
+  type NodeBackend,
+  type NodeFilter,
+  type NodePage,
+  type PreviousPlace,
+  type ShardCount,
+} from "./port.js";
 
 /** The embedded node registry: nodes by uuid, and an index of uuids per place. */
 export class MemoryNodes implements NodeBackend {
@@ -19,13 +26,13 @@ export class MemoryNodes implements NodeBackend {
     if (members?.size === 0) this.byPlace.delete(node.shard);
   }
 
-  async upsert(nodes: BareMetalNode[]): Promise<boolean[]> {
+  async upsert(nodes: BareMetalNode[]): Promise<PreviousPlace[]> {
     return nodes.map((node) => {
       const old = this.byUuid.get(node.uuid);
       if (old !== undefined) this.unplace(old);
       this.place(node.shard).add(node.uuid);
       this.byUuid.set(node.uuid, { ...node });
-      return old === undefined;
+      return old === undefined ? { created: true } : { created: false, shard: old.shard };
     });
   }
 

@@ -12,6 +12,9 @@ export interface NodePage {
   next: string | null;
 }
 
+/** Where a node was before an upsert: nowhere (new), or its shard (null = unsharded). */
+export type PreviousPlace = { created: true } | { created: false; shard: string | null };
+
 /** Which nodes to list: by shard keys, or sharded / unsharded only, in uuid order. */
 export interface NodeFilter {
   shards?: string[];
@@ -25,8 +28,8 @@ export interface NodeFilter {
  * pool — and a change of shard moves it in one atomic step.
  */
 export interface NodeBackend {
-  /** insert or replace each node; answers, per node, whether it was new */
-  upsert(nodes: BareMetalNode[]): Promise<boolean[]>;
+  /** insert or replace each node; answers, per node, where it was before */
+  upsert(nodes: BareMetalNode[]): Promise<PreviousPlace[]>;
   get(uuid: string): Promise<BareMetalNode | null>;
   /** answers whether there was such a node */
   delete(uuid: string): Promise<boolean>;

@@ -2,7 +2,14 @@ import type { Redis } from "ioredis";
 import type { BareMetalNode } from "../domain/node.js";
 import type { KeyLayout } from "../store/redis/keys.js";
 import { runScript } from "../store/redis/scripts.js";
-import { pageOf, type NodeBackend, type NodeFilter, type NodePage, type ShardCount } from "./port.js";
+import {
+  pageOf,
+  type NodeBackend,
+  type NodeFilter,
+  type NodePage,
+  type PreviousPlace,
+  type ShardCount,
+} from "./port.js";
 
 /**
  * Nodes per upsert script. A script blocks Redis while it runs, and lease renewals wait
@@ -26,17 +33,20 @@ export class RedisNodes implements NodeBackend {
    * middle of a large bulk leaves the earlier chunks applied. Upserts are idempotent, so
    * the client's retry of the same request converges.
    */
-  async upsert(nodes: BareMetalNode[]): Promise<boolean[]> {
-    const created: boolean[] = [];
+  async upsert(nodes: BareMetalNode[]): Promise<PreviousPlace[]> {
+    const previous: PreviousPlace[] = [];
     for (let i = 0; i < nodes.length; i += NODES_PER_SCRIPT) {
       const args: string[] = [this.keys.membersPrefix, this.keys.unsharded];
       for (const node of nodes.slice(i, i + NODES_PER_SCRIPT)) {
         args.push(node.uuid, node.shard ?? "", JSON.stringify(node));
       }
-      const answer = (await runScript(this.redis, "nodes-upsert", this.scriptKeys, args)) as number[];
-      for (const flag of answer) created.push(flag === 1);
+      // Per node: "~" when new, else its old place ("" = unsharded), see nodes-upsert.lua.
+      const answer = (await runScript(this.redis, "nodes-upsert", this.scriptKeys, args)) as string[];
+      for (const old of answer) {
+        previous.push(old === "~" ? { created: true } : { created: false, shard: old === "" ? null : old });
+      }
     }
-    return created;
+    return previous;
   }
 
   async get(uuid: string): Promise<BareMetalNode | null> {

@@ -2,9 +2,25 @@ import { z } from "zod";
 import { BulkNodesRequest, NodeInput, NodeListQuery, NodeUuid, type BareMetalNode } from "../domain/node.js";
 import { ValidationError, parseBoth, parseOrThrow } from "../domain/validation.js";
 import { fromStore } from "../store/errors.js";
-import type { NodeBackend, NodePage, ShardCount } from "./port.js";
+import type { NodeBackend, NodePage, PreviousPlace, ShardCount } from "./port.js";
 
 const UuidPath = z.strictObject({ uuid: NodeUuid });
+
+/** A node that changed shard and now lives in `to`. */
+export interface ShardMove {
+  uuid: string;
+  to: string;
+}
+
+/** The nodes that an upsert moved into a (different) shard. */
+function movesInto(nodes: BareMetalNode[], previous: PreviousPlace[]): ShardMove[] {
+  return nodes.flatMap((node, i) => {
+    const before = previous[i]!;
+    return !before.created && node.shard !== null && before.shard !== node.shard
+      ? [{ uuid: node.uuid, to: node.shard }]
+      : [];
+  });
+}
 
 /**
  * The node registry every caller uses: validates each request (a ValidationError names
@@ -14,7 +30,10 @@ export class NodeRegistry {
   constructor(readonly backend: NodeBackend) {}
 
   /** Create or replace one node (PUT semantics: fields left out take their defaults). */
-  async put(uuid: string, body: unknown): Promise<{ node: BareMetalNode; created: boolean }> {
+  async put(
+    uuid: string,
+    body: unknown,
+  ): Promise<{ node: BareMetalNode; created: boolean; moved: ShardMove[] }> {
     const [path, input] = parseBoth([UuidPath, { uuid }], [NodeInput, body ?? {}]);
     if (input.uuid !== undefined && input.uuid !== path.uuid) {
       throw new ValidationError([
@@ -22,16 +41,16 @@ export class NodeRegistry {
       ]);
     }
     const node: BareMetalNode = { ...input, uuid: path.uuid };
-    const [created] = await fromStore(() => this.backend.upsert([node]));
-    return { node, created: created! };
+    const previous = await fromStore(() => this.backend.upsert([node]));
+    return { node, created: previous[0]!.created, moved: movesInto([node], previous) };
   }
 
   /** Upsert many nodes in one request: all are validated before any is written. */
-  async bulk(body: unknown): Promise<{ created: number; updated: number }> {
+  async bulk(body: unknown): Promise<{ created: number; updated: number; moved: ShardMove[] }> {
     const { nodes } = parseOrThrow(BulkNodesRequest, body ?? {});
-    const created = await fromStore(() => this.backend.upsert(nodes.map((n) => ({ ...n }))));
-    const fresh = created.filter(Boolean).length;
-    return { created: fresh, updated: created.length - fresh };
+    const previous = await fromStore(() => this.backend.upsert(nodes.map((n) => ({ ...n }))));
+    const fresh = previous.filter((p) => p.created).length;
+    return { created: fresh, updated: previous.length - fresh, moved: movesInto(nodes, previous) };
   }
 
   async get(uuid: string): Promise<BareMetalNode | null> {

@@ -22,12 +22,14 @@ export class MemoryTraits implements TraitBackend {
   async commit(uuid: string, expected: number, next: TraitRecord, feed?: FeedAppend): Promise<boolean> {
     if ((this.records.get(uuid)?.generation ?? 0) !== expected) return false;
     this.records.set(uuid, structuredClone(next));
-    if (feed !== undefined) {
-      const entries = this.feeds.get(feed.shard) ?? [];
-      entries.push({ id: `0-${++this.feedSeq}`, ...structuredClone(feed.entry) });
-      this.feeds.set(feed.shard, entries);
-    }
+    if (feed !== undefined) await this.appendFeed(feed.shard, feed.entry);
     return true;
+  }
+
+  async appendFeed(shard: string, entry: Omit<FeedEntry, "id">): Promise<void> {
+    const entries = this.feeds.get(shard) ?? [];
+    entries.push({ id: `0-${++this.feedSeq}`, ...structuredClone(entry) });
+    this.feeds.set(shard, entries);
   }
 
   async readFeed(shard: string, limit: number): Promise<{ cursor: string | null; entries: FeedEntry[] }> {

@@ -45,6 +45,10 @@ export class RedisTraits implements TraitBackend {
     return (await runScript(this.redis, "traits-commit", keys, args)) === 1;
   }
 
+  async appendFeed(shard: string, entry: Omit<FeedEntry, "id">): Promise<void> {
+    await this.redis.xadd(this.feedKey(shard), "MAXLEN", "~", "100000", "*", "e", JSON.stringify(entry));
+  }
+
   async readFeed(shard: string, limit: number): Promise<{ cursor: string | null; entries: FeedEntry[] }> {
     const cursor = await this.redis.get(this.cursorKey(shard));
     const from = cursor === null ? "-" : `(${cursor}`;

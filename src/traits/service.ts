@@ -1,4 +1,4 @@
-import type { NodeRegistry } from "../nodes/registry.js";
+import type { NodeRegistry, ShardMove } from "../nodes/registry.js";
 import { fromStore } from "../store/errors.js";
 import { applyDeltas, deltasToward, formatDelta, type DeltaProblem, type TraitDelta } from "./delta.js";
 import { desiredTraits, type InspectionData, type TraitRule } from "./inspection.js";
@@ -46,6 +46,25 @@ export class TraitService {
     deltas: TraitDelta[],
   ): Promise<TraitOutcome> {
     return this.change(node, source, order, () => deltas);
+  }
+
+  /**
+   * Nodes that moved into a shard: deliver each one's whole trait set to the new shard's
+   * feed, so its active agent starts from the full picture rather than later deltas.
+   */
+  async snapshotMoves(moves: ShardMove[]): Promise<void> {
+    for (const { uuid, to } of moves) {
+      const record = await fromStore(() => this.backend.read(uuid));
+      const traits = Object.keys(record.holders).sort();
+      if (traits.length === 0) continue;
+      const entry = {
+        node: uuid,
+        deltas: traits.map((t) => `+${t}`),
+        generation: record.generation,
+        snapshot: true,
+      };
+      await fromStore(() => this.backend.appendFeed(to, entry));
+    }
   }
 
   readFeed(shard: string, limit: number) {

@@ -13,6 +13,8 @@ export interface FeedEntry {
   node: string;
   deltas: string[];
   generation: number;
+  /** true: the node's whole trait set, for a node that just moved into this shard */
+  snapshot?: boolean;
 }
 
 /** Compare two feed ids ("<ms>-<seq>", as Redis streams number entries). */
@@ -42,6 +44,8 @@ export interface TraitBackend {
    * step append `feed.entry` to `feed.shard`'s feed; answers whether it did.
    */
   commit(uuid: string, expected: number, next: TraitRecord, feed?: FeedAppend): Promise<boolean>;
+  /** append an entry to `shard`'s feed (a snapshot for a node that moved in) */
+  appendFeed(shard: string, entry: Omit<FeedEntry, "id">): Promise<void>;
   /** entries of `shard`'s feed after its acknowledged cursor, oldest first */
   readFeed(shard: string, limit: number): Promise<{ cursor: string | null; entries: FeedEntry[] }>;
   /** move `shard`'s cursor forward to `id` (never back); answers the cursor */

@@ -1,7 +1,7 @@
 -- nodes-upsert(KEYS: data, place, counts; ARGV: members prefix, unsharded set, then
 -- triples uuid, shard ('' = unsharded), node JSON). All keys share the {nodes} hash tag,
--- members sets included, so the script touches one slot. Answers 1 per new node, 0 per
--- replaced one. A node leaves its old place and enters its new one in the same step:
+-- members sets included, so the script touches one slot. Answers, per node, '~' when it
+-- is new, else its old place ('' = unsharded). A node leaves its old place and enters its new one in the same step:
 -- it is never in two places, nor in none.
 local data, place, counts = KEYS[1], KEYS[2], KEYS[3]
 local prefix, unsharded = ARGV[1], ARGV[2]
@@ -27,6 +27,6 @@ for i = 3, #ARGV, 3 do
     redis.call('HSET', place, uuid, shard)
   end
   redis.call('HSET', data, uuid, json)
-  created[#created + 1] = old and 0 or 1
+  created[#created + 1] = old or '~'
 end
 return created
