@@ -6,7 +6,10 @@ import { dirname } from "node:path";
 import { createApp } from "./api/app.js";
 import { TokenAuthority, devTokens, parseTokens, readTokensFile } from "./api/auth.js";
 import { z } from "zod";
+import { BridgeClient } from "./agent/client.js";
 import { runReferenceAgent } from "./agent/reference-agent.js";
+import { IronicClient } from "./ironic/client.js";
+import { IronicOutbox } from "./ironic/outbox.js";
 import { AgentId, ShardName } from "./domain/names.js";
 import { parseOrThrow } from "./domain/validation.js";
 import { TraitRulesFile } from "./traits/inspection.js";
@@ -31,6 +34,12 @@ commands:
              --inspector-secret S   the webhook's HMAC secret (env SHARDBRIDGE_INSPECTOR_SECRET)
              --trait-rules FILE     inspection -> trait rules (see examples/trait-rules.json)
              --ownership FILE       who owns which traits (default: compute owns COMPUTE_*, OWNER_*)
+             --ironic URL           apply every trait change to this Ironic API too (env SHARDBRIDGE_IRONIC_URL;
+                                    an auth token from SHARDBRIDGE_IRONIC_TOKEN, noauth otherwise)
+  ironic-sync  load nodes and their shard keys from Ironic into the bridge
+             --ironic URL    Ironic's API (env SHARDBRIDGE_IRONIC_URL)
+             --bridge URL    the bridge (default http://127.0.0.1:6390)
+             --token T       an admin token (env SHARDBRIDGE_TOKEN)
   agent    run the reference compute agent for one shard
              --id HOST       this agent's id (nova-compute's host)
              --shard NAME    the shard to serve
@@ -52,8 +61,13 @@ async function serve(argv: string[]): Promise<void> {
       "inspector-secret": { type: "string", default: process.env.SHARDBRIDGE_INSPECTOR_SECRET },
       "trait-rules": { type: "string" },
       ownership: { type: "string" },
+      ironic: { type: "string", default: process.env.SHARDBRIDGE_IRONIC_URL },
     },
   });
+  const ironic =
+    values.ironic === undefined
+      ? undefined
+      : new IronicOutbox(new IronicClient(values.ironic, process.env.SHARDBRIDGE_IRONIC_TOKEN));
   const inspector = {
     rules: values["trait-rules"] === undefined ? [] : readConfig(values["trait-rules"], TraitRulesFile).rules,
     ownership: new OwnershipRegistry(
@@ -75,7 +89,7 @@ async function serve(argv: string[]): Promise<void> {
         "use --store redis://… for more than one bridge",
     );
   }
-  const app = createApp(store, { authority, catalog, inspector });
+  const app = createApp(store, { authority, catalog, inspector, ...(ironic && { ironic }) });
   const server: Server = app.listen(port, values.bind!, (error?: Error) => {
     if (error !== undefined) {
       // A port in use or an address we cannot bind: say so and fail, never "listening".
@@ -184,6 +198,32 @@ async function agent(argv: string[]): Promise<void> {
   process.once("SIGINT", stop);
 }
 
+/** Load Ironic's nodes (uuid, name, shard, conductor group) into the bridge, 20,000 per request. */
+async function ironicSync(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      ironic: { type: "string", default: process.env.SHARDBRIDGE_IRONIC_URL },
+      bridge: { type: "string", default: process.env.SHARDBRIDGE_URL ?? "http://127.0.0.1:6390" },
+      token: { type: "string", default: process.env.SHARDBRIDGE_TOKEN },
+    },
+  });
+  if (values.ironic === undefined)
+    throw new Error("ironic-sync: pass --ironic URL or set SHARDBRIDGE_IRONIC_URL");
+  if (values.token === undefined)
+    throw new Error("ironic-sync: pass --token (an admin token) or set SHARDBRIDGE_TOKEN");
+  const nodes = await new IronicClient(values.ironic, process.env.SHARDBRIDGE_IRONIC_TOKEN).nodes();
+  const bridge = new BridgeClient(values.bridge!, values.token);
+  let created = 0;
+  let updated = 0;
+  for (let i = 0; i < nodes.length; i += 20_000) {
+    const answer = await bridge.bulkUpsert(nodes.slice(i, i + 20_000));
+    created += answer.created;
+    updated += answer.updated;
+  }
+  process.stdout.write(`${JSON.stringify({ nodes: nodes.length, created, updated })}\n`);
+}
+
 async function main(argv: string[]): Promise<void> {
   const [command, ...rest] = argv;
   switch (command) {
@@ -191,6 +231,8 @@ async function main(argv: string[]): Promise<void> {
       return serve(rest);
     case "agent":
       return agent(rest);
+    case "ironic-sync":
+      return ironicSync(rest);
     case undefined:
     case "help":
     case "--help":

@@ -6,6 +6,7 @@ import type { Store } from "../store/store.js";
 import { agentRoutes } from "./agents.js";
 import { authenticate, type TokenAuthority } from "./auth.js";
 import { HttpError, errorHandler } from "./errors.js";
+import type { IronicOutbox } from "../ironic/outbox.js";
 import { OwnershipRegistry } from "../traits/ownership.js";
 import type { TraitRule } from "../traits/inspection.js";
 import { TraitService } from "../traits/service.js";
@@ -24,6 +25,8 @@ export interface AppOptions {
   catalog?: ShardCatalog;
   /** trait rules, ownership and the webhook secret; defaults: no rules, compute's ownership, no secret */
   inspector?: { rules: TraitRule[]; ownership: OwnershipRegistry; secret?: string | undefined };
+  /** where applied trait changes go in Ironic, if anywhere */
+  ironic?: IronicOutbox;
 }
 
 export function createApp(
@@ -32,6 +35,7 @@ export function createApp(
     authority,
     catalog = new ShardCatalog(),
     inspector = { rules: [], ownership: new OwnershipRegistry() },
+    ironic,
   }: AppOptions,
 ): Express {
   const app = express();
@@ -76,7 +80,13 @@ export function createApp(
   );
   app.use(leaseRoutes(store, catalog, metrics));
   app.use(shardRoutes(store, catalog));
-  const traits = new TraitService(store.traits, store.nodes, inspector.ownership, inspector.rules);
+  const traits = new TraitService(
+    store.traits,
+    store.nodes,
+    inspector.ownership,
+    inspector.rules,
+    (node, deltas) => ironic?.push(node, deltas),
+  );
   app.use(nodeRoutes(store.nodes, traits));
   app.use(agentRoutes(store, catalog));
   app.use(inspectorRoutes(traits, inspector.secret));

@@ -28,6 +28,8 @@ export class TraitService {
     private readonly nodes: NodeRegistry,
     private readonly ownership: OwnershipRegistry,
     private readonly rules: TraitRule[],
+    /** told of every committed change (e.g. the Ironic outbox) */
+    private readonly onApplied: (node: string, deltas: TraitDelta[]) => void = () => undefined,
   ) {}
 
   /** An inspection result for `node`, ordered by `order` (its finish time in ms, or a sequence). */
@@ -120,6 +122,7 @@ export class TraitService {
           ? { shard: known.shard, entry: { node, deltas: applied, generation: next.generation } }
           : undefined;
       if (await fromStore(() => this.backend.commit(node, record.generation, next, feed))) {
+        this.onApplied(node, result.applied);
         return { kind: "applied", node, generation: next.generation, applied };
       }
     }

@@ -1,0 +1,126 @@
+import type { BareMetalNode } from "../domain/node.js";
+
+/** The microversion this bridge speaks: 1.82 brings the node `shard` field. */
+export const IRONIC_API_VERSION = "1.82";
+
+export class IronicError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(`Ironic answered ${status}: ${message}`);
+    this.name = "IronicError";
+  }
+}
+
+export interface IronicClientOptions {
+  timeoutMs?: number;
+  /** attempts for a call Ironic answers 409 (node locked), default 6 */
+  attempts?: number;
+  /** first backoff after a 409, doubled each time, default 200 ms */
+  backoffMs?: number;
+  /** injectable for tests */
+  sleep?: (ms: number) => Promise<void>;
+}
+
+/** Ironic double-encodes errors: {"error_message": "<JSON with faultstring or description>"}. */
+function ironicMessage(text: string): string {
+  try {
+    const outer = JSON.parse(text) as { error_message?: string };
+    const inner = JSON.parse(outer.error_message ?? "{}") as { faultstring?: string; description?: string };
+    return inner.faultstring ?? inner.description ?? text;
+  } catch {
+    return text;
+  }
+}
+
+/**
+ * The calls the bridge makes to Ironic's API (noauth or a token in `X-Auth-Token`).
+ * Traits change one at a time (`PUT`/`DELETE /v1/nodes/{n}/traits/{t}`), never by
+ * replacing the whole list, so traits set by others survive.
+ */
+export class IronicClient {
+  private readonly timeoutMs: number;
+  private readonly attempts: number;
+  private readonly backoffMs: number;
+  private readonly sleep: (ms: number) => Promise<void>;
+
+  constructor(
+    private readonly endpoint: string,
+    private readonly authToken?: string,
+    options: IronicClientOptions = {},
+  ) {
+    this.timeoutMs = options.timeoutMs ?? 10_000;
+    this.attempts = options.attempts ?? 6;
+    this.backoffMs = options.backoffMs ?? 200;
+    this.sleep = options.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms)));
+  }
+
+  private async call(
+    method: string,
+    path: string,
+    body?: unknown,
+  ): Promise<{ status: number; text: string }> {
+    const headers: Record<string, string> = {
+      "x-openstack-ironic-api-version": IRONIC_API_VERSION,
+      accept: "application/json",
+    };
+    if (body !== undefined) headers["content-type"] = "application/json";
+    if (this.authToken !== undefined) headers["x-auth-token"] = this.authToken;
+    for (let attempt = 1; ; attempt++) {
+      const res = await fetch(new URL(path, this.endpoint), {
+        method,
+        headers,
+        ...(body !== undefined && { body: JSON.stringify(body) }),
+        signal: AbortSignal.timeout(this.timeoutMs),
+      });
+      const text = await res.text();
+      // 409: the node is locked by a conductor task; it frees itself, so wait and retry.
+      if (res.status === 409 && attempt < this.attempts) {
+        await this.sleep(this.backoffMs * 2 ** (attempt - 1));
+        continue;
+      }
+      return { status: res.status, text };
+    }
+  }
+
+  async addTrait(node: string, trait: string): Promise<void> {
+    const { status, text } = await this.call("PUT", `/v1/nodes/${node}/traits/${trait}`);
+    if (status !== 204) throw new IronicError(status, ironicMessage(text));
+  }
+
+  /** Removing a trait the node does not have (404) counts as done. */
+  async removeTrait(node: string, trait: string): Promise<"removed" | "absent"> {
+    const { status, text } = await this.call("DELETE", `/v1/nodes/${node}/traits/${trait}`);
+    if (status === 204) return "removed";
+    if (status === 404 && /trait/i.test(ironicMessage(text))) return "absent";
+    throw new IronicError(status, ironicMessage(text));
+  }
+
+  async traits(node: string): Promise<string[]> {
+    const { status, text } = await this.call("GET", `/v1/nodes/${node}/traits`);
+    if (status !== 200) throw new IronicError(status, ironicMessage(text));
+    return (JSON.parse(text) as { traits: string[] }).traits;
+  }
+
+  /** Every node with its shard key, page by page. */
+  async nodes(pageSize = 1000): Promise<BareMetalNode[]> {
+    const all: BareMetalNode[] = [];
+    let path: string | null = `/v1/nodes?fields=uuid,name,shard,conductor_group&limit=${pageSize}`;
+    while (path !== null) {
+      const { status, text } = await this.call("GET", path);
+      if (status !== 200) throw new IronicError(status, ironicMessage(text));
+      const page = JSON.parse(text) as { nodes: Array<BareMetalNode & { links?: unknown }>; next?: string };
+      for (const n of page.nodes) {
+        all.push({
+          uuid: n.uuid,
+          name: n.name ?? null,
+          shard: n.shard ?? null,
+          conductor_group: n.conductor_group ?? "",
+        });
+      }
+      path = page.next === undefined ? null : new URL(page.next).pathname + new URL(page.next).search;
+    }
+    return all;
+  }
+}
