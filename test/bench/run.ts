@@ -3,9 +3,14 @@
  * the same run. Nothing here asserts a time; the numbers go in notes and the README.
  */
 import { bridgeBench } from "./bridge.bench.js";
+import { inspectorBench } from "./inspector.bench.js";
 import { leaseBench } from "./lease.bench.js";
 
-const benches: Record<string, () => Promise<void>> = { lease: leaseBench, bridge: bridgeBench };
+const benches: Record<string, () => Promise<void>> = {
+  lease: leaseBench,
+  bridge: bridgeBench,
+  inspector: inspectorBench,
+};
 const only = process.argv.slice(2);
 
 for (const [name, bench] of Object.entries(benches)) {

@@ -37,6 +37,8 @@ export async function startBridge(options: {
   agents: string[];
   store?: string;
   env?: NodeJS.ProcessEnv;
+  /** more `serve` flags */
+  args?: string[];
 }): Promise<BridgeProcess> {
   const dir = mkdtempSync(join(tmpdir(), "sb-bridge-"));
   mkdirSync(join(dir, "shards"));
@@ -53,6 +55,7 @@ export async function startBridge(options: {
     [
       ...["serve", "--port", String(port), "--store", options.store ?? "memory"],
       ...["--shards", join(dir, "shards"), "--tokens", tokensFile],
+      ...(options.args ?? []),
     ],
     env,
   );
