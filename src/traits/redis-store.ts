@@ -1,4 +1,5 @@
 import type { Redis } from "ioredis";
+import type { KeyLayout } from "../store/redis/keys.js";
 import { runScript } from "../store/redis/scripts.js";
 import {
   EMPTY_TRAIT_RECORD,
@@ -8,64 +9,62 @@ import {
   type TraitRecord,
 } from "./store-port.js";
 
+/**
+ * Feed entries kept per shard (approximately: Redis trims whole stream nodes). An agent
+ * away for more changes than this needs a full resync.
+ */
+const FEED_MAX_ENTRIES = 100_000;
+
 /** Traits in Redis: one hash per node under the `{nodes}` hash tag, committed by CAS. */
 export class RedisTraits implements TraitBackend {
+  private readonly keys: KeyLayout["traits"];
+
   constructor(
     private readonly redis: Redis,
-    private readonly namespace: string,
-  ) {}
-
-  private key(uuid: string): string {
-    return `${this.namespace}:{nodes}:traits:${uuid}`;
+    private readonly layout: KeyLayout,
+  ) {
+    this.keys = layout.traits;
   }
 
   async read(uuid: string): Promise<TraitRecord> {
-    const json = await this.redis.hget(this.key(uuid), "record");
+    const json = await this.redis.hget(this.keys.record(uuid), "record");
     return json === null ? structuredClone(EMPTY_TRAIT_RECORD) : (JSON.parse(json) as TraitRecord);
   }
 
-  /** Feeds and their cursors share the {nodes} tag: a commit and its feed entry are one script. */
-  private feedKey(shard: string): string {
-    return `${this.namespace}:{nodes}:feed:${shard}`;
-  }
-
-  private cursorKey(shard: string): string {
-    return `${this.namespace}:{nodes}:cursor:${shard}`;
-  }
-
   async commit(uuid: string, expected: number, next: TraitRecord, feed?: FeedAppend): Promise<boolean> {
-    // Unsharded nodes have no active agent to feed; the script skips the (unused) key.
-    const keys = [this.key(uuid), feed ? this.feedKey(feed.shard) : `${this.namespace}:{nodes}:nofeed`];
+    const keys = [this.keys.record(uuid), feed ? this.keys.feed(feed.shard) : this.keys.noFeed];
     const args = [
       String(expected),
       JSON.stringify(next),
       String(next.generation),
       feed ? JSON.stringify(feed.entry) : "",
+      String(FEED_MAX_ENTRIES),
     ];
     return (await runScript(this.redis, "traits-commit", keys, args)) === 1;
   }
 
   async appendFeed(shard: string, entry: Omit<FeedEntry, "id">): Promise<void> {
-    await this.redis.xadd(this.feedKey(shard), "MAXLEN", "~", "100000", "*", "e", JSON.stringify(entry));
+    const maxLength = String(FEED_MAX_ENTRIES);
+    await this.redis.xadd(this.keys.feed(shard), "MAXLEN", "~", maxLength, "*", "e", JSON.stringify(entry));
   }
 
   async readFeed(shard: string, limit: number): Promise<{ cursor: string | null; entries: FeedEntry[] }> {
-    const cursor = await this.redis.get(this.cursorKey(shard));
+    const cursor = await this.redis.get(this.keys.cursor(shard));
     const from = cursor === null ? "-" : `(${cursor}`;
-    const raw = await this.redis.xrange(this.feedKey(shard), from, "+", "COUNT", limit);
+    const raw = await this.redis.xrange(this.keys.feed(shard), from, "+", "COUNT", limit);
     const entries = raw.map(([id, fields]) => ({ id, ...(JSON.parse(fields[1]!) as Omit<FeedEntry, "id">) }));
     return { cursor, entries };
   }
 
   async ack(shard: string, id: string): Promise<string> {
-    return (await runScript(this.redis, "feed-ack", this.cursorKey(shard), [id])) as string;
+    return (await runScript(this.redis, "feed-ack", this.keys.cursor(shard), [id])) as string;
   }
 
   async delivery(id: string): Promise<string | null> {
-    return this.redis.get(`${this.namespace}:delivery:${id}`);
+    return this.redis.get(this.layout.delivery(id));
   }
 
   async recordDelivery(id: string, outcome: string, ttlSeconds: number): Promise<void> {
-    await this.redis.set(`${this.namespace}:delivery:${id}`, outcome, "EX", ttlSeconds);
+    await this.redis.set(this.layout.delivery(id), outcome, "EX", ttlSeconds);
   }
 }

@@ -82,7 +82,6 @@ export function leaseConnectionOptions(commandTimeoutMs: number): RedisOptions {
 export class RedisBackend implements LeaseBackend {
   readonly kind = "redis" as const;
   private readonly keys: KeyLayout;
-  private readonly namespace: string;
   private readonly virtualClock: RedisBackendOptions["virtualClock"];
 
   private constructor(
@@ -90,7 +89,6 @@ export class RedisBackend implements LeaseBackend {
     options: RedisBackendOptions,
   ) {
     this.keys = keyLayout(options.namespace);
-    this.namespace = options.namespace ?? "sb";
     this.virtualClock = options.virtualClock;
     defineScripts(redis, options.virtualClock === undefined ? "server" : ("virtual" satisfies ScriptClock));
   }
@@ -107,7 +105,7 @@ export class RedisBackend implements LeaseBackend {
 
   /** Node traits on this same connection. */
   traitBackend(): RedisTraits {
-    return new RedisTraits(this.redis, this.namespace);
+    return new RedisTraits(this.redis, this.keys);
   }
 
   /** The node registry on this same connection. */

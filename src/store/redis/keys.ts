@@ -22,6 +22,19 @@ export interface KeyLayout {
     unsharded: string;
     members(shard: string | null): string;
   };
+  /**
+   * Node traits, the per-shard feeds and their cursors share the `{nodes}` tag too: a
+   * trait commit and its feed entry are one script. `noFeed` is the stand-in key an
+   * unsharded node's commit names (it has no active agent; the script leaves it alone).
+   */
+  traits: {
+    record(uuid: string): string;
+    feed(shard: string): string;
+    noFeed: string;
+    cursor(shard: string): string;
+  };
+  /** a webhook delivery's remembered answer */
+  delivery(id: string): string;
 }
 
 export function keyLayout(namespace = "sb"): KeyLayout {
@@ -41,5 +54,12 @@ export function keyLayout(namespace = "sb"): KeyLayout {
       unsharded,
       members: (shard) => (shard === null ? unsharded : `${membersPrefix}${shard}`),
     },
+    traits: {
+      record: (uuid) => `${nodes}:traits:${uuid}`,
+      feed: (shard) => `${nodes}:feed:${shard}`,
+      noFeed: `${nodes}:nofeed`,
+      cursor: (shard) => `${nodes}:cursor:${shard}`,
+    },
+    delivery: (id) => `${namespace}:delivery:${id}`,
   };
 }
