@@ -2,14 +2,13 @@ import { Router, type Response } from "express";
 import { z } from "zod";
 import { FencingToken } from "../domain/lease.js";
 import { AgentId } from "../domain/names.js";
-
 import { ValidationError, parseOrThrow } from "../domain/validation.js";
 import type { LeaseView } from "../lease/machine.js";
 import type { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
 import { assertActsAs, principalOf } from "./auth.js";
 import { leaseJson } from "./leases.js";
-import { knownShards } from "./shards.js";
+import { knownShards, liveLeases } from "./shards.js";
 
 /** Like nova's service_down_time: an agent not heard from for this long is down. */
 export const AGENT_DOWN_AFTER_MS = 60_000;
@@ -24,16 +23,8 @@ const NodesQuery = z.strictObject({
 });
 
 /** The live lease of every shard the bridge knows of. */
-async function liveLeases(store: Store, catalog: ShardCatalog): Promise<Map<string, LeaseView>> {
-  const shards = await knownShards(store, catalog);
-  const leases = new Map<string, LeaseView>();
-  await Promise.all(
-    [...shards].map(async (shard) => {
-      const { current } = await store.read(shard);
-      if (current !== null) leases.set(shard, current);
-    }),
-  );
-  return leases;
+async function allLiveLeases(store: Store, catalog: ShardCatalog): Promise<Map<string, LeaseView>> {
+  return liveLeases(store, await knownShards(store, catalog, await store.nodes.counts()));
 }
 
 function agentOf(req: { params: unknown }, res: Response): string {
@@ -60,7 +51,7 @@ export function agentRoutes(store: Store, catalog: ShardCatalog): Router {
   });
 
   router.get("/v1/agents", async (_req, res) => {
-    const [seen, leases] = await Promise.all([store.agents(), liveLeases(store, catalog)]);
+    const [seen, leases] = await Promise.all([store.agents(), allLiveLeases(store, catalog)]);
     const held = new Map<string, string[]>();
     for (const [shard, lease] of leases)
       held.set(lease.holder, [...(held.get(lease.holder) ?? []), shard].sort());
@@ -89,7 +80,7 @@ export function agentRoutes(store: Store, catalog: ShardCatalog): Router {
         { field: "token", reason: "required for an agent: the fencing tokens it holds" },
       ]);
     }
-    const mine = [...(await liveLeases(store, catalog))].filter(
+    const mine = [...(await allLiveLeases(store, catalog))].filter(
       ([, lease]) => lease.holder === agent && (presented === undefined || presented.includes(lease.token)),
     );
     const tokens = new Map(mine.map(([shard, lease]) => [shard, lease.token]));
