@@ -1,9 +1,10 @@
 #!/usr/bin/env node
 import type { Server } from "node:http";
 import { parseArgs } from "node:util";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { createApp } from "./api/app.js";
+import { readJsonConfig } from "./config.js";
 import { TokenAuthority, devTokens, parseTokens, readTokensFile } from "./api/auth.js";
 import { z } from "zod";
 import { BridgeClient } from "./agent/client.js";
@@ -69,9 +70,10 @@ async function serve(argv: string[]): Promise<void> {
       ? undefined
       : new IronicOutbox(new IronicClient(values.ironic, process.env.SHARDBRIDGE_IRONIC_TOKEN));
   const inspector = {
-    rules: values["trait-rules"] === undefined ? [] : readConfig(values["trait-rules"], TraitRulesFile).rules,
+    rules:
+      values["trait-rules"] === undefined ? [] : readJsonConfig(values["trait-rules"], TraitRulesFile).rules,
     ownership: new OwnershipRegistry(
-      values.ownership === undefined ? DEFAULT_OWNERSHIP : readConfig(values.ownership, OwnershipFile),
+      values.ownership === undefined ? DEFAULT_OWNERSHIP : readJsonConfig(values.ownership, OwnershipFile),
     ),
     secret: values["inspector-secret"],
   };
@@ -118,21 +120,6 @@ async function serve(argv: string[]): Promise<void> {
   };
   process.once("SIGTERM", () => shutdown("SIGTERM"));
   process.once("SIGINT", () => shutdown("SIGINT"));
-}
-
-/** Read and validate a JSON config file; errors name the file and the field. */
-function readConfig<S extends z.ZodType>(path: string, schema: S): z.output<S> {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(readFileSync(path, "utf8"));
-  } catch (error) {
-    throw new Error(`${path}: ${(error as Error).message}`);
-  }
-  try {
-    return parseOrThrow(schema, raw);
-  } catch (error) {
-    throw new Error(`${path}: ${(error as Error).message}`);
-  }
 }
 
 /** Where the API tokens come from: a file, the environment, or a development file. */

@@ -1,9 +1,9 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
-import { readFileSync } from "node:fs";
 import type { NextFunction, Request, RequestHandler, Response } from "express";
 import { z } from "zod";
 import { AgentId } from "../domain/names.js";
-import { ValidationError, parseOrThrow, uniqueField } from "../domain/validation.js";
+import { parseJsonConfig, readJsonConfig } from "../config.js";
+import { uniqueField } from "../domain/validation.js";
 import { HttpError } from "./errors.js";
 
 export type Role = "admin" | "inspector" | "agent";
@@ -68,28 +68,11 @@ export class TokenAuthority {
 
 /** Parse a tokens document; errors name `source` (a file, or an environment variable). */
 export function parseTokens(text: string, source: string): TokensFile {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(text);
-  } catch (error) {
-    throw new Error(`${source}: not valid JSON: ${(error as Error).message}`);
-  }
-  try {
-    return parseOrThrow(TokensFile, raw);
-  } catch (error) {
-    if (error instanceof ValidationError) throw new Error(`${source}: ${error.message}`);
-    throw error;
-  }
+  return parseJsonConfig(text, TokensFile, source);
 }
 
 export function readTokensFile(path: string): TokensFile {
-  let text: string;
-  try {
-    text = readFileSync(path, "utf8");
-  } catch (error) {
-    throw new Error(`tokens file ${path}: ${(error as Error).message}`);
-  }
-  return parseTokens(text, `tokens file ${path}`);
+  return readJsonConfig(path, TokensFile, `tokens file ${path}`);
 }
 
 /** Fresh random tokens for a development bridge: an admin, an inspector and agents. */

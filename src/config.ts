@@ -1,0 +1,33 @@
+import { readFileSync } from "node:fs";
+import type { z } from "zod";
+import { ValidationError, parseOrThrow } from "./domain/validation.js";
+
+/**
+ * Parse a JSON config document with `schema`; every error names `source` (a file, or
+ * an environment variable) and, for a bad value, the field and the reason.
+ */
+export function parseJsonConfig<S extends z.ZodType>(text: string, schema: S, source: string): z.output<S> {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (error) {
+    throw new Error(`${source}: not valid JSON: ${(error as Error).message}`);
+  }
+  try {
+    return parseOrThrow(schema, raw);
+  } catch (error) {
+    if (error instanceof ValidationError) throw new Error(`${source}: ${error.message}`);
+    throw error;
+  }
+}
+
+/** Read and parse a JSON config file; errors name `source` (default: the path). */
+export function readJsonConfig<S extends z.ZodType>(path: string, schema: S, source = path): z.output<S> {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (error) {
+    throw new Error(`${source}: ${(error as Error).message}`);
+  }
+  return parseJsonConfig(text, schema, source);
+}
