@@ -1,8 +1,11 @@
-import { Router } from "express";
+import { Router, type Request } from "express";
 import type { NodeRegistry } from "../nodes/registry.js";
 import type { TraitService } from "../traits/service.js";
 import { requireRole } from "./auth.js";
 import { HttpError } from "./errors.js";
+
+/** The path's uuid, as given: the registry validates and canonicalises it. */
+const uuidOf = (req: Request): string => (req.params as { uuid: string }).uuid;
 
 function notFound(uuid: string): HttpError {
   return new HttpError([
@@ -33,20 +36,19 @@ export function nodeRoutes(nodes: NodeRegistry, traits: TraitService): Router {
   });
 
   router.put("/v1/nodes/:uuid", requireRole("admin"), async (req, res) => {
-    const { node, created, moved } = await nodes.put((req.params as { uuid: string }).uuid, req.body);
+    const { node, created, moved } = await nodes.put(uuidOf(req), req.body);
     await traits.snapshotMoves(moved);
     res.status(created ? 201 : 200).json(node);
   });
 
   router.get("/v1/nodes/:uuid", async (req, res) => {
-    const node = await nodes.get((req.params as { uuid: string }).uuid);
-    if (node === null) throw notFound((req.params as { uuid: string }).uuid);
+    const node = await nodes.get(uuidOf(req));
+    if (node === null) throw notFound(uuidOf(req));
     res.json(node);
   });
 
   router.delete("/v1/nodes/:uuid", requireRole("admin"), async (req, res) => {
-    if (!(await nodes.delete((req.params as { uuid: string }).uuid)))
-      throw notFound((req.params as { uuid: string }).uuid);
+    if (!(await nodes.delete(uuidOf(req)))) throw notFound(uuidOf(req));
     res.status(204).end();
   });
 
