@@ -1,17 +1,12 @@
+import { exampleInspector, readExample } from "./helpers/examples.js";
 import { expect } from "chai";
-import { readFileSync } from "node:fs";
 import { createApp } from "../src/api/app.js";
-import { parseOrThrow } from "../src/domain/validation.js";
-import { TraitRulesFile } from "../src/traits/inspection.js";
-import { OwnershipRegistry } from "../src/traits/ownership.js";
 import { backendsUnderTest, useApp } from "./helpers/backends.js";
-import { TEST_TOKENS, TEST_WEBHOOK_SECRET, call, postWebhook } from "./helpers/http.js";
+import { TEST_TOKENS, call, postWebhook } from "./helpers/http.js";
 import { testAuthority } from "./helpers/http.js";
 
-const readJson = (path: string) => JSON.parse(readFileSync(new URL(path, import.meta.url), "utf8")) as any;
-const SECRET = TEST_WEBHOOK_SECRET;
 const NODE = "5f0e1d2c-b4a5-4697-8877-665544332211";
-const inspection = readJson("../examples/inspection-result.json");
+const inspection = readExample("inspection-result.json");
 
 interface Sent {
   status: number;
@@ -24,11 +19,7 @@ for (const backend of backendsUnderTest()) {
     const ctx = useApp(backend, (store) =>
       createApp(store, {
         authority: testAuthority(),
-        inspector: {
-          rules: parseOrThrow(TraitRulesFile, readJson("../examples/trait-rules.json")).rules,
-          ownership: new OwnershipRegistry(readJson("../examples/ownership.json")),
-          secret: SECRET,
-        },
+        inspector: exampleInspector(),
       }),
     );
 

@@ -1,17 +1,14 @@
+import { exampleInspector, readExample } from "./helpers/examples.js";
 import { AgentProcess } from "./helpers/agent-process.js";
 import { startBridge } from "./helpers/bridge-process.js";
 import { expect } from "chai";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { readFileSync } from "node:fs";
 import { createApp } from "../src/api/app.js";
 import { IronicClient, IronicError } from "../src/ironic/client.js";
 import { IronicOutbox } from "../src/ironic/outbox.js";
-import { parseOrThrow } from "../src/domain/validation.js";
-import { TraitRulesFile } from "../src/traits/inspection.js";
-import { OwnershipRegistry } from "../src/traits/ownership.js";
 import { memoryUnderTest, useApp } from "./helpers/backends.js";
-import { TEST_WEBHOOK_SECRET, call, postWebhook, testAuthority } from "./helpers/http.js";
+import { call, postWebhook, testAuthority } from "./helpers/http.js";
 import {
   createIronicNode,
   ironicPeersAvailable,
@@ -19,8 +16,7 @@ import {
   type IronicPeer,
 } from "./helpers/ironic-peer.js";
 
-const readJson = (path: string) => JSON.parse(readFileSync(new URL(path, import.meta.url), "utf8")) as any;
-const inspection = readJson("../examples/inspection-result.json");
+const inspection = readExample("inspection-result.json");
 
 describe("Ironic: trait sink and inventory sync against the real Ironic API", function () {
   this.timeout(400_000);
@@ -41,11 +37,7 @@ describe("Ironic: trait sink and inventory sync against the real Ironic API", fu
   const ctx = useApp(memoryUnderTest(), (store) =>
     createApp(store, {
       authority: testAuthority(),
-      inspector: {
-        rules: parseOrThrow(TraitRulesFile, readJson("../examples/trait-rules.json")).rules,
-        ownership: new OwnershipRegistry(readJson("../examples/ownership.json")),
-        secret: TEST_WEBHOOK_SECRET,
-      },
+      inspector: exampleInspector(),
       ironic: outbox,
     }),
   );

@@ -1,3 +1,4 @@
+import { readExample } from "./helpers/examples.js";
 import { expect } from "chai";
 import fc from "fast-check";
 import { existsSync, readFileSync } from "node:fs";
@@ -14,10 +15,8 @@ import { InspectionData, TraitRulesFile, desiredTraits } from "../src/traits/ins
 import { MAX_TRAITS_PER_NODE, TraitName } from "../src/traits/names.js";
 import { OwnershipRegistry } from "../src/traits/ownership.js";
 
-const readJson = (path: string) =>
-  JSON.parse(readFileSync(new URL(path, import.meta.url), "utf8")) as unknown;
-const ownership = new OwnershipRegistry(readJson("../examples/ownership.json") as never);
-const rules = parseOrThrow(TraitRulesFile, readJson("../examples/trait-rules.json")).rules;
+const ownership = new OwnershipRegistry(readExample("ownership.json"));
+const rules = parseOrThrow(TraitRulesFile, readExample("trait-rules.json")).rules;
 const d = (text: string): TraitDelta => parseOrThrow(DeltaText, text);
 
 describe("Traits: names, ownership, inspection rules, deltas (pure)", () => {
@@ -78,7 +77,7 @@ describe("Traits: names, ownership, inspection rules, deltas (pure)", () => {
 
   describe("inspection rules", () => {
     it("maps an inventory to traits: PCI vendors, CPU flags, boot mode", () => {
-      const data = parseOrThrow(InspectionData, readJson("../examples/inspection-result.json"));
+      const data = parseOrThrow(InspectionData, readExample("inspection-result.json"));
       expect(desiredTraits(data, rules)).to.deep.equal([
         "CUSTOM_BOOT_UEFI",
         "CUSTOM_DEV_VENDORID_15B3",

@@ -1,0 +1,19 @@
+import { readFileSync } from "node:fs";
+import { parseOrThrow } from "../../src/domain/validation.js";
+import { TraitRulesFile } from "../../src/traits/inspection.js";
+import { OwnershipRegistry } from "../../src/traits/ownership.js";
+import { TEST_WEBHOOK_SECRET } from "./http.js";
+
+/** A file of the repository's examples/, parsed as JSON. */
+export function readExample(name: string): any {
+  return JSON.parse(readFileSync(new URL(`../../examples/${name}`, import.meta.url), "utf8"));
+}
+
+/** The inspector set-up the examples describe: their trait rules and ownership, the tests' secret. */
+export function exampleInspector() {
+  return {
+    rules: parseOrThrow(TraitRulesFile, readExample("trait-rules.json")).rules,
+    ownership: new OwnershipRegistry(readExample("ownership.json")),
+    secret: TEST_WEBHOOK_SECRET,
+  };
+}
