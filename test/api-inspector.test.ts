@@ -54,8 +54,14 @@ for (const backend of backendsUnderTest()) {
         "+HW_CPU_X86_AVX512F",
         "+HW_CPU_X86_VMX",
       ]);
+      // The Intel NIC is gone: from the PCI list and from the inventory's interfaces.
       const withoutIntel = {
-        ...inspection,
+        inventory: {
+          ...inspection.inventory,
+          interfaces: inspection.inventory.interfaces.filter(
+            (i: { vendor: string }) => i.vendor !== "0x8086",
+          ),
+        },
         pci_devices: inspection.pci_devices.filter((d: { vendor_id: string }) => d.vendor_id !== "8086"),
       };
       const second = await send(inspected("2026-11-29T11:00:00Z", withoutIntel));
@@ -92,6 +98,20 @@ for (const backend of backendsUnderTest()) {
       );
       expect(again).to.deep.equal({ ...first, replay: true });
       expect((await traitsOf()).generation).to.equal(2);
+    });
+
+    it("does not remember a delivery for an unknown node: sent again once the node exists, it applies", async () => {
+      const later = "6a0b7f4e-3c2d-4e1f-8a9b-0c1d2e3f4a5b";
+      const payload = { kind: "deltas", node: later, deltas: ["+CUSTOM_LATE"] };
+      const first = await send(payload, { delivery: "d-late" });
+      expect(first.status).to.equal(404);
+      expect((await call(`${ctx.base}/v1/nodes/${later}`, "PUT", { shard: "rack-a" })).status).to.be.oneOf([
+        200, 201,
+      ]);
+      const again = await send(payload, { delivery: "d-late" });
+      expect(again).to.deep.include({ status: 200, replay: false });
+      const replayed = await send(payload, { delivery: "d-late" });
+      expect(replayed).to.deep.include({ status: 200, replay: true });
     });
 
     it("refuses deltas on compute's traits (422 naming trait and owner), whole", async () => {

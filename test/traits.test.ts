@@ -94,8 +94,21 @@ describe("Traits: names, ownership, inspection rules, deltas (pure)", () => {
       const data = parseOrThrow(InspectionData, JSON.parse(readFileSync(peerInventory, "utf8")));
       expect(desiredTraits(data, rules)).to.deep.equal([
         "CUSTOM_BOOT_UEFI",
+        "CUSTOM_DEV_VENDORID_8086",
         "HW_CPU_X86_AVX2",
         "HW_CPU_X86_VMX",
+      ]);
+    });
+
+    it("reads NIC vendors from the inventory's interfaces, passing over null and malformed ones", () => {
+      const data = parseOrThrow(InspectionData, {
+        inventory: {
+          interfaces: [{ vendor: "0x15B3" }, { vendor: "8086" }, { vendor: null }, { vendor: "0xZZ" }, {}],
+        },
+      });
+      expect(desiredTraits(data, [{ when: "nic_vendor", prefix: "CUSTOM_NIC_" }])).to.deep.equal([
+        "CUSTOM_NIC_15B3",
+        "CUSTOM_NIC_8086",
       ]);
     });
   });

@@ -1,4 +1,4 @@
-import { createHmac, timingSafeEqual } from "node:crypto";
+import { timingSafeEqual } from "node:crypto";
 import express, { Router, type Request, type Response } from "express";
 import { z } from "zod";
 import { NodeUuid } from "../domain/node.js";
@@ -11,6 +11,7 @@ import type { ApiError } from "./errors.js";
 import { HttpError } from "./errors.js";
 import { MAX_BODY_BYTES } from "./limits.js";
 import { requireRole } from "./auth.js";
+import { SIGNATURE_HEADERS, webhookSignature } from "../inspection/signature.js";
 
 export const WEBHOOK_PATH = "/v1/inspector/webhook";
 /** Signed requests older or newer than this are refused as possible replays. */
@@ -45,14 +46,9 @@ function unauthorized(code: string, detail: string): HttpError {
   ]);
 }
 
-/** HMAC-SHA256 over "<timestamp>.<raw body>", hex: what the sender puts in X-Shardbridge-Signature as "sha256=<hex>". */
-export function webhookSignature(secret: string, timestamp: string, body: Buffer | string): string {
-  return createHmac("sha256", secret).update(`${timestamp}.`).update(body).digest("hex");
-}
-
 function verify(req: Request, secret: string, nowS: number): void {
-  const timestamp = req.get("x-shardbridge-timestamp");
-  const signature = req.get("x-shardbridge-signature");
+  const timestamp = req.get(SIGNATURE_HEADERS.timestamp);
+  const signature = req.get(SIGNATURE_HEADERS.signature);
   if (timestamp === undefined || signature === undefined) {
     throw unauthorized("unsigned", "send X-Shardbridge-Timestamp and X-Shardbridge-Signature: sha256=<hex>");
   }
@@ -152,7 +148,7 @@ export function inspectorRoutes(
         ]);
       }
       verify(req, secret, nowS());
-      const delivery = req.get("x-shardbridge-delivery");
+      const delivery = req.get(SIGNATURE_HEADERS.delivery);
       const deliveryId =
         delivery === undefined
           ? undefined
@@ -190,7 +186,9 @@ export function inspectorRoutes(
           ? await service.applyInspection(payload.node, order!, payload.data)
           : await service.applyExplicit(payload.node, INSPECTOR, order, payload.deltas as TraitDelta[]);
       const answer = answerOf(outcome);
-      if (deliveryId !== undefined)
+      // An unknown node is not a final answer: the node may be loaded (ironic-sync) and the
+      // same delivery sent again, so only final outcomes are remembered.
+      if (deliveryId !== undefined && outcome.kind !== "unknown_node")
         await service.recordDelivery(deliveryId, JSON.stringify(answer), DELIVERY_MEMORY_S);
       res.status(answer.status).json(answer.body);
     },

@@ -105,22 +105,57 @@ export class IronicClient {
 
   /** Every node with its shard key, page by page. */
   async nodes(pageSize = 1000): Promise<BareMetalNode[]> {
-    const all: BareMetalNode[] = [];
-    let path: string | null = `/v1/nodes?fields=uuid,name,shard,conductor_group&limit=${pageSize}`;
+    type Wire = { uuid: string; name?: string | null; shard?: string | null; conductor_group?: string };
+    const wire = await this.list<Wire>("uuid,name,shard,conductor_group", pageSize);
+    return wire.map((n) => ({
+      uuid: n.uuid,
+      name: n.name ?? null,
+      shard: n.shard ?? null,
+      conductor_group: n.conductor_group ?? "",
+    }));
+  }
+
+  /**
+   * Every node's last finished inspection: Ironic sets `inspection_finished_at` when an
+   * inspection ends and clears it when the next one starts, so a node being inspected
+   * (or never inspected) has none and is left out.
+   */
+  async inspections(pageSize = 1000): Promise<InspectionMark[]> {
+    type Wire = { uuid: string; inspection_finished_at?: string | null };
+    const wire = await this.list<Wire>("uuid,inspection_finished_at", pageSize);
+    return wire.flatMap((n) =>
+      n.inspection_finished_at ? [{ uuid: n.uuid, finishedAt: n.inspection_finished_at }] : [],
+    );
+  }
+
+  /**
+   * The node's last inspection data (API 1.81): `inventory` and `plugin_data`. Null when
+   * Ironic holds none for it (404), e.g. data kept only by a standalone inspector.
+   */
+  async inventory(node: string): Promise<{ inventory: unknown; plugin_data?: unknown } | null> {
+    const { status, text } = await this.call("GET", `/v1/nodes/${node}/inventory`);
+    if (status === 404) return null;
+    if (status !== 200) throw new IronicError(status, ironicMessage(text));
+    return JSON.parse(text) as { inventory: unknown; plugin_data?: unknown };
+  }
+
+  /** GET /v1/nodes with `fields`, following `next` links to the end. */
+  private async list<T>(fields: string, pageSize: number): Promise<T[]> {
+    const all: T[] = [];
+    let path: string | null = `/v1/nodes?fields=${fields}&limit=${pageSize}`;
     while (path !== null) {
       const { status, text } = await this.call("GET", path);
       if (status !== 200) throw new IronicError(status, ironicMessage(text));
-      const page = JSON.parse(text) as { nodes: Array<BareMetalNode & { links?: unknown }>; next?: string };
-      for (const n of page.nodes) {
-        all.push({
-          uuid: n.uuid,
-          name: n.name ?? null,
-          shard: n.shard ?? null,
-          conductor_group: n.conductor_group ?? "",
-        });
-      }
+      const page = JSON.parse(text) as { nodes: T[]; next?: string };
+      all.push(...page.nodes);
       path = page.next === undefined ? null : new URL(page.next).pathname + new URL(page.next).search;
     }
     return all;
   }
+}
+
+/** When a node's last inspection finished, as Ironic wrote it (ISO 8601, UTC). */
+export interface InspectionMark {
+  uuid: string;
+  finishedAt: string;
 }

@@ -18,6 +18,11 @@ export const InspectionData = z.object({
     system_vendor: z
       .object({ manufacturer: z.string().optional(), product_name: z.string().optional() })
       .optional(),
+    // The agent reports each NIC's PCI vendor as "0x8086"; nulls and odd values occur on
+    // virtual NICs and are passed over by the rules rather than refused.
+    interfaces: z
+      .array(z.object({ vendor: z.string().nullable().optional() }))
+      .default([]),
   }),
   pci_devices: z
     .array(
@@ -35,6 +40,8 @@ export type InspectionData = z.output<typeof InspectionData>;
 export const TraitRule = z.discriminatedUnion("when", [
   /** every PCI vendor found -> PREFIX<VENDOR ID> (e.g. CUSTOM_DEV_VENDORID_15B3) */
   z.strictObject({ when: z.literal("pci_vendor"), prefix: z.string().regex(/^CUSTOM_[A-Z0-9_]*_$/) }),
+  /** every NIC vendor in the inventory's interfaces -> PREFIX<VENDOR ID>; the PCI list is a plugin's and may be absent */
+  z.strictObject({ when: z.literal("nic_vendor"), prefix: z.string().regex(/^CUSTOM_[A-Z0-9_]*_$/) }),
   /** a specific PCI device (vendor and product) -> trait */
   z.strictObject({
     when: z.literal("pci_device"),
@@ -60,6 +67,11 @@ function matches(rule: TraitRule, data: InspectionData): string[] {
   switch (rule.when) {
     case "pci_vendor":
       return data.pci_devices.map((d) => `${rule.prefix}${d.vendor_id.toUpperCase()}`);
+    case "nic_vendor":
+      return data.inventory.interfaces.flatMap(({ vendor }) => {
+        const id = /^(?:0x)?([0-9a-f]{4})$/i.exec(vendor ?? "")?.[1];
+        return id === undefined ? [] : [`${rule.prefix}${id.toUpperCase()}`];
+      });
     case "pci_device":
       return data.pci_devices.some(
         (d) => d.vendor_id.toLowerCase() === rule.vendor_id && d.product_id.toLowerCase() === rule.product_id,

@@ -1,7 +1,7 @@
 import type { AddressInfo } from "node:net";
 import type { Express } from "express";
 import { TokenAuthority } from "../../src/api/auth.js";
-import { webhookSignature } from "../../src/api/inspector.js";
+import { signedHeaders } from "../../src/inspection/signature.js";
 
 /** Serve `app` on a free loopback port for a test; `close` stops it. */
 export async function listen(app: Express): Promise<{ url: string; close: () => Promise<void> }> {
@@ -60,14 +60,16 @@ export async function postWebhook(
   options: { delivery?: string; ts?: number; secret?: string; token?: string; raw?: string } = {},
 ): Promise<{ status: number; body: any; replay: boolean }> {
   const body = options.raw ?? JSON.stringify(payload);
-  const ts = String(options.ts ?? Math.floor(Date.now() / 1000));
   const headers: Record<string, string> = {
     authorization: `Bearer ${options.token ?? TEST_TOKENS.inspector}`,
     "content-type": "application/json",
-    "x-shardbridge-timestamp": ts,
-    "x-shardbridge-signature": `sha256=${webhookSignature(options.secret ?? TEST_WEBHOOK_SECRET, ts, body)}`,
+    ...signedHeaders(
+      options.secret ?? TEST_WEBHOOK_SECRET,
+      body,
+      options.ts ?? Date.now() / 1000,
+      options.delivery,
+    ),
   };
-  if (options.delivery !== undefined) headers["x-shardbridge-delivery"] = options.delivery;
   const res = await fetch(`${base}/v1/inspector/webhook`, { method: "POST", headers, body });
   return {
     status: res.status,

@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -14,11 +14,16 @@ export function ironicPeersAvailable(): boolean {
 
 export interface IronicPeer {
   endpoint: string;
+  /** ironic-inspector's endpoint, when started with `inspector: true` */
+  inspectorEndpoint?: string;
   stop(): void;
 }
 
-/** Start a private Ironic (API + conductor, sqlite, noauth, fake-hardware) on free ports. */
-export async function startIronic(): Promise<IronicPeer> {
+/**
+ * Start a private Ironic (API + conductor, sqlite, noauth, fake-hardware) on free ports,
+ * and with `inspector` a standalone ironic-inspector beside it.
+ */
+export async function startIronic(options: { inspector?: boolean } = {}): Promise<IronicPeer> {
   const state = mkdtempSync(join(tmpdir(), "sb-ironic-"));
   const env = {
     ...process.env,
@@ -31,19 +36,34 @@ export async function startIronic(): Promise<IronicPeer> {
     timeout: 300_000,
   });
   if (up.status !== 0) throw new Error(`ironic-up.sh failed (${up.status}): ${up.stderr.slice(-2000)}`);
+  const stop = () => {
+    spawnSync("bash", [join(PEERS, "ironic-down.sh"), state], { encoding: "utf8", timeout: 60_000 });
+    rmSync(state, { recursive: true, force: true });
+  };
+  let inspectorEndpoint: string | undefined;
+  if (options.inspector === true) {
+    const inspector = spawnSync("bash", [join(PEERS, "inspector-up.sh"), state], {
+      env,
+      encoding: "utf8",
+      timeout: 300_000,
+    });
+    if (inspector.status !== 0) {
+      stop();
+      throw new Error(`inspector-up.sh failed (${inspector.status}): ${inspector.stderr.slice(-2000)}`);
+    }
+    inspectorEndpoint = inspector.stdout.trim().split("\n").pop()!;
+  }
   return {
     endpoint: up.stdout.trim().split("\n").pop()!,
-    stop: () => {
-      spawnSync("bash", [join(PEERS, "ironic-down.sh"), state], { encoding: "utf8", timeout: 60_000 });
-      rmSync(state, { recursive: true, force: true });
-    },
+    ...(inspectorEndpoint !== undefined && { inspectorEndpoint }),
+    stop,
   };
 }
 
 /** Create a fake-hardware node in Ironic (API 1.82), answering its uuid. */
 export async function createIronicNode(
   endpoint: string,
-  fields: { name: string; shard?: string },
+  fields: { name: string; shard?: string; inspect_interface?: string },
 ): Promise<string> {
   const res = await fetch(`${endpoint}/v1/nodes`, {
     method: "POST",
@@ -52,4 +72,66 @@ export async function createIronicNode(
   });
   if (res.status !== 201) throw new Error(`creating node ${fields.name}: ${res.status} ${await res.text()}`);
   return ((await res.json()) as { uuid: string }).uuid;
+}
+
+const IRONIC_HEADERS = { "x-openstack-ironic-api-version": "1.82", "content-type": "application/json" };
+
+async function ironicCall(endpoint: string, method: string, path: string, body?: unknown): Promise<any> {
+  const res = await fetch(`${endpoint}${path}`, {
+    method,
+    headers: IRONIC_HEADERS,
+    ...(body !== undefined && { body: JSON.stringify(body) }),
+  });
+  const text = await res.text();
+  if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${text}`);
+  return text === "" ? null : JSON.parse(text);
+}
+
+/** Wait until the node reaches `state`, failing on a *failed state or after `timeoutMs`. */
+async function untilProvisionState(endpoint: string, node: string, state: string, timeoutMs = 60_000) {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    const now = await ironicCall(endpoint, "GET", `/v1/nodes/${node}?fields=provision_state,last_error`);
+    if (now.provision_state === state) return;
+    if (/failed$/.test(now.provision_state))
+      throw new Error(`node ${node}: ${now.provision_state}: ${now.last_error}`);
+    if (performance.now() > deadline)
+      throw new Error(`node ${node} still ${now.provision_state}, not ${state}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/** The port MAC the inspector looks a node up by, and the enrolled node moved to `manageable`. */
+export async function enrollForInspection(endpoint: string, node: string, mac: string): Promise<void> {
+  await ironicCall(endpoint, "POST", "/v1/ports", { node_uuid: node, address: mac });
+  await ironicCall(endpoint, "PUT", `/v1/nodes/${node}/states/provision`, { target: "manage" });
+  await untilProvisionState(endpoint, node, "manageable");
+}
+
+/**
+ * One inspection as the real ramdisk would run it: `inspect`, then the inventory posted to
+ * ironic-inspector's /v1/continue, until Ironic has the node back in `manageable`.
+ * Answers the node's inspection_finished_at.
+ */
+export async function inspectWithInventory(
+  peer: IronicPeer,
+  node: string,
+  inventory: unknown,
+): Promise<string> {
+  await ironicCall(peer.endpoint, "PUT", `/v1/nodes/${node}/states/provision`, { target: "inspect" });
+  await untilProvisionState(peer.endpoint, node, "inspect wait");
+  const res = await fetch(`${peer.inspectorEndpoint}/v1/continue`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(inventory),
+  });
+  if (res.status !== 200) throw new Error(`inspector /v1/continue: ${res.status} ${await res.text()}`);
+  await untilProvisionState(peer.endpoint, node, "manageable");
+  const after = await ironicCall(peer.endpoint, "GET", `/v1/nodes/${node}?fields=inspection_finished_at`);
+  return after.inspection_finished_at as string;
+}
+
+/** ../shared/peers/fake-inventory.json: what the fake ramdisk reports. */
+export function peerInventory(): any {
+  return JSON.parse(readFileSync(join(PEERS, "fake-inventory.json"), "utf8"));
 }

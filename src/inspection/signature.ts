@@ -1,0 +1,28 @@
+import { createHmac } from "node:crypto";
+
+/** Header names of a signed webhook delivery. */
+export const SIGNATURE_HEADERS = {
+  timestamp: "x-shardbridge-timestamp",
+  signature: "x-shardbridge-signature",
+  delivery: "x-shardbridge-delivery",
+} as const;
+
+/** HMAC-SHA256 over "<timestamp>.<raw body>", hex: what the sender puts in X-Shardbridge-Signature as "sha256=<hex>". */
+export function webhookSignature(secret: string, timestamp: string, body: Buffer | string): string {
+  return createHmac("sha256", secret).update(`${timestamp}.`).update(body).digest("hex");
+}
+
+/** The headers that sign `body` at `nowS` (seconds since the epoch), with an optional delivery id. */
+export function signedHeaders(
+  secret: string,
+  body: string,
+  nowS: number,
+  delivery?: string,
+): Record<string, string> {
+  const timestamp = String(Math.floor(nowS));
+  return {
+    [SIGNATURE_HEADERS.timestamp]: timestamp,
+    [SIGNATURE_HEADERS.signature]: `sha256=${webhookSignature(secret, timestamp, body)}`,
+    ...(delivery !== undefined && { [SIGNATURE_HEADERS.delivery]: delivery }),
+  };
+}

@@ -1,0 +1,26 @@
+import { expect } from "chai";
+import { deliveryIdOf, dueInspections } from "../src/inspection/watcher.js";
+
+describe("Inspection watcher: which inspections are due (pure)", () => {
+  const a = { uuid: "aaaaaaaa-0000-4000-8000-000000000001", finishedAt: "2026-11-30T05:00:02.000001+00:00" };
+  const b = { uuid: "bbbbbbbb-0000-4000-8000-000000000002", finishedAt: "2026-11-30T05:00:01.500000+00:00" };
+  const c = { uuid: "cccccccc-0000-4000-8000-000000000003", finishedAt: "2026-11-30T04:59:00+00:00" };
+
+  it("answers every inspection not handled yet, oldest first", () => {
+    expect(dueInspections([a, b, c], new Map())).to.deep.equal([c, b, a]);
+  });
+
+  it("leaves out what was handled, and brings a node back when it finished a newer inspection", () => {
+    const handled = new Map([
+      [a.uuid, a.finishedAt],
+      [b.uuid, "2026-11-29T00:00:00+00:00"],
+    ]);
+    expect(dueInspections([a, b, c], handled)).to.deep.equal([c, b]);
+  });
+
+  it("names a delivery by node and finish time, so every attempt at one inspection is the same delivery", () => {
+    expect(deliveryIdOf(a)).to.equal(`ironic-inspection.${a.uuid}.${Date.parse(a.finishedAt)}`);
+    expect(deliveryIdOf(a)).to.match(/^[A-Za-z0-9._:-]{1,128}$/);
+    expect(deliveryIdOf({ ...a, finishedAt: "2026-11-30T05:00:03+00:00" })).to.not.equal(deliveryIdOf(a));
+  });
+});
