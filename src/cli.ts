@@ -14,6 +14,7 @@ import { IronicOutbox } from "./ironic/outbox.js";
 import { InspectorClient } from "./ironic/inspector-client.js";
 import { InspectionWatcher, inspectorDataSource, ironicInventorySource } from "./inspection/watcher.js";
 import { WebhookClient } from "./inspection/webhook-client.js";
+import { RING_USAGE, ringCommand } from "./commands/ring.js";
 import { AgentId, ShardName } from "./domain/names.js";
 import { parseOrThrow } from "./domain/validation.js";
 import { TraitRulesFile } from "./traits/inspection.js";
@@ -55,7 +56,7 @@ commands:
              --state FILE    remember handled inspections across restarts (without it a restart re-reads
                              each node's last inspection once; the bridge applies each only once)
              --once          poll once, print what happened as JSON, exit 1 if anything failed
-  agent    run the reference compute agent for one shard
+${RING_USAGE}  agent    run the reference compute agent for one shard
              --id HOST       this agent's id (nova-compute's host)
              --shard NAME    the shard to serve
              --bridge URL    the bridge (default http://127.0.0.1:6390)
@@ -285,6 +286,8 @@ async function main(argv: string[]): Promise<void> {
       return ironicSync(rest);
     case "inspection-watch":
       return inspectionWatch(rest);
+    case "ring":
+      return ringCommand(rest);
     case undefined:
     case "help":
     case "--help":

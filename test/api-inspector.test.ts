@@ -1,4 +1,4 @@
-import { exampleInspector, readExample } from "./helpers/examples.js";
+import { exampleInspector, readExample, withoutVendor } from "./helpers/examples.js";
 import { expect } from "chai";
 import { createApp } from "../src/api/app.js";
 import { backendsUnderTest, useApp } from "./helpers/backends.js";
@@ -55,15 +55,7 @@ for (const backend of backendsUnderTest()) {
         "+HW_CPU_X86_VMX",
       ]);
       // The Intel NIC is gone: from the PCI list and from the inventory's interfaces.
-      const withoutIntel = {
-        inventory: {
-          ...inspection.inventory,
-          interfaces: inspection.inventory.interfaces.filter(
-            (i: { vendor: string }) => i.vendor !== "0x8086",
-          ),
-        },
-        pci_devices: inspection.pci_devices.filter((d: { vendor_id: string }) => d.vendor_id !== "8086"),
-      };
+      const withoutIntel = withoutVendor(inspection, "8086");
       const second = await send(inspected("2026-11-29T11:00:00Z", withoutIntel));
       expect(second.body.applied).to.deep.equal(["-CUSTOM_DEV_VENDORID_8086"]);
       const traits = await traitsOf();

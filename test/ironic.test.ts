@@ -1,4 +1,4 @@
-import { exampleInspector, readExample } from "./helpers/examples.js";
+import { exampleInspector, readExample, withoutVendor } from "./helpers/examples.js";
 import { AgentProcess } from "./helpers/agent-process.js";
 import { startBridge } from "./helpers/bridge-process.js";
 import { expect } from "chai";
@@ -102,10 +102,7 @@ describe("Ironic: trait sink and inventory sync against the real Ironic API", fu
     ]);
 
     // The Intel NIC is gone at the next inspection: its trait leaves Ironic too.
-    const withoutIntel = {
-      ...inspection,
-      pci_devices: inspection.pci_devices.filter((d: { vendor_id: string }) => d.vendor_id !== "8086"),
-    };
+    const withoutIntel = withoutVendor(inspection, "8086");
     await postWebhook(ctx.base, { kind: "inspection", node, sequence: 2, data: withoutIntel });
     await outbox.idle();
     const traits = await client.traits(node);

@@ -17,3 +17,17 @@ export function exampleInspector() {
     secret: TEST_WEBHOOK_SECRET,
   };
 }
+
+/** An inspection result with one vendor's hardware gone: from the PCI list and from the NICs. */
+export function withoutVendor(inspection: any, vendorId: string): any {
+  return {
+    ...inspection,
+    inventory: {
+      ...inspection.inventory,
+      interfaces: inspection.inventory.interfaces.filter(
+        (i: { vendor?: string }) => i.vendor?.replace(/^0x/, "") !== vendorId,
+      ),
+    },
+    pci_devices: inspection.pci_devices.filter((d: { vendor_id: string }) => d.vendor_id !== vendorId),
+  };
+}

@@ -1,0 +1,42 @@
+import { z } from "zod";
+import { AgentId } from "./names.js";
+import { NodeUuid } from "./node.js";
+import { ValidationError, uniqueField } from "./validation.js";
+
+/**
+ * Ring members: compute hosts (agent ids), at least one (nova always has its own host in
+ * its ring), each once. Nova lower-cases hosts, so two ids that differ only in case would
+ * be one member: that is refused rather than silently merged.
+ */
+export const RingMembers = z
+  .array(AgentId)
+  .min(1, { error: "must name at least one member (nova's ring always holds its own host)" })
+  .superRefine(uniqueField("members", "", (member: string) => member.toLowerCase()));
+
+/** `--members a,b,c` as typed on a command line. */
+export const MemberList = z
+  .string({ error: "must be a comma-separated list of agent ids" })
+  .transform((list) => (list.trim() === "" ? [] : list.split(",").map((m) => m.trim())))
+  .pipe(RingMembers);
+
+/**
+ * Node UUIDs, one a line (blank lines skipped), as `shardbridge ring` reads them on stdin.
+ * A bad line is named by its number; a UUID given twice is one node.
+ */
+export function parseUuidLines(text: string): string[] {
+  const uuids: string[] = [];
+  const issues: Array<{ field: string; reason: string }> = [];
+  text.split("\n").forEach((raw, index) => {
+    const line = raw.trim();
+    if (line === "") return;
+    const parsed = NodeUuid.safeParse(line);
+    if (parsed.success) uuids.push(parsed.data);
+    else
+      issues.push({
+        field: `line ${index + 1}`,
+        reason: `${JSON.stringify(line.slice(0, 80))}: not a node UUID`,
+      });
+  });
+  if (issues.length > 0) throw new ValidationError(issues.slice(0, 20));
+  return [...new Set(uuids)];
+}
