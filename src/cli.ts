@@ -15,6 +15,8 @@ import { InspectorClient } from "./ironic/inspector-client.js";
 import { InspectionWatcher, inspectorDataSource, ironicInventorySource } from "./inspection/watcher.js";
 import { WebhookClient } from "./inspection/webhook-client.js";
 import { RING_USAGE, ringCommand } from "./commands/ring.js";
+import { integerFlag } from "./commands/io.js";
+import { RING_KINDS } from "./ring/legacy.js";
 import { AgentId, ShardName } from "./domain/names.js";
 import { parseOrThrow } from "./domain/validation.js";
 import { TraitRulesFile } from "./traits/inspection.js";
@@ -39,6 +41,9 @@ commands:
              --inspector-secret S   the webhook's HMAC secret (env SHARDBRIDGE_INSPECTOR_SECRET)
              --trait-rules FILE     inspection -> trait rules (see examples/trait-rules.json)
              --ownership FILE       who owns which traits (default: compute owns COMPUTE_*, OWNER_*)
+             --ring KIND            the legacy ring for unsharded nodes: tooz (nova's, default) or ketama
+             --ring-rebuild S       seconds one legacy ring membership is used (default 60, like nova)
+             --service-down-time S  an agent silent this long leaves the legacy ring (default 60, like nova)
              --ironic URL           apply every trait change to this Ironic API too (env SHARDBRIDGE_IRONIC_URL;
                                     an auth token from SHARDBRIDGE_IRONIC_TOKEN, noauth otherwise)
   ironic-sync  load nodes and their shard keys from Ironic into the bridge
@@ -78,8 +83,18 @@ async function serve(argv: string[]): Promise<void> {
       "trait-rules": { type: "string" },
       ownership: { type: "string" },
       ironic: { type: "string", default: process.env.SHARDBRIDGE_IRONIC_URL },
+      ring: { type: "string", default: "tooz" },
+      "ring-rebuild": { type: "string", default: "60" },
+      "service-down-time": { type: "string", default: "60" },
     },
   });
+  const legacy = {
+    kind: parseOrThrow(z.strictObject({ ring: z.enum(RING_KINDS, { error: "must be tooz or ketama" }) }), {
+      ring: values.ring,
+    }).ring,
+    rebuildMs: integerFlag("ring-rebuild", values["ring-rebuild"], 0, 86_400)! * 1000,
+    serviceDownMs: integerFlag("service-down-time", values["service-down-time"], 1, 86_400)! * 1000,
+  };
   const ironic =
     values.ironic === undefined
       ? undefined
@@ -106,7 +121,7 @@ async function serve(argv: string[]): Promise<void> {
         "use --store redis://… for more than one bridge",
     );
   }
-  const app = createApp(store, { authority, catalog, inspector, ...(ironic && { ironic }) });
+  const app = createApp(store, { authority, catalog, inspector, legacy, ...(ironic && { ironic }) });
   const server: Server = app.listen(port, values.bind!, (error?: Error) => {
     if (error !== undefined) {
       // A port in use or an address we cannot bind: say so and fail, never "listening".
@@ -214,8 +229,12 @@ async function ironicSync(argv: string[]): Promise<void> {
     throw new Error("ironic-sync: pass --ironic URL or set SHARDBRIDGE_IRONIC_URL");
   if (values.token === undefined)
     throw new Error("ironic-sync: pass --token (an admin token) or set SHARDBRIDGE_TOKEN");
-  const nodes = await new IronicClient(values.ironic, process.env.SHARDBRIDGE_IRONIC_TOKEN).nodes();
   const bridge = new BridgeClient(values.bridge!, values.token);
+  // Ironic knows a node's instance but not its host: keep the host the bridge was told.
+  const instanceHost = new Map((await bridge.allNodes()).map((n) => [n.uuid, n.instance_host]));
+  const nodes = (await new IronicClient(values.ironic, process.env.SHARDBRIDGE_IRONIC_TOKEN).nodes()).map(
+    (node) => ({ ...node, instance_host: instanceHost.get(node.uuid) ?? null }),
+  );
   let created = 0;
   let updated = 0;
   for (let i = 0; i < nodes.length; i += 20_000) {

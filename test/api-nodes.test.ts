@@ -18,7 +18,13 @@ for (const backend of backendsUnderTest()) {
         shard: "rack-a",
       });
       expect(created.status).to.equal(201);
-      expect(created.body).to.deep.equal({ uuid: id, name: "node-1", shard: "rack-a", conductor_group: "" });
+      expect(created.body).to.deep.equal({
+        uuid: id,
+        name: "node-1",
+        shard: "rack-a",
+        conductor_group: "",
+        instance_host: null,
+      });
       const replaced = await call(`${ctx.base}/v1/nodes/${id}`, "PUT", {
         shard: "rack-b",
         conductor_group: "Group-1",
@@ -29,6 +35,7 @@ for (const backend of backendsUnderTest()) {
         name: null,
         shard: "rack-b",
         conductor_group: "group-1",
+        instance_host: null,
       });
       expect((await call(`${ctx.base}/v1/nodes/${id}`, "GET")).body.shard).to.equal("rack-b");
       expect((await call(`${ctx.base}/v1/nodes/${id}`, "DELETE")).status).to.equal(204);

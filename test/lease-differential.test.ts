@@ -21,7 +21,7 @@ type Step =
   | { kind: "renew" | "release"; shard: number; agent: number; token: number; ttl: number; advanceMs: number }
   | { kind: "fence"; shard: number; token: number; advanceMs: number }
   | { kind: "read"; shard: number; advanceMs: number }
-  | { kind: "heartbeat"; agent: number; advanceMs: number }
+  | { kind: "heartbeat"; agent: number; shard: number; advanceMs: number }
   | { kind: "agents"; advanceMs: number };
 
 const index = (n: number) => fc.nat({ max: n - 1 });
@@ -84,7 +84,7 @@ const step: fc.Arbitrary<Step> = fc.oneof(
   },
   {
     weight: 1,
-    arbitrary: fc.record({ kind: fc.constant("heartbeat" as const), agent: index(3), advanceMs: advance }),
+    arbitrary: fc.record({ kind: fc.constant("heartbeat" as const), agent: index(3), shard: index(SHARDS.length), advanceMs: advance }),
   },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("agents" as const), advanceMs: advance }) },
 );
@@ -107,7 +107,8 @@ function runStep(backend: LeaseBackend, s: Step, token: number): Promise<unknown
     case "read":
       return backend.read(SHARDS[s.shard]!);
     case "heartbeat":
-      return backend.heartbeat(AGENTS[s.agent]!);
+      // Half the heartbeats declare a shard, half join the legacy pool: both must be kept alike.
+      return backend.heartbeat(AGENTS[s.agent]!, s.shard % 2 === 0 ? [SHARDS[s.shard]!] : []);
     case "agents":
       return backend.agents();
   }

@@ -219,6 +219,19 @@ for (const backend of backendsUnderTest()) {
         expect(b.lastSeenMs).to.equal(first.lastSeenMs);
         expect(b.ageMs).to.be.within(25, 1000);
         expect(Math.abs(b.lastSeenMs - Date.now())).to.be.below(5000);
+        expect(b.serves).to.deep.equal([]);
+      });
+
+      it("keeps the shards each agent last said it serves (none: the legacy ring pool)", async () => {
+        await store.heartbeat("compute-a", ["rack-b", "rack-a", "rack-a"]);
+        await store.heartbeat("compute-b", ["rack-c"]);
+        await store.heartbeat("compute-b");
+        const seen = await store.agents();
+        expect(seen.map((s) => [s.agent, s.serves])).to.deep.equal([
+          ["compute-a", ["rack-a", "rack-b"]],
+          ["compute-b", []],
+        ]);
+        await expectInvalid(store.heartbeat("compute-c", ["no,comma"]), "shards[0]");
       });
     });
 

@@ -1,3 +1,4 @@
+import type { BareMetalNode } from "../domain/node.js";
 import type {
   FenceOutcome,
   LeaseOutcome,
@@ -44,7 +45,9 @@ export interface HeldLease {
 export interface AgentNodes {
   agent: string;
   leases: Array<WireLease & { shard: string }>;
-  nodes: Array<{ uuid: string; name: string | null; shard: string; conductor_group: string; token: number }>;
+  legacy: { pool_member: boolean; ring: string; members: string[]; built_at: string | null };
+  /** `via`: "lease" (a shard it holds; `token` is the fencing token), "instance" or "ring" (unsharded, no token) */
+  nodes: Array<BareMetalNode & { token: number | null; via: "lease" | "instance" | "ring" }>;
 }
 
 const view = (lease: WireLease): LeaseView => ({
@@ -148,15 +151,40 @@ export class BridgeClient implements LeaseClient {
 
   /** Admin: upsert nodes in one request (at most 20,000). */
   async bulkUpsert(
-    nodes: Array<{ uuid: string; name?: string | null; shard?: string | null; conductor_group?: string }>,
+    nodes: Array<{
+      uuid: string;
+      name?: string | null;
+      shard?: string | null;
+      conductor_group?: string;
+      instance_host?: string | null;
+    }>,
   ): Promise<{ created: number; updated: number }> {
     const answer = await this.request("POST", "/v1/nodes/bulk", { nodes });
     if (answer.status !== 200) this.fail(answer);
     return answer.json as { created: number; updated: number };
   }
 
-  async heartbeat(agent: string): Promise<void> {
-    const answer = await this.request("POST", `/v1/agents/${encodeURIComponent(agent)}/heartbeat`);
+  /** Every node the bridge holds, page by page (admin). */
+  async allNodes(pageSize = 10_000): Promise<BareMetalNode[]> {
+    const all: BareMetalNode[] = [];
+    let marker: string | null = null;
+    do {
+      const query: string = `/v1/nodes?limit=${pageSize}${marker === null ? "" : `&marker=${marker}`}`;
+      const answer = await this.request("GET", query);
+      if (answer.status !== 200) this.fail(answer);
+      const page = answer.json as { nodes: BareMetalNode[]; next: string | null };
+      all.push(...page.nodes);
+      marker =
+        page.next === null ? null : (new URL(page.next, this.baseUrl).searchParams.get("marker") ?? null);
+    } while (marker !== null);
+    return all;
+  }
+
+  /** `shards`: what the agent serves; none puts it in the legacy ring pool (nova without `[ironic] shard`). */
+  async heartbeat(agent: string, shards: string[] = []): Promise<void> {
+    const answer = await this.request("POST", `/v1/agents/${encodeURIComponent(agent)}/heartbeat`, {
+      shards,
+    });
     if (answer.status !== 200) this.fail(answer);
   }
 

@@ -96,7 +96,7 @@ export function runReferenceAgent(options: ReferenceAgentOptions): { stop: () =>
   });
 
   const beat = () =>
-    client.heartbeat(id).catch((error) => log.warn("heartbeat-error", { error: String(error) }));
+    client.heartbeat(id, [shard]).catch((error) => log.warn("heartbeat-error", { error: String(error) }));
   const heartbeats = setInterval(beat, options.heartbeatMs ?? 10_000);
   const nodeReads = setInterval(() => void listNodes(), options.nodesEveryMs ?? 30_000);
   const feedReads = setInterval(() => void consumeFeed(), options.feedEveryMs ?? 1000);

@@ -9,11 +9,11 @@ import type { Store } from "../store/store.js";
 import { assertActsAs, principalOf } from "./auth.js";
 import { leaseJson } from "./leases.js";
 import { knownShards, liveLeases } from "./shards.js";
-
-/** Like nova's service_down_time: an agent not heard from for this long is down. */
-export const AGENT_DOWN_AFTER_MS = 60_000;
+import { SERVICE_DOWN_TIME_MS, legacyNodesOf, legacyPoolMembers } from "../ring/membership.js";
+import type { LegacyPool } from "../ring/pool.js";
 
 const AgentPath = z.strictObject({ id: AgentId });
+const HeartbeatBody = z.strictObject({ shards: z.unknown().optional() });
 const NodesQuery = z.strictObject({
   token: z
     .string({ error: "must be a comma-separated list of fencing tokens" })
@@ -27,6 +27,17 @@ async function allLiveLeases(store: Store, catalog: ShardCatalog): Promise<Map<s
   return liveLeases(store, await knownShards(store, catalog, await store.nodes.counts()));
 }
 
+/** Agents that hold a live lease on some shard. */
+const holdersOf = (leases: Map<string, LeaseView>) => new Set([...leases.values()].map((l) => l.holder));
+
+/** The legacy pool's members as nova would list them now: up, serving no shard, holding no lease. */
+export function legacyPoolLoader(store: Store, catalog: ShardCatalog, serviceDownMs = SERVICE_DOWN_TIME_MS) {
+  return async (): Promise<string[]> => {
+    const [seen, leases] = await Promise.all([store.agents(), allLiveLeases(store, catalog)]);
+    return legacyPoolMembers(seen, holdersOf(leases), serviceDownMs);
+  };
+}
+
 function agentOf(req: { params: unknown }, res: Response): string {
   const { id } = parseOrThrow(AgentPath, req.params);
   assertActsAs(res, id);
@@ -34,20 +45,28 @@ function agentOf(req: { params: unknown }, res: Response): string {
 }
 
 /**
- *   POST /v1/agents/{id}/heartbeat  -> 200 {"agent","last_seen"}          (the agent itself, or admin)
- *   GET  /v1/agents                 -> 200 {"agents":[{"id","last_seen","age_ms","up","shards"}]}
- *   GET  /v1/agents/{id}/nodes?token=T1,T2 -> 200 {"agent","leases":[...],"nodes":[... with "token"]}
- * An agent's nodes are the nodes of the shards it holds a live lease on right now under
- * one of the tokens it presents (an agent must present them; admin may leave them out),
- * each with the fencing token its writes must carry.
+ *   POST /v1/agents/{id}/heartbeat {"shards"?:[...]} -> 200 {"agent","last_seen","serves"}
+ *   GET  /v1/agents                 -> 200 {"agents":[{"id","last_seen","age_ms","up","shards","serves","legacy_pool"}]}
+ *   GET  /v1/agents/{id}/nodes?token=T1,T2 -> 200 {"agent","leases":[...],"legacy":{...},"nodes":[...]}
+ * An agent's nodes: the nodes of the shards it holds a live lease on right now under one
+ * of the tokens it presents (an agent must present them; admin may leave them out), each
+ * with the fencing token its writes must carry ("via":"lease"); the unsharded nodes whose
+ * instance is on it ("via":"instance"); and, when it is in the legacy pool (serves no
+ * shard), the unsharded nodes nova's ring gives it ("via":"ring", no token).
  */
-export function agentRoutes(store: Store, catalog: ShardCatalog): Router {
+export function agentRoutes(
+  store: Store,
+  catalog: ShardCatalog,
+  pool: LegacyPool,
+  serviceDownMs = SERVICE_DOWN_TIME_MS,
+): Router {
   const router = Router();
 
   router.post("/v1/agents/:id/heartbeat", async (req, res) => {
     const agent = agentOf(req, res);
-    const seen = await store.heartbeat(agent);
-    res.json({ agent, last_seen: new Date(seen.lastSeenMs).toISOString() });
+    const body = parseOrThrow(HeartbeatBody, req.body ?? {});
+    const seen = await store.heartbeat(agent, body.shards as string[] | undefined);
+    res.json({ agent, last_seen: new Date(seen.lastSeenMs).toISOString(), serves: seen.serves });
   });
 
   router.get("/v1/agents", async (_req, res) => {
@@ -55,19 +74,30 @@ export function agentRoutes(store: Store, catalog: ShardCatalog): Router {
     const held = new Map<string, string[]>();
     for (const [shard, lease] of leases)
       held.set(lease.holder, [...(held.get(lease.holder) ?? []), shard].sort());
+    const pool = new Set(legacyPoolMembers(seen, holdersOf(leases), serviceDownMs));
     const agents = seen.map((s) => ({
       id: s.agent,
       last_seen: new Date(s.lastSeenMs).toISOString(),
       age_ms: s.ageMs,
-      up: s.ageMs < AGENT_DOWN_AFTER_MS,
+      up: s.ageMs <= serviceDownMs,
       shards: held.get(s.agent) ?? [],
+      serves: s.serves,
+      legacy_pool: pool.has(s.agent.toLowerCase()),
     }));
     // A holder that never sent a heartbeat still shows: it holds shards.
     for (const [agent, shards] of held) {
       if (!seen.some((s) => s.agent === agent))
-        agents.push({ id: agent, last_seen: "", age_ms: -1, up: false, shards });
+        agents.push({
+          id: agent,
+          last_seen: "",
+          age_ms: -1,
+          up: false,
+          shards,
+          serves: [],
+          legacy_pool: false,
+        });
     }
-    res.json({ agents, down_after_ms: AGENT_DOWN_AFTER_MS });
+    res.json({ agents, down_after_ms: serviceDownMs });
   });
 
   router.get("/v1/agents/:id/nodes", async (req, res) => {
@@ -80,17 +110,36 @@ export function agentRoutes(store: Store, catalog: ShardCatalog): Router {
         { field: "token", reason: "required for an agent: the fencing tokens it holds" },
       ]);
     }
-    const mine = [...(await allLiveLeases(store, catalog))].filter(
+    const [leases, seen] = await Promise.all([allLiveLeases(store, catalog), store.agents()]);
+    const mine = [...leases].filter(
       ([, lease]) => lease.holder === agent && (presented === undefined || presented.includes(lease.token)),
     );
     const tokens = new Map(mine.map(([shard, lease]) => [shard, lease.token]));
-    const nodes = await store.nodes.ofShards([...tokens.keys()]);
+    // In the legacy pool: it said it serves no shard (or never said) and holds no lease,
+    // like a nova-compute without `[ironic] shard`.
+    const inPool =
+      !holdersOf(leases).has(agent) && (seen.find((s) => s.agent === agent)?.serves ?? []).length === 0;
+    const [sharded, unsharded, ringed] = await Promise.all([
+      store.nodes.ofShards([...tokens.keys()]),
+      store.nodes.unsharded(),
+      inPool ? pool.ringFor(agent) : Promise.resolve(null),
+    ]);
+    const legacy = legacyNodesOf(agent, unsharded, ringed?.ring ?? null);
     res.json({
       agent,
       leases: mine
         .map(([shard, lease]) => ({ shard, ...leaseJson(lease) }))
         .sort((a, b) => a.shard.localeCompare(b.shard)),
-      nodes: nodes.map((node) => ({ ...node, token: tokens.get(node.shard!)! })),
+      legacy: {
+        pool_member: inPool,
+        ring: pool.kind,
+        members: ringed?.ring.members ?? [],
+        built_at: ringed === null ? null : new Date(ringed.snapshot.builtAtMs).toISOString(),
+      },
+      nodes: [
+        ...sharded.map((node) => ({ ...node, token: tokens.get(node.shard!)!, via: "lease" })),
+        ...legacy.map(({ node, reason }) => ({ ...node, token: null, via: reason })),
+      ],
     });
   });
 

@@ -3,7 +3,9 @@ import express, { type Express } from "express";
 import { logger, requestContext } from "../log.js";
 import { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
-import { agentRoutes } from "./agents.js";
+import { agentRoutes, legacyPoolLoader } from "./agents.js";
+import { LegacyPool, type LegacyPoolOptions } from "../ring/pool.js";
+import { SERVICE_DOWN_TIME_MS } from "../ring/membership.js";
 import { authenticate, type TokenAuthority } from "./auth.js";
 import { HttpError, errorHandler } from "./errors.js";
 import type { IronicOutbox } from "../ironic/outbox.js";
@@ -27,6 +29,8 @@ export interface AppOptions {
   inspector?: { rules: TraitRule[]; ownership: OwnershipRegistry; secret?: string | undefined };
   /** where applied trait changes go in Ironic, if anywhere */
   ironic?: IronicOutbox;
+  /** the legacy ring pool: ring kind, rebuild period, service down time, clock */
+  legacy?: LegacyPoolOptions & { serviceDownMs?: number };
 }
 
 export function createApp(
@@ -36,6 +40,7 @@ export function createApp(
     catalog = new ShardCatalog(),
     inspector = { rules: [], ownership: new OwnershipRegistry() },
     ironic,
+    legacy = {},
   }: AppOptions,
 ): Express {
   const app = express();
@@ -88,7 +93,9 @@ export function createApp(
     (node, deltas) => ironic?.push(node, deltas),
   );
   app.use(nodeRoutes(store.nodes, traits));
-  app.use(agentRoutes(store, catalog));
+  const serviceDownMs = legacy.serviceDownMs ?? SERVICE_DOWN_TIME_MS;
+  const pool = new LegacyPool(legacyPoolLoader(store, catalog, serviceDownMs), legacy);
+  app.use(agentRoutes(store, catalog, pool, serviceDownMs));
   app.use(inspectorRoutes(traits, inspector.secret));
   app.use(feedRoutes(store, traits));
   app.use((req) => {

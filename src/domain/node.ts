@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { ShardName } from "./names.js";
+import { AgentId, ShardName } from "./names.js";
 import { uniqueField } from "./validation.js";
 
 const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -27,6 +27,7 @@ export const NodeInput = z.strictObject({
   name: NodeName.nullable().default(null),
   shard: ShardName.nullable().default(null),
   conductor_group: ConductorGroup.default(""),
+  instance_host: AgentId.nullable().default(null),
 });
 
 /** A node as the bridge keeps it: in exactly one place, one shard or the unsharded pool. */
@@ -35,6 +36,12 @@ export interface BareMetalNode {
   name: string | null;
   shard: string | null;
   conductor_group: string;
+  /**
+   * The compute host (agent id) whose instance is deployed on the node, if any. Nova keeps
+   * such a node with that host whatever the ring says; Ironic knows only `instance_uuid`,
+   * so whoever knows the host (nova, an operator) sets it.
+   */
+  instance_host: string | null;
 }
 
 /** Most nodes one bulk request may carry (100,000-node fleets load in a few calls). */

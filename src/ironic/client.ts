@@ -103,8 +103,8 @@ export class IronicClient {
     return (JSON.parse(text) as { traits: string[] }).traits;
   }
 
-  /** Every node with its shard key, page by page. */
-  async nodes(pageSize = 1000): Promise<BareMetalNode[]> {
+  /** Every node with its shard key, page by page (Ironic does not know an instance's host). */
+  async nodes(pageSize = 1000): Promise<Array<Omit<BareMetalNode, "instance_host">>> {
     type Wire = { uuid: string; name?: string | null; shard?: string | null; conductor_group?: string };
     const wire = await this.list<Wire>("uuid,name,shard,conductor_group", pageSize);
     return wire.map((n) => ({

@@ -81,6 +81,11 @@ export class NodeRegistry {
     return (await fromStore(() => this.backend.list({ shards, limit: Number.MAX_SAFE_INTEGER }))).nodes;
   }
 
+  /** Every unsharded node (the legacy ring's share), in uuid order. */
+  async unsharded(): Promise<BareMetalNode[]> {
+    return (await fromStore(() => this.backend.list({ sharded: false, limit: Number.MAX_SAFE_INTEGER }))).nodes;
+  }
+
   async counts(): Promise<ShardCount[]> {
     return fromStore(() => this.backend.counts());
   }

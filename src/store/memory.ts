@@ -26,7 +26,7 @@ import type {
 export class MemoryBackend implements LeaseBackend {
   readonly kind = "memory" as const;
   private readonly shards = new Map<string, ShardLeaseState>();
-  private readonly lastSeenUs = new Map<string, number>();
+  private readonly lastSeen = new Map<string, { us: number; serves: string[] }>();
 
   private readonly bootUs: number;
 
@@ -72,17 +72,17 @@ export class MemoryBackend implements LeaseBackend {
     return this.apply(shard, { kind: "read" });
   }
 
-  heartbeat(agent: string): Promise<AgentSeen> {
+  heartbeat(agent: string, serves: string[]): Promise<AgentSeen> {
     const nowUs = this.clockUs();
-    this.lastSeenUs.set(agent, nowUs);
-    return Promise.resolve({ agent, lastSeenMs: Math.floor(nowUs / 1000), ageMs: 0 });
+    this.lastSeen.set(agent, { us: nowUs, serves: [...serves] });
+    return Promise.resolve({ agent, lastSeenMs: Math.floor(nowUs / 1000), ageMs: 0, serves: [...serves] });
   }
 
   agents(): Promise<AgentSeen[]> {
     const nowMs = Math.floor(this.clockUs() / 1000);
-    const seen = [...this.lastSeenUs].map(([agent, us]) => {
+    const seen = [...this.lastSeen].map(([agent, { us, serves }]) => {
       const lastSeenMs = Math.floor(us / 1000);
-      return { agent, lastSeenMs, ageMs: nowMs - lastSeenMs };
+      return { agent, lastSeenMs, ageMs: nowMs - lastSeenMs, serves: [...serves] };
     });
     return Promise.resolve(sortAgents(seen));
   }

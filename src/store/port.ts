@@ -12,6 +12,11 @@ export interface AgentSeen {
   lastSeenMs: number;
   /** how long ago that was, by the store's clock at the time of the listing */
   ageMs: number;
+  /**
+   * the shards the agent said it serves in that heartbeat (nova's `[ironic] shard`); none
+   * means it is in the legacy pool that nova's hash ring spreads unsharded nodes over
+   */
+  serves: string[];
 }
 
 /** Inputs after validation: every field present and within its bounds. */
@@ -44,7 +49,7 @@ export interface LeaseBackend {
   release(input: ReleaseInput): Promise<ReleaseOutcome & StoreTime>;
   fence(input: FenceInput): Promise<FenceOutcome & StoreTime>;
   read(shard: string): Promise<ReadOutcome & StoreTime>;
-  heartbeat(agent: string): Promise<AgentSeen>;
+  heartbeat(agent: string, serves: string[]): Promise<AgentSeen>;
   agents(): Promise<AgentSeen[]>;
   /** every shard with lease state (live or past), so listings miss no holder */
   leasedShards(): Promise<string[]>;

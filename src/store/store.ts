@@ -18,7 +18,15 @@ import { fromStore } from "./errors.js";
 import type { LeaseBackend } from "./port.js";
 
 const ReadRequest = z.strictObject({ shard: ShardName });
-const HeartbeatRequest = z.strictObject({ agent: AgentId });
+/** An agent's heartbeat, and the shards it serves (none: it is in nova's legacy ring pool). */
+export const HeartbeatRequest = z.strictObject({
+  agent: AgentId,
+  shards: z
+    .array(ShardName)
+    .max(1000, { error: "must name at most 1000 shards" })
+    .default([])
+    .transform((shards) => [...new Set(shards)].sort()),
+});
 
 /**
  * The Store port every caller uses. It validates each request (throwing a
@@ -68,9 +76,10 @@ export class Store {
     return fromStore(() => this.backend.read(input.shard));
   }
 
-  async heartbeat(agent: string) {
-    const input = parseOrThrow(HeartbeatRequest, { agent });
-    return fromStore(() => this.backend.heartbeat(input.agent));
+  /** `shards`: what the agent serves; none (the default) puts it in the legacy ring pool. */
+  async heartbeat(agent: string, shards: string[] = []) {
+    const input = parseOrThrow(HeartbeatRequest, { agent, shards });
+    return fromStore(() => this.backend.heartbeat(input.agent, input.shards));
   }
 
   async agents() {

@@ -113,7 +113,7 @@ export class RedisBackend implements LeaseBackend {
     return new RedisNodes(this.redis, this.keys.nodes);
   }
 
-  private run(name: ScriptName, key: string, args: Array<string | number>): Promise<unknown> {
+  private run(name: ScriptName, key: string | string[], args: Array<string | number>): Promise<unknown> {
     const clock = this.virtualClock;
     const withClock = clock === undefined ? args : [...args, clock.bootUs(), clock.nowUs()];
     return runScript(this.redis, name, key, withClock);
@@ -146,20 +146,29 @@ export class RedisBackend implements LeaseBackend {
     return { current: decodeView(reply as unknown as LeaseReply), lastToken: reply[8], atUs: reply[5] };
   }
 
-  async heartbeat(agent: string): Promise<AgentSeen> {
-    const lastSeenMs = (await this.run("heartbeat", this.keys.agents(), [agent])) as number;
-    return { agent, lastSeenMs, ageMs: 0 };
+  async heartbeat(agent: string, serves: string[]): Promise<AgentSeen> {
+    const { seen, serves: servesKey } = this.keys.agents;
+    // Shard names cannot hold a comma (see ShardName): the list is stored comma-joined.
+    const lastSeenMs = (await this.run("heartbeat", [seen, servesKey], [agent, serves.join(",")])) as number;
+    return { agent, lastSeenMs, ageMs: 0, serves: [...serves] };
   }
 
   async agents(): Promise<AgentSeen[]> {
-    const [nowMs, ...pairs] = (await this.run("agents", this.keys.agents(), [])) as [
+    const { seen: seenKey, serves: servesKey } = this.keys.agents;
+    const [nowMs, ...triples] = (await this.run("agents", [seenKey, servesKey], [])) as [
       number,
       ...Array<string | number>,
     ];
     const seen: AgentSeen[] = [];
-    for (let i = 0; i < pairs.length; i += 2) {
-      const lastSeenMs = pairs[i + 1] as number;
-      seen.push({ agent: pairs[i] as string, lastSeenMs, ageMs: nowMs - lastSeenMs });
+    for (let i = 0; i < triples.length; i += 3) {
+      const lastSeenMs = triples[i + 1] as number;
+      const serves = String(triples[i + 2]);
+      seen.push({
+        agent: triples[i] as string,
+        lastSeenMs,
+        ageMs: nowMs - lastSeenMs,
+        serves: serves === "" ? [] : serves.split(","),
+      });
     }
     return sortAgents(seen);
   }

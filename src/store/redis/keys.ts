@@ -8,7 +8,8 @@ export interface KeyLayout {
   /** SCAN pattern matching every shard's lease key, and how to read the shard back */
   leasePattern: string;
   shardOfLeaseKey(key: string): string;
-  agents(): string;
+  /** agent -> last heartbeat (sorted set, store ms) and agent -> shards it serves (hash), one slot */
+  agents: { seen: string; serves: string };
   /**
    * The node registry lives under one hash tag, `{nodes}`, so that moving a node between
    * shards is one atomic script on one slot. 100,000 nodes are a few tens of MB: one
@@ -45,7 +46,7 @@ export function keyLayout(namespace = "sb"): KeyLayout {
     lease: (shard) => `${namespace}:{shard:${shard}}:lease`,
     leasePattern: `${namespace}:{shard:*}:lease`,
     shardOfLeaseKey: (key) => key.slice(`${namespace}:{shard:`.length, -"}:lease".length),
-    agents: () => `${namespace}:agents`,
+    agents: { seen: `${namespace}:{agents}:seen`, serves: `${namespace}:{agents}:serves` },
     nodes: {
       data: `${nodes}:data`,
       place: `${nodes}:place`,

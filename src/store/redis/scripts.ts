@@ -31,8 +31,9 @@ export function defineScripts(redis: Redis, clock: ScriptClock): void {
   for (const name of LEASE_SCRIPTS) {
     redis.defineCommand(`sb_${name}`, { numberOfKeys: 1, lua: `${prelude}\n${leaseRules}\n${lua(name)}` });
   }
+  // Agent scripts: the last-seen sorted set and the served-shards hash.
   for (const name of AGENT_SCRIPTS) {
-    redis.defineCommand(`sb_${name}`, { numberOfKeys: 1, lua: `${prelude}\n${lua(name)}` });
+    redis.defineCommand(`sb_${name}`, { numberOfKeys: 2, lua: `${prelude}\n${lua(name)}` });
   }
   // Node scripts need no clock; they name their keys (data, place, counts) themselves.
   for (const name of NODE_SCRIPTS) {
