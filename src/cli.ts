@@ -11,10 +11,13 @@ import { BridgeClient } from "./agent/client.js";
 import { runReferenceAgent } from "./agent/reference-agent.js";
 import { IronicClient } from "./ironic/client.js";
 import { IronicOutbox } from "./ironic/outbox.js";
+import { toBridgeNodes } from "./ironic/sync.js";
 import { InspectorClient } from "./ironic/inspector-client.js";
 import { InspectionWatcher, inspectorDataSource, ironicInventorySource } from "./inspection/watcher.js";
 import { WebhookClient } from "./inspection/webhook-client.js";
 import { RING_USAGE, ringCommand } from "./commands/ring.js";
+import { COMPARE_USAGE, compareCommand } from "./commands/compare.js";
+import { MIGRATE_USAGE, migrateCommand } from "./commands/migrate.js";
 import { integerFlag } from "./commands/io.js";
 import { RING_KINDS } from "./ring/legacy.js";
 import { AgentId, ShardName } from "./domain/names.js";
@@ -61,7 +64,7 @@ commands:
              --state FILE    remember handled inspections across restarts (without it a restart re-reads
                              each node's last inspection once; the bridge applies each only once)
              --once          poll once, print what happened as JSON, exit 1 if anything failed
-${RING_USAGE}  agent    run the reference compute agent for one shard
+${RING_USAGE}${COMPARE_USAGE}${MIGRATE_USAGE}  agent    run the reference compute agent for one shard
              --id HOST       this agent's id (nova-compute's host)
              --shard NAME    the shard to serve
              --bridge URL    the bridge (default http://127.0.0.1:6390)
@@ -232,8 +235,9 @@ async function ironicSync(argv: string[]): Promise<void> {
   const bridge = new BridgeClient(values.bridge!, values.token);
   // Ironic knows a node's instance but not its host: keep the host the bridge was told.
   const instanceHost = new Map((await bridge.allNodes()).map((n) => [n.uuid, n.instance_host]));
-  const nodes = (await new IronicClient(values.ironic, process.env.SHARDBRIDGE_IRONIC_TOKEN).nodes()).map(
-    (node) => ({ ...node, instance_host: instanceHost.get(node.uuid) ?? null }),
+  const nodes = toBridgeNodes(
+    await new IronicClient(values.ironic, process.env.SHARDBRIDGE_IRONIC_TOKEN).nodes(),
+    instanceHost,
   );
   let created = 0;
   let updated = 0;
@@ -307,6 +311,10 @@ async function main(argv: string[]): Promise<void> {
       return inspectionWatch(rest);
     case "ring":
       return ringCommand(rest);
+    case "compare":
+      return compareCommand(rest);
+    case "migrate":
+      return migrateCommand(rest);
     case undefined:
     case "help":
     case "--help":
@@ -318,6 +326,12 @@ async function main(argv: string[]): Promise<void> {
       process.exit(2);
   }
 }
+
+// Output piped into `head` and the like: a closed pipe ends the command quietly.
+process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+  if (error.code === "EPIPE") process.exit(0);
+  throw error;
+});
 
 main(process.argv.slice(2)).catch((error: unknown) => {
   process.stderr.write(`shardbridge: ${error instanceof Error ? error.message : String(error)}\n`);

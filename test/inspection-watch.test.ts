@@ -11,9 +11,8 @@ import {
   createIronicNode,
   enrollForInspection,
   inspectWithInventory,
-  ironicPeersAvailable,
   peerInventory,
-  startIronic,
+  useIronicPeer,
   type IronicPeer,
 } from "./helpers/ironic-peer.js";
 
@@ -40,12 +39,9 @@ describe("Inspection watcher: real Ironic and ironic-inspector, unmodified", fun
   let ironic: IronicClient;
   let work: string;
 
-  before(async function () {
-    if (!ironicPeersAvailable()) {
-      console.log("      (../shared/peers not found: inspection watcher e2e skipped)");
-      this.skip();
-    }
-    peer = await startIronic({ inspector: true });
+  const peers = useIronicPeer("inspection watcher e2e", { inspector: true });
+  before(async () => {
+    peer = peers.peer;
     ironic = new IronicClient(peer.endpoint);
     bridge = await startBridge({
       shards: [{ name: "rack-w", lease_ttl_ms: 3000 }],
@@ -56,7 +52,6 @@ describe("Inspection watcher: real Ironic and ironic-inspector, unmodified", fun
   });
   after(async () => {
     await bridge?.stop();
-    peer?.stop();
     if (work !== undefined) rmSync(work, { recursive: true, force: true });
   });
 

@@ -7,32 +7,24 @@ import type { AddressInfo } from "node:net";
 import { createApp } from "../src/api/app.js";
 import { IronicClient, IronicError } from "../src/ironic/client.js";
 import { IronicOutbox } from "../src/ironic/outbox.js";
+import { toBridgeNodes } from "../src/ironic/sync.js";
 import { memoryUnderTest, useApp } from "./helpers/backends.js";
 import { call, postWebhook, testAuthority } from "./helpers/http.js";
-import {
-  createIronicNode,
-  ironicPeersAvailable,
-  startIronic,
-  type IronicPeer,
-} from "./helpers/ironic-peer.js";
+import { createIronicNode, useIronicPeer, type IronicPeer } from "./helpers/ironic-peer.js";
 
 const inspection = readExample("inspection-result.json");
 
 describe("Ironic: trait sink and inventory sync against the real Ironic API", function () {
   this.timeout(400_000);
+  const ironicPeer = useIronicPeer("Ironic tests");
   let ironic: IronicPeer;
   let client: IronicClient;
   let outbox: IronicOutbox;
-  before(async function () {
-    if (!ironicPeersAvailable()) {
-      console.log("      (../shared/peers not found: Ironic tests skipped)");
-      this.skip();
-    }
-    ironic = await startIronic();
+  before(() => {
+    ironic = ironicPeer.peer;
     client = new IronicClient(ironic.endpoint);
     outbox = new IronicOutbox(client);
   });
-  after(() => ironic?.stop());
 
   const ctx = useApp(memoryUnderTest(), (store) =>
     createApp(store, {
@@ -45,7 +37,7 @@ describe("Ironic: trait sink and inventory sync against the real Ironic API", fu
   it("syncs the inventory with shard keys from Ironic into the bridge", async () => {
     const a = await createIronicNode(ironic.endpoint, { name: "sync-a", shard: "rack-a" });
     const b = await createIronicNode(ironic.endpoint, { name: "sync-b" });
-    const nodes = await client.nodes(1); // a page per node: the paging is exercised too
+    const nodes = toBridgeNodes(await client.nodes(1)); // a page per node: the paging is exercised too
     const loaded = await call(`${ctx.base}/v1/nodes/bulk`, "POST", { nodes });
     expect(loaded.status).to.equal(200);
     expect((await call(`${ctx.base}/v1/nodes/${a}`, "GET")).body).to.include({
@@ -85,7 +77,7 @@ describe("Ironic: trait sink and inventory sync against the real Ironic API", fu
   it("applies inspection deltas to Ironic one trait at a time, leaving others' traits alone", async () => {
     const node = await createIronicNode(ironic.endpoint, { name: "sink-1", shard: "rack-a" });
     await client.addTrait(node, "CUSTOM_SET_BY_SOMEONE_ELSE");
-    await call(`${ctx.base}/v1/nodes/bulk`, "POST", { nodes: await client.nodes() });
+    await call(`${ctx.base}/v1/nodes/bulk`, "POST", { nodes: toBridgeNodes(await client.nodes()) });
 
     expect(
       (await postWebhook(ctx.base, { kind: "inspection", node, sequence: 1, data: inspection })).status,

@@ -176,7 +176,7 @@ describe("Legacy ring: nova's tooz ring, bit for bit", () => {
     this.timeout(30_000);
     const cases: Array<[string, string[], string, RegExp]> = [
       ["no members", ["--members", ""], "", /members: must name at least one member/],
-      ["a member twice (nova lower-cases)", ["--members", "a,b,A"], "", /members\[2\]: repeats members\[0\]/],
+      ["a member twice (nova lower-cases)", ["--members", "a,b,A"], "", /members\[2\]: repeats \[0\]/],
       [
         "a line that is not a UUID",
         ["--members", "a"],

@@ -17,7 +17,8 @@ const HeartbeatBody = z.strictObject({ shards: z.unknown().optional() });
 const NodesQuery = z.strictObject({
   token: z
     .string({ error: "must be a comma-separated list of fencing tokens" })
-    .transform((list) => list.split(",").map(Number))
+    // Empty: the agent holds no lease (a legacy pool member asking for its ring's nodes).
+    .transform((list) => (list === "" ? [] : list.split(",").map(Number)))
     .pipe(z.array(FencingToken).max(1000))
     .optional(),
 });

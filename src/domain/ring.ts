@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { AgentId } from "./names.js";
 import { NodeUuid } from "./node.js";
-import { ValidationError, uniqueField } from "./validation.js";
+import { ValidationError } from "./validation.js";
 
 /**
  * Ring members: compute hosts (agent ids), at least one (nova always has its own host in
@@ -11,7 +11,20 @@ import { ValidationError, uniqueField } from "./validation.js";
 export const RingMembers = z
   .array(AgentId)
   .min(1, { error: "must name at least one member (nova's ring always holds its own host)" })
-  .superRefine(uniqueField("members", "", (member: string) => member.toLowerCase()));
+  .superRefine((members, ctx) => {
+    const first = new Map<string, number>();
+    members.forEach((member, index) => {
+      const key = member.toLowerCase();
+      const earlier = first.get(key);
+      if (earlier !== undefined)
+        ctx.addIssue({
+          code: "custom",
+          path: [index],
+          message: `repeats [${earlier}] (hosts compare lower-cased, as in nova)`,
+        });
+      else first.set(key, index);
+    });
+  });
 
 /** `--members a,b,c` as typed on a command line. */
 export const MemberList = z

@@ -30,22 +30,16 @@ function fieldPath(path: ReadonlyArray<PropertyKey>): string {
 
 /**
  * A zod refinement for the array `list`: `field` of each item must be unique; a repeat is
- * reported at `[index].field`, naming the first item that had it. With `field` "" the
- * items themselves (as `valueOf` sees them) must be unique, reported at `[index]`.
+ * reported at `[index].field`, naming the first item that had it.
  */
 export function uniqueField<T>(list: string, field: string, valueOf: (item: T) => string) {
-  const suffix = field === "" ? "" : `.${field}`;
   return (items: T[], ctx: z.RefinementCtx<T[]>): void => {
     const seen = new Map<string, number>();
     items.forEach((item, index) => {
       const value = valueOf(item);
       const first = seen.get(value);
       if (first !== undefined) {
-        ctx.addIssue({
-          code: "custom",
-          path: field === "" ? [index] : [index, field],
-          message: `repeats ${list}[${first}]${suffix}`,
-        });
+        ctx.addIssue({ code: "custom", path: [index, field], message: `repeats ${list}[${first}].${field}` });
       }
       seen.set(value, index);
     });

@@ -103,16 +103,31 @@ export class IronicClient {
     return (JSON.parse(text) as { traits: string[] }).traits;
   }
 
-  /** Every node with its shard key, page by page (Ironic does not know an instance's host). */
-  async nodes(pageSize = 1000): Promise<Array<Omit<BareMetalNode, "instance_host">>> {
-    type Wire = { uuid: string; name?: string | null; shard?: string | null; conductor_group?: string };
-    const wire = await this.list<Wire>("uuid,name,shard,conductor_group", pageSize);
+  /** Every node with its shard key and instance, page by page (Ironic does not know an instance's host). */
+  async nodes(pageSize = 1000): Promise<IronicNode[]> {
+    type Wire = {
+      uuid: string;
+      name?: string | null;
+      shard?: string | null;
+      conductor_group?: string;
+      instance_uuid?: string | null;
+    };
+    const wire = await this.list<Wire>("uuid,name,shard,conductor_group,instance_uuid", pageSize);
     return wire.map((n) => ({
       uuid: n.uuid,
       name: n.name ?? null,
       shard: n.shard ?? null,
       conductor_group: n.conductor_group ?? "",
+      instance_uuid: n.instance_uuid ?? null,
     }));
+  }
+
+  /** Set the node's shard key (PATCH, API 1.82). */
+  async setShard(node: string, shard: string): Promise<void> {
+    const { status, text } = await this.call("PATCH", `/v1/nodes/${node}`, [
+      { op: "add", path: "/shard", value: shard },
+    ]);
+    if (status !== 200) throw new IronicError(status, ironicMessage(text));
   }
 
   /**
@@ -153,6 +168,9 @@ export class IronicClient {
     return all;
   }
 }
+
+/** A node as Ironic lists it for the bridge. */
+export type IronicNode = Omit<BareMetalNode, "instance_host"> & { instance_uuid: string | null };
 
 /** When a node's last inspection finished, as Ironic wrote it (ISO 8601, UTC). */
 export interface InspectionMark {

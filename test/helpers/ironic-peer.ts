@@ -135,3 +135,25 @@ export async function inspectWithInventory(
 export function peerInventory(): any {
   return JSON.parse(readFileSync(join(PEERS, "fake-inventory.json"), "utf8"));
 }
+
+/**
+ * A private Ironic (and with `inspector`, ironic-inspector) for one describe block: started
+ * before its tests, stopped after; the block is skipped, saying why, without ../shared/peers.
+ */
+export function useIronicPeer(what: string, options: { inspector?: boolean } = {}): { readonly peer: IronicPeer } {
+  let peer: IronicPeer | undefined;
+  before(async function () {
+    this.timeout(400_000);
+    if (!ironicPeersAvailable()) {
+      console.log(`      (../shared/peers not found: ${what} skipped)`);
+      this.skip();
+    }
+    peer = await startIronic(options);
+  });
+  after(() => peer?.stop());
+  return {
+    get peer() {
+      return peer!;
+    },
+  };
+}

@@ -1,0 +1,305 @@
+import { expect } from "chai";
+import fc from "fast-check";
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { createApp } from "../src/api/app.js";
+import { ShardName } from "../src/domain/names.js";
+import { IronicClient } from "../src/ironic/client.js";
+import { randomUuid, seededRandom } from "../src/random.js";
+import { compareEvents } from "../src/ring/compare.js";
+import { buildRing } from "../src/ring/legacy.js";
+import { currentAgentOf, planShards, type PlanNode } from "../src/ring/plan.js";
+import { ToozRing } from "../src/ring/tooz.js";
+import { memoryUnderTest, useApp } from "./helpers/backends.js";
+import { TEST_TOKENS, call, testAuthority } from "./helpers/http.js";
+import { createIronicNode, useIronicPeer } from "./helpers/ironic-peer.js";
+
+const execFileAsync = promisify(execFile);
+const cli = fileURLToPath(new URL("../src/cli.ts", import.meta.url));
+/** Run the shardbridge command as a child process; async, so an app served by this process can answer it. */
+async function shardbridge(args: string[], env: NodeJS.ProcessEnv = {}) {
+  try {
+    const { stdout, stderr } = await execFileAsync(process.execPath, ["--import", "tsx", cli, ...args], {
+      encoding: "utf8",
+      env: { ...process.env, ...env },
+      maxBuffer: 64 * 1024 * 1024,
+      timeout: 120_000,
+    });
+    return { status: 0, stdout, stderr };
+  } catch (error) {
+    const failed = error as { code?: number; stdout?: string; stderr?: string };
+    return { status: failed.code ?? null, stdout: failed.stdout ?? "", stderr: failed.stderr ?? "" };
+  }
+}
+
+function fleet(
+  seed: number,
+  count: number,
+  extra: (i: number) => Partial<PlanNode> = () => ({}),
+): PlanNode[] {
+  const random = seededRandom(seed);
+  return Array.from({ length: count }, (_, i) => ({
+    uuid: randomUuid(random),
+    shard: null,
+    instance_host: null,
+    ...extra(i),
+  }));
+}
+
+const AGENTS = Array.from({ length: 10 }, (_, i) => `compute-${i}`);
+
+describe("Migration plan and comparison (pure)", () => {
+  it("shards the unsharded nodes so that no node changes agent, within the size cap, each node once", () => {
+    const nodes = fleet(1, 3000, (i) =>
+      i < 100 ? { shard: "existing-1" } : i < 130 ? { instance_host: "compute-7" } : {},
+    );
+    const ring = buildRing("tooz", AGENTS);
+    const plan = planShards(nodes, ring, { maxPerShard: 120 });
+    expect(plan.alreadySharded).to.equal(100);
+    expect(plan.unplaced).to.deep.equal([]);
+    const seen = new Set<string>();
+    const byUuid = new Map(nodes.map((n) => [n.uuid, n]));
+    for (const shard of plan.shards) {
+      expect(ShardName.safeParse(shard.name).success, shard.name).to.equal(true);
+      expect(shard.name).to.not.equal("existing-1");
+      expect(shard.nodes.length).to.be.within(1, 120);
+      for (const uuid of shard.nodes) {
+        expect(seen.has(uuid)).to.equal(false);
+        seen.add(uuid);
+        expect(currentAgentOf(byUuid.get(uuid)!, ring)).to.equal(shard.active);
+      }
+    }
+    expect(seen.size).to.equal(2900);
+    // Near-equal parts per agent: sizes differ by at most one.
+    for (const agent of AGENTS) {
+      const sizes = plan.shards.filter((s) => s.active === agent).map((s) => s.nodes.length);
+      expect(Math.max(...sizes) - Math.min(...sizes)).to.be.at.most(1);
+    }
+  });
+
+  it("holds for any fleet, agent set and cap (property)", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 2 ** 31 }),
+        fc.integer({ min: 1, max: 400 }),
+        fc.uniqueArray(fc.stringMatching(/^[a-z][a-z0-9 ._-]{0,12}$/), { minLength: 1, maxLength: 12 }),
+        fc.integer({ min: 1, max: 60 }),
+        (seed, count, agents, maxPerShard) => {
+          const nodes = fleet(seed, count);
+          const ring = buildRing("tooz", agents);
+          const plan = planShards(nodes, ring, { maxPerShard });
+          const names = new Set(plan.shards.map((s) => s.name));
+          expect(names.size).to.equal(plan.shards.length);
+          let planned = 0;
+          for (const s of plan.shards) {
+            expect(ShardName.safeParse(s.name).success, s.name).to.equal(true);
+            expect(s.nodes.length).to.be.within(1, maxPerShard);
+            planned += s.nodes.length;
+            for (const uuid of s.nodes) expect(ring.memberOf(uuid)).to.equal(s.active);
+          }
+          expect(planned).to.equal(count);
+        },
+      ),
+      { numRuns: 150, seed: 42 },
+    );
+  });
+
+  it("leaves a node whose instance host is unknown unplanned, saying why", () => {
+    const nodes = fleet(2, 5, (i) => (i === 0 ? { has_instance: true } : {}));
+    const plan = planShards(nodes, buildRing("tooz", ["a"]));
+    expect(plan.unplaced).to.have.length(1);
+    expect(plan.unplaced[0]!.reason).to.match(/instance whose host is unknown/);
+  });
+
+  it("compares: the ring scatters a lost agent's nodes and brings them back; shards hand them whole to one standby", () => {
+    const nodes = fleet(3, 2000, (i) => (i < 20 ? { instance_host: "compute-3" } : {}));
+    const result = compareEvents(nodes, AGENTS, { standbys: 1 });
+    const ring = new ToozRing(AGENTS);
+    const without3 = new ToozRing(AGENTS.filter((a) => a !== "compute-3"));
+    const lost = result.events.find((e) => e.event === "lost" && e.agent === "compute-3")!;
+    const owned = nodes.filter((n) => (n.instance_host ?? ring.memberOf(n.uuid)) === "compute-3");
+    expect(lost.ring.moved + lost.ring.unmanaged).to.equal(owned.length);
+    expect(lost.ring.unmanaged).to.equal(20); // deployed nodes stay with their (lost) host
+    // tooz's ignore is the same as a ring rebuilt without the member
+    for (const m of lost.ring.moves.filter((x) => x.to !== null))
+      expect(m.to).to.equal(without3.memberOf(m.uuid));
+    expect(lost.ring.agentsGaining).to.be.greaterThan(3);
+    expect(lost.shards).to.include({ moved: owned.length, agentsGaining: 1, unmanaged: 0 });
+    const back = result.events.find((e) => e.event === "back" && e.agent === "compute-3")!;
+    expect(back.ring.moved).to.equal(lost.ring.moved);
+    expect(back.shards.moved).to.equal(0);
+    const added = result.events.find((e) => e.event === "added")!;
+    const grown = new ToozRing([...AGENTS, "new-agent"]);
+    expect(added.ring.moved).to.equal(
+      nodes.filter((n) => n.instance_host === null && grown.memberOf(n.uuid) === "new-agent").length,
+    );
+    expect(added.shards.moved).to.equal(0);
+    // Without standbys a lost active's nodes are left unmanaged.
+    const bare = compareEvents(nodes, AGENTS, { standbys: 0, only: ["compute-3"] });
+    expect(bare.events[0]!.shards).to.include({ moved: 0, unmanaged: owned.length });
+  });
+});
+
+describe("shardbridge compare and migrate plan (commands)", function () {
+  this.timeout(120_000);
+  let dir: string;
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), "sb-migrate-"));
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it("compare --json reports every event with the nodes it moves", async () => {
+    const run = await shardbridge(["compare", "--generate", "500", "--agents", "a,b,c,d", "--json"]);
+    expect(run.status, run.stderr).to.equal(0);
+    const result = JSON.parse(run.stdout);
+    expect(result.events.map((e: { event: string; agent: string }) => `${e.event} ${e.agent}`)).to.deep.equal(
+      ["lost a", "back a", "lost b", "back b", "lost c", "back c", "lost d", "back d", "added new-agent"],
+    );
+    const lostA = result.events[0];
+    expect(lostA.ring.moves).to.have.length(lostA.ring.moved + lostA.ring.unmanaged);
+    expect(lostA.ring.moves[0]).to.have.keys(["uuid", "from", "to"]);
+    const table = await shardbridge(["compare", "--generate", "500", "--agents", "a,b,c,d", "--agent", "b"]);
+    expect(table.stdout).to.match(/lost b\s+\d+\s+\d+\s+0\s+\|/);
+    expect(table.stdout).to.not.match(/^lost a /m);
+  });
+
+  const bad: Array<[string, string[], RegExp]> = [
+    ["no agents", ["compare", "--generate", "5", "--agents", ""], /agents: must name at least one member/],
+    [
+      "an agent twice",
+      ["compare", "--generate", "5", "--agents", "a,B,b"],
+      /agents\[2\]: repeats \[1\] \(hosts compare lower-cased/,
+    ],
+    [
+      "adding an agent that exists",
+      ["compare", "--generate", "5", "--agents", "a,b", "--add", "A"],
+      /--add: A is already/,
+    ],
+    [
+      "two inventories",
+      ["migrate", "plan", "--generate", "5", "--ironic", "http://x", "--agents", "a"],
+      /name one inventory/,
+    ],
+    [
+      "a zero shard cap",
+      ["migrate", "plan", "--generate", "5", "--agents", "a", "--max-per-shard", "0"],
+      /--max-per-shard: must be an integer/,
+    ],
+    [
+      "--apply with nowhere to write",
+      ["migrate", "plan", "--generate", "5", "--agents", "a", "--apply"],
+      /plan from --bridge or --ironic/,
+    ],
+  ];
+  for (const [name, args, message] of bad) {
+    it(`refuses ${name}, saying so`, async () => {
+      const run = await shardbridge(args);
+      expect(run.status).to.equal(1);
+      expect(run.stderr).to.match(message);
+    });
+  }
+
+  it("refuses an inventory file with a non-UUID key, naming the node", async () => {
+    const file = join(dir, "bad.json");
+    writeFileSync(
+      file,
+      JSON.stringify({ nodes: [{ uuid: randomUuid(seededRandom(1)) }, { uuid: "node-2" }] }),
+    );
+    const run = await shardbridge(["migrate", "plan", "--inventory", file, "--agents", "a"]);
+    expect(run.status).to.equal(1);
+    expect(run.stderr).to.match(/nodes\[1\]\.uuid: must be a UUID/);
+  });
+});
+
+describe("migrate plan --apply to a bridge: switching from the ring to shards moves no node", function () {
+  this.timeout(120_000);
+  const ctx = useApp(memoryUnderTest(), (store) =>
+    createApp(store, { authority: testAuthority(), legacy: { rebuildMs: 0 } }),
+  );
+  const legacyAgents = ["compute-a", "compute-b", "compute-9"];
+  const as = (agent: string) => TEST_TOKENS.agent(agent);
+
+  it("every agent manages the same nodes before (ring) and after (its new shards' leases)", async () => {
+    const nodes = fleet(8, 300, (i) => (i < 10 ? { instance_host: "compute-b" } : {}));
+    await call(`${ctx.base}/v1/nodes/bulk`, "POST", { nodes });
+    for (const agent of legacyAgents)
+      await call(`${ctx.base}/v1/agents/${agent}/heartbeat`, "POST", {}, as(agent));
+    const listOf = async (agent: string, tokens?: number[]) => {
+      const query = tokens === undefined ? "" : `?token=${tokens.join(",")}`;
+      const res = await call(`${ctx.base}/v1/agents/${agent}/nodes${query}`, "GET", undefined, as(agent));
+      expect(res.status).to.equal(200);
+      return new Set<string>(res.body.nodes.map((n: { uuid: string }) => n.uuid));
+    };
+    const before = new Map<string, Set<string>>();
+    for (const agent of legacyAgents) before.set(agent, await listOf(agent, []));
+
+    const run = await shardbridge(
+      [
+        ...["migrate", "plan", "--bridge", ctx.base, "--agents", legacyAgents.join(",")],
+        ...["--max-per-shard", "40", "--apply", "--json"],
+      ],
+      { SHARDBRIDGE_TOKEN: TEST_TOKENS.admin },
+    );
+    expect(run.status, run.stderr).to.equal(0);
+    const plan = JSON.parse(run.stdout) as {
+      shards: Array<{ name: string; active: string; nodes: string[] }>;
+      applied: { written: number };
+    };
+    expect(plan.applied.written).to.equal(300);
+    expect((await call(`${ctx.base}/v1/nodes?sharded=false`, "GET")).body.nodes).to.deep.equal([]);
+
+    // Each agent now serves its planned shards: it says so and takes their leases.
+    for (const agent of legacyAgents) {
+      const mine = plan.shards.filter((s) => s.active === agent).map((s) => s.name);
+      await call(`${ctx.base}/v1/agents/${agent}/heartbeat`, "POST", { shards: mine }, as(agent));
+      const tokens: number[] = [];
+      for (const shard of mine) {
+        const lease = await call(`${ctx.base}/v1/shards/${shard}/lease`, "POST", { agent }, as(agent));
+        expect(lease.status, JSON.stringify(lease.body)).to.equal(200);
+        tokens.push(lease.body.token);
+      }
+      expect(await listOf(agent, tokens), agent).to.deep.equal(before.get(agent));
+    }
+    // The instance_host survives the rewrite.
+    const pinned = (await call(`${ctx.base}/v1/nodes/${nodes[0]!.uuid}`, "GET")).body;
+    expect(pinned.instance_host).to.equal("compute-b");
+  });
+});
+
+describe("migrate plan --apply to the real Ironic API (PATCH shard, API 1.82)", function () {
+  this.timeout(400_000);
+  const peer = useIronicPeer("Ironic migration test");
+
+  it("writes each planned shard key to Ironic; each shard's nodes are its active agent's under nova's ring", async () => {
+    const created: string[] = [];
+    for (let i = 0; i < 7; i++)
+      created.push(await createIronicNode(peer.peer.endpoint, { name: `mig-${i}` }));
+    const already = await createIronicNode(peer.peer.endpoint, { name: "mig-sharded", shard: "keep-me" });
+    const run = await shardbridge([
+      ...["migrate", "plan", "--ironic", peer.peer.endpoint, "--agents", "Compute-A,compute-b,compute-c"],
+      ...["--max-per-shard", "2", "--apply", "--json"],
+    ]);
+    expect(run.status, run.stderr).to.equal(0);
+    const plan = JSON.parse(run.stdout) as {
+      shards: Array<{ name: string; active: string; nodes: string[] }>;
+      alreadySharded: number;
+      applied: { written: number; failed: string[] };
+    };
+    expect(plan.applied).to.deep.equal({ written: 7, failed: [] });
+    const nodes = new Map((await new IronicClient(peer.peer.endpoint).nodes()).map((n) => [n.uuid, n]));
+    const ring = buildRing("tooz", ["compute-a", "compute-b", "compute-c"]);
+    for (const shard of plan.shards) {
+      expect(shard.nodes.length).to.be.at.most(2);
+      for (const uuid of shard.nodes) {
+        expect(nodes.get(uuid)!.shard).to.equal(shard.name);
+        expect(ring.memberOf(uuid)).to.equal(shard.active);
+      }
+    }
+    for (const uuid of created) expect(nodes.get(uuid)!.shard).to.match(/^ring-compute-[abc]-\d+$/);
+    expect(nodes.get(already)!.shard).to.equal("keep-me");
+  });
+});
