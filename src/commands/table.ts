@@ -3,7 +3,7 @@ export function renderTable(header: string[], rows: Array<Array<string | number>
   const cells = [header, ...rows.map((r) => r.map(String))];
   const widths = header.map((_, c) => Math.max(...cells.map((row) => row[c]!.length)));
   const numeric = header.map(
-    (_, c) => rows.length > 0 && rows.every((r) => /^-?[\d.]+$|^\|$/.test(String(r[c]))),
+    (_, c) => rows.length > 0 && rows.every((r) => /^-?[\d.,]+$|^\|$|^n\/a$/.test(String(r[c]))),
   );
   const line = (row: string[]) =>
     row

@@ -3,10 +3,14 @@ import { createHash } from "node:crypto";
 /** Points per member in nova's ring (nova.virt.ironic.driver._HASH_RING_PARTITIONS = 2**5). */
 export const NOVA_PARTITIONS = 32;
 
-/** A ring point: MD5 as 32 lower-case hex digits; fixed width, so string order is numeric order. */
+/**
+ * A ring point: the 16 MD5 bytes as a "binary" (latin1) string. Each char is one byte (0..255) and the
+ * width is fixed, so string order is the order of the 128-bit big-endian numbers tooz
+ * compares, at half the length of hex.
+ */
 type Point = string;
 
-const md5Hex = (data: string): Point => createHash("md5").update(data, "utf8").digest("hex");
+const md5Point = (data: string): Point => createHash("md5").update(data, "utf8").digest("binary");
 
 /**
  * tooz 3.1's HashRing as nova 26's ironic driver uses it, bit for bit. Pure: no clock, no I/O.
@@ -23,21 +27,24 @@ export class ToozRing {
   /** point -> member */
   private readonly owner = new Map<Point, string>();
   readonly members: readonly string[];
+  private readonly memberSet: ReadonlySet<string>;
 
   constructor(members: Iterable<string>, partitions = NOVA_PARTITIONS) {
     if (!Number.isInteger(partitions) || partitions < 1)
       throw new RangeError("partitions must be a positive integer");
     const unique = [...new Set(members)].sort();
     this.members = unique;
+    this.memberSet = new Set(unique);
     for (const member of unique) {
       const running = createHash("md5").update(member, "utf8");
       for (let r = 0; r < partitions; r++) {
         running.update(member, "utf8");
         // An exact 128-bit collision between members would let the member tooz adds last
         // (Python set order) win; with MD5 points that is not a case to design for.
-        this.owner.set(running.copy().digest("hex"), member);
+        this.owner.set(running.copy().digest("binary"), member);
       }
     }
+    // Default sort compares UTF-16 code units; latin1 chars are single units 0..255: byte order.
     this.points = [...this.owner.keys()].sort();
   }
 
@@ -60,11 +67,12 @@ export class ToozRing {
    */
   lookup(key: string, options: { ignore?: Iterable<string>; replicas?: number } = {}): string[] {
     const ignore = new Set(options.ignore ?? []);
-    const candidates = this.members.filter((m) => !ignore.has(m)).length;
+    let candidates = this.members.length;
+    for (const m of ignore) if (this.owns(m)) candidates--;
     const wanted = Math.min(options.replicas ?? 1, candidates);
     const found: string[] = [];
     if (wanted <= 0) return found;
-    let at = this.partitionOf(md5Hex(key));
+    let at = this.partitionOf(md5Point(key));
     while (found.length < wanted) {
       const member = this.owner.get(this.points[at]!)!;
       if (!ignore.has(member) && !found.includes(member)) found.push(member);
@@ -75,7 +83,12 @@ export class ToozRing {
 
   /** The one member a key belongs to (nova's replicas=1), or null for an empty ring. */
   memberOf(key: string): string | null {
-    return this.lookup(key)[0] ?? null;
+    if (this.points.length === 0) return null;
+    return this.owner.get(this.points[this.partitionOf(md5Point(key))]!)!;
+  }
+
+  private owns(member: string): boolean {
+    return this.memberSet.has(member);
   }
 }
 

@@ -5,11 +5,13 @@
 import { bridgeBench } from "./bridge.bench.js";
 import { inspectorBench } from "./inspector.bench.js";
 import { leaseBench } from "./lease.bench.js";
+import { ringBench } from "./ring.bench.js";
 
 const benches: Record<string, () => Promise<void>> = {
   lease: leaseBench,
   bridge: bridgeBench,
   inspector: inspectorBench,
+  ring: ringBench,
 };
 const only = process.argv.slice(2);
 

@@ -1,3 +1,4 @@
+import { renderTable } from "../../src/commands/table.js";
 /** Small helpers shared by the benchmarks: percentiles and table printing. */
 
 export function percentile(sortedMs: number[], p: number): number {
@@ -39,13 +40,13 @@ export async function closedLoop(
 }
 
 export function printTable(title: string, header: string[], rows: Array<Array<string | number>>): void {
-  const cells = [header, ...rows.map((r) => r.map((c) => (typeof c === "number" ? formatNumber(c) : c)))];
-  const widths = header.map((_, i) => Math.max(...cells.map((r) => String(r[i] ?? "").length)));
-  process.stdout.write(`\n${title}\n`);
-  for (const [n, row] of cells.entries()) {
-    process.stdout.write(`  ${row.map((c, i) => String(c).padEnd(widths[i]!)).join("  ")}\n`);
-    if (n === 0) process.stdout.write(`  ${widths.map((w) => "-".repeat(w)).join("  ")}\n`);
-  }
+  const formatted = rows.map((r) => r.map((c) => (typeof c === "number" ? formatNumber(c) : c)));
+  const body = renderTable(header, formatted)
+    .trimEnd()
+    .split("\n")
+    .map((line) => `  ${line}`)
+    .join("\n");
+  process.stdout.write(`\n${title}\n${body}\n`);
 }
 
 function formatNumber(n: number): string {
