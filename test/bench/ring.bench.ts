@@ -53,10 +53,16 @@ export async function ringBench(): Promise<void> {
     for (const n of nodes) if (ketama.value.memberOf(n) !== null) placed++;
     return placed;
   });
-
-  const rows: Array<Array<string | number>> = [
-    ["shardbridge tooz ring (Node)", ours.s * 1000, NODES / oursLookup.s, "1.00", "1.00"],
+  /** A table row: build and lookup seconds, and each as a ratio to ours. */
+  const row = (name: string, buildS: number, lookupS: number) => [
+    name,
+    buildS * 1000,
+    NODES / lookupS,
+    (buildS / ours.s).toFixed(2),
+    (lookupS / oursLookup.s).toFixed(2),
   ];
+
+  const rows = [row("shardbridge tooz ring (Node)", ours.s, oursLookup.s)];
   const why = toozUnavailable();
   if (why === null) {
     const run = spawnSync("/usr/bin/python3", ["-c", PYTHON_TIMING], {
@@ -68,23 +74,11 @@ export async function ringBench(): Promise<void> {
     const py = JSON.parse(run.stdout) as { build_s: number; lookup_s: number; first: string };
     if (py.first !== ours.value.memberOf(nodes[0]!))
       throw new Error("python tooz and ours disagree on node 0");
-    rows.push([
-      "python3 tooz 3.1 (same input)",
-      py.build_s * 1000,
-      NODES / py.lookup_s,
-      (py.build_s / ours.s).toFixed(2),
-      (py.lookup_s / oursLookup.s).toFixed(2),
-    ]);
+    rows.push(row("python3 tooz 3.1 (same input)", py.build_s, py.lookup_s));
   } else {
     process.stdout.write(`\n(${why}: the python3 tooz column is skipped)\n`);
   }
-  rows.push([
-    "hashring package (ketama)",
-    ketama.s * 1000,
-    NODES / ketamaLookup.s,
-    (ketama.s / ours.s).toFixed(2),
-    (ketamaLookup.s / oursLookup.s).toFixed(2),
-  ]);
+  rows.push(row("hashring package (ketama)", ketama.s, ketamaLookup.s));
   printTable(
     `Ring: build over ${MEMBERS} members, look up ${NODES.toLocaleString("en-US")} node UUIDs (time ratio: other / ours, >1 = ours faster)`,
     ["ring", "build ms", "lookups/s", "build ratio", "lookup ratio"],
