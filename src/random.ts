@@ -27,7 +27,12 @@ export function seededRandom(seed: number): () => number {
 
 /** A version-4-shaped UUID (lower case) drawn from `random`. */
 export function randomUuid(random: () => number): string {
-  const hex = (n: number) => Array.from({ length: n }, () => Math.floor(random() * 16).toString(16)).join("");
-  const variant = "89ab"[Math.floor(random() * 4)]!;
-  return `${hex(8)}-${hex(4)}-4${hex(3)}-${variant}${hex(3)}-${hex(12)}`;
+  // Four 32-bit draws give the 128 bits; then the version and variant nibbles are set.
+  const word = () =>
+    Math.floor(random() * 4294967296)
+      .toString(16)
+      .padStart(8, "0");
+  const [a, b, c, d] = [word(), word(), word(), word()];
+  const variant = "89ab"[parseInt(c[0]!, 16) & 3]!;
+  return `${a}-${b.slice(0, 4)}-4${b.slice(5, 8)}-${variant}${c.slice(1, 4)}-${c.slice(4)}${d}`;
 }

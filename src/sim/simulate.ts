@@ -1,0 +1,245 @@
+import { seededRandom } from "../random.js";
+import type { CoveragePoint, CoverageSummary } from "./coverage.js";
+import { layoutFleet } from "./fleet.js";
+import { SimHost } from "./host.js";
+import { runLegacyMode } from "./legacy-mode.js";
+import { EventQueue } from "./queue.js";
+import type { Fault, Scenario } from "./scenario.js";
+import { runShardsMode } from "./shards-mode.js";
+
+const MS = 1000;
+
+/** A primitive fault on the simulator's clock, after repeats and rolling restarts are spelled out. */
+type Step =
+  | { atUs: number; kind: "crash" | "start" | "stop"; agent: number }
+  | { atUs: number; kind: "pause"; agent: number; untilUs: number }
+  | { atUs: number; kind: "cut"; agent: number; to: boolean; from: boolean }
+  | { atUs: number; kind: "rate"; agent: number; rate: number }
+  | { atUs: number; kind: "redis-restart"; downUs: number };
+
+/** The timeline as primitive steps, in time order (stable for equal times). */
+export function stepsOf(scenario: Scenario, agents: string[]): Step[] {
+  const index = new Map(agents.map((a, i) => [a, i]));
+  const steps: Step[] = [];
+  const occurrences = (fault: Fault) => {
+    const repeat = "repeat" in fault && fault.repeat !== undefined ? fault.repeat : { every: 0, times: 1 };
+    return Array.from({ length: repeat.times }, (_, j) => fault.at + j * repeat.every);
+  };
+  for (const fault of scenario.timeline) {
+    for (const atMs of occurrences(fault)) {
+      const atUs = atMs * MS;
+      switch (fault.fault) {
+        case "crash":
+          steps.push({ atUs, kind: "crash", agent: index.get(fault.agent)! });
+          break;
+        case "restart":
+          steps.push({ atUs, kind: "start", agent: index.get(fault.agent)! });
+          break;
+        case "pause":
+          steps.push({ atUs, kind: "pause", agent: index.get(fault.agent)!, untilUs: atUs + fault.for * MS });
+          break;
+        case "partition": {
+          const agent = index.get(fault.agent)!;
+          const to = fault.direction !== "from-redis";
+          const from = fault.direction !== "to-redis";
+          steps.push({ atUs, kind: "cut", agent, to, from });
+          steps.push({ atUs: atUs + fault.for * MS, kind: "cut", agent, to: false, from: false });
+          break;
+        }
+        case "redis-restart":
+          steps.push({ atUs, kind: "redis-restart", downUs: fault.down * MS });
+          break;
+        case "clock-skew": {
+          const agent = index.get(fault.agent)!;
+          steps.push({ atUs, kind: "rate", agent, rate: fault.rate });
+          if (fault.for !== undefined)
+            steps.push({ atUs: atUs + fault.for * MS, kind: "rate", agent, rate: 1 });
+          break;
+        }
+        case "rolling-restart":
+          agents.forEach((_, agent) => {
+            const stopAt = atUs + agent * fault.interval * MS;
+            steps.push({ atUs: stopAt, kind: "stop", agent });
+            steps.push({ atUs: stopAt + fault.downtime * MS, kind: "start", agent });
+          });
+          break;
+      }
+    }
+  }
+  return steps
+    .map((s, i) => ({ s, i }))
+    .sort((a, b) => a.s.atUs - b.s.atUs || a.i - b.i)
+    .map(({ s }) => s);
+}
+
+export interface ModeReport extends CoverageSummary {
+  /** fenced writes refused (shards: stale writers stopped; legacy: nothing fences) */
+  staleWritesRefused: number | null;
+  /** writes that passed fencing without being the live holder's: must be 0 */
+  staleWritesAccepted: number | null;
+  events: number;
+  series: CoveragePoint[];
+  /** who was active for what, from when to when (shards: per shard; legacy: per agent, with its node count) */
+  activity: Array<{ lane: string; agent: string; fromS: number; toS: number; nodes?: number }>;
+}
+
+export interface SimulationReport {
+  scenario: string;
+  seed: number;
+  durationS: number;
+  nodes: number;
+  shards: number;
+  agents: number;
+  leaseTtlMs: number;
+  /** the scenario's faults, for the charts */
+  faults: Array<{ atS: number; label: string }>;
+  shardsMode: ModeReport;
+  legacyMode: ModeReport;
+}
+
+/** How many lanes the timeline chart shows at most. */
+const CHART_LANES = 24;
+/** How many points each over-time series keeps at most. */
+const SERIES_POINTS = 2000;
+
+/** Thin a step series to about `max` points, keeping each bucket's worst values. */
+function thin(series: CoveragePoint[], endUs: number, max: number): CoveragePoint[] {
+  if (series.length <= max) return series;
+  const bucketUs = endUs / max;
+  const out: CoveragePoint[] = [];
+  for (const p of series) {
+    const last = out[out.length - 1];
+    if (last !== undefined && Math.floor(last.atUs / bucketUs) === Math.floor(p.atUs / bucketUs)) {
+      last.unmanaged = Math.max(last.unmanaged, p.unmanaged);
+      last.doubleManaged = Math.max(last.doubleManaged, p.doubleManaged);
+    } else out.push({ ...p });
+  }
+  return out;
+}
+
+/**
+ * Run a scenario under both modes, shards with leases and nova's ring, on the same fleet,
+ * faults and seed. Deterministic: the same scenario gives the same report, byte for byte.
+ */
+export function simulate(scenario: Scenario, onProgress?: (fraction: number) => void): SimulationReport {
+  const endUs = scenario.duration * MS;
+  const layout = layoutFleet(scenario, seededRandom(scenario.seed));
+  const steps = stepsOf(scenario, layout.agents);
+  const progress = (mode: number) => (nowUs: number) => onProgress?.((mode + nowUs / endUs) / 2);
+
+  // Shards with leases.
+  const sq = new EventQueue();
+  const sHosts = layout.agents.map((id, i) => new SimHost(i, id, sq));
+  const shards = runShardsMode(
+    scenario,
+    layout,
+    sq,
+    seededRandom(scenario.seed ^ 0x5eed),
+    sHosts,
+    steps.map((s) => s.atUs),
+  );
+  // nova's ring.
+  const lq = new EventQueue();
+  const lHosts = layout.agents.map((id, i) => new SimHost(i, id, lq));
+  const legacy = runLegacyMode(
+    layout,
+    lq,
+    seededRandom(scenario.seed ^ 0x1e6a),
+    lHosts,
+    scenario.fleet.latency_ms * MS,
+  );
+
+  for (const step of steps) {
+    sq.at(step.atUs, () => {
+      const host = step.kind === "redis-restart" ? undefined : sHosts[step.agent]!;
+      switch (step.kind) {
+        case "crash":
+          return shards.faults.crash(host!);
+        case "stop":
+          return shards.faults.stop(host!);
+        case "start":
+          return shards.faults.start(host!);
+        case "pause":
+          return shards.faults.pause(host!, step.untilUs);
+        case "cut":
+          host!.cutTo = step.to;
+          host!.cutFrom = step.from;
+          return;
+        case "rate":
+          return shards.faults.clockRate(host!, step.rate);
+        case "redis-restart":
+          return shards.faults.redisRestart(step.downUs);
+      }
+    });
+    lq.at(step.atUs, () => {
+      if (step.kind === "redis-restart") return; // nova keeps its services in its database
+      const host = lHosts[step.agent]!;
+      switch (step.kind) {
+        case "crash":
+        case "stop":
+          return legacy.faults.crash(host);
+        case "start":
+          return legacy.faults.start(host);
+        case "pause":
+          return legacy.faults.pause(host, step.untilUs);
+        case "cut":
+          host.cutTo = step.to;
+          host.cutFrom = step.from;
+          return;
+        case "rate":
+          return legacy.faults.clockRate(host, step.rate);
+      }
+    });
+  }
+  sq.runUntil(endUs, progress(0));
+  lq.runUntil(endUs, progress(1));
+  onProgress?.(1);
+
+  const seconds = (us: number) => Math.round(us / 1000) / 1000;
+  const shardsReport: ModeReport = {
+    ...shards.result.coverage.summary(endUs),
+    staleWritesRefused: shards.result.staleWritesRefused,
+    staleWritesAccepted: shards.result.staleWritesAccepted,
+    events: sq.processed,
+    series: thin(shards.result.coverage.series, endUs, SERIES_POINTS),
+    activity: shards.result.spells
+      .filter((s) => s.shard < CHART_LANES)
+      .map((s) => ({
+        lane: `shard-${s.shard}`,
+        agent: layout.agents[s.agent]!,
+        fromS: seconds(s.fromUs),
+        toS: seconds(s.toUs ?? endUs),
+      })),
+  };
+  const legacyReport: ModeReport = {
+    ...legacy.result.coverage.summary(endUs),
+    staleWritesRefused: null,
+    staleWritesAccepted: null,
+    events: lq.processed,
+    series: thin(legacy.result.coverage.series, endUs, SERIES_POINTS),
+    activity: legacy.result.spells
+      .filter((s) => s.agent < CHART_LANES)
+      .map((s) => ({
+        lane: layout.agents[s.agent]!,
+        agent: layout.agents[s.agent]!,
+        fromS: seconds(s.fromUs),
+        toS: seconds(s.toUs ?? endUs),
+        nodes: s.nodes,
+      })),
+  };
+  return {
+    scenario: scenario.name,
+    seed: scenario.seed,
+    durationS: scenario.duration / 1000,
+    nodes: scenario.fleet.nodes,
+    shards: scenario.fleet.shards,
+    agents: layout.agents.length,
+    leaseTtlMs: scenario.fleet.lease_ttl_ms,
+    faults: scenario.timeline.map((f) => ({
+      atS: f.at / 1000,
+      label: `${f.fault}${"agent" in f ? ` ${f.agent}` : ""}${"repeat" in f && f.repeat ? ` (×${f.repeat.times})` : ""}`,
+    })),
+    shardsMode: shardsReport,
+    legacyMode: legacyReport,
+  };
+}
