@@ -6,12 +6,14 @@ import { bridgeBench } from "./bridge.bench.js";
 import { inspectorBench } from "./inspector.bench.js";
 import { leaseBench } from "./lease.bench.js";
 import { ringBench } from "./ring.bench.js";
+import { simBench } from "./sim.bench.js";
 
 const benches: Record<string, () => Promise<void>> = {
   lease: leaseBench,
   bridge: bridgeBench,
   inspector: inspectorBench,
   ring: ringBench,
+  sim: simBench,
 };
 const only = process.argv.slice(2);
 
