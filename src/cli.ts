@@ -19,6 +19,7 @@ import { RING_USAGE, ringCommand } from "./commands/ring.js";
 import { COMPARE_USAGE, compareCommand } from "./commands/compare.js";
 import { MIGRATE_USAGE, migrateCommand } from "./commands/migrate.js";
 import { SIMULATE_USAGE, simulateCommand } from "./commands/simulate.js";
+import { CHAOS_USAGE, chaosCommand } from "./commands/chaos.js";
 import { integerFlag } from "./commands/io.js";
 import { RING_KINDS } from "./ring/legacy.js";
 import { AgentId, ShardName } from "./domain/names.js";
@@ -65,7 +66,7 @@ commands:
              --state FILE    remember handled inspections across restarts (without it a restart re-reads
                              each node's last inspection once; the bridge applies each only once)
              --once          poll once, print what happened as JSON, exit 1 if anything failed
-${RING_USAGE}${COMPARE_USAGE}${MIGRATE_USAGE}${SIMULATE_USAGE}  agent    run the reference compute agent for one shard
+${RING_USAGE}${COMPARE_USAGE}${MIGRATE_USAGE}${SIMULATE_USAGE}${CHAOS_USAGE}  agent    run the reference compute agent for one shard
              --id HOST       this agent's id (nova-compute's host)
              --shard NAME    the shard to serve
              --bridge URL    the bridge (default http://127.0.0.1:6390)
@@ -318,6 +319,8 @@ async function main(argv: string[]): Promise<void> {
       return migrateCommand(rest);
     case "simulate":
       return simulateCommand(rest);
+    case "chaos":
+      return chaosCommand(rest);
     case undefined:
     case "help":
     case "--help":

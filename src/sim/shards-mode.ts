@@ -227,7 +227,13 @@ export function runShardsMode(
     });
   };
 
-  const becomeActive = (k: Keeper, token: number, sentLocal: number) => {
+  /** `firstRenewLocal`: when the first renew goes out (a steady-state start draws its phase) */
+  const becomeActive = (
+    k: Keeper,
+    token: number,
+    sentLocal: number,
+    firstRenewLocal = sentLocal + intervalUs,
+  ) => {
     if (k.host.local() >= sentLocal + graceUs) {
       schedulePoll(k, jitter(pollUs)); // the answer came too late to act on
       return;
@@ -238,7 +244,7 @@ export function runShardsMode(
     k.deadlineLocal = sentLocal + graceUs;
     store.waiters.get(k.shard)?.delete(k);
     believe(k);
-    scheduleRenew(k, sentLocal + intervalUs);
+    scheduleRenew(k, firstRenewLocal);
     scheduleWrite(k, random() * writeUs); // its periodic work has its own phase
   };
 
@@ -351,7 +357,8 @@ export function runShardsMode(
         // Steady state at time 0: the first candidate holds the lease.
         const outcome = storeOp(s, { kind: "acquire", agent: host.id, ttlMs });
         if (outcome.ok) {
-          becomeActive(k, outcome.token, host.local());
+          // A holder in steady state renews at some phase of its interval, not in step with the others.
+          becomeActive(k, outcome.token, host.local(), host.local() + random() * intervalUs);
           continue;
         }
       }

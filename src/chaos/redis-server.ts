@@ -1,0 +1,133 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Redis } from "ioredis";
+
+/** A free TCP port on loopback, as the kernel hands it out. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once("error", reject);
+    probe.listen(0, "127.0.0.1", () => {
+      const address = probe.address();
+      probe.close(() =>
+        typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port")),
+      );
+    });
+  });
+}
+
+const running = new Set<ChildProcess>();
+const dirs = new Set<string>();
+// Whatever a run left behind goes with the process: servers and their directories.
+process.once("exit", () => {
+  for (const child of running) child.kill("SIGKILL");
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+/**
+ * A private redis-server: its own free port, no persistence, its own directory; never
+ * the machine's Redis. `restart()` kills it with SIGKILL and starts a new empty one on the
+ * same port, the way a crashed Redis without persistence comes back. Used by the tests
+ * and by `shardbridge chaos`.
+ */
+export class PrivateRedisServer {
+  private child: ChildProcess | null = null;
+  private readonly dir = mkdtempSync(join(tmpdir(), "sb-redis-"));
+
+  private constructor(readonly port: number) {
+    dirs.add(this.dir);
+  }
+
+  static async start(): Promise<PrivateRedisServer> {
+    const server = new PrivateRedisServer(await freePort());
+    await server.launch();
+    return server;
+  }
+
+  get url(): string {
+    return `redis://127.0.0.1:${this.port}/0`;
+  }
+
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  private async launch(): Promise<void> {
+    const child = spawn(
+      "redis-server",
+      [
+        "--port",
+        String(this.port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        this.dir,
+        "--protected-mode",
+        "yes",
+      ],
+      { stdio: ["ignore", "ignore", "pipe"] },
+    );
+    running.add(child);
+    child.once("exit", () => running.delete(child));
+    this.child = child;
+    await this.waitUntilReady();
+  }
+
+  private async waitUntilReady(): Promise<void> {
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const probe = new Redis(this.port, "127.0.0.1", {
+        lazyConnect: true,
+        maxRetriesPerRequest: 0,
+        retryStrategy: () => null,
+      });
+      probe.on("error", () => undefined);
+      try {
+        await probe.connect();
+        await probe.ping();
+        return;
+      } catch (error) {
+        if (Date.now() > deadline)
+          throw new Error(`redis-server on ${this.port} did not start: ${String(error)}`);
+        await new Promise((r) => setTimeout(r, 25));
+      } finally {
+        probe.disconnect();
+      }
+    }
+  }
+
+  /** A plain client for set-up and inspection. */
+  client(): Redis {
+    const client = new Redis(this.port, "127.0.0.1", { maxRetriesPerRequest: 1 });
+    client.on("error", () => undefined);
+    return client;
+  }
+
+  async kill(): Promise<void> {
+    const child = this.child;
+    if (child === null || child.exitCode !== null) return;
+    const exited = new Promise((r) => child.once("exit", r));
+    child.kill("SIGKILL");
+    await exited;
+    this.child = null;
+  }
+
+  /** SIGKILL and start again empty on the same port. */
+  async restart(): Promise<void> {
+    await this.kill();
+    await this.launch();
+  }
+
+  async stop(): Promise<void> {
+    await this.kill();
+    rmSync(this.dir, { recursive: true, force: true });
+    dirs.delete(this.dir);
+  }
+}
