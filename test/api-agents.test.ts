@@ -35,7 +35,12 @@ for (const backend of backendsUnderTest()) {
 
       // After a handover the nodes follow the lease. compute-0 says it serves rack-a (it is
       // not in the legacy ring pool), so without the lease it has no nodes at all.
-      await call(`${ctx.base}/v1/agents/compute-0/heartbeat`, "POST", { shards: ["rack-a"] }, as("compute-0"));
+      await call(
+        `${ctx.base}/v1/agents/compute-0/heartbeat`,
+        "POST",
+        { shards: ["rack-a"] },
+        as("compute-0"),
+      );
       const release = { agent: "compute-0", token: a.body.token };
       await call(`${ctx.base}/v1/shards/rack-a/lease`, "DELETE", release, as("compute-0"));
       expect((await nodesOf("compute-0", [a.body.token])).body.nodes).to.deep.equal([]);
@@ -49,6 +54,13 @@ for (const backend of backendsUnderTest()) {
         `${ctx.base}/v1/shards/rack-a/lease`,
         "POST",
         { agent: "compute-0" },
+        as("compute-0"),
+      );
+      // It renewed (so it heard the grant); then a restarted process of it takes a new lease.
+      await call(
+        `${ctx.base}/v1/shards/rack-a/lease`,
+        "POST",
+        { agent: "compute-0", token: old.body.token },
         as("compute-0"),
       );
       const again = await call(

@@ -108,6 +108,25 @@ describe("Simulator: scenarios", function () {
     expect(report.legacyMode.unmanagedNodeSeconds).to.equal(0);
   });
 
+  it("a one-way partition (the agent is heard, hears nothing) moves its shard within the renew deadline plus a TTL", () => {
+    const report = simulate(
+      parseScenario(
+        JSON.stringify({
+          name: "one-way",
+          seed: 3,
+          duration: "3m",
+          fleet: { nodes: 100, shards: 2, agents_per_shard: 2, lease_ttl_ms: 6000 },
+          timeline: [
+            { at: "30s", fault: "partition", agent: "compute-0", direction: "from-redis", for: "90s" },
+          ],
+        }),
+      ),
+    );
+    // Deadline 4 s, then at most one lease it never hears of (6 s), then a standby poll.
+    expect(report.shardsMode.worstRecoveryS).to.be.within(4, 4 + 6 + 0.6);
+    expect(report.shardsMode.doubleManagedNodeSeconds).to.equal(0);
+  });
+
   it("ships the scenarios the operators asked for, each valid", () => {
     const files = readdirSync(scenariosDir).filter((f) => f.endsWith(".json"));
     for (const want of [

@@ -50,10 +50,14 @@ for (const backend of backendsUnderTest()) {
         expect(second.current!.ttlMs).to.be.within(5000, 6000);
       });
 
-      it("re-acquiring one's own live lease starts a new lease: new token, the old one fenced out", async () => {
+      it("re-acquiring one's own renewed lease starts a new lease: new token, the old one fenced out", async () => {
         const first = await store.acquire({ shard: "s1", agent: "a", ttlMs: 2000 });
+        if (!first.ok) throw new Error("acquire refused");
+        expect(await store.renew({ shard: "s1", agent: "a", token: first.token, ttlMs: 2000 })).to.include({
+          ok: true,
+        });
         const again = await store.acquire({ shard: "s1", agent: "a", ttlMs: 9000 });
-        if (!first.ok || !again.ok) throw new Error("acquire refused");
+        if (!again.ok) throw new Error("acquire refused");
         expect(again.token).to.be.greaterThan(first.token);
         expect(again.ttlMs).to.be.within(8000, 9000);
         expect(await store.fence({ shard: "s1", token: first.token })).to.include({
@@ -69,6 +73,19 @@ for (const backend of backendsUnderTest()) {
           reason: "stale_token",
         });
         expect(await store.fence({ shard: "s1", token: again.token })).to.include({ allowed: true });
+      });
+
+      it("refuses its holder a new lease over one it never renewed (it may not have heard the grant)", async () => {
+        const first = await store.acquire({ shard: "s1", agent: "a", ttlMs: 1000 });
+        if (!first.ok) throw new Error("acquire refused");
+        // An agent that can send but not hear asks again and again: it must not keep the shard.
+        const again = await store.acquire({ shard: "s1", agent: "a", ttlMs: 1000 });
+        expect(again).to.deep.include({ ok: false, reason: "held" });
+        expect(again.ok === false && again.current).to.include({ holder: "a", token: first.token });
+        expect(await store.fence({ shard: "s1", token: first.token })).to.include({ allowed: true });
+        await sleep(1100);
+        const other = await store.acquire({ shard: "s1", agent: "b", ttlMs: 1000 });
+        expect(other).to.include({ ok: true, holder: "b" });
       });
 
       it("keeps shards independent", async () => {

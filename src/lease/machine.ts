@@ -17,6 +17,8 @@ export interface Lease {
   expiresAtUs: number;
   /** when this lease (this token) began; renewals keep it */
   sinceUs: number;
+  /** whether its holder has renewed it: proof that the holder heard it was granted */
+  renewed: boolean;
 }
 
 /** Everything the store keeps per shard. `lastToken` never decreases. */
@@ -155,17 +157,21 @@ function acquire(
     return { outcome: { ok: false, reason: "recovering", current: null, retryAfterMs: wait }, state };
   }
   const live = liveLease(state, nowUs);
-  if (live !== null && live.holder !== agent) {
+  // The holder's own id may take a new lease only over one it has renewed: an agent that
+  // can send but not hear (a one-way partition) would otherwise be granted lease after
+  // lease without ever learning it, and no standby would get the shard until the link
+  // healed. Over a lease it never renewed it waits, like anyone, for the lease to end.
+  if (live !== null && (live.holder !== agent || !live.renewed)) {
     return { outcome: { ok: false, reason: "held", current: view(live, nowUs) }, state };
   }
-  // Every acquire starts a new lease with a new token, also when this agent id holds the
-  // live lease already: the caller may be a restarted process, or a keeper that gave the
-  // lease up at its deadline, and whatever an older incarnation still has in flight must
-  // be fenced out. Extending a lease under the same token is what renew is for.
+  // Every other acquire starts a new lease with a new token, also when this agent id holds
+  // the live lease already: the caller may be a restarted process, or a keeper that gave
+  // the lease up at its deadline, and whatever an older incarnation still has in flight
+  // must be fenced out. Extending a lease under the same token is what renew is for.
   const token = mintToken(state.lastToken, nowUs);
   return grant(
     state,
-    { holder: agent, token, expiresAtUs: nowUs + ttlMs * US_PER_MS, sinceUs: nowUs },
+    { holder: agent, token, expiresAtUs: nowUs + ttlMs * US_PER_MS, sinceUs: nowUs, renewed: false },
     nowUs,
   );
 }
@@ -192,7 +198,7 @@ function renew(
     // holder has stopped acting by now, and a new lease must carry a new token.
     return { outcome: { ok: false, reason: mismatch, current: view(live, nowUs) }, state };
   }
-  return grant(state, { ...live!, expiresAtUs: nowUs + ttlMs * US_PER_MS }, nowUs);
+  return grant(state, { ...live!, expiresAtUs: nowUs + ttlMs * US_PER_MS, renewed: true }, nowUs);
 }
 
 function release(

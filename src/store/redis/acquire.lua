@@ -11,15 +11,17 @@ if last == 0 then
   end
 end
 local cur = live(lease, now)
-if cur and cur.holder ~= agent then
+-- The holder's own id gets a new lease only over one it renewed (proof it heard the
+-- grant): an agent that can send but not hear must not be granted lease after lease.
+if cur and (cur.holder ~= agent or not cur.renewed) then
   return reply(0, 'held', cur, now)
 end
--- Every acquire starts a new lease with a new token, also for the live holder's own id
--- (a restarted process must fence out its older incarnation). The token is above every
+-- Every other acquire starts a new lease with a new token, also for the live holder's own
+-- id (a restarted process must fence out its older incarnation). The token is above every
 -- earlier one and at least the clock, so tokens keep increasing even after a restart
 -- that lost this key.
 local token = math.max(last + 1, now)
 local granted = { holder = agent, token = token, exp = now + ttl * 1000, since = now }
 redis.call('HSET', key, 'holder', agent, 'token', str(token), 'exp', str(granted.exp), 'since', str(now),
-  'last', str(token))
+  'last', str(token), 'renewed', '0')
 return reply(1, '', granted, now)

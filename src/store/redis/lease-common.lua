@@ -1,14 +1,15 @@
 -- Shared by every lease script; prepended to each at load time after the clock.
 -- KEYS[1] is the shard's lease hash: holder, token, exp (expiry, store us), since (when
--- this lease began, store us), last (the highest token ever minted for the shard; kept
--- when the lease is released).
+-- this lease began, store us), renewed ('1' once its holder renewed it), last (the
+-- highest token ever minted for the shard; kept when the lease is released).
 local key = KEYS[1]
 
 local function load_state()
-  local f = redis.call('HMGET', key, 'holder', 'token', 'exp', 'since', 'last')
+  local f = redis.call('HMGET', key, 'holder', 'token', 'exp', 'since', 'last', 'renewed')
   local lease = false
   if f[1] then
-    lease = { holder = f[1], token = tonumber(f[2]), exp = tonumber(f[3]), since = tonumber(f[4]) }
+    lease = { holder = f[1], token = tonumber(f[2]), exp = tonumber(f[3]), since = tonumber(f[4]),
+      renewed = f[6] == '1' }
   end
   return lease, tonumber(f[5]) or 0
 end

@@ -11,5 +11,5 @@ if why then
   return reply(0, why, cur, now)
 end
 -- Keep 'last' so the next token still climbs above this one.
-redis.call('HDEL', key, 'holder', 'token', 'exp', 'since')
+redis.call('HDEL', key, 'holder', 'token', 'exp', 'since', 'renewed')
 return reply(1, '', false, now)

@@ -8,5 +8,5 @@ if why then
   return reply(0, why, cur, now)
 end
 cur.exp = now + ttl * 1000
-redis.call('HSET', key, 'exp', str(cur.exp))
+redis.call('HSET', key, 'exp', str(cur.exp), 'renewed', '1')
 return reply(1, '', cur, now)
