@@ -371,8 +371,8 @@ export function runShardsMode(
     for (const k of keepersOf[host.index] ?? []) {
       store.waiters.get(k.shard)?.delete(k);
       if (k.state !== "active") continue;
-      const believed = host.local() < k.deadlineLocal;
-      if (believed) disbelieve(k, queue.now);
+      // An active keeper is counted as managing until it loses or stops: here it stops.
+      disbelieve(k, queue.now);
       if (graceful && !host.paused) {
         const { token } = k;
         toStore(host, (atUs) => {
