@@ -223,7 +223,7 @@ export function runShardsMode(
     queue.at(k.host.trueAt(k.deadlineLocal), () => {
       if (k.leaseEpoch !== epoch || k.host.epoch !== hostEpoch || k.state !== "active") return;
       if (k.host.local() >= k.deadlineLocal - 1e-6) lose(k);
-      else armDeadline(k);
+      else if (k.host.paused) armDeadline(k); // still frozen: check again at the new deadline
     });
   };
 
