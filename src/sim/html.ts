@@ -4,11 +4,11 @@ import { reportTable } from "./report.js";
 const escape = (text: string) =>
   text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
 
-/** A stable colour per agent id. */
-function colourOf(agent: string): string {
-  let h = 0;
-  for (const c of agent) h = (h * 31 + c.charCodeAt(0)) >>> 0;
-  return `hsl(${h % 360} 65% 50%)`;
+/** Colours per agent, golden-angle apart in hue, so neighbouring ids never look alike. */
+function palette(agents: Iterable<string>): (agent: string) => string {
+  const index = new Map<string, number>();
+  for (const agent of agents) if (!index.has(agent)) index.set(agent, index.size);
+  return (agent) => `hsl(${Math.round(((index.get(agent) ?? 0) * 137.508) % 360)} 65% 48%)`;
 }
 
 const WIDTH = 1000;
@@ -30,6 +30,7 @@ function lanes(report: SimulationReport, mode: ModeReport): string {
   const names = [...new Set(mode.activity.map((a) => a.lane))];
   const height = names.length * LANE + 20;
   const x = (s: number) => LEFT + (s / report.durationS) * (WIDTH - LEFT - 10);
+  const colourOf = palette(mode.activity.map((a) => a.agent).sort());
   const bars = mode.activity
     .map((a) => {
       const y = names.indexOf(a.lane) * LANE;
