@@ -76,13 +76,19 @@ export class PrivateRedisServer {
     );
     running.add(child);
     child.once("exit", () => running.delete(child));
+    // No redis-server on the PATH: say so at once rather than after the wait for its port.
+    let spawnError: Error | null = null;
+    child.once("error", (error) => (spawnError = error));
     this.child = child;
-    await this.waitUntilReady();
+    await this.waitUntilReady(() => spawnError);
   }
 
-  private async waitUntilReady(): Promise<void> {
+  private async waitUntilReady(failed: () => Error | null): Promise<void> {
     const deadline = Date.now() + 10_000;
     for (;;) {
+      const error = failed();
+      if (error !== null)
+        throw new Error(`cannot start redis-server (${error.message}): install it, e.g. apt-get install redis-server`);
       const probe = new Redis(this.port, "127.0.0.1", {
         lazyConnect: true,
         maxRetriesPerRequest: 0,
