@@ -118,17 +118,66 @@ export async function inspectWithInventory(
   node: string,
   inventory: unknown,
 ): Promise<string> {
-  await ironicCall(peer.endpoint, "PUT", `/v1/nodes/${node}/states/provision`, { target: "inspect" });
-  await untilProvisionState(peer.endpoint, node, "inspect wait");
-  const res = await fetch(`${peer.inspectorEndpoint}/v1/continue`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify(inventory),
-  });
-  if (res.status !== 200) throw new Error(`inspector /v1/continue: ${res.status} ${await res.text()}`);
+  await startInspection(peer.endpoint, node);
+  await continueInspection(peer.inspectorEndpoint!, inventory);
   await untilProvisionState(peer.endpoint, node, "manageable");
   const after = await ironicCall(peer.endpoint, "GET", `/v1/nodes/${node}?fields=inspection_finished_at`);
   return after.inspection_finished_at as string;
+}
+
+/**
+ * `inspect` until the node waits for its ramdisk. Ironic polls the inspector every 2 s; a
+ * poll that lands before the inspector has registered a re-inspection reads the previous,
+ * finished one, and Ironic ends the new inspection at once (back to `manageable`, with the
+ * old data). Seen under load in a clean-clone run; then inspect again.
+ */
+async function startInspection(endpoint: string, node: string): Promise<void> {
+  const fields = "provision_state,last_error,inspection_finished_at";
+  for (let attempt = 1; ; attempt++) {
+    const before = await ironicCall(endpoint, "GET", `/v1/nodes/${node}?fields=${fields}`);
+    await ironicCall(endpoint, "PUT", `/v1/nodes/${node}/states/provision`, { target: "inspect" });
+    const deadline = performance.now() + 30_000;
+    for (;;) {
+      const now = await ironicCall(endpoint, "GET", `/v1/nodes/${node}?fields=${fields}`);
+      if (now.provision_state === "inspect wait") return;
+      if (/failed$/.test(now.provision_state))
+        throw new Error(`node ${node}: ${now.provision_state}: ${now.last_error}`);
+      // Back in manageable with a new finish time: that inspection is over already.
+      if (
+        now.provision_state === "manageable" &&
+        now.inspection_finished_at !== before.inspection_finished_at
+      ) {
+        if (attempt === 3)
+          throw new Error(`node ${node}: inspection ended before its ramdisk reported, 3 times`);
+        await new Promise((r) => setTimeout(r, 3000)); // let the inspector's status settle
+        break;
+      }
+      if (performance.now() > deadline)
+        throw new Error(`node ${node} still ${now.provision_state}, not inspect wait`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+}
+
+/**
+ * POST the ramdisk's data to the inspector's /v1/continue. The inspector registers a node
+ * for lookup in the background after Ironic asked it to introspect, so "Could not find a
+ * node" can come first; the real ramdisk retries its lookup too.
+ */
+async function continueInspection(inspectorEndpoint: string, inventory: unknown): Promise<void> {
+  const deadline = performance.now() + 20_000;
+  for (;;) {
+    const res = await fetch(`${inspectorEndpoint}/v1/continue`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(inventory),
+    });
+    if (res.status === 200) return;
+    const text = await res.text();
+    if (!(res.status === 400 && /Could not find a node/.test(text)) || performance.now() > deadline)
+      throw new Error(`inspector /v1/continue: ${res.status} ${text}`);
+    await new Promise((r) => setTimeout(r, 500));
+  }
 }
 
 /** ../shared/peers/fake-inventory.json: what the fake ramdisk reports. */
@@ -140,7 +189,10 @@ export function peerInventory(): any {
  * A private Ironic (and with `inspector`, ironic-inspector) for one describe block: started
  * before its tests, stopped after; the block is skipped, saying why, without ../shared/peers.
  */
-export function useIronicPeer(what: string, options: { inspector?: boolean } = {}): { readonly peer: IronicPeer } {
+export function useIronicPeer(
+  what: string,
+  options: { inspector?: boolean } = {},
+): { readonly peer: IronicPeer } {
   let peer: IronicPeer | undefined;
   before(async function () {
     this.timeout(400_000);
