@@ -4,6 +4,7 @@ import {
   transition,
   type LeaseOperation,
   type OutcomeOf,
+  type LeaseOutcome,
   type ShardLeaseState,
 } from "../lease/machine.js";
 import { Coverage } from "./coverage.js";
@@ -26,6 +27,18 @@ interface Keeper {
   leaseEpoch: number;
   /** bumped when a standby's next poll is re-planned */
   pollEpoch: number;
+  /** when the renew in flight was sent, by this agent's clock */
+  renewSentLocal: number;
+  /** the renew's request handlers for the current lease, made once per lease */
+  renewCalls: RequestCalls<LeaseOutcome> | null;
+}
+
+/** What a request does at the store and with its answer (see `request`). */
+interface RequestCalls<T> {
+  apply: (atUs: number) => T;
+  settle: (answer: T) => "now" | "on-arrival";
+  onAnswer: (answer: T, lagUs: number) => void;
+  onTimeout: () => void;
 }
 
 /** A lease activity interval, for the timeline chart. */
@@ -159,7 +172,10 @@ export function runShardsMode(
   ): void => {
     const sentLocal = host.local();
     const sentUs = queue.now;
-    const timeout = () => host.later(host.trueAt(sentLocal + timeoutLocalUs), onTimeout);
+    // A function declaration, not a closure per request: renews are most of the events.
+    function timeout(): void {
+      host.later(host.trueAt(sentLocal + timeoutLocalUs), onTimeout);
+    }
     if (host.cutTo) return timeout();
     if (fastPath(sentUs)) {
       if (store.downUntilUs > sentUs + latencyUs) return timeout();
@@ -242,6 +258,7 @@ export function runShardsMode(
     k.token = token;
     k.leaseEpoch++;
     k.deadlineLocal = sentLocal + graceUs;
+    k.renewCalls = renewCallsFor(k);
     store.waiters.get(k.shard)?.delete(k);
     believe(k);
     scheduleRenew(k, firstRenewLocal);
@@ -282,31 +299,37 @@ export function runShardsMode(
     });
   };
 
-  const renew = (k: Keeper) => {
-    const sentLocal = k.host.local();
-    if (sentLocal >= k.deadlineLocal) return lose(k);
+  /** The renew handlers of `k`'s current lease: one set per lease, not per renew. */
+  const renewCallsFor = (k: Keeper): RequestCalls<LeaseOutcome> => {
     const epoch = k.leaseEpoch;
-    request(
-      k.host,
-      (atUs) => storeOp(k.shard, { kind: "renew", agent: k.host.id, token: k.token, ttlMs }, atUs),
-      k.deadlineLocal - sentLocal,
-      (outcome) => (outcome.ok ? "now" : "on-arrival"),
-      (outcome) => {
+    const op = { kind: "renew", agent: k.host.id, token: k.token, ttlMs } as const;
+    return {
+      apply: (atUs) => storeOp(k.shard, op, atUs),
+      settle: (outcome) => (outcome.ok ? "now" : "on-arrival"),
+      onAnswer: (outcome) => {
         if (k.leaseEpoch !== epoch || k.state !== "active") return;
         if (!outcome.ok) {
           result.renewsRefused++;
           return lose(k);
         }
-        k.deadlineLocal = sentLocal + graceUs;
-        scheduleRenew(k, sentLocal + intervalUs);
+        k.deadlineLocal = k.renewSentLocal + graceUs;
+        scheduleRenew(k, k.renewSentLocal + intervalUs);
       },
-      () => {
+      onTimeout: () => {
         // The renew's timeout is the deadline: no answer by then, and the agent stops.
         if (k.leaseEpoch !== epoch || k.state !== "active") return;
         if (k.host.local() >= k.deadlineLocal - 1e-6) lose(k);
         else scheduleRenew(k, k.host.local() + Math.max(50 * MS, intervalUs / 4));
       },
-    );
+    };
+  };
+
+  const renew = (k: Keeper) => {
+    const sentLocal = k.host.local();
+    if (sentLocal >= k.deadlineLocal) return lose(k);
+    k.renewSentLocal = sentLocal;
+    const calls = k.renewCalls!;
+    request(k.host, calls.apply, k.deadlineLocal - sentLocal, calls.settle, calls.onAnswer, calls.onTimeout);
   };
 
   /**
@@ -351,6 +374,8 @@ export function runShardsMode(
         deadlineLocal: 0,
         leaseEpoch: 0,
         pollEpoch: 0,
+        renewSentLocal: 0,
+        renewCalls: null,
       };
       keepersOf[host.index]!.push(k);
       if (warm && layout.candidates[s]![0] === host.index) {
