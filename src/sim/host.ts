@@ -1,4 +1,4 @@
-import type { EventOwner, EventQueue } from "./queue.js";
+import type { EventQueue } from "./queue.js";
 
 /**
  * One compute agent's host as the simulator sees it: is the process running, is it frozen
@@ -6,7 +6,7 @@ import type { EventOwner, EventQueue } from "./queue.js";
  * process schedules goes through `later`, which drops it after a crash and holds it while
  * the process is frozen, as the kernel would.
  */
-export class SimHost implements EventOwner {
+export class SimHost {
   up = true;
   /** bumped on every crash or stop: work scheduled by an earlier incarnation is dropped */
   epoch = 0;
@@ -51,7 +51,16 @@ export class SimHost implements EventOwner {
 
   /** Run `action` at true time `atUs` in this incarnation, after any freeze. */
   later(atUs: number, action: () => void): void {
-    this.queue.at(atUs, action, this, this.epoch);
+    const epoch = this.epoch;
+    const run = (): void => {
+      if (this.epoch !== epoch || !this.up) return;
+      if (this.pausedUntilUs > this.queue.now) {
+        this.queue.at(this.pausedUntilUs, run);
+        return;
+      }
+      action();
+    };
+    this.queue.at(atUs, run);
   }
 
   get paused(): boolean {

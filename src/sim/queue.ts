@@ -1,14 +1,4 @@
 /**
- * Whose work an event is: it is dropped once that process crashed or stopped (its epoch
- * moved on) and held while the process is frozen.
- */
-export interface EventOwner {
-  readonly epoch: number;
-  readonly up: boolean;
-  readonly pausedUntilUs: number;
-}
-
-/**
  * The simulator's event queue: a binary heap ordered by time, then by the order events
  * were scheduled, so equal times run in a fixed order and every run is the same.
  */
@@ -16,8 +6,6 @@ export class EventQueue {
   private times: number[] = [];
   private seqs: number[] = [];
   private actions: Array<() => void> = [];
-  private owners: Array<EventOwner | null> = [];
-  private epochs: number[] = [];
   private nextSeq = 0;
   /** events run so far */
   processed = 0;
@@ -28,41 +16,30 @@ export class EventQueue {
     return this.times.length;
   }
 
-  /** Run `action` at `atUs` (never before now); with an `owner`, as that process's work in its epoch `epoch`. */
-  at(atUs: number, action: () => void, owner: EventOwner | null = null, epoch = 0): void {
+  /** Run `action` at `atUs` (never before now). */
+  at(atUs: number, action: () => void): void {
     const time = Math.max(atUs, this.now);
     const seq = this.nextSeq++;
     let i = this.times.length;
     this.times.push(time);
     this.seqs.push(seq);
     this.actions.push(action);
-    this.owners.push(owner);
-    this.epochs.push(epoch);
     while (i > 0) {
       const parent = (i - 1) >> 1;
       if (this.before(parent, time, seq)) break;
       this.move(parent, i);
       i = parent;
     }
-    this.place(i, time, seq, action, owner, epoch);
+    this.place(i, time, seq, action);
   }
 
   /** Run events in order until the queue is empty or the next one is after `untilUs`. */
   runUntil(untilUs: number, onProgress?: (nowUs: number) => void): void {
     let sinceReport = 0;
     while (this.times.length > 0 && this.times[0]! <= untilUs) {
-      const owner = this.owners[0]!;
-      const epoch = this.epochs[0]!;
       const action = this.pop();
-      this.processed++;
-      if (owner !== null) {
-        if (owner.epoch !== epoch || !owner.up) continue;
-        if (owner.pausedUntilUs > this.now) {
-          this.at(owner.pausedUntilUs, action, owner, epoch);
-          continue;
-        }
-      }
       action();
+      this.processed++;
       if (onProgress !== undefined && ++sinceReport === 100_000) {
         sinceReport = 0;
         onProgress(this.now);
@@ -77,8 +54,6 @@ export class EventQueue {
     const lastTime = this.times.pop()!;
     const lastSeq = this.seqs.pop()!;
     const lastAction = this.actions.pop()!;
-    const lastOwner = this.owners.pop()!;
-    const lastEpoch = this.epochs.pop()!;
     const n = this.times.length;
     if (n > 0) {
       let i = 0;
@@ -91,7 +66,7 @@ export class EventQueue {
         this.move(child, i);
         i = child;
       }
-      this.place(i, lastTime, lastSeq, lastAction, lastOwner, lastEpoch);
+      this.place(i, lastTime, lastSeq, lastAction);
     }
     return top;
   }
@@ -106,22 +81,11 @@ export class EventQueue {
     this.times[to] = this.times[from]!;
     this.seqs[to] = this.seqs[from]!;
     this.actions[to] = this.actions[from]!;
-    this.owners[to] = this.owners[from]!;
-    this.epochs[to] = this.epochs[from]!;
   }
 
-  private place(
-    i: number,
-    time: number,
-    seq: number,
-    action: () => void,
-    owner: EventOwner | null,
-    epoch: number,
-  ): void {
+  private place(i: number, time: number, seq: number, action: () => void): void {
     this.times[i] = time;
     this.seqs[i] = seq;
     this.actions[i] = action;
-    this.owners[i] = owner;
-    this.epochs[i] = epoch;
   }
 }
