@@ -77,7 +77,9 @@ export function readTokensFile(path: string): TokensFile {
 
 /** Fresh random tokens for a development bridge: an admin, an inspector and agents. */
 export function devTokens(agents: string[]): TokensFile {
-  const secret = () => randomBytes(24).toString("base64url");
+  // Hex, not base64url: a token that starts with "-" reads as an option on a command line
+  // (`--token -x…` is refused by the CLI's parser), which failed one run in ~20.
+  const secret = () => randomBytes(24).toString("hex");
   return {
     tokens: [
       { role: "admin", token: secret() },
