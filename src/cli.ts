@@ -21,7 +21,7 @@ import { MIGRATE_USAGE, migrateCommand } from "./commands/migrate.js";
 import { SIMULATE_USAGE, simulateCommand } from "./commands/simulate.js";
 import { CHAOS_USAGE, chaosCommand } from "./commands/chaos.js";
 import { integerFlag } from "./commands/io.js";
-import { RING_KINDS } from "./ring/legacy.js";
+import { RingKindName } from "./domain/ring.js";
 import { AgentId, ShardName } from "./domain/names.js";
 import { parseOrThrow } from "./domain/validation.js";
 import { TraitRulesFile } from "./traits/inspection.js";
@@ -94,9 +94,7 @@ async function serve(argv: string[]): Promise<void> {
     },
   });
   const legacy = {
-    kind: parseOrThrow(z.strictObject({ ring: z.enum(RING_KINDS, { error: "must be tooz or ketama" }) }), {
-      ring: values.ring,
-    }).ring,
+    kind: parseOrThrow(z.strictObject({ ring: RingKindName }), { ring: values.ring }).ring,
     rebuildMs: integerFlag("ring-rebuild", values["ring-rebuild"], 0, 86_400)! * 1000,
     serviceDownMs: integerFlag("service-down-time", values["service-down-time"], 1, 86_400)! * 1000,
   };

@@ -9,7 +9,7 @@ import type { Store } from "../store/store.js";
 import { assertActsAs, principalOf } from "./auth.js";
 import { leaseJson } from "./leases.js";
 import { knownShards, liveLeases } from "./shards.js";
-import { SERVICE_DOWN_TIME_MS, legacyNodesOf, legacyPoolMembers } from "../ring/membership.js";
+import { SERVICE_DOWN_TIME_MS, legacyNodesOf, legacyPoolMembers, servesNoShard } from "../ring/membership.js";
 import type { LegacyPool } from "../ring/pool.js";
 
 const AgentPath = z.strictObject({ id: AgentId });
@@ -116,10 +116,8 @@ export function agentRoutes(
       ([, lease]) => lease.holder === agent && (presented === undefined || presented.includes(lease.token)),
     );
     const tokens = new Map(mine.map(([shard, lease]) => [shard, lease.token]));
-    // In the legacy pool: it said it serves no shard (or never said) and holds no lease,
-    // like a nova-compute without `[ironic] shard`.
-    const inPool =
-      !holdersOf(leases).has(agent) && (seen.find((s) => s.agent === agent)?.serves ?? []).length === 0;
+    // In the legacy pool whether or not the others count it as up: nova adds its own host.
+    const inPool = servesNoShard(agent, seen.find((s) => s.agent === agent)?.serves, holdersOf(leases));
     const [sharded, unsharded, ringed] = await Promise.all([
       store.nodes.ofShards([...tokens.keys()]),
       store.nodes.unsharded(),

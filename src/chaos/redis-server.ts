@@ -88,7 +88,9 @@ export class PrivateRedisServer {
     for (;;) {
       const error = failed();
       if (error !== null)
-        throw new Error(`cannot start redis-server (${error.message}): install it, e.g. apt-get install redis-server`);
+        throw new Error(
+          `cannot start redis-server (${error.message}): install it, e.g. apt-get install redis-server`,
+        );
       const probe = new Redis(this.port, "127.0.0.1", {
         lazyConnect: true,
         maxRetriesPerRequest: 0,

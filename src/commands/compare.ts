@@ -1,10 +1,9 @@
 import { parseArgs } from "node:util";
 import { z } from "zod";
 import { AgentId } from "../domain/names.js";
-import { MemberList } from "../domain/ring.js";
+import { MemberList, RingKindName } from "../domain/ring.js";
 import { parseOrThrow } from "../domain/validation.js";
 import { compareEvents, type Comparison, type ModeOutcome } from "../ring/compare.js";
-import { RING_KINDS } from "../ring/legacy.js";
 import { INVENTORY_OPTIONS, INVENTORY_USAGE, loadInventory } from "./inventory.js";
 import { integerFlag } from "./io.js";
 import { renderTable } from "./table.js";
@@ -83,7 +82,7 @@ export async function compareCommand(argv: string[]): Promise<void> {
   const flags = parseOrThrow(
     z.strictObject({
       agents: MemberList,
-      ring: z.enum(RING_KINDS, { error: "must be tooz or ketama" }),
+      ring: RingKindName,
       add: AgentId,
     }),
     { agents: values.agents ?? "", ring: values.ring, add: values.add },

@@ -1,8 +1,8 @@
 import { parseArgs } from "node:util";
 import { z } from "zod";
-import { MemberList } from "../domain/ring.js";
+import { MemberList, RingKindName } from "../domain/ring.js";
 import { parseOrThrow } from "../domain/validation.js";
-import { RING_KINDS, buildRing } from "../ring/legacy.js";
+import { buildRing } from "../ring/legacy.js";
 import { DEFAULT_MAX_PER_SHARD, currentAgentOf, planShards, type MigrationPlan } from "../ring/plan.js";
 import { INVENTORY_OPTIONS, INVENTORY_USAGE, loadInventory, type InventorySource } from "./inventory.js";
 import { integerFlag } from "./io.js";
@@ -96,7 +96,7 @@ export async function migrateCommand(argv: string[]): Promise<void> {
   const flags = parseOrThrow(
     z.strictObject({
       agents: MemberList,
-      ring: z.enum(RING_KINDS, { error: "must be tooz or ketama" }),
+      ring: RingKindName,
       prefix: z.string().regex(/^[a-zA-Z0-9_.-]{0,40}$/, { error: "must be 0..40 of a-z A-Z 0-9 _ . -" }),
     }),
     { agents: values.agents ?? "", ring: values.ring, prefix: values.prefix },

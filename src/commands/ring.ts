@@ -1,8 +1,8 @@
 import { parseArgs } from "node:util";
 import { z } from "zod";
-import { MemberList, parseUuidLines } from "../domain/ring.js";
+import { MemberList, RingKindName, parseUuidLines } from "../domain/ring.js";
 import { parseOrThrow } from "../domain/validation.js";
-import { RING_KINDS, buildRing } from "../ring/legacy.js";
+import { buildRing } from "../ring/legacy.js";
 import { NOVA_PARTITIONS, ToozRing } from "../ring/tooz.js";
 import { integerFlag, readStdin } from "./io.js";
 
@@ -26,10 +26,10 @@ export async function ringCommand(argv: string[]): Promise<void> {
       ignore: { type: "string" },
     },
   });
-  const { members, kind } = parseOrThrow(
-    z.strictObject({ members: MemberList, kind: z.enum(RING_KINDS, { error: "must be tooz or ketama" }) }),
-    { members: values.members ?? "", kind: values.kind },
-  );
+  const { members, kind } = parseOrThrow(z.strictObject({ members: MemberList, kind: RingKindName }), {
+    members: values.members ?? "",
+    kind: values.kind,
+  });
   const partitions = integerFlag("partitions", values.partitions, 1, 1024);
   const replicas = integerFlag("replicas", values.replicas, 1, 1000) ?? 1;
   const ignore = (values.ignore ?? "")

@@ -3,6 +3,13 @@ import { AgentId } from "./names.js";
 import { NodeUuid } from "./node.js";
 import { ValidationError } from "./validation.js";
 
+/** The rings shardbridge can reproduce: nova's (tooz) and, for comparison only, ketama. */
+export const RING_KINDS = ["tooz", "ketama"] as const;
+export type RingKind = (typeof RING_KINDS)[number];
+
+/** A ring kind as a flag or field gives it. */
+export const RingKindName = z.enum(RING_KINDS, { error: "must be tooz or ketama" });
+
 /**
  * Ring members: compute hosts (agent ids), at least one (nova always has its own host in
  * its ring), each once. Nova lower-cases hosts, so two ids that differ only in case would

@@ -83,7 +83,8 @@ export class NodeRegistry {
 
   /** Every unsharded node (the legacy ring's share), in uuid order. */
   async unsharded(): Promise<BareMetalNode[]> {
-    return (await fromStore(() => this.backend.list({ sharded: false, limit: Number.MAX_SAFE_INTEGER }))).nodes;
+    return (await fromStore(() => this.backend.list({ sharded: false, limit: Number.MAX_SAFE_INTEGER })))
+      .nodes;
   }
 
   async counts(): Promise<ShardCount[]> {

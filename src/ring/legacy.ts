@@ -1,9 +1,6 @@
 import HashRing from "hashring";
+import type { RingKind } from "../domain/ring.js";
 import { NOVA_PARTITIONS, ToozRing } from "./tooz.js";
-
-/** The rings shardbridge can reproduce: nova's (tooz) and, for comparison only, ketama. */
-export const RING_KINDS = ["tooz", "ketama"] as const;
-export type RingKind = (typeof RING_KINDS)[number];
 
 /** A ring over compute hosts that places a node by its UUID. */
 export interface LegacyRing {

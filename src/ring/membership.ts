@@ -14,6 +14,18 @@ export interface AgentLiveness {
 }
 
 /**
+ * Whether an agent serves no shard, like a nova-compute without `[ironic] shard`: it
+ * declared none in its last heartbeat (or never heartbeated) and holds no live lease.
+ */
+export function servesNoShard(
+  agent: string,
+  declared: readonly string[] | undefined,
+  leaseHolders: ReadonlySet<string>,
+): boolean {
+  return (declared ?? []).length === 0 && !leaseHolders.has(agent);
+}
+
+/**
  * The legacy pool as nova sees it: agents that serve no shard (no `[ironic] shard`, and
  * no live lease either) and are up, heartbeat within `serviceDownMs` (nova's `is_up`:
  * elapsed <= service_down_time). Lower-cased, as nova puts hosts in its ring. Pure.
@@ -24,7 +36,7 @@ export function legacyPoolMembers(
   serviceDownMs = SERVICE_DOWN_TIME_MS,
 ): string[] {
   const members = agents
-    .filter((a) => a.serves.length === 0 && !leaseHolders.has(a.agent) && a.ageMs <= serviceDownMs)
+    .filter((a) => servesNoShard(a.agent, a.serves, leaseHolders) && a.ageMs <= serviceDownMs)
     .map((a) => a.agent.toLowerCase());
   return [...new Set(members)].sort();
 }

@@ -1,4 +1,5 @@
-import { buildRing, type LegacyRing, type RingKind } from "./legacy.js";
+import type { RingKind } from "../domain/ring.js";
+import { buildRing, type LegacyRing } from "./legacy.js";
 import { RING_REBUILD_MS } from "./membership.js";
 
 export interface LegacyPoolOptions {

@@ -20,9 +20,7 @@ export const InspectionData = z.object({
       .optional(),
     // The agent reports each NIC's PCI vendor as "0x8086"; nulls and odd values occur on
     // virtual NICs and are passed over by the rules rather than refused.
-    interfaces: z
-      .array(z.object({ vendor: z.string().nullable().optional() }))
-      .default([]),
+    interfaces: z.array(z.object({ vendor: z.string().nullable().optional() })).default([]),
   }),
   pci_devices: z
     .array(
