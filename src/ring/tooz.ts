@@ -68,7 +68,7 @@ export class ToozRing {
   lookup(key: string, options: { ignore?: Iterable<string>; replicas?: number } = {}): string[] {
     const ignore = new Set(options.ignore ?? []);
     let candidates = this.members.length;
-    for (const m of ignore) if (this.owns(m)) candidates--;
+    for (const m of ignore) if (this.memberSet.has(m)) candidates--;
     const wanted = Math.min(options.replicas ?? 1, candidates);
     const found: string[] = [];
     if (wanted <= 0) return found;
@@ -85,10 +85,6 @@ export class ToozRing {
   memberOf(key: string): string | null {
     if (this.points.length === 0) return null;
     return this.owner.get(this.points[this.partitionOf(md5Point(key))]!)!;
-  }
-
-  private owns(member: string): boolean {
-    return this.memberSet.has(member);
   }
 }
 

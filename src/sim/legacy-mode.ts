@@ -11,7 +11,6 @@ export const NOVA_REPORT_INTERVAL_MS = 10_000;
 
 export interface LegacyModeResult {
   coverage: Coverage;
-  ringRebuilds: number;
   /** spells during which an agent managed any nodes, per agent, for the timeline chart */
   spells: Array<{ agent: number; fromUs: number; toUs: number | null; nodes: number }>;
 }
@@ -74,7 +73,7 @@ export function runLegacyMode(
   };
 
   const coverage = new Coverage(new Int32Array(nodeCount).fill(1), 0);
-  const result: LegacyModeResult = { coverage, ringRebuilds: 0, spells: [] };
+  const result: LegacyModeResult = { coverage, spells: [] };
   const lastSeenUs = new Float64Array(hosts.length).fill(0);
   /** the nodes each agent manages now */
   const managed: Array<Set<number>> = hosts.map(() => new Set());
@@ -108,7 +107,6 @@ export function runLegacyMode(
   /** nova's _refresh_hash_ring: live services plus itself. */
   const rebuild = (host: SimHost) => {
     if (host.cutTo || host.cutFrom) return; // cannot read the service list: keep the old ring
-    result.ringRebuilds++;
     const readAt = queue.now + latencyUs;
     const down: number[] = [];
     for (const a of quiet) if (a !== host.index && readAt - lastSeenUs[a]! > downUs) down.push(a);

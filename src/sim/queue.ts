@@ -12,10 +12,6 @@ export class EventQueue {
   /** the time of the event running now, µs */
   now = 0;
 
-  get size(): number {
-    return this.times.length;
-  }
-
   /** Run `action` at `atUs` (never before now). */
   at(atUs: number, action: () => void): void {
     const time = Math.max(atUs, this.now);

@@ -52,10 +52,8 @@ export interface ActiveSpell {
 export interface ShardsModeResult {
   coverage: Coverage;
   staleWritesRefused: number;
-  writesAccepted: number;
   /** writes that passed fencing without being the live holder's: must be 0 */
   staleWritesAccepted: number;
-  renewsRefused: number;
   spells: ActiveSpell[];
 }
 
@@ -101,9 +99,7 @@ export function runShardsMode(
   const result: ShardsModeResult = {
     coverage,
     staleWritesRefused: 0,
-    writesAccepted: 0,
     staleWritesAccepted: 0,
-    renewsRefused: 0,
     spells: [],
   };
   const openSpell = new Map<Keeper, ActiveSpell>();
@@ -308,10 +304,7 @@ export function runShardsMode(
       settle: (outcome) => (outcome.ok ? "now" : "on-arrival"),
       onAnswer: (outcome) => {
         if (k.leaseEpoch !== epoch || k.state !== "active") return;
-        if (!outcome.ok) {
-          result.renewsRefused++;
-          return lose(k);
-        }
+        if (!outcome.ok) return lose(k);
         k.deadlineLocal = k.renewSentLocal + graceUs;
         scheduleRenew(k, k.renewSentLocal + intervalUs);
       },
@@ -353,7 +346,6 @@ export function runShardsMode(
     toStore(k.host, (atUs) => {
       const fenced = storeOp(k.shard, { kind: "fence", token }, atUs);
       if (fenced.allowed) {
-        result.writesAccepted++;
         // Held against the store's own record: a pass for anyone but the live holder is a safety failure.
         const live = store.shards.get(k.shard)?.lease;
         if (live?.token !== token || live.holder !== k.host.id || live.expiresAtUs <= atUs)
