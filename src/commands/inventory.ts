@@ -1,8 +1,8 @@
 import { readFileSync } from "node:fs";
 import { z } from "zod";
 import { BridgeClient } from "../agent/client.js";
-import { NodeInput, NodeUuid } from "../domain/node.js";
-import { parseOrThrow, uniqueField } from "../domain/validation.js";
+import { nodeList } from "../domain/node.js";
+import { parseOrThrow } from "../domain/validation.js";
 import { IronicClient } from "../ironic/client.js";
 import { randomUuid, seededRandom } from "../random.js";
 import type { PlanNode } from "../ring/plan.js";
@@ -26,12 +26,7 @@ export const INVENTORY_USAGE = `             inventory, one of:
 `;
 
 /** An inventory file: the bulk upsert body, without its 20,000-node bound. */
-const InventoryFile = z.strictObject({
-  nodes: z
-    .array(NodeInput.extend({ uuid: NodeUuid }))
-    .min(1, { error: "must hold at least one node" })
-    .superRefine(uniqueField("nodes", "uuid", (node) => node.uuid)),
-});
+const InventoryFile = z.strictObject({ nodes: nodeList(Number.MAX_SAFE_INTEGER) });
 
 export interface InventorySource {
   nodes: PlanNode[];

@@ -47,13 +47,16 @@ export interface BareMetalNode {
 /** Most nodes one bulk request may carry (100,000-node fleets load in a few calls). */
 export const BULK_MAX_NODES = 20_000;
 
-export const BulkNodesRequest = z.strictObject({
-  nodes: z
+/** Nodes with their uuids: at least one, at most `max`, no uuid twice (a bulk body, an inventory file). */
+export function nodeList(max: number) {
+  return z
     .array(NodeInput.extend({ uuid: NodeUuid }))
     .min(1, { error: "must hold at least one node" })
-    .max(BULK_MAX_NODES, { error: `must hold at most ${BULK_MAX_NODES} nodes` })
-    .superRefine(uniqueField("nodes", "uuid", (node) => node.uuid)),
-});
+    .max(max, { error: `must hold at most ${max} nodes` })
+    .superRefine(uniqueField("nodes", "uuid", (node) => node.uuid));
+}
+
+export const BulkNodesRequest = z.strictObject({ nodes: nodeList(BULK_MAX_NODES) });
 
 /** List filters, Ironic style: `?shard=a,b`, `?sharded=true|false`, `?limit=`, `?marker=`. */
 export const NodeListQuery = z.strictObject({
