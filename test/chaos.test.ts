@@ -4,8 +4,8 @@ import { fileURLToPath } from "node:url";
 import { runChaos } from "../src/chaos/runner.js";
 import { predict } from "../src/commands/chaos.js";
 import { parseScenario } from "../src/sim/scenario.js";
+import { SHARDBRIDGE } from "./helpers/cli.js";
 
-const cli = fileURLToPath(new URL("../src/cli.ts", import.meta.url));
 const file = fileURLToPath(new URL("../examples/scenarios/chaos-crash.json", import.meta.url));
 
 /**
@@ -20,10 +20,7 @@ describe("Chaos: the same scenario for real and simulated", function () {
   it("kill -9 of an active agent: the measured failover falls inside the simulator's predicted range", async () => {
     const scenario = parseScenario(readFileSync(file, "utf8"), file);
     const predicted = predict(scenario, 50);
-    const real = await runChaos(scenario, () => undefined, {
-      command: process.execPath,
-      args: ["--import", "tsx", cli],
-    });
+    const real = await runChaos(scenario, () => undefined, SHARDBRIDGE);
     expect(real.skipped).to.deep.equal([]);
     expect(real.failoversS, "one failover, measured from the agents' logs").to.have.length(1);
     const failover = real.failoversS[0]!;

@@ -84,7 +84,12 @@ const step: fc.Arbitrary<Step> = fc.oneof(
   },
   {
     weight: 1,
-    arbitrary: fc.record({ kind: fc.constant("heartbeat" as const), agent: index(3), shard: index(SHARDS.length), advanceMs: advance }),
+    arbitrary: fc.record({
+      kind: fc.constant("heartbeat" as const),
+      agent: index(3),
+      shard: index(SHARDS.length),
+      advanceMs: advance,
+    }),
   },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("agents" as const), advanceMs: advance }) },
 );

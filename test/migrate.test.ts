@@ -1,11 +1,8 @@
 import { expect } from "chai";
 import fc from "fast-check";
-import { execFile } from "node:child_process";
-import { promisify } from "node:util";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { createApp } from "../src/api/app.js";
 import { ShardName } from "../src/domain/names.js";
 import { IronicClient } from "../src/ironic/client.js";
@@ -17,24 +14,7 @@ import { ToozRing } from "../src/ring/tooz.js";
 import { memoryUnderTest, useApp } from "./helpers/backends.js";
 import { TEST_TOKENS, call, testAuthority } from "./helpers/http.js";
 import { createIronicNode, useIronicPeer } from "./helpers/ironic-peer.js";
-
-const execFileAsync = promisify(execFile);
-const cli = fileURLToPath(new URL("../src/cli.ts", import.meta.url));
-/** Run the shardbridge command as a child process; async, so an app served by this process can answer it. */
-async function shardbridge(args: string[], env: NodeJS.ProcessEnv = {}) {
-  try {
-    const { stdout, stderr } = await execFileAsync(process.execPath, ["--import", "tsx", cli, ...args], {
-      encoding: "utf8",
-      env: { ...process.env, ...env },
-      maxBuffer: 64 * 1024 * 1024,
-      timeout: 120_000,
-    });
-    return { status: 0, stdout, stderr };
-  } catch (error) {
-    const failed = error as { code?: number; stdout?: string; stderr?: string };
-    return { status: failed.code ?? null, stdout: failed.stdout ?? "", stderr: failed.stderr ?? "" };
-  }
-}
+import { runShardbridge } from "./helpers/cli.js";
 
 function fleet(
   seed: number,
@@ -153,7 +133,7 @@ describe("shardbridge compare and migrate plan (commands)", function () {
   after(() => rmSync(dir, { recursive: true, force: true }));
 
   it("compare --json reports every event with the nodes it moves", async () => {
-    const run = await shardbridge(["compare", "--generate", "500", "--agents", "a,b,c,d", "--json"]);
+    const run = await runShardbridge(["compare", "--generate", "500", "--agents", "a,b,c,d", "--json"]);
     expect(run.status, run.stderr).to.equal(0);
     const result = JSON.parse(run.stdout);
     expect(result.events.map((e: { event: string; agent: string }) => `${e.event} ${e.agent}`)).to.deep.equal(
@@ -162,7 +142,15 @@ describe("shardbridge compare and migrate plan (commands)", function () {
     const lostA = result.events[0];
     expect(lostA.ring.moves).to.have.length(lostA.ring.moved + lostA.ring.unmanaged);
     expect(lostA.ring.moves[0]).to.have.keys(["uuid", "from", "to"]);
-    const table = await shardbridge(["compare", "--generate", "500", "--agents", "a,b,c,d", "--agent", "b"]);
+    const table = await runShardbridge([
+      "compare",
+      "--generate",
+      "500",
+      "--agents",
+      "a,b,c,d",
+      "--agent",
+      "b",
+    ]);
     expect(table.stdout).to.match(/lost b\s+\d+\s+\d+\s+0\s+\|/);
     expect(table.stdout).to.not.match(/^lost a /m);
   });
@@ -197,7 +185,7 @@ describe("shardbridge compare and migrate plan (commands)", function () {
   ];
   for (const [name, args, message] of bad) {
     it(`refuses ${name}, saying so`, async () => {
-      const run = await shardbridge(args);
+      const run = await runShardbridge(args);
       expect(run.status).to.equal(1);
       expect(run.stderr).to.match(message);
     });
@@ -209,7 +197,7 @@ describe("shardbridge compare and migrate plan (commands)", function () {
       file,
       JSON.stringify({ nodes: [{ uuid: randomUuid(seededRandom(1)) }, { uuid: "node-2" }] }),
     );
-    const run = await shardbridge(["migrate", "plan", "--inventory", file, "--agents", "a"]);
+    const run = await runShardbridge(["migrate", "plan", "--inventory", file, "--agents", "a"]);
     expect(run.status).to.equal(1);
     expect(run.stderr).to.match(/nodes\[1\]\.uuid: must be a UUID/);
   });
@@ -237,7 +225,7 @@ describe("migrate plan --apply to a bridge: switching from the ring to shards mo
     const before = new Map<string, Set<string>>();
     for (const agent of legacyAgents) before.set(agent, await listOf(agent, []));
 
-    const run = await shardbridge(
+    const run = await runShardbridge(
       [
         ...["migrate", "plan", "--bridge", ctx.base, "--agents", legacyAgents.join(",")],
         ...["--max-per-shard", "40", "--apply", "--json"],
@@ -279,7 +267,7 @@ describe("migrate plan --apply to the real Ironic API (PATCH shard, API 1.82)", 
     for (let i = 0; i < 7; i++)
       created.push(await createIronicNode(peer.peer.endpoint, { name: `mig-${i}` }));
     const already = await createIronicNode(peer.peer.endpoint, { name: "mig-sharded", shard: "keep-me" });
-    const run = await shardbridge([
+    const run = await runShardbridge([
       ...["migrate", "plan", "--ironic", peer.peer.endpoint, "--agents", "Compute-A,compute-b,compute-c"],
       ...["--max-per-shard", "2", "--apply", "--json"],
     ]);

@@ -1,15 +1,14 @@
 import { expect } from "chai";
 import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import { buildRing } from "../src/ring/legacy.js";
 import { ToozRing, novaRing } from "../src/ring/tooz.js";
 import { randomUuid, seededRandom } from "../src/random.js";
 import { RING_VECTORS, toozMapping, toozUnavailable } from "./helpers/tooz.js";
+import { SHARDBRIDGE } from "./helpers/cli.js";
 
-const cli = fileURLToPath(new URL("../src/cli.ts", import.meta.url));
 function ringCli(args: string[], stdin: string): { status: number | null; stdout: string; stderr: string } {
-  const run = spawnSync(process.execPath, ["--import", "tsx", cli, "ring", ...args], {
+  const run = spawnSync(SHARDBRIDGE.command, [...SHARDBRIDGE.args, "ring", ...args], {
     input: stdin,
     encoding: "utf8",
     maxBuffer: 64 * 1024 * 1024,

@@ -1,17 +1,14 @@
 import { expect } from "chai";
-import { execFile } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { promisify } from "node:util";
 import { EventQueue } from "../src/sim/queue.js";
 import { Coverage } from "../src/sim/coverage.js";
 import { ScenarioError, parseScenario, type Scenario } from "../src/sim/scenario.js";
 import { simulate, type SimulationReport } from "../src/sim/simulate.js";
+import { runShardbridge } from "./helpers/cli.js";
 
-const execFileAsync = promisify(execFile);
-const cli = fileURLToPath(new URL("../src/cli.ts", import.meta.url));
 const scenariosDir = fileURLToPath(new URL("../examples/scenarios/", import.meta.url));
 const example = (name: string): Scenario =>
   parseScenario(readFileSync(join(scenariosDir, `${name}.json`), "utf8"), name);
@@ -201,21 +198,7 @@ describe("shardbridge simulate (command)", function () {
   });
   after(() => rmSync(dir, { recursive: true, force: true }));
 
-  const run = async (args: string[]) => {
-    try {
-      const { stdout, stderr } = await execFileAsync(process.execPath, [
-        "--import",
-        "tsx",
-        cli,
-        "simulate",
-        ...args,
-      ]);
-      return { status: 0, stdout, stderr };
-    } catch (error) {
-      const failed = error as { code: number; stdout: string; stderr: string };
-      return { status: failed.code, stdout: failed.stdout, stderr: failed.stderr };
-    }
-  };
+  const run = (args: string[]) => runShardbridge(["simulate", ...args]);
 
   it("prints the same JSON for the same scenario, writes the HTML timeline, and a table", async () => {
     const file = join(scenariosDir, "single-crash.json");
