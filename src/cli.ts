@@ -4,6 +4,7 @@ import { parseArgs } from "node:util";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { createApp } from "./api/app.js";
+import { bridgeServer } from "./api/server.js";
 import { readJsonConfig } from "./config.js";
 import { TokenAuthority, devTokens, parseTokens, readTokensFile } from "./api/auth.js";
 import { z } from "zod";
@@ -125,12 +126,13 @@ async function serve(argv: string[]): Promise<void> {
     );
   }
   const app = createApp(store, { authority, catalog, inspector, legacy, ...(ironic && { ironic }) });
-  const server: Server = app.listen(port, values.bind!, (error?: Error) => {
-    if (error !== undefined) {
-      // A port in use or an address we cannot bind: say so and fail, never "listening".
-      process.stderr.write(`shardbridge: cannot listen on ${values.bind}:${port}: ${error.message}\n`);
-      process.exit(1);
-    }
+  const server: Server = bridgeServer(app);
+  server.once("error", (error: Error) => {
+    // A port in use or an address we cannot bind: say so and fail, never "listening".
+    process.stderr.write(`shardbridge: cannot listen on ${values.bind}:${port}: ${error.message}\n`);
+    process.exit(1);
+  });
+  server.listen(port, values.bind!, () => {
     const address = server.address();
     const where =
       typeof address === "object" && address ? `http://${values.bind}:${address.port}` : String(address);

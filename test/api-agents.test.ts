@@ -2,7 +2,7 @@ import { expect } from "chai";
 import { createApp } from "../src/api/app.js";
 import { ShardCatalog } from "../src/shards/definitions.js";
 import { backendsUnderTest, useApp } from "./helpers/backends.js";
-import { TEST_TOKENS, call, testAuthority } from "./helpers/http.js";
+import { call, TEST_TOKENS, testAuthority, wholeNode } from "./helpers/http.js";
 
 const uuid = (n: number) => `00000000-0000-4000-8000-${n.toString(16).padStart(12, "0")}`;
 
@@ -13,10 +13,9 @@ for (const backend of backendsUnderTest()) {
     const as = (agent: string) => TEST_TOKENS.agent(agent);
 
     beforeEach(async () => {
-      const nodes = Array.from({ length: 30 }, (_, i) => ({
-        uuid: uuid(i + 1),
-        shard: i < 10 ? "rack-a" : i < 20 ? "rack-b" : null,
-      }));
+      const nodes = Array.from({ length: 30 }, (_, i) =>
+        wholeNode({ uuid: uuid(i + 1), shard: i < 10 ? "rack-a" : i < 20 ? "rack-b" : null }),
+      );
       await call(`${ctx.base}/v1/nodes/bulk`, "POST", { nodes });
     });
 
@@ -100,13 +99,14 @@ for (const backend of backendsUnderTest()) {
       const beat = await call(
         `${ctx.base}/v1/agents/compute-0/heartbeat`,
         "POST",
-        undefined,
+        { shards: [] },
         as("compute-0"),
       );
       expect(beat.status).to.equal(200);
       expect(Date.parse(beat.body.last_seen)).to.be.closeTo(Date.now(), 5000);
       expect(
-        (await call(`${ctx.base}/v1/agents/compute-0/heartbeat`, "POST", undefined, as("compute-1"))).status,
+        (await call(`${ctx.base}/v1/agents/compute-0/heartbeat`, "POST", { shards: [] }, as("compute-1")))
+          .status,
       ).to.equal(403);
       await call(`${ctx.base}/v1/shards/rack-b/lease`, "POST", { agent: "compute-1" }, as("compute-1"));
       const { agents } = (await call(`${ctx.base}/v1/agents`, "GET")).body;

@@ -3,7 +3,7 @@ import { createApp } from "../src/api/app.js";
 import { TokenAuthority, devTokens } from "../src/api/auth.js";
 import { ShardCatalog } from "../src/shards/definitions.js";
 import { memoryUnderTest, useApp } from "./helpers/backends.js";
-import { TEST_TOKENS, call, testAuthority } from "./helpers/http.js";
+import { call, TEST_TOKENS, testAuthority, wholeNode } from "./helpers/http.js";
 
 const NODE = "00000000-0000-4000-8000-000000000001";
 
@@ -63,11 +63,12 @@ describe("Auth: bearer tokens per role", () => {
 
   it("keeps node writes to admin: 403 for agent and inspector, nothing written", async () => {
     for (const token of [agent0, TEST_TOKENS.inspector]) {
-      expect((await call(`${ctx.base}/v1/nodes/${NODE}`, "PUT", { shard: "s1" }, token)).status).to.equal(
-        403,
-      );
       expect(
-        (await call(`${ctx.base}/v1/nodes/bulk`, "POST", { nodes: [{ uuid: NODE }] }, token)).status,
+        (await call(`${ctx.base}/v1/nodes/${NODE}`, "PUT", wholeNode({ shard: "s1" }), token)).status,
+      ).to.equal(403);
+      expect(
+        (await call(`${ctx.base}/v1/nodes/bulk`, "POST", { nodes: [wholeNode({ uuid: NODE })] }, token))
+          .status,
       ).to.equal(403);
       expect((await call(`${ctx.base}/v1/nodes/${NODE}`, "DELETE", undefined, token)).status).to.equal(403);
     }

@@ -5,7 +5,7 @@ import { ShardCatalog } from "../src/shards/definitions.js";
 import { memoryUnderTest, useApp } from "./helpers/backends.js";
 import { AgentProcess } from "./helpers/agent-process.js";
 import { startBridge } from "./helpers/bridge-process.js";
-import { TEST_TOKENS, call, testAuthority } from "./helpers/http.js";
+import { TEST_TOKENS, call, testAuthority, wholeNode } from "./helpers/http.js";
 
 describe("API edges an operator meets", () => {
   const backend = memoryUnderTest();
@@ -39,9 +39,11 @@ describe("API edges an operator meets", () => {
   });
 
   it('refuses "None" as a shard name: it names the unsharded nodes', async () => {
-    const res = await call(`${ctx.base}/v1/nodes/00000000-0000-4000-8000-000000000001`, "PUT", {
-      shard: "None",
-    });
+    const res = await call(
+      `${ctx.base}/v1/nodes/00000000-0000-4000-8000-000000000001`,
+      "PUT",
+      wholeNode({ shard: "None" }),
+    );
     expect(res.status).to.equal(400);
     expect(res.body.errors[0].field).to.equal("shard");
     expect(await backend.storedKeys(ctx.store)).to.equal(0);

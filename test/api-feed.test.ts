@@ -2,7 +2,14 @@ import { expect } from "chai";
 import { createApp } from "../src/api/app.js";
 import { OwnershipRegistry } from "../src/traits/ownership.js";
 import { backendsUnderTest, useApp } from "./helpers/backends.js";
-import { TEST_TOKENS, TEST_WEBHOOK_SECRET, call, postWebhook, testAuthority } from "./helpers/http.js";
+import {
+  call,
+  postWebhook,
+  TEST_TOKENS,
+  TEST_WEBHOOK_SECRET,
+  testAuthority,
+  wholeNode,
+} from "./helpers/http.js";
 
 const NODE = "7b0e1d2c-b4a5-4697-8877-665544332211";
 const POOL_NODE = "7b0e1d2c-b4a5-4697-8877-665544332212";
@@ -26,8 +33,8 @@ for (const backend of backendsUnderTest()) {
       postWebhook(ctx.base, { kind: "deltas", node, deltas });
 
     beforeEach(async () => {
-      await call(`${ctx.base}/v1/nodes/${NODE}`, "PUT", { shard: "rack-a" });
-      await call(`${ctx.base}/v1/nodes/${POOL_NODE}`, "PUT", {});
+      await call(`${ctx.base}/v1/nodes/${NODE}`, "PUT", wholeNode({ shard: "rack-a" }));
+      await call(`${ctx.base}/v1/nodes/${POOL_NODE}`, "PUT", wholeNode({}));
     });
 
     it("delivers applied deltas in order; acknowledged ones are not delivered again", async () => {
@@ -91,7 +98,7 @@ for (const backend of backendsUnderTest()) {
     );
 
     it("delivers the node's whole trait set to its new shard as a snapshot", async () => {
-      await call(`${ctx.base}/v1/nodes/${NODE}`, "PUT", { shard: "rack-a" });
+      await call(`${ctx.base}/v1/nodes/${NODE}`, "PUT", wholeNode({ shard: "rack-a" }));
       await postWebhook(ctx.base, { kind: "deltas", node: NODE, deltas: ["+CUSTOM_B", "+CUSTOM_A"] });
       const agent = "compute-1";
       const token = (
@@ -107,7 +114,9 @@ for (const backend of backendsUnderTest()) {
           )
         ).body.entries;
       expect(await feedOfB()).to.deep.equal([]);
-      await call(`${ctx.base}/v1/nodes/bulk`, "POST", { nodes: [{ uuid: NODE, shard: "rack-b" }] });
+      await call(`${ctx.base}/v1/nodes/bulk`, "POST", {
+        nodes: [wholeNode({ uuid: NODE, shard: "rack-b" })],
+      });
       const [snapshot] = await feedOfB();
       expect(snapshot).to.deep.include({
         node: NODE,
@@ -116,7 +125,7 @@ for (const backend of backendsUnderTest()) {
         snapshot: true,
       });
       // A PUT that does not change the shard sends nothing more.
-      await call(`${ctx.base}/v1/nodes/${NODE}`, "PUT", { shard: "rack-b", name: "renamed" });
+      await call(`${ctx.base}/v1/nodes/${NODE}`, "PUT", wholeNode({ shard: "rack-b", name: "renamed" }));
       expect(await feedOfB()).to.have.length(1);
     });
   });

@@ -2,7 +2,7 @@ import { exampleInspector, readExample, withoutVendor } from "./helpers/examples
 import { expect } from "chai";
 import { createApp } from "../src/api/app.js";
 import { backendsUnderTest, useApp } from "./helpers/backends.js";
-import { TEST_TOKENS, call, postWebhook } from "./helpers/http.js";
+import { call, postWebhook, TEST_TOKENS, wholeNode } from "./helpers/http.js";
 import { testAuthority } from "./helpers/http.js";
 
 const NODE = "5f0e1d2c-b4a5-4697-8877-665544332211";
@@ -34,7 +34,7 @@ for (const backend of backendsUnderTest()) {
     });
 
     beforeEach(async () => {
-      await call(`${ctx.base}/v1/nodes/${NODE}`, "PUT", { shard: "rack-a" });
+      await call(`${ctx.base}/v1/nodes/${NODE}`, "PUT", wholeNode({ shard: "rack-a" }));
       // What nova-compute put there: the inspector must never touch these.
       await ctx.store.traits.commit(NODE, 0, {
         holders: { COMPUTE_NODE: "compute" },
@@ -97,9 +97,9 @@ for (const backend of backendsUnderTest()) {
       const payload = { kind: "deltas", node: later, deltas: ["+CUSTOM_LATE"] };
       const first = await send(payload, { delivery: "d-late" });
       expect(first.status).to.equal(404);
-      expect((await call(`${ctx.base}/v1/nodes/${later}`, "PUT", { shard: "rack-a" })).status).to.be.oneOf([
-        200, 201,
-      ]);
+      expect(
+        (await call(`${ctx.base}/v1/nodes/${later}`, "PUT", wholeNode({ shard: "rack-a" }))).status,
+      ).to.be.oneOf([200, 201]);
       const again = await send(payload, { delivery: "d-late" });
       expect(again).to.deep.include({ status: 200, replay: false });
       const replayed = await send(payload, { delivery: "d-late" });

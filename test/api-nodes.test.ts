@@ -2,7 +2,7 @@ import { expect } from "chai";
 import { createApp } from "../src/api/app.js";
 import { ShardCatalog } from "../src/shards/definitions.js";
 import { backendsUnderTest, useApp } from "./helpers/backends.js";
-import { call, testAuthority } from "./helpers/http.js";
+import { call, testAuthority, wholeNode } from "./helpers/http.js";
 
 const uuid = (n: number) => `00000000-0000-4000-8000-${n.toString(16).padStart(12, "0")}`;
 
@@ -13,10 +13,11 @@ for (const backend of backendsUnderTest()) {
 
     it("creates (201), replaces (200), reads, deletes (204) a node, and 404s an unknown one", async () => {
       const id = uuid(1);
-      const created = await call(`${ctx.base}/v1/nodes/${id.toUpperCase()}`, "PUT", {
-        name: "node-1",
-        shard: "rack-a",
-      });
+      const created = await call(
+        `${ctx.base}/v1/nodes/${id.toUpperCase()}`,
+        "PUT",
+        wholeNode({ name: "node-1", shard: "rack-a" }),
+      );
       expect(created.status).to.equal(201);
       expect(created.body).to.deep.equal({
         uuid: id,
@@ -25,10 +26,11 @@ for (const backend of backendsUnderTest()) {
         conductor_group: "",
         instance_host: null,
       });
-      const replaced = await call(`${ctx.base}/v1/nodes/${id}`, "PUT", {
-        shard: "rack-b",
-        conductor_group: "Group-1",
-      });
+      const replaced = await call(
+        `${ctx.base}/v1/nodes/${id}`,
+        "PUT",
+        wholeNode({ shard: "rack-b", conductor_group: "Group-1" }),
+      );
       expect(replaced.status).to.equal(200);
       expect(replaced.body).to.deep.equal({
         uuid: id,
@@ -47,11 +49,11 @@ for (const backend of backendsUnderTest()) {
     });
 
     it("keeps every node in exactly one place when it changes shard", async () => {
-      await call(`${ctx.base}/v1/nodes/${uuid(1)}`, "PUT", { shard: "rack-a" });
-      await call(`${ctx.base}/v1/nodes/${uuid(2)}`, "PUT", { shard: "rack-a" });
-      await call(`${ctx.base}/v1/nodes/${uuid(3)}`, "PUT", {});
-      await call(`${ctx.base}/v1/nodes/${uuid(1)}`, "PUT", { shard: "rack-b" });
-      await call(`${ctx.base}/v1/nodes/${uuid(2)}`, "PUT", {});
+      await call(`${ctx.base}/v1/nodes/${uuid(1)}`, "PUT", wholeNode({ shard: "rack-a" }));
+      await call(`${ctx.base}/v1/nodes/${uuid(2)}`, "PUT", wholeNode({ shard: "rack-a" }));
+      await call(`${ctx.base}/v1/nodes/${uuid(3)}`, "PUT", wholeNode({}));
+      await call(`${ctx.base}/v1/nodes/${uuid(1)}`, "PUT", wholeNode({ shard: "rack-b" }));
+      await call(`${ctx.base}/v1/nodes/${uuid(2)}`, "PUT", wholeNode({}));
       const inA = (await call(`${ctx.base}/v1/nodes?shard=rack-a`, "GET")).body.nodes;
       const inB = (await call(`${ctx.base}/v1/nodes?shard=rack-b`, "GET")).body.nodes.map(
         (n: { uuid: string }) => n.uuid,
@@ -71,10 +73,9 @@ for (const backend of backendsUnderTest()) {
     });
 
     it("filters like Ironic (?shard=a,b, ?sharded=) and pages with limit and marker", async () => {
-      const nodes = Array.from({ length: 25 }, (_, i) => ({
-        uuid: uuid(i + 1),
-        shard: i % 5 === 0 ? null : `rack-${i % 3}`,
-      }));
+      const nodes = Array.from({ length: 25 }, (_, i) =>
+        wholeNode({ uuid: uuid(i + 1), shard: i % 5 === 0 ? null : `rack-${i % 3}` }),
+      );
       expect((await call(`${ctx.base}/v1/nodes/bulk`, "POST", { nodes })).body).to.deep.equal({
         created: 25,
         updated: 0,
@@ -96,11 +97,9 @@ for (const backend of backendsUnderTest()) {
 
     it("loads 10,000 nodes in one bulk call; a second load updates them", async function () {
       this.timeout(30_000);
-      const nodes = Array.from({ length: 10_000 }, (_, i) => ({
-        uuid: uuid(i + 1),
-        shard: `rack-${i % 20}`,
-        name: `n-${i}`,
-      }));
+      const nodes = Array.from({ length: 10_000 }, (_, i) =>
+        wholeNode({ uuid: uuid(i + 1), shard: `rack-${i % 20}`, name: `n-${i}` }),
+      );
       expect((await call(`${ctx.base}/v1/nodes/bulk`, "POST", { nodes })).body).to.deep.equal({
         created: 10_000,
         updated: 0,
@@ -118,7 +117,7 @@ for (const backend of backendsUnderTest()) {
     });
 
     it("shows the active holder of each shard, since when, in GET /v1/shards", async () => {
-      await call(`${ctx.base}/v1/nodes/${uuid(1)}`, "PUT", { shard: "rack-a" });
+      await call(`${ctx.base}/v1/nodes/${uuid(1)}`, "PUT", wholeNode({ shard: "rack-a" }));
       const granted = await call(`${ctx.base}/v1/shards/rack-a/lease`, "POST", { agent: "compute-0" });
       const shards = (await call(`${ctx.base}/v1/shards`, "GET")).body.shards;
       const rackA = shards.find((s: { name: string }) => s.name === "rack-a");
@@ -129,25 +128,61 @@ for (const backend of backendsUnderTest()) {
 
     describe("bad input: 400 naming the field, nothing written", () => {
       const cases: Array<[string, string, string, unknown, string]> = [
-        ["a path that is no uuid", "PUT", "/v1/nodes/not-a-uuid", {}, "uuid"],
-        ["a bad shard key", "PUT", `/v1/nodes/${uuid(1)}`, { shard: "has space" }, "shard"],
-        ["an unknown field", "PUT", `/v1/nodes/${uuid(1)}`, { shard: "a", power: "on" }, "(root)"],
-        ["a body uuid unlike the path's", "PUT", `/v1/nodes/${uuid(1)}`, { uuid: uuid(2) }, "uuid"],
-        ["a bad name", "PUT", `/v1/nodes/${uuid(1)}`, { name: "a b" }, "name"],
+        ["a path that is no uuid", "PUT", "/v1/nodes/not-a-uuid", wholeNode({}), "uuid"],
+        ["a bad shard key", "PUT", `/v1/nodes/${uuid(1)}`, wholeNode({ shard: "has space" }), "shard"],
+        ["an unknown field", "PUT", `/v1/nodes/${uuid(1)}`, wholeNode({ shard: "a", power: "on" }), "(root)"],
+        [
+          "a body uuid unlike the path's",
+          "PUT",
+          `/v1/nodes/${uuid(1)}`,
+          wholeNode({ uuid: uuid(2) }),
+          "uuid",
+        ],
+        ["a bad name", "PUT", `/v1/nodes/${uuid(1)}`, wholeNode({ name: "a b" }), "name"],
+        [
+          "a PUT without shard",
+          "PUT",
+          `/v1/nodes/${uuid(1)}`,
+          { name: null, conductor_group: "", instance_host: null },
+          "shard",
+        ],
+        [
+          "a PUT without instance_host",
+          "PUT",
+          `/v1/nodes/${uuid(1)}`,
+          { name: null, shard: null, conductor_group: "" },
+          "instance_host",
+        ],
+        ["an empty PUT body", "PUT", `/v1/nodes/${uuid(1)}`, undefined, "(body)"],
+        ["a PUT body that is a list", "PUT", `/v1/nodes/${uuid(1)}`, [wholeNode({})], "(body)"],
+        ["a PATCH of an unknown field", "PATCH", `/v1/nodes/${uuid(1)}`, { power: "on" }, "(root)"],
         [
           "a bad node deep in a bulk",
           "POST",
           "/v1/nodes/bulk",
-          { nodes: [{ uuid: uuid(1) }, { uuid: uuid(2), shard: 7 }] },
+          { nodes: [wholeNode({ uuid: uuid(1) }), wholeNode({ uuid: uuid(2), shard: 7 })] },
+          "nodes[1].shard",
+        ],
+        [
+          "a bulk node without its shard",
+          "POST",
+          "/v1/nodes/bulk",
+          {
+            nodes: [
+              wholeNode({ uuid: uuid(1) }),
+              { uuid: uuid(2), name: null, conductor_group: "", instance_host: null },
+            ],
+          },
           "nodes[1].shard",
         ],
         [
           "a duplicate uuid in a bulk",
           "POST",
           "/v1/nodes/bulk",
-          { nodes: [{ uuid: uuid(1) }, { uuid: uuid(1).toUpperCase() }] },
+          { nodes: [wholeNode({ uuid: uuid(1) }), wholeNode({ uuid: uuid(1).toUpperCase() })] },
           "nodes[1].uuid",
         ],
+        ["an empty bulk body", "POST", "/v1/nodes/bulk", undefined, "(body)"],
         ["an empty bulk", "POST", "/v1/nodes/bulk", { nodes: [] }, "nodes"],
         ["a bad list filter", "GET", "/v1/nodes?sharded=maybe", undefined, "sharded"],
         ["a bad shard in a list filter", "GET", "/v1/nodes?shard=ok,no%20way", undefined, "shard[1]"],

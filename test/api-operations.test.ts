@@ -4,14 +4,18 @@ import winston from "winston";
 import { createApp } from "../src/api/app.js";
 import { logger, requestContext } from "../src/log.js";
 import { memoryUnderTest, useApp } from "./helpers/backends.js";
-import { TEST_TOKENS, call, testAuthority } from "./helpers/http.js";
+import { call, TEST_TOKENS, testAuthority, wholeNode } from "./helpers/http.js";
 
 describe("Operations: metrics and request ids", () => {
   const ctx = useApp(memoryUnderTest(), (store) => createApp(store, { authority: testAuthority() }));
 
   it("serves Prometheus text at /metrics without a token: leases, requests by route, nodes per shard", async () => {
-    await call(`${ctx.base}/v1/nodes/00000000-0000-4000-8000-000000000001`, "PUT", { shard: "rack-a" });
-    await call(`${ctx.base}/v1/nodes/00000000-0000-4000-8000-000000000002`, "PUT", {});
+    await call(
+      `${ctx.base}/v1/nodes/00000000-0000-4000-8000-000000000001`,
+      "PUT",
+      wholeNode({ shard: "rack-a" }),
+    );
+    await call(`${ctx.base}/v1/nodes/00000000-0000-4000-8000-000000000002`, "PUT", wholeNode({}));
     const agent = TEST_TOKENS.agent("compute-0");
     const got = await call(`${ctx.base}/v1/shards/rack-a/lease`, "POST", { agent: "compute-0" }, agent);
     await call(

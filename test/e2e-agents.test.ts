@@ -140,7 +140,9 @@ describe("End to end: the reference agent consumes its shard's trait feed", func
     bridge = await startBridge({ shards: [{ name: "rack", lease_ttl_ms: 1000 }], agents: ["compute-0"] });
     const admin = new BridgeClient(bridge.url, bridge.tokens.tokens.find((t) => t.role === "admin")!.token);
     const node = "8c0e1d2c-b4a5-4697-8877-665544332211";
-    await admin.bulkUpsert([{ uuid: node, shard: "rack" }]);
+    await admin.bulkUpsert([
+      { uuid: node, name: null, shard: "rack", conductor_group: "", instance_host: null },
+    ]);
     agent = AgentProcess.cli("compute-0", [
       ...["agent", "--id", "compute-0", "--shard", "rack"],
       ...["--bridge", bridge.url, "--tokens-file", bridge.tokensFile],

@@ -3,7 +3,7 @@ import { expect } from "chai";
 import fc from "fast-check";
 import { createApp } from "../src/api/app.js";
 import { backendsUnderTest, useApp } from "./helpers/backends.js";
-import { call, postWebhook, testAuthority } from "./helpers/http.js";
+import { call, postWebhook, testAuthority, wholeNode } from "./helpers/http.js";
 
 /**
  * Random and mutated payloads thrown at the webhook, correctly signed so they reach the
@@ -71,7 +71,7 @@ for (const backend of backendsUnderTest()) {
     );
 
     it("never answers 5xx; a refused delivery leaves the node's traits as they were (seeded)", async () => {
-      await call(`${ctx.base}/v1/nodes/${NODE}`, "PUT", { shard: "rack-a" });
+      await call(`${ctx.base}/v1/nodes/${NODE}`, "PUT", wholeNode({ shard: "rack-a" }));
       await ctx.store.traits.commit(NODE, 0, {
         holders: { COMPUTE_NODE: "compute" },
         generation: 1,

@@ -54,4 +54,30 @@ describe("Lease recovery after the store started empty", function () {
       await server.stop();
     }
   });
+
+  it("redis: the wait it names is exact: it shrinks with time, and a client that sleeps it is granted", async () => {
+    const server = await TestRedisServer.start();
+    const store = await openStore(server.url);
+    const ask = async () => {
+      const outcome = await store.acquire({ shard: "s1", agent: "a", ttlMs: 2000 });
+      return { outcome, at: performance.now() };
+    };
+    try {
+      const first = await ask();
+      expect(first.outcome).to.include({ ok: false, reason: "recovering" });
+      await new Promise((r) => setTimeout(r, 300));
+      const second = await ask();
+      const wait = (o: typeof first.outcome) => (o.ok ? 0 : o.retryAfterMs!);
+      // A wait that moved in whole seconds would differ by 0 or 1000 ms here.
+      expect(wait(first.outcome) - wait(second.outcome)).to.be.closeTo(second.at - first.at, 60);
+      // Sleeping exactly the named wait (plus a round trip's slack) gets the lease; a little less does not.
+      await new Promise((r) => setTimeout(r, Math.max(0, wait(second.outcome) - 150)));
+      expect((await ask()).outcome.ok, "granted 150 ms before the named wait").to.equal(false);
+      await new Promise((r) => setTimeout(r, 170));
+      expect((await ask()).outcome.ok, "granted once the named wait is over").to.equal(true);
+    } finally {
+      await store.close();
+      await server.stop();
+    }
+  });
 });

@@ -7,7 +7,7 @@ import { LegacyPool } from "../src/ring/pool.js";
 import { buildRing } from "../src/ring/legacy.js";
 import { novaRing } from "../src/ring/tooz.js";
 import { backendsUnderTest, useApp } from "./helpers/backends.js";
-import { TEST_TOKENS, call, testAuthority } from "./helpers/http.js";
+import { call, TEST_TOKENS, testAuthority, wholeNode } from "./helpers/http.js";
 
 const node = (uuid: string, extra: Partial<BareMetalNode> = {}): BareMetalNode => ({
   uuid,
@@ -79,12 +79,14 @@ for (const backend of backendsUnderTest()) {
     const as = (agent: string) => TEST_TOKENS.agent(agent);
     const random = seededRandom(11);
     const uuids = Array.from({ length: 240 }, () => randomUuid(random));
-    const nodes = uuids.map((uuid, i) => ({
-      uuid,
-      shard: i < 20 ? "rack-a" : i < 40 ? "rack-b" : null,
-      // A few deployed nodes: their instance lives on compute-a or on the sharded compute-0.
-      instance_host: i >= 40 && i < 50 ? "compute-a" : i >= 50 && i < 55 ? "compute-0" : null,
-    }));
+    const nodes = uuids.map((uuid, i) =>
+      wholeNode({
+        uuid,
+        shard: i < 20 ? "rack-a" : i < 40 ? "rack-b" : null,
+        // A few deployed nodes: their instance lives on compute-a or on the sharded compute-0.
+        instance_host: i >= 40 && i < 50 ? "compute-a" : i >= 50 && i < 55 ? "compute-0" : null,
+      }),
+    );
 
     const heartbeat = (agent: string, shards: string[]) =>
       call(`${ctx.base}/v1/agents/${agent}/heartbeat`, "POST", { shards }, as(agent));

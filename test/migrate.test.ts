@@ -12,7 +12,7 @@ import { buildRing } from "../src/ring/legacy.js";
 import { currentAgentOf, planShards, type PlanNode } from "../src/ring/plan.js";
 import { ToozRing } from "../src/ring/tooz.js";
 import { memoryUnderTest, useApp } from "./helpers/backends.js";
-import { TEST_TOKENS, call, testAuthority } from "./helpers/http.js";
+import { call, TEST_TOKENS, testAuthority, wholeNode } from "./helpers/http.js";
 import { createIronicNode, useIronicPeer } from "./helpers/ironic-peer.js";
 import { runShardbridge } from "./helpers/cli.js";
 
@@ -213,9 +213,9 @@ describe("migrate plan --apply to a bridge: switching from the ring to shards mo
 
   it("every agent manages the same nodes before (ring) and after (its new shards' leases)", async () => {
     const nodes = fleet(8, 300, (i) => (i < 10 ? { instance_host: "compute-b" } : {}));
-    await call(`${ctx.base}/v1/nodes/bulk`, "POST", { nodes });
+    await call(`${ctx.base}/v1/nodes/bulk`, "POST", { nodes: nodes.map(wholeNode) });
     for (const agent of legacyAgents)
-      await call(`${ctx.base}/v1/agents/${agent}/heartbeat`, "POST", {}, as(agent));
+      await call(`${ctx.base}/v1/agents/${agent}/heartbeat`, "POST", { shards: [] }, as(agent));
     const listOf = async (agent: string, tokens?: number[]) => {
       const query = tokens === undefined ? "" : `?token=${tokens.join(",")}`;
       const res = await call(`${ctx.base}/v1/agents/${agent}/nodes${query}`, "GET", undefined, as(agent));

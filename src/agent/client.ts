@@ -23,7 +23,8 @@ export class BridgeError extends Error {
 
 interface WireLease {
   holder: string;
-  token: number;
+  /** null where the bridge does not show it: another agent's lease, to an agent */
+  token: number | null;
   ttl_ms: number;
   since: string;
 }
@@ -50,9 +51,10 @@ export interface AgentNodes {
   nodes: Array<BareMetalNode & { token: number | null; via: "lease" | "instance" | "ring" }>;
 }
 
+/** A lease as an answer shows it; 0 for a token the bridge did not show this caller. */
 const view = (lease: WireLease): LeaseView => ({
   holder: lease.holder,
-  token: lease.token,
+  token: lease.token ?? 0,
   ttlMs: lease.ttl_ms,
   sinceUs: Date.parse(lease.since) * 1000,
 });
@@ -149,16 +151,8 @@ export class BridgeClient implements LeaseClient {
     return (answer.json as { cursor: string }).cursor;
   }
 
-  /** Admin: upsert nodes in one request (at most 20,000). */
-  async bulkUpsert(
-    nodes: Array<{
-      uuid: string;
-      name?: string | null;
-      shard?: string | null;
-      conductor_group?: string;
-      instance_host?: string | null;
-    }>,
-  ): Promise<{ created: number; updated: number }> {
+  /** Admin: upsert whole nodes in one request (at most 20,000). */
+  async bulkUpsert(nodes: BareMetalNode[]): Promise<{ created: number; updated: number }> {
     const answer = await this.request("POST", "/v1/nodes/bulk", { nodes });
     if (answer.status !== 200) this.fail(answer);
     return answer.json as { created: number; updated: number };

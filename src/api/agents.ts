@@ -7,13 +7,25 @@ import type { LeaseView } from "../lease/machine.js";
 import type { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
 import { assertActsAs, principalOf } from "./auth.js";
+import { bodyObject } from "./body.js";
 import { leaseJson } from "./leases.js";
 import { knownShards, liveLeases } from "./shards.js";
 import { SERVICE_DOWN_TIME_MS, legacyNodesOf, legacyPoolMembers, servesNoShard } from "../ring/membership.js";
 import type { LegacyPool } from "../ring/pool.js";
 
 const AgentPath = z.strictObject({ id: AgentId });
-const HeartbeatBody = z.strictObject({ shards: z.unknown().optional() });
+/**
+ * `shards` must be given: [] puts the agent in nova's legacy ring pool, so a body left
+ * empty by accident must not (the ring would hand a sharded agent unsharded nodes).
+ */
+const HeartbeatBody = z.strictObject({
+  shards: z.array(z.unknown(), {
+    error: (issue) =>
+      issue.input === undefined
+        ? "is required: the shards this agent serves ([] for nova's legacy ring pool)"
+        : "must be a list of shard names",
+  }),
+});
 const NodesQuery = z.strictObject({
   token: z
     .string({ error: "must be a comma-separated list of fencing tokens" })
@@ -65,7 +77,7 @@ export function agentRoutes(
 
   router.post("/v1/agents/:id/heartbeat", async (req, res) => {
     const agent = agentOf(req, res);
-    const body = parseOrThrow(HeartbeatBody, req.body ?? {});
+    const body = parseOrThrow(HeartbeatBody, bodyObject(req));
     const seen = await store.heartbeat(agent, body.shards as string[] | undefined);
     res.json({ agent, last_seen: new Date(seen.lastSeenMs).toISOString(), serves: seen.serves });
   });
@@ -127,7 +139,7 @@ export function agentRoutes(
     res.json({
       agent,
       leases: mine
-        .map(([shard, lease]) => ({ shard, ...leaseJson(lease) }))
+        .map(([shard, lease]) => ({ shard, ...leaseJson(lease, true) }))
         .sort((a, b) => a.shard.localeCompare(b.shard)),
       legacy: {
         pool_member: inPool,

@@ -7,6 +7,7 @@ import { agentRoutes, legacyPoolLoader } from "./agents.js";
 import { LegacyPool, type LegacyPoolOptions } from "../ring/pool.js";
 import { SERVICE_DOWN_TIME_MS } from "../ring/membership.js";
 import { authenticate, type TokenAuthority } from "./auth.js";
+import { readBody, parseJsonBody } from "./body.js";
 import { HttpError, errorHandler } from "./errors.js";
 import type { IronicOutbox } from "../ironic/outbox.js";
 import { OwnershipRegistry } from "../traits/ownership.js";
@@ -21,6 +22,14 @@ import { nodeRoutes } from "./nodes.js";
 import { shardRoutes } from "./shards.js";
 
 const BULK_PATH = "/v1/nodes/bulk";
+
+/**
+ * The caller's X-Request-Id when it is a sane one (it lands in every log line and is
+ * echoed back), else a fresh one.
+ */
+function requestIdOf(presented: string | undefined): string {
+  return presented !== undefined && /^[\x21-\x7e]{1,128}$/.test(presented) ? presented : randomUUID();
+}
 
 export interface AppOptions {
   authority: TokenAuthority;
@@ -48,7 +57,7 @@ export function createApp(
   const metrics = new BridgeMetrics(store);
   app.use(metrics.middleware());
   app.use((req, res, next) => {
-    const requestId = req.get("x-request-id") ?? randomUUID();
+    const requestId = requestIdOf(req.get("x-request-id"));
     res.set("x-request-id", requestId);
     const started = performance.now();
     res.on("finish", () =>
@@ -77,12 +86,9 @@ export function createApp(
   // Everything below needs a bearer token; health checks and metrics above do not.
   // Authenticate first: nobody without a token makes the bridge read a body.
   app.use(authenticate(authority));
-  const json = express.json({ limit: MAX_BODY_BYTES, strict: true, type: () => true });
-  const bulkJson = express.json({ limit: MAX_BULK_BODY_BYTES, strict: true, type: () => true });
-  // The webhook reads its raw body itself: the signature covers the exact bytes.
-  app.use((req, res, next) =>
-    req.path === WEBHOOK_PATH ? next() : (req.path === BULK_PATH ? bulkJson : json)(req, res, next),
-  );
+  app.use(readBody((req) => (req.path === BULK_PATH ? MAX_BULK_BODY_BYTES : MAX_BODY_BYTES)));
+  // The webhook parses its raw body itself: the signature covers the exact bytes.
+  app.use((req, res, next) => (req.path === WEBHOOK_PATH ? next() : parseJsonBody(req, res, next)));
   app.use(leaseRoutes(store, catalog, metrics));
   app.use(shardRoutes(store, catalog));
   const traits = new TraitService(

@@ -145,3 +145,18 @@ export function assertActsAs(res: Response, agent: string): void {
   }
   if (principal.role === "inspector") throw forbidden("the inspector role cannot act as an agent");
 }
+
+/**
+ * An agent asks about, reads or moves only a lease it holds itself: 403 when `current`,
+ * the shard's live lease, is another agent's. Admin may look at any.
+ */
+export function assertOwnLease(res: Response, shard: string, current: { holder: string } | null): void {
+  const principal = principalOf(res);
+  if (principal.role === "agent" && current !== null && current.holder !== principal.agent)
+    throw forbidden(`shard ${shard} is held by ${current.holder}, not ${principal.agent}`);
+}
+
+/** Whether the caller may see fencing tokens of leases it does not hold: operators only. */
+export function seesTokens(res: Response): boolean {
+  return principalOf(res).role === "admin";
+}

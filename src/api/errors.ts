@@ -11,7 +11,7 @@ export interface ApiError {
   /** the request field at fault, for validation errors */
   field?: string;
   /** for a refused lease: the live lease in the way, so a client need not parse `detail` */
-  lease?: { holder: string; token: number; ttl_ms: number; since: string } | null;
+  lease?: { holder: string; token: number | null; ttl_ms: number; since: string } | null;
   /** for a refused lease: when asking again can succeed */
   retry_after_ms?: number;
 }
@@ -36,39 +36,18 @@ export function validationErrors(error: ValidationError): ApiError[] {
   }));
 }
 
-/** What the body parser raises, mapped to the reason a client can act on. */
-function parserError(error: { type?: string; status?: number; message?: string }): ApiError | null {
-  if (error.type === "entity.too.large") {
-    return {
-      status: 413,
-      code: "shardbridge.body.too_large",
-      title: "Body too large",
-      detail: "request body is over the limit",
-    };
-  }
-  if (
-    typeof error.status === "number" &&
-    error.status >= 400 &&
-    error.status < 500 &&
-    error.type !== "entity.parse.failed"
-  ) {
-    // Other body-parser refusals: an unsupported charset or content encoding, an aborted body.
-    return {
-      status: error.status,
-      code: "shardbridge.body.invalid",
-      title: "Body not accepted",
-      detail: error.message ?? "",
-    };
-  }
-  if (error.type === "entity.parse.failed") {
-    return {
-      status: 400,
-      code: "shardbridge.body.malformed",
-      title: "Malformed JSON",
-      detail: error.message ?? "body is not JSON",
-    };
-  }
-  return null;
+/**
+ * An error raised by express or Node itself with an HTTP status a client can act on (a
+ * path that is not valid percent-encoding, say): its status, in the API-SIG shape.
+ */
+function clientFault(error: { status?: unknown; message?: string }): ApiError | null {
+  if (typeof error.status !== "number" || error.status < 400 || error.status >= 500) return null;
+  return {
+    status: error.status,
+    code: "shardbridge.request.invalid",
+    title: "Request not accepted",
+    detail: error.message ?? "",
+  };
 }
 
 /** The last handler: every error becomes `{"errors":[...]}` with the right status. */
@@ -89,7 +68,7 @@ export function errorHandler(log: (message: string, meta: object) => void): Erro
       log("store unavailable", { error: error.message, path: req.path });
     } else {
       errors = [
-        parserError(error as object) ?? {
+        clientFault(error as object) ?? {
           status: 500,
           code: "shardbridge.internal",
           title: "Internal error",

@@ -5,7 +5,8 @@ import { ShardName } from "../domain/names.js";
 import { parseBoth } from "../domain/validation.js";
 import type { TraitService } from "../traits/service.js";
 import type { Store } from "../store/store.js";
-import { forbidden, principalOf, requireRole } from "./auth.js";
+import { assertOwnLease, requireRole } from "./auth.js";
+import { bodyObject } from "./body.js";
 import { HttpError } from "./errors.js";
 
 const ShardPath = z.strictObject({ shard: ShardName });
@@ -15,12 +16,14 @@ const ReadQuery = z.strictObject({
 });
 const AckBody = z.strictObject({
   token: FencingToken,
-  id: z.string().regex(/^\d+-\d+$/, { error: "must be a feed id (<ms>-<seq>)" }),
+  // Bounded so every id is a valid stream id and compares exactly as a Lua number.
+  id: z.string().regex(/^\d{1,15}-\d{1,15}$/, { error: "must be a feed id (<ms>-<seq>)" }),
 });
 
 /**
  * Only the live holder of the shard's lease, presenting its current token, reads or
- * moves the shard's feed: a stale token is refused (409) and changes nothing.
+ * moves the shard's feed: a stale token is refused (409), another agent's live token too
+ * (403), and neither changes anything.
  */
 async function assertHolder(store: Store, res: Response, shard: string, token: number): Promise<void> {
   const fence = await store.fence({ shard, token });
@@ -34,15 +37,12 @@ async function assertHolder(store: Store, res: Response, shard: string, token: n
       },
     ]);
   }
-  const principal = principalOf(res);
-  if (principal.role === "agent" && fence.current?.holder !== principal.agent) {
-    throw forbidden(`shard ${shard} is held by ${fence.current?.holder}, not ${principal.agent}`);
-  }
+  assertOwnLease(res, shard, fence.current);
 }
 
 /**
  *   GET  /v1/shards/{shard}/feed?token=T&limit=N  -> 200 {"shard","cursor","entries":[{"id","node","deltas","generation"}]}
- *   POST /v1/shards/{shard}/feed/ack  {"token","id"} -> 200 {"shard","cursor"}
+ *   POST /v1/shards/{shard}/feed/ack  {"token","id"} -> 200 {"shard","cursor"} | 409 (no such entry)
  * The ordered feed of trait changes applied to the shard's nodes. The active agent reads
  * after the acknowledged cursor and acknowledges what it applied; after a failover the
  * new holder resumes from the last acknowledged entry, so no change is lost.
@@ -58,9 +58,21 @@ export function feedRoutes(store: Store, traits: TraitService): Router {
   });
 
   router.post("/v1/shards/:shard/feed/ack", requireRole("agent", "admin"), async (req, res) => {
-    const [{ shard }, body] = parseBoth([ShardPath, req.params], [AckBody, req.body ?? {}]);
+    const [{ shard }, body] = parseBoth([ShardPath, req.params], [AckBody, bodyObject(req)]);
     await assertHolder(store, res, shard, body.token);
-    res.json({ shard, cursor: await traits.ack(shard, body.id) });
+    const cursor = await traits.ack(shard, body.id);
+    if (cursor === null) {
+      throw new HttpError([
+        {
+          status: 409,
+          code: "shardbridge.feed.unknown_entry",
+          title: "No such feed entry",
+          detail: `shard ${shard}'s feed has no entry ${body.id} after its cursor: acknowledge an id the feed delivered`,
+          field: "id",
+        },
+      ]);
+    }
+    res.json({ shard, cursor });
   });
 
   return router;

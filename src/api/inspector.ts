@@ -1,5 +1,5 @@
 import { timingSafeEqual } from "node:crypto";
-import express, { Router, type Request, type Response } from "express";
+import { Router, type Request, type Response } from "express";
 import { z } from "zod";
 import { NodeUuid } from "../domain/node.js";
 import { ValidationError, parseOrThrow } from "../domain/validation.js";
@@ -9,7 +9,6 @@ import { InspectionData } from "../traits/inspection.js";
 import { INSPECTOR, type TraitOutcome, type TraitService } from "../traits/service.js";
 import type { ApiError } from "./errors.js";
 import { HttpError } from "./errors.js";
-import { MAX_BODY_BYTES } from "./limits.js";
 import { requireRole } from "./auth.js";
 import { SIGNATURE_HEADERS, webhookSignature } from "../inspection/signature.js";
 
@@ -52,7 +51,7 @@ function verify(req: Request, secret: string, nowS: number): void {
   if (timestamp === undefined || signature === undefined) {
     throw unauthorized("unsigned", "send X-Shardbridge-Timestamp and X-Shardbridge-Signature: sha256=<hex>");
   }
-  const expected = Buffer.from(`sha256=${webhookSignature(secret, timestamp, req.body as Buffer)}`);
+  const expected = Buffer.from(`sha256=${webhookSignature(secret, timestamp, req.rawBody!)}`);
   const presented = Buffer.from(signature);
   if (presented.length !== expected.length || !timingSafeEqual(presented, expected)) {
     throw unauthorized("bad_signature", "the signature does not match the body and timestamp");
@@ -109,12 +108,31 @@ function errorAnswer(errors: ApiError[]): { status: number; body: unknown } {
   return { status: errors[0]!.status, body: { errors } };
 }
 
-function orderOf(payload: {
-  finished_at?: string | undefined;
-  sequence?: number | undefined;
-}): number | undefined {
+/**
+ * The order a payload is applied in: its sequence, or its finish time in ms. The order
+ * is remembered per node and source, and everything at or below it is refused as stale
+ * from then on, so an order that cannot be meant is refused rather than remembered: both
+ * kinds at once, or a finish time in the future (one year 9999 would wedge the node).
+ */
+function orderOf(
+  payload: { finished_at?: string | undefined; sequence?: number | undefined },
+  nowS: number,
+): number | undefined {
+  if (payload.sequence !== undefined && payload.finished_at !== undefined)
+    throw new ValidationError([
+      { field: "sequence", reason: "give finished_at or sequence, not both: they order differently" },
+    ]);
   if (payload.sequence !== undefined) return payload.sequence;
-  return payload.finished_at === undefined ? undefined : Date.parse(payload.finished_at);
+  if (payload.finished_at === undefined) return undefined;
+  const finishedMs = Date.parse(payload.finished_at);
+  if (finishedMs > (nowS + SIGNATURE_WINDOW_S) * 1000)
+    throw new ValidationError([
+      {
+        field: "finished_at",
+        reason: `is in the future (more than ${SIGNATURE_WINDOW_S} s ahead of the bridge's clock)`,
+      },
+    ]);
+  return finishedMs;
 }
 
 /**
@@ -132,67 +150,63 @@ export function inspectorRoutes(
 ): Router {
   const router = Router();
 
-  router.post(
-    WEBHOOK_PATH,
-    requireRole("inspector"),
-    express.raw({ type: () => true, limit: MAX_BODY_BYTES }),
-    async (req: Request, res: Response) => {
-      if (secret === undefined) {
-        throw new HttpError([
-          {
-            status: 503,
-            code: "shardbridge.inspector.not_configured",
-            title: "Webhook not configured",
-            detail: "start the bridge with --inspector-secret (or SHARDBRIDGE_INSPECTOR_SECRET)",
-          },
-        ]);
+  router.post(WEBHOOK_PATH, requireRole("inspector"), async (req: Request, res: Response) => {
+    if (secret === undefined) {
+      throw new HttpError([
+        {
+          status: 503,
+          code: "shardbridge.inspector.not_configured",
+          title: "Webhook not configured",
+          detail: "start the bridge with --inspector-secret (or SHARDBRIDGE_INSPECTOR_SECRET)",
+        },
+      ]);
+    }
+    const receivedS = nowS();
+    verify(req, secret, receivedS);
+    const delivery = req.get(SIGNATURE_HEADERS.delivery);
+    const deliveryId =
+      delivery === undefined
+        ? undefined
+        : parseOrThrow(z.strictObject({ delivery: DeliveryId }), { delivery }).delivery;
+    if (deliveryId !== undefined) {
+      const seen = await service.delivery(deliveryId);
+      if (seen !== null) {
+        const first = JSON.parse(seen) as { status: number; body: unknown };
+        res.set("x-shardbridge-replay", "true").status(first.status).json(first.body);
+        return;
       }
-      verify(req, secret, nowS());
-      const delivery = req.get(SIGNATURE_HEADERS.delivery);
-      const deliveryId =
-        delivery === undefined
-          ? undefined
-          : parseOrThrow(z.strictObject({ delivery: DeliveryId }), { delivery }).delivery;
-      if (deliveryId !== undefined) {
-        const seen = await service.delivery(deliveryId);
-        if (seen !== null) {
-          const first = JSON.parse(seen) as { status: number; body: unknown };
-          res.set("x-shardbridge-replay", "true").status(first.status).json(first.body);
-          return;
-        }
-      }
-      let raw: unknown;
-      try {
-        raw = JSON.parse((req.body as Buffer).toString("utf8"));
-      } catch (error) {
-        throw new HttpError([
-          {
-            status: 400,
-            code: "shardbridge.body.malformed",
-            title: "Malformed JSON",
-            detail: (error as Error).message,
-          },
-        ]);
-      }
-      const payload = parseOrThrow(WebhookPayload, raw);
-      const order = orderOf(payload);
-      if (payload.kind === "inspection" && order === undefined) {
-        throw new ValidationError([
-          { field: "finished_at", reason: "an inspection result needs finished_at or sequence" },
-        ]);
-      }
-      const outcome =
-        payload.kind === "inspection"
-          ? await service.applyInspection(payload.node, order!, payload.data)
-          : await service.applyExplicit(payload.node, INSPECTOR, order, payload.deltas as TraitDelta[]);
-      const answer = answerOf(outcome);
-      // An unknown node is not a final answer: the node may be loaded (ironic-sync) and the
-      // same delivery sent again, so only final outcomes are remembered.
-      if (deliveryId !== undefined && outcome.kind !== "unknown_node")
-        await service.recordDelivery(deliveryId, JSON.stringify(answer), DELIVERY_MEMORY_S);
-      res.status(answer.status).json(answer.body);
-    },
-  );
+    }
+    let raw: unknown;
+    try {
+      raw = JSON.parse(req.rawBody!.toString("utf8"));
+    } catch (error) {
+      throw new HttpError([
+        {
+          status: 400,
+          code: "shardbridge.body.malformed",
+          title: "Malformed JSON",
+          detail: (error as Error).message,
+        },
+      ]);
+    }
+    const payload = parseOrThrow(WebhookPayload, raw);
+    const order = orderOf(payload, receivedS);
+    if (payload.kind === "inspection" && order === undefined) {
+      throw new ValidationError([
+        { field: "finished_at", reason: "an inspection result needs finished_at or sequence" },
+      ]);
+    }
+    const outcome =
+      payload.kind === "inspection"
+        ? await service.applyInspection(payload.node, order!, payload.data)
+        : await service.applyExplicit(payload.node, INSPECTOR, order, payload.deltas as TraitDelta[]);
+    const answer = answerOf(outcome);
+    // An unknown node is not a final answer: the node may be loaded (ironic-sync) and the
+    // same delivery sent again, so only final outcomes are remembered.
+    if (deliveryId !== undefined && outcome.kind !== "unknown_node")
+      await service.recordDelivery(deliveryId, JSON.stringify(answer), DELIVERY_MEMORY_S);
+    res.status(answer.status).json(answer.body);
+  });
 
   router.get("/v1/nodes/:uuid/traits", async (req, res) => {
     const { uuid } = parseOrThrow(z.strictObject({ uuid: NodeUuid }), req.params);

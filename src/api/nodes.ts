@@ -2,6 +2,7 @@ import { Router, type Request } from "express";
 import type { NodeRegistry } from "../nodes/registry.js";
 import type { TraitService } from "../traits/service.js";
 import { requireRole } from "./auth.js";
+import { bodyObject } from "./body.js";
 import { HttpError } from "./errors.js";
 
 /** The path's uuid, as given: the registry validates and canonicalises it. */
@@ -20,7 +21,8 @@ function notFound(uuid: string): HttpError {
 
 /**
  * Nodes with explicit shard keys, with Ironic's semantics:
- *   PUT    /v1/nodes/{uuid}   {"name","shard","conductor_group"}  -> 201 created | 200 replaced
+ *   PUT    /v1/nodes/{uuid}   the whole node {"name","shard","conductor_group","instance_host"} -> 201 | 200
+ *   PATCH  /v1/nodes/{uuid}   some of those fields (merge patch)  -> 200 | 404
  *   GET    /v1/nodes/{uuid}                                       -> 200 | 404
  *   DELETE /v1/nodes/{uuid}                                       -> 204 | 404
  *   GET    /v1/nodes?shard=a,b|sharded=true|false&limit=&marker=  -> 200 {"nodes","next"}
@@ -30,15 +32,22 @@ export function nodeRoutes(nodes: NodeRegistry, traits: TraitService): Router {
   const router = Router();
 
   router.post("/v1/nodes/bulk", requireRole("admin"), async (req, res) => {
-    const { created, updated, moved } = await nodes.bulk(req.body);
+    const { created, updated, moved } = await nodes.bulk(bodyObject(req));
     await traits.snapshotMoves(moved);
     res.json({ created, updated });
   });
 
   router.put("/v1/nodes/:uuid", requireRole("admin"), async (req, res) => {
-    const { node, created, moved } = await nodes.put(uuidOf(req), req.body);
+    const { node, created, moved } = await nodes.put(uuidOf(req), bodyObject(req));
     await traits.snapshotMoves(moved);
     res.status(created ? 201 : 200).json(node);
+  });
+
+  router.patch("/v1/nodes/:uuid", requireRole("admin"), async (req, res) => {
+    const changed = await nodes.patch(uuidOf(req), bodyObject(req));
+    if (changed === null) throw notFound(uuidOf(req));
+    await traits.snapshotMoves(changed.moved);
+    res.json(changed.node);
   });
 
   router.get("/v1/nodes/:uuid", async (req, res) => {

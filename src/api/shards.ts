@@ -3,6 +3,7 @@ import type { LeaseView } from "../lease/machine.js";
 import type { ShardCount } from "../nodes/port.js";
 import type { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
+import { seesTokens } from "./auth.js";
 import { leaseJson } from "./leases.js";
 
 /** How Ironic names the unsharded pool in GET /v1/shards: the string "None". */
@@ -47,6 +48,7 @@ export function shardRoutes(store: Store, catalog: ShardCatalog): Router {
   const router = Router();
 
   router.get("/v1/shards", async (_req, res) => {
+    const showTokens = seesTokens(res);
     const nodeCounts = await store.nodes.counts();
     const known = await knownShards(store, catalog, nodeCounts);
     const leases = await liveLeases(store, known);
@@ -58,7 +60,7 @@ export function shardRoutes(store: Store, catalog: ShardCatalog): Router {
         name: shard ?? UNSHARDED_NAME,
         count,
         description: shard === null ? "" : (catalog.get(shard)?.description ?? ""),
-        lease: lease === undefined ? null : leaseJson(lease),
+        lease: lease === undefined ? null : leaseJson(lease, showTokens),
       };
     });
     shards.sort((a, b) => b.count - a.count || a.name.localeCompare(b.name));

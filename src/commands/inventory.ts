@@ -1,7 +1,6 @@
 import { readFileSync } from "node:fs";
-import { z } from "zod";
 import { BridgeClient } from "../agent/client.js";
-import { nodeList } from "../domain/node.js";
+import { InventoryFile } from "../domain/node.js";
 import { parseOrThrow } from "../domain/validation.js";
 import { IronicClient } from "../ironic/client.js";
 import { randomUuid, seededRandom } from "../random.js";
@@ -19,14 +18,11 @@ export const INVENTORY_OPTIONS = {
 } as const;
 
 export const INVENTORY_USAGE = `             inventory, one of:
-               --inventory FILE   {"nodes":[{"uuid","shard"?,"instance_host"?,…}]} (the bulk upsert body)
+               --inventory FILE   {"nodes":[{"uuid","shard"?,"instance_host"?,…}]} (the bulk body; fields may be left out)
                --bridge URL       the live registry (with --token, an admin token; env SHARDBRIDGE_TOKEN)
                --ironic URL       Ironic's nodes (API 1.82); a node with an instance has no known host
                --generate N       N unsharded nodes with random UUIDs (--seed S, default 1)
 `;
-
-/** An inventory file: the bulk upsert body, without its 20,000-node bound. */
-const InventoryFile = z.strictObject({ nodes: nodeList(Number.MAX_SAFE_INTEGER) });
 
 export interface InventorySource {
   nodes: PlanNode[];

@@ -21,14 +21,50 @@ export const ConductorGroup = z
   .regex(/^[a-zA-Z0-9_.-]{0,255}$/, { error: "must be 0..255 of a-z 0-9 _ . -" })
   .transform((group) => group.toLowerCase());
 
-/** A node as a client sends it; `uuid` may come from the path instead. */
+/**
+ * A field a whole node must carry: left out, it is refused, never defaulted. A default is
+ * what moved a node out of its shard (to nova's ring) when a client sent an empty body.
+ */
+function given<T extends z.ZodType>(schema: T, none: string) {
+  return z
+    .unknown()
+    .refine((value): boolean => value !== undefined, { error: `is required (${none})`, abort: true })
+    .pipe(schema);
+}
+
+/** The fields of a node a client sets, each as it must look. */
+const NodeFields = {
+  name: NodeName.nullable(),
+  shard: ShardName.nullable(),
+  conductor_group: ConductorGroup,
+  instance_host: AgentId.nullable(),
+};
+
+/**
+ * A whole node, as PUT and each item of a bulk send it: every field given (null where it
+ * has none, "" for the default conductor group), so a field left out by accident is a
+ * 400, not a reset. `uuid` may come from the path instead. To change some fields only,
+ * PATCH (`NodePatch`).
+ */
 export const NodeInput = z.strictObject({
   uuid: NodeUuid.optional(),
-  name: NodeName.nullable().default(null),
-  shard: ShardName.nullable().default(null),
-  conductor_group: ConductorGroup.default(""),
-  instance_host: AgentId.nullable().default(null),
+  name: given(NodeFields.name, "null for none"),
+  shard: given(NodeFields.shard, "null for the unsharded pool"),
+  conductor_group: given(NodeFields.conductor_group, '"" for the default group'),
+  instance_host: given(NodeFields.instance_host, "null when no instance is deployed"),
 });
+
+/**
+ * A change to some fields of an existing node (JSON merge patch, RFC 7396): the fields
+ * given replace the stored ones, null clears one, the rest stay as they are.
+ */
+export const NodePatch = z.strictObject({
+  name: NodeFields.name.optional(),
+  shard: NodeFields.shard.optional(),
+  conductor_group: NodeFields.conductor_group.optional(),
+  instance_host: NodeFields.instance_host.optional(),
+});
+export type NodePatch = z.output<typeof NodePatch>;
 
 /** A node as the bridge keeps it: in exactly one place, one shard or the unsharded pool. */
 export interface BareMetalNode {
@@ -47,16 +83,37 @@ export interface BareMetalNode {
 /** Most nodes one bulk request may carry (100,000-node fleets load in a few calls). */
 export const BULK_MAX_NODES = 20_000;
 
-/** Nodes with their uuids: at least one, at most `max`, no uuid twice (a bulk body, an inventory file). */
-export function nodeList(max: number) {
+/** Nodes with their uuids: at least one, at most `max`, no uuid twice. */
+function nodeList<T extends z.ZodType<{ uuid: string }>>(item: T, max: number) {
   return z
-    .array(NodeInput.extend({ uuid: NodeUuid }))
+    .array(item)
     .min(1, { error: "must hold at least one node" })
     .max(max, { error: `must hold at most ${max} nodes` })
-    .superRefine(uniqueField("nodes", "uuid", (node) => node.uuid));
+    .superRefine(uniqueField("nodes", "uuid", (node: { uuid: string }) => node.uuid));
 }
 
-export const BulkNodesRequest = z.strictObject({ nodes: nodeList(BULK_MAX_NODES) });
+/** A bulk upsert: whole nodes, each as PUT takes it, with its uuid. */
+export const BulkNodesRequest = z.strictObject({
+  nodes: nodeList(NodeInput.extend({ uuid: NodeUuid }), BULK_MAX_NODES),
+});
+
+/**
+ * An inventory file for planning (`compare`, `migrate plan`): nodes as the bulk body
+ * lists them, but fields left out take their defaults — planning writes nothing — and
+ * without the bulk bound.
+ */
+export const InventoryFile = z.strictObject({
+  nodes: nodeList(
+    z.strictObject({
+      uuid: NodeUuid,
+      name: NodeFields.name.default(null),
+      shard: NodeFields.shard.default(null),
+      conductor_group: NodeFields.conductor_group.default(""),
+      instance_host: NodeFields.instance_host.default(null),
+    }),
+    Number.MAX_SAFE_INTEGER,
+  ),
+});
 
 /** List filters, Ironic style: `?shard=a,b`, `?sharded=true|false`, `?limit=`, `?marker=`. */
 export const NodeListQuery = z.strictObject({

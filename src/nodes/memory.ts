@@ -1,6 +1,7 @@
 import type { BareMetalNode } from "../domain/node.js";
 import {
   pageOf,
+  sameNode,
   type NodeBackend,
   type NodeFilter,
   type NodePage,
@@ -26,7 +27,11 @@ export class MemoryNodes implements NodeBackend {
     if (members?.size === 0) this.byPlace.delete(node.shard);
   }
 
-  async upsert(nodes: BareMetalNode[]): Promise<PreviousPlace[]> {
+  async upsert(nodes: BareMetalNode[], expected?: BareMetalNode): Promise<PreviousPlace[] | null> {
+    if (expected !== undefined) {
+      const stored = this.byUuid.get(expected.uuid);
+      if (stored === undefined || !sameNode(stored, expected)) return null;
+    }
     return nodes.map((node) => {
       const old = this.byUuid.get(node.uuid);
       if (old !== undefined) this.unplace(old);

@@ -28,14 +28,29 @@ export interface NodeFilter {
  * pool — and a change of shard moves it in one atomic step.
  */
 export interface NodeBackend {
-  /** insert or replace each node; answers, per node, where it was before */
-  upsert(nodes: BareMetalNode[]): Promise<PreviousPlace[]>;
+  /**
+   * Insert or replace each node; answers, per node, where it was before. With `expected`
+   * (one node only), only if the stored node still equals it — a compare-and-set for
+   * read-modify-write changes — and null when it did not.
+   */
+  upsert(nodes: BareMetalNode[], expected?: BareMetalNode): Promise<PreviousPlace[] | null>;
   get(uuid: string): Promise<BareMetalNode | null>;
   /** answers whether there was such a node */
   delete(uuid: string): Promise<boolean>;
   list(filter: NodeFilter): Promise<NodePage>;
   /** every shard with at least one node, and the unsharded pool when not empty */
   counts(): Promise<ShardCount[]>;
+}
+
+/** Whether two nodes hold the same values. */
+export function sameNode(a: BareMetalNode, b: BareMetalNode): boolean {
+  return (
+    a.uuid === b.uuid &&
+    a.name === b.name &&
+    a.shard === b.shard &&
+    a.conductor_group === b.conductor_group &&
+    a.instance_host === b.instance_host
+  );
 }
 
 /** One page of `uuids` (any order) after `marker`, in uuid order. */

@@ -17,6 +17,15 @@ import {
  */
 const NODES_PER_SCRIPT = 1000;
 
+/**
+ * A node as stored: its fields in one fixed order, so that equal nodes are equal strings
+ * (the compare-and-set of nodes-upsert.lua compares them).
+ */
+function encodeNode(node: BareMetalNode): string {
+  const { uuid, name, shard, conductor_group, instance_host } = node;
+  return JSON.stringify({ uuid, name, shard, conductor_group, instance_host });
+}
+
 /** The node registry in Redis (keys under `{nodes}`, see keys.ts; scripts nodes-*.lua). */
 export class RedisNodes implements NodeBackend {
   constructor(
@@ -33,15 +42,18 @@ export class RedisNodes implements NodeBackend {
    * middle of a large bulk leaves the earlier chunks applied. Upserts are idempotent, so
    * the client's retry of the same request converges.
    */
-  async upsert(nodes: BareMetalNode[]): Promise<PreviousPlace[]> {
+  async upsert(nodes: BareMetalNode[], expected?: BareMetalNode): Promise<PreviousPlace[] | null> {
     const previous: PreviousPlace[] = [];
     for (let i = 0; i < nodes.length; i += NODES_PER_SCRIPT) {
-      const args: string[] = [this.keys.membersPrefix, this.keys.unsharded];
+      const guard = expected === undefined ? "" : encodeNode(expected);
+      const args: string[] = [this.keys.membersPrefix, this.keys.unsharded, guard];
       for (const node of nodes.slice(i, i + NODES_PER_SCRIPT)) {
-        args.push(node.uuid, node.shard ?? "", JSON.stringify(node));
+        args.push(node.uuid, node.shard ?? "", encodeNode(node));
       }
-      // Per node: "~" when new, else its old place ("" = unsharded), see nodes-upsert.lua.
-      const answer = (await runScript(this.redis, "nodes-upsert", this.scriptKeys, args)) as string[];
+      // Per node: "~" when new, else its old place ("" = unsharded); 0 when the guard
+      // did not hold (see nodes-upsert.lua).
+      const answer = (await runScript(this.redis, "nodes-upsert", this.scriptKeys, args)) as string[] | 0;
+      if (answer === 0) return null;
       for (const old of answer) {
         previous.push(old === "~" ? { created: true } : { created: false, shard: old === "" ? null : old });
       }

@@ -1,10 +1,19 @@
 import { z } from "zod";
-import { BulkNodesRequest, NodeInput, NodeListQuery, NodeUuid, type BareMetalNode } from "../domain/node.js";
+import {
+  BulkNodesRequest,
+  NodeInput,
+  NodeListQuery,
+  NodePatch,
+  NodeUuid,
+  type BareMetalNode,
+} from "../domain/node.js";
 import { ValidationError, parseBoth, parseOrThrow } from "../domain/validation.js";
 import { fromStore } from "../store/errors.js";
-import type { NodeBackend, NodePage, PreviousPlace, ShardCount } from "./port.js";
+import { sameNode, type NodeBackend, type NodePage, type PreviousPlace, type ShardCount } from "./port.js";
 
 const UuidPath = z.strictObject({ uuid: NodeUuid });
+/** A PATCH that keeps losing its compare-and-set means heavy contention on one node. */
+const MAX_PATCH_ATTEMPTS = 8;
 
 /** A node that changed shard and now lives in `to`. */
 export interface ShardMove {
@@ -29,26 +38,47 @@ function movesInto(nodes: BareMetalNode[], previous: PreviousPlace[]): ShardMove
 export class NodeRegistry {
   constructor(readonly backend: NodeBackend) {}
 
-  /** Create or replace one node (PUT semantics: fields left out take their defaults). */
+  /** Create or replace one node: `body` is the whole node (see NodeInput). */
   async put(
     uuid: string,
     body: unknown,
   ): Promise<{ node: BareMetalNode; created: boolean; moved: ShardMove[] }> {
-    const [path, input] = parseBoth([UuidPath, { uuid }], [NodeInput, body ?? {}]);
+    const [path, input] = parseBoth([UuidPath, { uuid }], [NodeInput, body]);
     if (input.uuid !== undefined && input.uuid !== path.uuid) {
       throw new ValidationError([
         { field: "uuid", reason: `must match the uuid in the path (${path.uuid})` },
       ]);
     }
     const node: BareMetalNode = { ...input, uuid: path.uuid };
-    const previous = await fromStore(() => this.backend.upsert([node]));
+    const previous = (await fromStore(() => this.backend.upsert([node])))!;
     return { node, created: previous[0]!.created, moved: movesInto([node], previous) };
   }
 
-  /** Upsert many nodes in one request: all are validated before any is written. */
+  /**
+   * Change some fields of an existing node (JSON merge patch); null when there is no such
+   * node. Read, merged and written back under a compare-and-set, so a concurrent change of
+   * the same node is never overwritten with stale fields.
+   */
+  async patch(uuid: string, body: unknown): Promise<{ node: BareMetalNode; moved: ShardMove[] } | null> {
+    const [path, patch] = parseBoth([UuidPath, { uuid }], [NodePatch, body]);
+    for (let attempt = 0; attempt < MAX_PATCH_ATTEMPTS; attempt++) {
+      const current = await fromStore(() => this.backend.get(path.uuid));
+      if (current === null) return null;
+      const node: BareMetalNode = { ...current };
+      for (const [field, value] of Object.entries(patch))
+        if (value !== undefined) Object.assign(node, { [field]: value });
+      // Nothing changes: nothing is written.
+      if (sameNode(node, current)) return { node, moved: [] };
+      const previous = await fromStore(() => this.backend.upsert([node], current));
+      if (previous !== null) return { node, moved: movesInto([node], previous) };
+    }
+    throw new Error(`node ${path.uuid}: ${MAX_PATCH_ATTEMPTS} concurrent changes in a row, gave up`);
+  }
+
+  /** Upsert many whole nodes in one request: all are validated before any is written. */
   async bulk(body: unknown): Promise<{ created: number; updated: number; moved: ShardMove[] }> {
-    const { nodes } = parseOrThrow(BulkNodesRequest, body ?? {});
-    const previous = await fromStore(() => this.backend.upsert(nodes.map((n) => ({ ...n }))));
+    const { nodes } = parseOrThrow(BulkNodesRequest, body);
+    const previous = (await fromStore(() => this.backend.upsert(nodes.map((n) => ({ ...n })))))!;
     const fresh = previous.filter((p) => p.created).length;
     return { created: fresh, updated: previous.length - fresh, moved: movesInto(nodes, previous) };
   }

@@ -40,10 +40,12 @@ export class MemoryTraits implements TraitBackend {
     return { cursor, entries: structuredClone(after.slice(0, limit)) };
   }
 
-  async ack(shard: string, id: string): Promise<string> {
+  async ack(shard: string, id: string): Promise<string | null> {
     const cursor = this.cursors.get(shard);
-    if (cursor === undefined || compareFeedIds(id, cursor) > 0) this.cursors.set(shard, id);
-    return this.cursors.get(shard)!;
+    if (cursor !== undefined && compareFeedIds(id, cursor) <= 0) return cursor;
+    if (!(this.feeds.get(shard) ?? []).some((e) => e.id === id)) return null;
+    this.cursors.set(shard, id);
+    return id;
   }
 
   async delivery(id: string): Promise<string | null> {

@@ -56,8 +56,9 @@ export class RedisTraits implements TraitBackend {
     return { cursor, entries };
   }
 
-  async ack(shard: string, id: string): Promise<string> {
-    return (await runScript(this.redis, "feed-ack", this.keys.cursor(shard), [id])) as string;
+  async ack(shard: string, id: string): Promise<string | null> {
+    const keys = [this.keys.cursor(shard), this.keys.feed(shard)];
+    return (await runScript(this.redis, "feed-ack", keys, [id])) as string | null;
   }
 
   async delivery(id: string): Promise<string | null> {

@@ -73,7 +73,7 @@ export class TraitService {
     return fromStore(() => this.backend.readFeed(shard, limit));
   }
 
-  ack(shard: string, id: string): Promise<string> {
+  ack(shard: string, id: string): Promise<string | null> {
     return fromStore(() => this.backend.ack(shard, id));
   }
 

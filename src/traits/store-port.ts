@@ -48,8 +48,12 @@ export interface TraitBackend {
   appendFeed(shard: string, entry: Omit<FeedEntry, "id">): Promise<void>;
   /** entries of `shard`'s feed after its acknowledged cursor, oldest first */
   readFeed(shard: string, limit: number): Promise<{ cursor: string | null; entries: FeedEntry[] }>;
-  /** move `shard`'s cursor forward to `id` (never back); answers the cursor */
-  ack(shard: string, id: string): Promise<string>;
+  /**
+   * Move `shard`'s cursor forward to `id`, an entry of its feed (never back: an id at or
+   * behind the cursor leaves it where it is). Answers the cursor, or null — and moves
+   * nothing — when `id` is past the cursor but no entry of the feed.
+   */
+  ack(shard: string, id: string): Promise<string | null>;
   /** the recorded outcome of a webhook delivery, if this id was seen */
   delivery(id: string): Promise<string | null>;
   /** remember a delivery's outcome for `ttlSeconds` */

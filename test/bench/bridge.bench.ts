@@ -55,6 +55,8 @@ export async function bridgeBench(): Promise<void> {
         uuid: uuid(from + i + 1),
         shard: `rack-${Math.floor((from + i) / NODES_PER_SHARD)}`,
         name: `node-${from + i}`,
+        conductor_group: "",
+        instance_host: null,
       }));
       await admin.bulkUpsert(nodes);
     }

@@ -43,7 +43,13 @@ export async function inspectorBench(): Promise<void> {
     for (let from = 0; from < NODES; from += 20_000) {
       const count = Math.min(20_000, NODES - from);
       await admin.bulkUpsert(
-        Array.from({ length: count }, (_, i) => ({ uuid: uuid(from + i + 1), shard: "rack" })),
+        Array.from({ length: count }, (_, i) => ({
+          uuid: uuid(from + i + 1),
+          name: null,
+          shard: "rack",
+          conductor_group: "",
+          instance_host: null,
+        })),
       );
     }
     // Each node's inspection: its own vendor mix, so deltas differ between nodes.

@@ -21,6 +21,44 @@ export interface BackendUnderTest {
   fresh(): Promise<Store>;
   loseEverything(store: Store): Promise<Store>;
   storedKeys(store: Store): Promise<number>;
+  /**
+   * Everything the store holds, as one deterministic string: equal before and after a
+   * refused request proves the refusal wrote nothing.
+   */
+  state(store: Store): Promise<string>;
+}
+
+/** JSON of an object graph with its Maps and Sets spelled out (keys sorted). */
+function serialize(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) => {
+    if (v instanceof Map) return { map: [...v].sort(([a], [b]) => (String(a) < String(b) ? -1 : 1)) };
+    if (v instanceof Set) return { set: [...v].sort() };
+    if (typeof v === "function") return undefined;
+    return v;
+  });
+}
+
+/** Every key of a Redis database with its type and contents, in key order. */
+async function redisState(admin: ReturnType<TestRedisServer["client"]>): Promise<string> {
+  const keys = (await admin.keys("*")).sort();
+  const dump: Array<[string, string, unknown]> = [];
+  for (const key of keys) {
+    const type = await admin.type(key);
+    const contents =
+      type === "string"
+        ? await admin.get(key)
+        : type === "hash"
+          ? Object.entries(await admin.hgetall(key)).sort()
+          : type === "set"
+            ? (await admin.smembers(key)).sort()
+            : type === "zset"
+              ? await admin.zrange(key, 0, -1, "WITHSCORES")
+              : type === "stream"
+                ? await admin.xrange(key, "-", "+")
+                : type;
+    dump.push([key, type, contents]);
+  }
+  return JSON.stringify(dump);
 }
 
 export function memoryUnderTest(): BackendUnderTest {
@@ -37,6 +75,7 @@ export function memoryUnderTest(): BackendUnderTest {
       const nodes = (store.nodes.backend as MemoryNodes).size();
       return backend.storedShardCount() + (await backend.agents()).length + nodes;
     },
+    state: async (store) => serialize([store.backend, store.nodes.backend, store.traits]),
   };
 }
 
@@ -104,6 +143,14 @@ export function redisUnderTest(): BackendUnderTest {
       const size = await admin.dbsize();
       admin.disconnect();
       return size;
+    },
+    state: async () => {
+      const admin = server!.client();
+      try {
+        return await redisState(admin);
+      } finally {
+        admin.disconnect();
+      }
     },
   };
 }

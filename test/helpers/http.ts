@@ -1,11 +1,12 @@
 import type { AddressInfo } from "node:net";
 import type { Express } from "express";
 import { TokenAuthority } from "../../src/api/auth.js";
+import { bridgeServer } from "../../src/api/server.js";
 import { signedHeaders } from "../../src/inspection/signature.js";
 
 /** Serve `app` on a free loopback port for a test; `close` stops it. */
 export async function listen(app: Express): Promise<{ url: string; close: () => Promise<void> }> {
-  const server = app.listen(0, "127.0.0.1");
+  const server = bridgeServer(app).listen(0, "127.0.0.1");
   await new Promise((resolve) => server.once("listening", resolve));
   const { port } = server.address() as AddressInfo;
   return {
@@ -76,4 +77,9 @@ export async function postWebhook(
     body: await res.json(),
     replay: res.headers.get("x-shardbridge-replay") === "true",
   };
+}
+
+/** A whole node as PUT and bulk take it: every field given, those not named here empty. */
+export function wholeNode<T extends object>(fields: T) {
+  return { name: null, shard: null, conductor_group: "", instance_host: null, ...fields };
 }

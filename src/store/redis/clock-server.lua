@@ -6,11 +6,13 @@ local function clock_us()
 end
 
 -- When this Redis process started, never earlier than it really did: after a restart that
--- lost every key, shards with no history wait one TTL from here. Redis counts uptime as
--- the difference of two whole-second clocks, so it can read 1 s a moment after the start;
--- one more second keeps the estimate late.
+-- lost every key, shards with no history wait one TTL from here. Redis counts uptime in
+-- whole seconds from the second it started (unixtime - starttime), so it started before
+-- the end of second (now_s - uptime_s): that instant, fixed for the life of the process,
+-- is the latest it can have started. A moving estimate (now - uptime) would make every
+-- recovery wait jump in whole seconds and overstate it by up to a second.
 local function boot_us(now)
   local info = redis.call('INFO', 'server')
   local uptime_s = tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))
-  return now - (uptime_s - 1) * 1000000
+  return (math.floor(now / 1000000) - uptime_s + 1) * 1000000
 end

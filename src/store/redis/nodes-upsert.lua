@@ -1,10 +1,28 @@
--- nodes-upsert(KEYS: data, place, counts; ARGV: members prefix, unsharded set, then
--- triples uuid, shard ('' = unsharded), node JSON). All keys share the {nodes} hash tag,
--- members sets included, so the script touches one slot. Answers, per node, '~' when it
--- is new, else its old place ('' = unsharded). A node leaves its old place and enters its new one in the same step:
--- it is never in two places, nor in none.
+-- nodes-upsert(KEYS: data, place, counts; ARGV: members prefix, unsharded set, guard,
+-- then triples uuid, shard ('' = unsharded), node JSON). All keys share the {nodes} hash
+-- tag, members sets included, so the script touches one slot. Answers, per node, '~' when
+-- it is new, else its old place ('' = unsharded). A node leaves its old place and enters
+-- its new one in the same step: it is never in two places, nor in none.
+-- The guard, when not '', is the node JSON the one node must still have stored (a
+-- compare-and-set for a read-modify-write): else nothing is written and the answer is 0.
 local data, place, counts = KEYS[1], KEYS[2], KEYS[3]
-local prefix, unsharded = ARGV[1], ARGV[2]
+local prefix, unsharded, guard = ARGV[1], ARGV[2], ARGV[3]
+
+-- Field by field, not byte by byte: a node stored by an older bridge may order its
+-- fields differently.
+local function same_node(a, b)
+  for _, field in ipairs({ 'uuid', 'name', 'shard', 'conductor_group', 'instance_host' }) do
+    if a[field] ~= b[field] then return false end
+  end
+  return true
+end
+
+if guard ~= '' then
+  local stored = redis.call('HGET', data, ARGV[4])
+  if not stored or not same_node(cjson.decode(stored), cjson.decode(guard)) then
+    return 0
+  end
+end
 
 local function members(shard)
   if shard == '' then return unsharded end
@@ -12,7 +30,7 @@ local function members(shard)
 end
 
 local created = {}
-for i = 3, #ARGV, 3 do
+for i = 4, #ARGV, 3 do
   local uuid, shard, json = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local old = redis.call('HGET', place, uuid)
   if old ~= shard then

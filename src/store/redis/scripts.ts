@@ -40,7 +40,7 @@ export function defineScripts(redis: Redis, clock: ScriptClock): void {
     redis.defineCommand(`sb_${name}`, { numberOfKeys: 3, lua: lua(name) });
   }
   redis.defineCommand("sb_traits-commit", { numberOfKeys: 2, lua: lua("traits-commit") });
-  redis.defineCommand("sb_feed-ack", { numberOfKeys: 1, lua: lua("feed-ack") });
+  redis.defineCommand("sb_feed-ack", { numberOfKeys: 2, lua: lua("feed-ack") });
 }
 
 /** Call a script defined by defineScripts; ioredis adds these methods at run time. */
