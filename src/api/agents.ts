@@ -10,8 +10,11 @@ import { assertActsAs, principalOf } from "./auth.js";
 import { bodyObject } from "./body.js";
 import { leaseJson } from "./leases.js";
 import { knownShards, liveLeases } from "./shards.js";
-import { SERVICE_DOWN_TIME_MS, legacyNodesOf, legacyPoolMembers, servesNoShard } from "../ring/membership.js";
+import type { NodeRegistry } from "../nodes/registry.js";
+import type { LegacyAssignments } from "../ring/assignment.js";
+import { SERVICE_DOWN_TIME_MS, legacyPoolMembers, servesNoShard } from "../ring/membership.js";
 import type { LegacyPool } from "../ring/pool.js";
+import { streamJsonList } from "./stream.js";
 
 const AgentPath = z.strictObject({ id: AgentId });
 /**
@@ -51,6 +54,36 @@ export function legacyPoolLoader(store: Store, catalog: ShardCatalog, serviceDow
   };
 }
 
+/**
+ * An agent's nodes, page by page: the nodes of each shard it holds (with the token its
+ * writes carry), the unsharded nodes whose instance is on it, and its share of nova's
+ * ring, each node read again so one that left the pool since the share was computed is
+ * not listed. Every page is one bounded store call: O(the answer).
+ */
+async function* agentNodes(
+  nodes: NodeRegistry,
+  agent: string,
+  leases: Array<[string, LeaseView]>,
+  ringShare: readonly string[],
+): AsyncGenerator<unknown[]> {
+  for (const [shard, lease] of leases)
+    for await (const page of nodes.pages({ kind: "places", places: [shard] }))
+      yield page.map((node) => ({ ...node, token: lease.token, via: "lease" }));
+  for await (const page of nodes.pages({ kind: "instance", host: agent }))
+    yield page.map((node) => ({ ...node, token: null, via: "instance" }));
+  for (let i = 0; i < ringShare.length; i += RING_PAGE) {
+    const page = await nodes.getMany(ringShare.slice(i, i + RING_PAGE));
+    yield page.flatMap((node) =>
+      node !== null && node.shard === null && node.instance_host === null
+        ? [{ ...node, token: null, via: "ring" }]
+        : [],
+    );
+  }
+}
+
+/** Nodes of nova's ring share read per store call. */
+const RING_PAGE = 1000;
+
 function agentOf(req: { params: unknown }, res: Response): string {
   const { id } = parseOrThrow(AgentPath, req.params);
   assertActsAs(res, id);
@@ -71,6 +104,7 @@ export function agentRoutes(
   store: Store,
   catalog: ShardCatalog,
   pool: LegacyPool,
+  assignments: LegacyAssignments,
   serviceDownMs = SERVICE_DOWN_TIME_MS,
 ): Router {
   const router = Router();
@@ -123,35 +157,25 @@ export function agentRoutes(
         { field: "token", reason: "required for an agent: the fencing tokens it holds" },
       ]);
     }
-    const [leases, seen] = await Promise.all([allLiveLeases(store, catalog), store.agents()]);
-    const mine = [...leases].filter(
-      ([, lease]) => lease.holder === agent && (presented === undefined || presented.includes(lease.token)),
-    );
-    const tokens = new Map(mine.map(([shard, lease]) => [shard, lease.token]));
+    const [held, seen] = await Promise.all([store.leasesOf(agent), store.agent(agent)]);
+    const mine = [...held]
+      .filter(([, lease]) => presented === undefined || presented.includes(lease.token))
+      .sort(([a], [b]) => (a < b ? -1 : 1));
     // In the legacy pool whether or not the others count it as up: nova adds its own host.
-    const inPool = servesNoShard(agent, seen.find((s) => s.agent === agent)?.serves, holdersOf(leases));
-    const [sharded, unsharded, ringed] = await Promise.all([
-      store.nodes.ofShards([...tokens.keys()]),
-      store.nodes.unsharded(),
-      inPool ? pool.ringFor(agent) : Promise.resolve(null),
-    ]);
-    const legacy = legacyNodesOf(agent, unsharded, ringed?.ring ?? null);
-    res.json({
+    const inPool = servesNoShard(agent, seen?.serves, new Set(held.size > 0 ? [agent] : []));
+    const ringed = inPool ? await pool.ringFor(agent) : null;
+    const share = ringed === null ? [] : await assignments.shareOf(ringed.ring, agent);
+    const head = {
       agent,
-      leases: mine
-        .map(([shard, lease]) => ({ shard, ...leaseJson(lease, true) }))
-        .sort((a, b) => a.shard.localeCompare(b.shard)),
+      leases: mine.map(([shard, lease]) => ({ shard, ...leaseJson(lease, true) })),
       legacy: {
         pool_member: inPool,
         ring: pool.kind,
         members: ringed?.ring.members ?? [],
         built_at: ringed === null ? null : new Date(ringed.snapshot.builtAtMs).toISOString(),
       },
-      nodes: [
-        ...sharded.map((node) => ({ ...node, token: tokens.get(node.shard!)!, via: "lease" })),
-        ...legacy.map(({ node, reason }) => ({ ...node, token: null, via: reason })),
-      ],
-    });
+    };
+    await streamJsonList(res, head, "nodes", agentNodes(store.nodes, agent, mine, share));
   });
 
   return router;

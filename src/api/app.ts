@@ -4,24 +4,27 @@ import { logger, requestContext } from "../log.js";
 import { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
 import { agentRoutes, legacyPoolLoader } from "./agents.js";
+import { LegacyAssignments } from "../ring/assignment.js";
 import { LegacyPool, type LegacyPoolOptions } from "../ring/pool.js";
 import { SERVICE_DOWN_TIME_MS } from "../ring/membership.js";
 import { authenticate, type TokenAuthority } from "./auth.js";
 import { readBody, parseJsonBody } from "./body.js";
+import { DecodePool } from "./decode/pool.js";
 import { HttpError, errorHandler } from "./errors.js";
 import type { IronicOutbox } from "../ironic/outbox.js";
 import { OwnershipRegistry } from "../traits/ownership.js";
 import type { TraitRule } from "../traits/inspection.js";
 import { TraitService } from "../traits/service.js";
 import { feedRoutes } from "./feed.js";
-import { WEBHOOK_PATH, inspectorRoutes } from "./inspector.js";
+import { inspectorRoutes } from "./inspector.js";
 import { leaseRoutes } from "./leases.js";
-import { MAX_BODY_BYTES, MAX_BULK_BODY_BYTES } from "./limits.js";
+import { bodyPolicy } from "./limits.js";
 import { BridgeMetrics } from "./metrics.js";
 import { nodeRoutes } from "./nodes.js";
 import { shardRoutes } from "./shards.js";
 
-const BULK_PATH = "/v1/nodes/bulk";
+/** Free unsharded nodes read per store call while nova's ring share is computed. */
+const FREE_PAGE = 1000;
 
 /**
  * The caller's X-Request-Id when it is a sane one (it lands in every log line and is
@@ -86,23 +89,26 @@ export function createApp(
   // Everything below needs a bearer token; health checks and metrics above do not.
   // Authenticate first: nobody without a token makes the bridge read a body.
   app.use(authenticate(authority));
-  app.use(readBody((req) => (req.path === BULK_PATH ? MAX_BULK_BODY_BYTES : MAX_BODY_BYTES)));
-  // The webhook parses its raw body itself: the signature covers the exact bytes.
-  app.use((req, res, next) => (req.path === WEBHOOK_PATH ? next() : parseJsonBody(req, res, next)));
+  app.use(readBody((req) => bodyPolicy(req.path).limit));
+  app.use((req, res, next) => (bodyPolicy(req.path).parseHere ? parseJsonBody(req, res, next) : next()));
   app.use(leaseRoutes(store, catalog, metrics));
   app.use(shardRoutes(store, catalog));
-  const traits = new TraitService(
-    store.traits,
-    store.nodes,
-    inspector.ownership,
-    inspector.rules,
-    (node, deltas) => ironic?.push(node, deltas),
+  const traits = new TraitService(store.traits, store.nodes, inspector.ownership, (node, deltas) =>
+    ironic?.push(node, deltas),
   );
-  app.use(nodeRoutes(store.nodes, traits));
+  // Large bodies (a bulk, an inspection result) are decoded off the event loop.
+  const decoder = new DecodePool(inspector.rules);
+  app.use(nodeRoutes(store.nodes, traits, decoder));
   const serviceDownMs = legacy.serviceDownMs ?? SERVICE_DOWN_TIME_MS;
   const pool = new LegacyPool(legacyPoolLoader(store, catalog, serviceDownMs), legacy);
-  app.use(agentRoutes(store, catalog, pool, serviceDownMs));
-  app.use(inspectorRoutes(traits, inspector.secret));
+  const assignments = new LegacyAssignments({
+    pages: async function* () {
+      for await (const page of store.nodes.pages({ kind: "free" }, FREE_PAGE)) yield page.map((n) => n.uuid);
+    },
+    version: () => store.nodes.poolVersion(),
+  });
+  app.use(agentRoutes(store, catalog, pool, assignments, serviceDownMs));
+  app.use(inspectorRoutes(traits, decoder, inspector.secret));
   app.use(feedRoutes(store, traits));
   app.use((req) => {
     throw new HttpError([

@@ -116,7 +116,11 @@ export const parseJsonBody: RequestHandler = (req, _res, next) => {
  * it silently takes a default.
  */
 export function bodyObject(req: Request): Record<string, unknown> {
-  const body: unknown = req.body;
+  return asBodyObject(req.body);
+}
+
+/** `body` (parsed JSON, undefined when there was none) as an object, or a ValidationError naming `(body)`. */
+export function asBodyObject(body: unknown): Record<string, unknown> {
   if (body === undefined)
     throw new ValidationError([{ field: "(body)", reason: "is missing: send a JSON object" }]);
   if (typeof body !== "object" || body === null || Array.isArray(body))

@@ -53,6 +53,13 @@ function clientFault(error: { status?: unknown; message?: string }): ApiError | 
 /** The last handler: every error becomes `{"errors":[...]}` with the right status. */
 export function errorHandler(log: (message: string, meta: object) => void): ErrorRequestHandler {
   return (error: unknown, req, res, _next) => {
+    if (res.headersSent) {
+      // A streamed answer failed half way: nothing can be said any more but that it is
+      // cut short, so the client sees a broken answer, never a complete-looking one.
+      log("answer failed after it began", { error: String(error), path: req.path });
+      res.destroy();
+      return;
+    }
     let errors: ApiError[];
     if (error instanceof HttpError) errors = error.errors;
     else if (error instanceof ValidationError) errors = validationErrors(error);

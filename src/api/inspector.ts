@@ -2,38 +2,19 @@ import { timingSafeEqual } from "node:crypto";
 import { Router, type Request, type Response } from "express";
 import { z } from "zod";
 import { NodeUuid } from "../domain/node.js";
-import { ValidationError, parseOrThrow } from "../domain/validation.js";
-import type { TraitDelta } from "../traits/delta.js";
-import { DeltaText } from "../traits/delta.js";
-import { InspectionData } from "../traits/inspection.js";
+import { parseOrThrow } from "../domain/validation.js";
+import { decodeFailure } from "./decode/failure.js";
+import type { DecodePool } from "./decode/pool.js";
 import { INSPECTOR, type TraitOutcome, type TraitService } from "../traits/service.js";
 import type { ApiError } from "./errors.js";
 import { HttpError } from "./errors.js";
 import { requireRole } from "./auth.js";
-import { SIGNATURE_HEADERS, webhookSignature } from "../inspection/signature.js";
+import { SIGNATURE_HEADERS, SIGNATURE_WINDOW_S, webhookSignature } from "../inspection/signature.js";
 
-export const WEBHOOK_PATH = "/v1/inspector/webhook";
-/** Signed requests older or newer than this are refused as possible replays. */
-export const SIGNATURE_WINDOW_S = 300;
+import { WEBHOOK_PATH } from "./limits.js";
+
 /** How long a delivery id is remembered, so a retried delivery gets its first answer. */
 const DELIVERY_MEMORY_S = 24 * 3600;
-
-const Order = { sequence: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER).optional() };
-const WebhookPayload = z.discriminatedUnion("kind", [
-  z.strictObject({
-    kind: z.literal("inspection"),
-    node: NodeUuid,
-    finished_at: z.iso.datetime({ offset: true, error: "must be an ISO 8601 time" }).optional(),
-    ...Order,
-    data: InspectionData,
-  }),
-  z.strictObject({
-    kind: z.literal("deltas"),
-    node: NodeUuid,
-    ...Order,
-    deltas: z.array(DeltaText).min(1, { error: "must hold at least one delta" }).max(100),
-  }),
-]);
 
 const DeliveryId = z
   .string()
@@ -109,33 +90,6 @@ function errorAnswer(errors: ApiError[]): { status: number; body: unknown } {
 }
 
 /**
- * The order a payload is applied in: its sequence, or its finish time in ms. The order
- * is remembered per node and source, and everything at or below it is refused as stale
- * from then on, so an order that cannot be meant is refused rather than remembered: both
- * kinds at once, or a finish time in the future (one year 9999 would wedge the node).
- */
-function orderOf(
-  payload: { finished_at?: string | undefined; sequence?: number | undefined },
-  nowS: number,
-): number | undefined {
-  if (payload.sequence !== undefined && payload.finished_at !== undefined)
-    throw new ValidationError([
-      { field: "sequence", reason: "give finished_at or sequence, not both: they order differently" },
-    ]);
-  if (payload.sequence !== undefined) return payload.sequence;
-  if (payload.finished_at === undefined) return undefined;
-  const finishedMs = Date.parse(payload.finished_at);
-  if (finishedMs > (nowS + SIGNATURE_WINDOW_S) * 1000)
-    throw new ValidationError([
-      {
-        field: "finished_at",
-        reason: `is in the future (more than ${SIGNATURE_WINDOW_S} s ahead of the bridge's clock)`,
-      },
-    ]);
-  return finishedMs;
-}
-
-/**
  * POST /v1/inspector/webhook (inspector role), signed: HMAC-SHA256 over the timestamp
  * and the raw body with the shared secret. A delivery id seen before gets its first
  * answer again and nothing is applied twice. Two kinds of payload: an inspection result
@@ -145,6 +99,7 @@ function orderOf(
  */
 export function inspectorRoutes(
   service: TraitService,
+  decoder: DecodePool,
   secret: string | undefined,
   nowS = () => Date.now() / 1000,
 ): Router {
@@ -176,30 +131,13 @@ export function inspectorRoutes(
         return;
       }
     }
-    let raw: unknown;
-    try {
-      raw = JSON.parse(req.rawBody!.toString("utf8"));
-    } catch (error) {
-      throw new HttpError([
-        {
-          status: 400,
-          code: "shardbridge.body.malformed",
-          title: "Malformed JSON",
-          detail: (error as Error).message,
-        },
-      ]);
-    }
-    const payload = parseOrThrow(WebhookPayload, raw);
-    const order = orderOf(payload, receivedS);
-    if (payload.kind === "inspection" && order === undefined) {
-      throw new ValidationError([
-        { field: "finished_at", reason: "an inspection result needs finished_at or sequence" },
-      ]);
-    }
+    const decoded = await decoder.decode({ kind: "webhook", nowS: receivedS }, req.rawBody!);
+    if (!decoded.ok) throw decodeFailure(decoded);
+    const request = decoded.value;
     const outcome =
-      payload.kind === "inspection"
-        ? await service.applyInspection(payload.node, order!, payload.data)
-        : await service.applyExplicit(payload.node, INSPECTOR, order, payload.deltas as TraitDelta[]);
+      request.kind === "inspection"
+        ? await service.applyInspection(request.node, request.order, request.desired)
+        : await service.applyExplicit(request.node, INSPECTOR, request.order, request.deltas);
     const answer = answerOf(outcome);
     // An unknown node is not a final answer: the node may be loaded (ironic-sync) and the
     // same delivery sent again, so only final outcomes are remembered.

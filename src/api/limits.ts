@@ -1,4 +1,35 @@
-/** Request bodies above this are refused with 413 before they are parsed. */
-export const MAX_BODY_BYTES = 1024 * 1024;
-/** The bulk node load is the one exception: 20,000 nodes need more than 1 MiB. */
-export const MAX_BULK_BODY_BYTES = 8 * 1024 * 1024;
+/**
+ * How each route's body is read: at most `limit` bytes (refused with 413 before it is
+ * read), and whether it is JSON the event loop parses itself. A JSON.parse of a megabyte
+ * holds the loop for 10–50 ms, and every renew of every shard waits behind it, so the
+ * routes that take large bodies decode them in a worker thread (see decode/) and every
+ * other route takes no more than a small body can need.
+ */
+export interface BodyPolicy {
+  limit: number;
+  /** true: parsed here into req.body; false: the route decodes req.rawBody itself */
+  parseHere: boolean;
+}
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+
+/** 20,000 nodes; decoded off the event loop. */
+export const BULK_BODY: BodyPolicy = { limit: 8 * MiB, parseHere: false };
+/** An inspection result with its inventory; decoded off the event loop (the signature covers the raw bytes). */
+export const WEBHOOK_BODY: BodyPolicy = { limit: 1 * MiB, parseHere: false };
+/** A heartbeat may name 1,000 shards of 255 characters. */
+export const HEARTBEAT_BODY: BodyPolicy = { limit: 512 * KiB, parseHere: true };
+/** Every other body: a lease call, a node, a patch, an ack. */
+export const SMALL_BODY: BodyPolicy = { limit: 64 * KiB, parseHere: true };
+
+export const BULK_PATH = "/v1/nodes/bulk";
+export const WEBHOOK_PATH = "/v1/inspector/webhook";
+const HEARTBEAT_PATH = /^\/v1\/agents\/[^/]+\/heartbeat$/;
+
+export function bodyPolicy(path: string): BodyPolicy {
+  if (path === BULK_PATH) return BULK_BODY;
+  if (path === WEBHOOK_PATH) return WEBHOOK_BODY;
+  if (HEARTBEAT_PATH.test(path)) return HEARTBEAT_BODY;
+  return SMALL_BODY;
+}

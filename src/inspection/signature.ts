@@ -1,5 +1,11 @@
 import { createHmac } from "node:crypto";
 
+/**
+ * Signed requests older or newer than this are refused as possible replays; an
+ * inspection's finish time may not be further ahead than this either.
+ */
+export const SIGNATURE_WINDOW_S = 300;
+
 /** Header names of a signed webhook delivery. */
 export const SIGNATURE_HEADERS = {
   timestamp: "x-shardbridge-timestamp",

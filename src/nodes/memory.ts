@@ -1,30 +1,79 @@
 import type { BareMetalNode } from "../domain/node.js";
+import { OrderedSet } from "./ordered-set.js";
 import {
-  pageOf,
+  hostKey,
+  perPlaceLimit,
   sameNode,
   type NodeBackend,
-  type NodeFilter,
   type NodePage,
+  type NodeQuery,
   type PreviousPlace,
   type ShardCount,
 } from "./port.js";
 
-/** The embedded node registry: nodes by uuid, and an index of uuids per place. */
+/** A page of one ordered index: up to `limit` after `marker`, and whether more follow. */
+function pageOfIndex(
+  index: OrderedSet | undefined,
+  limit: number,
+  marker?: string,
+): { uuids: string[]; next: string | null } {
+  const uuids = index?.after(marker, limit + 1) ?? [];
+  if (uuids.length <= limit) return { uuids, next: null };
+  uuids.length = limit;
+  return { uuids, next: uuids[limit - 1]! };
+}
+
+/**
+ * The embedded node registry: nodes by uuid, and ordered indexes of uuids by place, by
+ * instance host and for nova's ring, kept in step on every change.
+ */
 export class MemoryNodes implements NodeBackend {
   private readonly byUuid = new Map<string, BareMetalNode>();
-  /** shard name, or null for the unsharded pool -> uuids */
-  private readonly byPlace = new Map<string | null, Set<string>>();
+  private readonly all = new OrderedSet();
+  private readonly sharded = new OrderedSet();
+  /** shard name, or null for the unsharded pool -> its uuids */
+  private readonly places = new Map<string | null, OrderedSet>();
+  /** lower-cased instance host -> unsharded nodes with an instance on it */
+  private readonly hosts = new Map<string, OrderedSet>();
+  /** unsharded nodes without an instance */
+  private readonly free = new OrderedSet();
+  private version = 0;
 
-  private place(shard: string | null): Set<string> {
-    let members = this.byPlace.get(shard);
-    if (members === undefined) this.byPlace.set(shard, (members = new Set()));
-    return members;
+  private index<K>(map: Map<K, OrderedSet>, key: K): OrderedSet {
+    let set = map.get(key);
+    if (set === undefined) map.set(key, (set = new OrderedSet()));
+    return set;
   }
 
-  private unplace(node: BareMetalNode): void {
-    const members = this.byPlace.get(node.shard);
-    members?.delete(node.uuid);
-    if (members?.size === 0) this.byPlace.delete(node.shard);
+  private drop<K>(map: Map<K, OrderedSet>, key: K, uuid: string): void {
+    const set = map.get(key);
+    if (set !== undefined && set.delete(uuid) && set.size === 0) map.delete(key);
+  }
+
+  /** Take `node` out of every index it is in. */
+  private unindex(node: BareMetalNode): void {
+    this.all.delete(node.uuid);
+    this.drop(this.places, node.shard, node.uuid);
+    if (node.shard !== null) this.sharded.delete(node.uuid);
+    else if (node.instance_host !== null) this.drop(this.hosts, hostKey(node.instance_host), node.uuid);
+    else this.free.delete(node.uuid);
+  }
+
+  private indexNode(node: BareMetalNode): void {
+    this.all.add(node.uuid);
+    this.index(this.places, node.shard).add(node.uuid);
+    if (node.shard !== null) this.sharded.add(node.uuid);
+    else if (node.instance_host !== null) this.index(this.hosts, hostKey(node.instance_host)).add(node.uuid);
+    else this.free.add(node.uuid);
+  }
+
+  /** Whether a change from `old` to `next` changes what nova's ring must place. */
+  private touchesPool(old: BareMetalNode | undefined, next: BareMetalNode | undefined): boolean {
+    const pool = (n: BareMetalNode | undefined) =>
+      n === undefined || n.shard !== null
+        ? ""
+        : `u:${n.instance_host === null ? "" : hostKey(n.instance_host)}`;
+    return pool(old) !== pool(next);
   }
 
   async upsert(nodes: BareMetalNode[], expected?: BareMetalNode): Promise<PreviousPlace[] | null> {
@@ -34,8 +83,9 @@ export class MemoryNodes implements NodeBackend {
     }
     return nodes.map((node) => {
       const old = this.byUuid.get(node.uuid);
-      if (old !== undefined) this.unplace(old);
-      this.place(node.shard).add(node.uuid);
+      if (this.touchesPool(old, node)) this.version++;
+      if (old !== undefined) this.unindex(old);
+      this.indexNode(node);
       this.byUuid.set(node.uuid, { ...node });
       return old === undefined ? { created: true } : { created: false, shard: old.shard };
     });
@@ -46,31 +96,66 @@ export class MemoryNodes implements NodeBackend {
     return node === undefined ? null : { ...node };
   }
 
+  async getMany(uuids: readonly string[]): Promise<Array<BareMetalNode | null>> {
+    return uuids.map((uuid) => {
+      const node = this.byUuid.get(uuid);
+      return node === undefined ? null : { ...node };
+    });
+  }
+
   async delete(uuid: string): Promise<boolean> {
     const node = this.byUuid.get(uuid);
     if (node === undefined) return false;
-    this.unplace(node);
+    if (this.touchesPool(node, undefined)) this.version++;
+    this.unindex(node);
     this.byUuid.delete(uuid);
     return true;
   }
 
-  async list(filter: NodeFilter): Promise<NodePage> {
-    let candidates: Iterable<string>;
-    if (filter.shards !== undefined) {
-      candidates = filter.shards.flatMap((shard) => [...(this.byPlace.get(shard) ?? [])]);
-    } else if (filter.sharded === false) {
-      candidates = this.byPlace.get(null) ?? [];
-    } else if (filter.sharded === true) {
-      candidates = [...this.byPlace].flatMap(([shard, members]) => (shard === null ? [] : [...members]));
-    } else {
-      candidates = this.byUuid.keys();
+  async list({ source, limit, marker }: NodeQuery): Promise<NodePage> {
+    let page: { uuids: string[]; next: string | null };
+    switch (source.kind) {
+      case "all":
+        page = pageOfIndex(this.all, limit, marker);
+        break;
+      case "sharded":
+        page = pageOfIndex(this.sharded, limit, marker);
+        break;
+      case "free":
+        page = pageOfIndex(this.free, limit, marker);
+        break;
+      case "instance":
+        page = pageOfIndex(this.hosts.get(hostKey(source.host)), limit, marker);
+        break;
+      case "places":
+        page = this.mergedPage(source.places, limit, marker);
+        break;
     }
-    const page = pageOf(new Set(candidates), filter);
     return { nodes: page.uuids.map((uuid) => ({ ...this.byUuid.get(uuid)! })), next: page.next };
   }
 
+  /** A page over several places, as the Redis script pages them (see perPlaceLimit). */
+  private mergedPage(places: Array<string | null>, limit: number, marker?: string) {
+    const each = perPlaceLimit(limit, places.length);
+    let full = false;
+    const merged: string[] = [];
+    for (const place of new Set(places)) {
+      const uuids = this.places.get(place)?.after(marker, each) ?? [];
+      if (uuids.length === each) full = true;
+      merged.push(...uuids);
+    }
+    merged.sort();
+    const more = full || merged.length > each;
+    const uuids = merged.slice(0, each);
+    return { uuids, next: more && uuids.length > 0 ? uuids[uuids.length - 1]! : null };
+  }
+
   async counts(): Promise<ShardCount[]> {
-    return [...this.byPlace].map(([shard, members]) => ({ shard, count: members.size }));
+    return [...this.places].map(([shard, members]) => ({ shard, count: members.size }));
+  }
+
+  async poolVersion(): Promise<number> {
+    return this.version;
   }
 
   /** How many nodes (for tests proving a refusal stored nothing). */

@@ -8,24 +8,50 @@ export interface ShardCount {
 
 export interface NodePage {
   nodes: BareMetalNode[];
-  /** uuid to pass as `marker` for the next page, when there is one */
+  /**
+   * uuid to pass as `marker` for the next page, when there may be more. A page may hold
+   * fewer nodes than asked for, even none, with `next` still set: each call examines a
+   * bounded number of entries (LIST_BUDGET), so no listing holds the store for long.
+   */
   next: string | null;
 }
 
 /** Where a node was before an upsert: nowhere (new), or its shard (null = unsharded). */
 export type PreviousPlace = { created: true } | { created: false; shard: string | null };
 
-/** Which nodes to list: by shard keys, or sharded / unsharded only, in uuid order. */
-export interface NodeFilter {
-  shards?: string[];
-  sharded?: boolean;
+/**
+ * Which nodes a listing walks, each kept as an index in the store so a listing costs
+ * O(the page), never O(the registry):
+ * - `places`: the nodes of these shards (null: the unsharded pool);
+ * - `instance`: unsharded nodes whose instance is on `host` (compared lower-cased, as nova does);
+ * - `free`: unsharded nodes without an instance, what nova's ring spreads;
+ * - `sharded`: nodes with any shard; `all`: every node.
+ */
+export type NodeSource =
+  | { kind: "places"; places: Array<string | null> }
+  | { kind: "instance"; host: string }
+  | { kind: "free" }
+  | { kind: "sharded" }
+  | { kind: "all" };
+
+export interface NodeQuery {
+  source: NodeSource;
   limit: number;
+  /** start after this uuid */
   marker?: string;
+}
+
+/** Entries one listing call may examine at most (Redis runs it as one script). */
+export const LIST_BUDGET = 20_000;
+
+/** How many nodes each of `places` places may contribute to a page of `limit` within the budget. */
+export function perPlaceLimit(limit: number, places: number): number {
+  return Math.max(1, Math.min(limit, Math.floor(LIST_BUDGET / Math.max(1, places))));
 }
 
 /**
  * Where nodes live. Every node is in exactly one place — one shard, or the unsharded
- * pool — and a change of shard moves it in one atomic step.
+ * pool — and a change of shard moves it in one atomic step, together with every index.
  */
 export interface NodeBackend {
   /**
@@ -35,11 +61,19 @@ export interface NodeBackend {
    */
   upsert(nodes: BareMetalNode[], expected?: BareMetalNode): Promise<PreviousPlace[] | null>;
   get(uuid: string): Promise<BareMetalNode | null>;
+  /** these nodes, in the order given (null for one that is not there); at most LIST_BUDGET */
+  getMany(uuids: readonly string[]): Promise<Array<BareMetalNode | null>>;
   /** answers whether there was such a node */
   delete(uuid: string): Promise<boolean>;
-  list(filter: NodeFilter): Promise<NodePage>;
+  /** one page of `query.source` in uuid order */
+  list(query: NodeQuery): Promise<NodePage>;
   /** every shard with at least one node, and the unsharded pool when not empty */
   counts(): Promise<ShardCount[]>;
+  /**
+   * A number that changes whenever the unsharded pool or an unsharded node's instance
+   * host changes: what nova's ring places is then due to be placed again.
+   */
+  poolVersion(): Promise<number>;
 }
 
 /** Whether two nodes hold the same values. */
@@ -53,15 +87,5 @@ export function sameNode(a: BareMetalNode, b: BareMetalNode): boolean {
   );
 }
 
-/** One page of `uuids` (any order) after `marker`, in uuid order. */
-export function pageOf(
-  uuids: Iterable<string>,
-  filter: NodeFilter,
-): { uuids: string[]; next: string | null } {
-  const sorted = [...uuids].sort();
-  const start = filter.marker === undefined ? 0 : sorted.findIndex((u) => u > filter.marker!);
-  if (start < 0) return { uuids: [], next: null };
-  const slice = sorted.slice(start, start + filter.limit);
-  const more = start + filter.limit < sorted.length;
-  return { uuids: slice, next: more ? slice[slice.length - 1]! : null };
-}
+/** The key an instance host is indexed under: lower-cased, as nova compares hosts. */
+export const hostKey = (host: string): string => host.toLowerCase();

@@ -2,11 +2,14 @@ import type { Redis } from "ioredis";
 import type { BareMetalNode } from "../domain/node.js";
 import type { KeyLayout } from "../store/redis/keys.js";
 import { runScript } from "../store/redis/scripts.js";
+import { decodeNode, encodeNode } from "./record.js";
 import {
-  pageOf,
+  LIST_BUDGET,
+  hostKey,
+  perPlaceLimit,
   type NodeBackend,
-  type NodeFilter,
   type NodePage,
+  type NodeQuery,
   type PreviousPlace,
   type ShardCount,
 } from "./port.js";
@@ -17,24 +20,20 @@ import {
  */
 const NODES_PER_SCRIPT = 1000;
 
-/**
- * A node as stored: its fields in one fixed order, so that equal nodes are equal strings
- * (the compare-and-set of nodes-upsert.lua compares them).
- */
-function encodeNode(node: BareMetalNode): string {
-  const { uuid, name, shard, conductor_group, instance_host } = node;
-  return JSON.stringify({ uuid, name, shard, conductor_group, instance_host });
-}
-
-/** The node registry in Redis (keys under `{nodes}`, see keys.ts; scripts nodes-*.lua). */
+/** The node registry in Redis (keys under `{nodes}`, see nodes-common.lua). */
 export class RedisNodes implements NodeBackend {
   constructor(
     private readonly redis: Redis,
     private readonly keys: KeyLayout["nodes"],
   ) {}
 
-  private get scriptKeys(): string[] {
-    return [this.keys.data, this.keys.place, this.keys.counts];
+  private script(name: "nodes-upsert" | "nodes-delete" | "nodes-list", args: Array<string | number>) {
+    return runScript(
+      this.redis,
+      name,
+      [this.keys.counts, this.keys.poolVersion],
+      [this.keys.prefix, ...args],
+    );
   }
 
   /**
@@ -44,53 +43,57 @@ export class RedisNodes implements NodeBackend {
    */
   async upsert(nodes: BareMetalNode[], expected?: BareMetalNode): Promise<PreviousPlace[] | null> {
     const previous: PreviousPlace[] = [];
+    const guard = expected === undefined ? "" : encodeNode(expected);
     for (let i = 0; i < nodes.length; i += NODES_PER_SCRIPT) {
-      const guard = expected === undefined ? "" : encodeNode(expected);
-      const args: string[] = [this.keys.membersPrefix, this.keys.unsharded, guard];
-      for (const node of nodes.slice(i, i + NODES_PER_SCRIPT)) {
-        args.push(node.uuid, node.shard ?? "", encodeNode(node));
-      }
-      // Per node: "~" when new, else its old place ("" = unsharded); 0 when the guard
-      // did not hold (see nodes-upsert.lua).
-      const answer = (await runScript(this.redis, "nodes-upsert", this.scriptKeys, args)) as string[] | 0;
+      const args: string[] = [guard];
+      for (const node of nodes.slice(i, i + NODES_PER_SCRIPT)) args.push(node.uuid, encodeNode(node));
+      // Per node: "~" when new, else its old shard ("" = unsharded); 0 when the guard failed.
+      const answer = (await this.script("nodes-upsert", args)) as string[] | 0;
       if (answer === 0) return null;
-      for (const old of answer) {
+      for (const old of answer)
         previous.push(old === "~" ? { created: true } : { created: false, shard: old === "" ? null : old });
-      }
     }
     return previous;
   }
 
   async get(uuid: string): Promise<BareMetalNode | null> {
-    const json = await this.redis.hget(this.keys.data, uuid);
-    return json === null ? null : (JSON.parse(json) as BareMetalNode);
+    const record = await this.redis.hget(this.keys.bucket(uuid), uuid);
+    return record === null ? null : decodeNode(uuid, record);
+  }
+
+  async getMany(uuids: readonly string[]): Promise<Array<BareMetalNode | null>> {
+    if (uuids.length === 0) return [];
+    const [, ...flat] = (await this.script("nodes-list", ["get", "", 0, ...uuids])) as string[];
+    const nodes: Array<BareMetalNode | null> = [];
+    for (let i = 0; i < flat.length; i += 2)
+      nodes.push(flat[i + 1] === "" ? null : decodeNode(flat[i]!, flat[i + 1]!));
+    return nodes;
   }
 
   async delete(uuid: string): Promise<boolean> {
-    const args = [this.keys.membersPrefix, this.keys.unsharded, uuid];
-    return (await runScript(this.redis, "nodes-delete", this.scriptKeys, args)) === 1;
+    return (await this.script("nodes-delete", [uuid])) === 1;
   }
 
-  private async candidates(filter: NodeFilter): Promise<string[]> {
-    if (filter.shards !== undefined) {
-      if (filter.shards.length === 0) return [];
-      return this.redis.sunion(...filter.shards.map((shard) => this.keys.members(shard)));
-    }
-    if (filter.sharded === false) return this.redis.smembers(this.keys.unsharded);
-    if (filter.sharded === true) {
-      const shards = (await this.counts()).flatMap((c) => (c.shard === null ? [] : [c.shard]));
-      return shards.length === 0 ? [] : this.redis.sunion(...shards.map((shard) => this.keys.members(shard)));
-    }
-    return this.redis.hkeys(this.keys.place);
-  }
-
-  async list(filter: NodeFilter): Promise<NodePage> {
-    const page = pageOf(await this.candidates(filter), filter);
-    if (page.uuids.length === 0) return { nodes: [], next: null };
-    const json = await this.redis.hmget(this.keys.data, ...page.uuids);
-    // A node deleted between the two reads is skipped rather than returned half-known.
-    const nodes = json.flatMap((j) => (j === null ? [] : [JSON.parse(j) as BareMetalNode]));
-    return { nodes, next: page.next };
+  async list({ source, limit, marker }: NodeQuery): Promise<NodePage> {
+    const budget = Math.min(limit, LIST_BUDGET);
+    const args: Array<string | number> =
+      source.kind === "places"
+        ? [
+            "places",
+            marker ?? "",
+            perPlaceLimit(budget, source.places.length),
+            ...new Set(source.places.map((p) => p ?? "")),
+          ]
+        : source.kind === "instance"
+          ? ["instance", marker ?? "", budget, hostKey(source.host)]
+          : [source.kind, marker ?? "", budget];
+    const [next, ...flat] = (await this.script("nodes-list", args)) as string[];
+    const nodes: BareMetalNode[] = [];
+    for (let i = 0; i < flat.length && nodes.length < limit; i += 2)
+      nodes.push(decodeNode(flat[i]!, flat[i + 1]!));
+    // The data buckets are read whole, so a page of every node may come back longer than asked.
+    if (nodes.length < flat.length / 2) return { nodes, next: nodes[nodes.length - 1]!.uuid };
+    return { nodes, next: next === "" ? null : next! };
   }
 
   async counts(): Promise<ShardCount[]> {
@@ -99,5 +102,43 @@ export class RedisNodes implements NodeBackend {
       shard: shard === "" ? null : shard,
       count: Number(count),
     }));
+  }
+
+  async poolVersion(): Promise<number> {
+    return Number((await this.redis.get(this.keys.poolVersion)) ?? 0);
+  }
+
+  /**
+   * Move nodes a bridge before the indexed layout stored (one JSON hash, a place hash and
+   * a set per place) into this layout, 1,000 at a time, then drop the old keys. Safe to
+   * interrupt: the old hash stays until every node is across, and upserting a node that
+   * is across already changes nothing, counts included. Answers how many nodes it moved.
+   */
+  async migrate(): Promise<number> {
+    const old = this.keys.legacy;
+    if ((await this.redis.exists(old.data)) === 0) return 0;
+    let moved = 0;
+    let cursor = "0";
+    do {
+      const [next, flat] = await this.redis.hscan(old.data, cursor, "COUNT", NODES_PER_SCRIPT);
+      const nodes: BareMetalNode[] = [];
+      for (let i = 1; i < flat.length; i += 2) {
+        const stored = JSON.parse(flat[i]!) as Partial<BareMetalNode> & { uuid: string };
+        nodes.push({
+          uuid: stored.uuid,
+          name: stored.name ?? null,
+          shard: stored.shard ?? null,
+          conductor_group: stored.conductor_group ?? "",
+          instance_host: stored.instance_host ?? null,
+        });
+      }
+      if (nodes.length > 0) await this.upsert(nodes);
+      moved += nodes.length;
+      cursor = next;
+    } while (cursor !== "0");
+    const places = Object.keys(await this.redis.hgetall(old.counts)).filter((p) => p !== "");
+    await this.redis.del(old.place, old.counts, old.unsharded, ...places.map((p) => old.members(p)));
+    await this.redis.del(old.data);
+    return moved;
   }
 }

@@ -1,15 +1,16 @@
 import { z } from "zod";
-import {
-  BulkNodesRequest,
-  NodeInput,
-  NodeListQuery,
-  NodePatch,
-  NodeUuid,
-  type BareMetalNode,
-} from "../domain/node.js";
+import { NodeInput, NodeListQuery, NodePatch, NodeUuid, type BareMetalNode } from "../domain/node.js";
 import { ValidationError, parseBoth, parseOrThrow } from "../domain/validation.js";
 import { fromStore } from "../store/errors.js";
-import { sameNode, type NodeBackend, type NodePage, type PreviousPlace, type ShardCount } from "./port.js";
+import {
+  LIST_BUDGET,
+  sameNode,
+  type NodeBackend,
+  type NodePage,
+  type NodeSource,
+  type PreviousPlace,
+  type ShardCount,
+} from "./port.js";
 
 const UuidPath = z.strictObject({ uuid: NodeUuid });
 /** A PATCH that keeps losing its compare-and-set means heavy contention on one node. */
@@ -75,10 +76,11 @@ export class NodeRegistry {
     throw new Error(`node ${path.uuid}: ${MAX_PATCH_ATTEMPTS} concurrent changes in a row, gave up`);
   }
 
-  /** Upsert many whole nodes in one request: all are validated before any is written. */
-  async bulk(body: unknown): Promise<{ created: number; updated: number; moved: ShardMove[] }> {
-    const { nodes } = parseOrThrow(BulkNodesRequest, body);
-    const previous = (await fromStore(() => this.backend.upsert(nodes.map((n) => ({ ...n })))))!;
+  /** Upsert nodes a caller validated already (a bulk's decoder): where each was, what moved. */
+  async upsertValidated(
+    nodes: BareMetalNode[],
+  ): Promise<{ created: number; updated: number; moved: ShardMove[] }> {
+    const previous = (await fromStore(() => this.backend.upsert(nodes)))!;
     const fresh = previous.filter((p) => p.created).length;
     return { created: fresh, updated: previous.length - fresh, moved: movesInto(nodes, previous) };
   }
@@ -93,31 +95,67 @@ export class NodeRegistry {
     return fromStore(() => this.backend.delete(input.uuid));
   }
 
+  /**
+   * One page of GET /v1/nodes: `limit` nodes (fewer only at the end) after `marker`, in
+   * uuid order, filled from as many bounded store calls as it takes.
+   */
   async list(query: unknown): Promise<NodePage> {
     const filter = parseOrThrow(NodeListQuery, query ?? {});
-    return fromStore(() =>
-      this.backend.list({
-        limit: filter.limit,
-        ...(filter.shard !== undefined && { shards: filter.shard }),
-        ...(filter.sharded !== undefined && { sharded: filter.sharded }),
-        ...(filter.marker !== undefined && { marker: filter.marker }),
-      }),
-    );
+    const source: NodeSource =
+      filter.shard !== undefined
+        ? { kind: "places", places: filter.shard }
+        : filter.sharded === true
+          ? { kind: "sharded" }
+          : filter.sharded === false
+            ? { kind: "places", places: [null] }
+            : { kind: "all" };
+    const nodes: BareMetalNode[] = [];
+    let marker = filter.marker;
+    while (nodes.length < filter.limit) {
+      const page = await fromStore(() =>
+        this.backend.list({
+          source,
+          limit: filter.limit - nodes.length,
+          ...(marker !== undefined && { marker }),
+        }),
+      );
+      nodes.push(...page.nodes.slice(0, filter.limit - nodes.length));
+      if (page.next === null) return { nodes, next: null };
+      marker = nodes.length === filter.limit ? nodes[nodes.length - 1]!.uuid : page.next;
+    }
+    return { nodes, next: nodes[nodes.length - 1]!.uuid };
   }
 
-  /** Every node of the given shards (an agent's work list), in uuid order. */
-  async ofShards(shards: string[]): Promise<BareMetalNode[]> {
-    if (shards.length === 0) return [];
-    return (await fromStore(() => this.backend.list({ shards, limit: Number.MAX_SAFE_INTEGER }))).nodes;
+  /**
+   * Every node of `source` in uuid order, a bounded page at a time: callers stream large
+   * answers (a whole shard, nova's ring share) without holding the event loop.
+   */
+  async *pages(source: NodeSource, pageSize = 1000): AsyncGenerator<BareMetalNode[]> {
+    let marker: string | undefined;
+    for (;;) {
+      const page = await fromStore(() =>
+        this.backend.list({ source, limit: pageSize, ...(marker !== undefined && { marker }) }),
+      );
+      if (page.nodes.length > 0) yield page.nodes;
+      if (page.next === null) return;
+      marker = page.next;
+    }
   }
 
-  /** Every unsharded node (the legacy ring's share), in uuid order. */
-  async unsharded(): Promise<BareMetalNode[]> {
-    return (await fromStore(() => this.backend.list({ sharded: false, limit: Number.MAX_SAFE_INTEGER })))
-      .nodes;
+  /** These nodes in the order given (null where gone), LIST_BUDGET at a time. */
+  async getMany(uuids: readonly string[]): Promise<Array<BareMetalNode | null>> {
+    const nodes: Array<BareMetalNode | null> = [];
+    for (let i = 0; i < uuids.length; i += LIST_BUDGET)
+      nodes.push(...(await fromStore(() => this.backend.getMany(uuids.slice(i, i + LIST_BUDGET)))));
+    return nodes;
   }
 
   async counts(): Promise<ShardCount[]> {
     return fromStore(() => this.backend.counts());
+  }
+
+  /** See NodeBackend.poolVersion. */
+  async poolVersion(): Promise<number> {
+    return fromStore(() => this.backend.poolVersion());
   }
 }

@@ -27,6 +27,8 @@ export class MemoryBackend implements LeaseBackend {
   readonly kind = "memory" as const;
   private readonly shards = new Map<string, ShardLeaseState>();
   private readonly lastSeen = new Map<string, { us: number; serves: string[] }>();
+  /** agent -> the shards it was ever granted (see LeaseBackend.grantedTo) */
+  private readonly grants = new Map<string, Set<string>>();
 
   private readonly bootUs: number;
 
@@ -52,8 +54,14 @@ export class MemoryBackend implements LeaseBackend {
     return Promise.resolve({ ...outcome, atUs });
   }
 
-  acquire({ shard, agent, ttlMs }: AcquireInput) {
-    return this.apply(shard, { kind: "acquire", agent, ttlMs });
+  async acquire({ shard, agent, ttlMs }: AcquireInput) {
+    const outcome = await this.apply(shard, { kind: "acquire", agent, ttlMs });
+    if (outcome.ok) {
+      let shards = this.grants.get(agent);
+      if (shards === undefined) this.grants.set(agent, (shards = new Set()));
+      shards.add(shard);
+    }
+    return outcome;
   }
 
   renew({ shard, agent, token, ttlMs }: RenewInput) {
@@ -78,17 +86,27 @@ export class MemoryBackend implements LeaseBackend {
     return Promise.resolve({ agent, lastSeenMs: Math.floor(nowUs / 1000), ageMs: 0, serves: [...serves] });
   }
 
+  private seen(agent: string, { us, serves }: { us: number; serves: string[] }, nowMs: number): AgentSeen {
+    const lastSeenMs = Math.floor(us / 1000);
+    return { agent, lastSeenMs, ageMs: nowMs - lastSeenMs, serves: [...serves] };
+  }
+
   agents(): Promise<AgentSeen[]> {
     const nowMs = Math.floor(this.clockUs() / 1000);
-    const seen = [...this.lastSeen].map(([agent, { us, serves }]) => {
-      const lastSeenMs = Math.floor(us / 1000);
-      return { agent, lastSeenMs, ageMs: nowMs - lastSeenMs, serves: [...serves] };
-    });
-    return Promise.resolve(sortAgents(seen));
+    return Promise.resolve(sortAgents([...this.lastSeen].map(([agent, r]) => this.seen(agent, r, nowMs))));
+  }
+
+  async agent(agent: string): Promise<AgentSeen | null> {
+    const record = this.lastSeen.get(agent);
+    return record === undefined ? null : this.seen(agent, record, Math.floor(this.clockUs() / 1000));
   }
 
   async leasedShards(): Promise<string[]> {
     return [...this.shards.keys()];
+  }
+
+  async grantedTo(agent: string): Promise<string[]> {
+    return [...(this.grants.get(agent) ?? [])];
   }
 
   /** How many shards have lease state (for tests proving a refusal stored nothing). */

@@ -2,6 +2,7 @@ import { MemoryTraits } from "../traits/memory-store.js";
 import { MemoryNodes } from "../nodes/memory.js";
 import { MemoryBackend } from "./memory.js";
 import { RedisBackend, type RedisBackendOptions } from "./redis/backend.js";
+import { logger } from "../log.js";
 import { Store } from "./store.js";
 
 /** The URL without its password, fit for logs and error messages. */
@@ -28,7 +29,12 @@ export async function openStore(spec: string, options: RedisBackendOptions = {})
     } catch (error) {
       throw new Error(`cannot reach Redis at ${redacted(spec)}: ${(error as Error).message}`);
     }
-    return new Store(backend, backend.nodeBackend(), backend.traitBackend());
+    const nodes = backend.nodeBackend();
+    // A store written by an older bridge: bring it to this layout before serving.
+    const [shards, moved] = [await backend.buildDirectory(), await nodes.migrate()];
+    if (shards + moved > 0)
+      logger.info("store migrated", { lease_directory_shards: shards, nodes_moved_to_indexed_layout: moved });
+    return new Store(backend, nodes, backend.traitBackend());
   }
   throw new Error(`unknown store "${spec}": use "memory" or a redis:// URL`);
 }

@@ -51,8 +51,19 @@ export interface LeaseBackend {
   read(shard: string): Promise<ReadOutcome & StoreTime>;
   heartbeat(agent: string, serves: string[]): Promise<AgentSeen>;
   agents(): Promise<AgentSeen[]>;
-  /** every shard with lease state (live or past), so listings miss no holder */
+  /** one agent's liveness record, if it ever sent a heartbeat */
+  agent(agent: string): Promise<AgentSeen | null>;
+  /**
+   * Every shard with lease state (live or past), so listings miss no holder: from a
+   * directory the store keeps as leases are granted, never a scan of the keyspace.
+   */
   leasedShards(): Promise<string[]>;
+  /**
+   * The shards `agent` was ever granted a lease on: a superset of those it holds now,
+   * which callers check lease by lease. Recorded with every grant, before the grant is
+   * answered, so no lease its holder knows of is missing.
+   */
+  grantedTo(agent: string): Promise<string[]>;
   /** resolves when the backend can serve requests; rejects otherwise */
   ping(): Promise<void>;
   close(): Promise<void>;

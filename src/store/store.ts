@@ -15,6 +15,7 @@ import { NodeRegistry } from "../nodes/registry.js";
 import type { NodeBackend } from "../nodes/port.js";
 import type { TraitBackend } from "../traits/store-port.js";
 import { fromStore } from "./errors.js";
+import type { LeaseView } from "../lease/machine.js";
 import type { LeaseBackend } from "./port.js";
 
 const ReadRequest = z.strictObject({ shard: ShardName });
@@ -89,6 +90,28 @@ export class Store {
   /** Every shard the store has lease state for (live or past). */
   async leasedShards() {
     return fromStore(() => this.backend.leasedShards());
+  }
+
+  /** One agent's liveness record, or null when it never sent a heartbeat. */
+  async agent(agent: string) {
+    return fromStore(() => this.backend.agent(agent));
+  }
+
+  /**
+   * The live leases `agent` holds now, by shard: the shards it was ever granted, each
+   * lease read and kept only where `agent` is its live holder. O(its grants), never O(every
+   * shard).
+   */
+  async leasesOf(agent: string): Promise<Map<string, LeaseView>> {
+    const shards = await fromStore(() => this.backend.grantedTo(agent));
+    const held = new Map<string, LeaseView>();
+    await Promise.all(
+      shards.map(async (shard) => {
+        const { current } = await this.read(shard);
+        if (current !== null && current.holder === agent) held.set(shard, current);
+      }),
+    );
+    return held;
   }
 
   async ping() {

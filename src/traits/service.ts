@@ -1,7 +1,6 @@
 import type { NodeRegistry, ShardMove } from "../nodes/registry.js";
 import { fromStore } from "../store/errors.js";
 import { applyDeltas, deltasToward, formatDelta, type DeltaProblem, type TraitDelta } from "./delta.js";
-import { desiredTraits, type InspectionData, type TraitRule } from "./inspection.js";
 import type { OwnershipRegistry } from "./ownership.js";
 import type { TraitBackend, TraitRecord } from "./store-port.js";
 
@@ -27,14 +26,15 @@ export class TraitService {
     private readonly backend: TraitBackend,
     private readonly nodes: NodeRegistry,
     private readonly ownership: OwnershipRegistry,
-    private readonly rules: TraitRule[],
     /** told of every committed change (e.g. the Ironic outbox) */
     private readonly onApplied: (node: string, deltas: TraitDelta[]) => void = () => undefined,
   ) {}
 
-  /** An inspection result for `node`, ordered by `order` (its finish time in ms, or a sequence). */
-  applyInspection(node: string, order: number, data: InspectionData): Promise<TraitOutcome> {
-    const desired = desiredTraits(data, this.rules);
+  /**
+   * An inspection result for `node`, as the traits the rules found in it (`desired`),
+   * ordered by `order` (its finish time in ms, or a sequence).
+   */
+  applyInspection(node: string, order: number, desired: readonly string[]): Promise<TraitOutcome> {
     return this.change(node, INSPECTOR, order, (record) =>
       deltasToward(record, desired, INSPECTOR, this.ownership),
     );

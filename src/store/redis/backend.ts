@@ -124,7 +124,17 @@ export class RedisBackend implements LeaseBackend {
   }
 
   async acquire({ shard, agent, ttlMs }: AcquireInput) {
-    return decodeLease(await this.lease("acquire", shard, [agent, ttlMs]));
+    const outcome = decodeLease(await this.lease("acquire", shard, [agent, ttlMs]));
+    // Into the directory before the grant is answered: a bridge that dies in between
+    // leaves a lease whose holder never learned its token, so nothing relies on it yet.
+    if (outcome.ok) await this.record(shard, agent);
+    return outcome;
+  }
+
+  /** Note a grant in the lease directory (its own slot: a separate step from the lease script). */
+  private async record(shard: string, agent: string): Promise<void> {
+    const { shards, grantedTo } = this.keys.leases;
+    await this.redis.pipeline().zadd(shards, 0, shard).zadd(grantedTo(agent), 0, shard).exec();
   }
 
   async renew({ shard, agent, token, ttlMs }: RenewInput) {
@@ -173,19 +183,49 @@ export class RedisBackend implements LeaseBackend {
     return sortAgents(seen);
   }
 
-  /**
-   * SCAN, not KEYS: it never blocks Redis for long. On Redis Cluster this sees one node's
-   * keys only; listings there also know shards from definitions and nodes.
-   */
+  async agent(agent: string): Promise<AgentSeen | null> {
+    const { seen: seenKey, serves: servesKey } = this.keys.agents;
+    const [[, score], [, serves], [, time]] = (await this.redis
+      .pipeline()
+      .zscore(seenKey, agent)
+      .hget(servesKey, agent)
+      .time()
+      .exec()) as [[null, string | null], [null, string | null], [null, [string, string]]];
+    if (score === null) return null;
+    const lastSeenMs = Number(score);
+    const nowMs = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
+    return { agent, lastSeenMs, ageMs: nowMs - lastSeenMs, serves: serves ? serves.split(",") : [] };
+  }
+
   async leasedShards(): Promise<string[]> {
-    const shards: string[] = [];
+    return this.redis.zrange(this.keys.leases.shards, 0, -1);
+  }
+
+  async grantedTo(agent: string): Promise<string[]> {
+    return this.redis.zrange(this.keys.leases.grantedTo(agent), 0, -1);
+  }
+
+  /**
+   * Fill the lease directory from the lease keys themselves, once, for a store written by
+   * a bridge that kept no directory: the one SCAN of the keyspace, at connect. Answers how
+   * many shards it found.
+   */
+  async buildDirectory(): Promise<number> {
+    if ((await this.redis.exists(this.keys.leases.shards)) === 1) return 0;
+    let found = 0;
     let cursor = "0";
     do {
       const [next, keys] = await this.redis.scan(cursor, "MATCH", this.keys.leasePattern, "COUNT", 1000);
-      for (const key of keys) shards.push(this.keys.shardOfLeaseKey(key));
+      for (const key of keys) {
+        const shard = this.keys.shardOfLeaseKey(key);
+        const holder = await this.redis.hget(key, "holder");
+        if (holder !== null) await this.record(shard, holder);
+        else await this.redis.zadd(this.keys.leases.shards, 0, shard);
+        found++;
+      }
       cursor = next;
     } while (cursor !== "0");
-    return shards;
+    return found;
   }
 
   async ping(): Promise<void> {

@@ -11,17 +11,28 @@ export interface KeyLayout {
   /** agent -> last heartbeat (sorted set, store ms) and agent -> shards it serves (hash), one slot */
   agents: { seen: string; serves: string };
   /**
+   * The lease directory, under its own tag: every shard ever granted (a sorted set, so
+   * listings never scan the keyspace) and, per agent, the shards it was granted.
+   */
+  leases: { shards: string; grantedTo(agent: string): string };
+  /**
    * The node registry lives under one hash tag, `{nodes}`, so that moving a node between
-   * shards is one atomic script on one slot. 100,000 nodes are a few tens of MB: one
-   * slot holds them easily.
+   * shards is one atomic script on one slot (nodes-common.lua draws the keys under
+   * `prefix`): data buckets, per-place and per-host indexes, counts and the pool version.
    */
   nodes: {
-    data: string;
-    place: string;
+    prefix: string;
+    bucket(uuid: string): string;
     counts: string;
-    membersPrefix: string;
-    unsharded: string;
-    members(shard: string | null): string;
+    poolVersion: string;
+    /** the layout before indexed buckets, migrated at connect (see RedisNodes.migrate) */
+    legacy: {
+      data: string;
+      place: string;
+      counts: string;
+      unsharded: string;
+      members(shard: string): string;
+    };
   };
   /**
    * Node traits, the per-shard feeds and their cursors share the `{nodes}` tag too: a
@@ -40,20 +51,27 @@ export interface KeyLayout {
 
 export function keyLayout(namespace = "sb"): KeyLayout {
   const nodes = `${namespace}:{nodes}`;
-  const membersPrefix = `${nodes}:in:`;
-  const unsharded = `${nodes}:unsharded`;
   return {
     lease: (shard) => `${namespace}:{shard:${shard}}:lease`,
     leasePattern: `${namespace}:{shard:*}:lease`,
     shardOfLeaseKey: (key) => key.slice(`${namespace}:{shard:`.length, -"}:lease".length),
     agents: { seen: `${namespace}:{agents}:seen`, serves: `${namespace}:{agents}:serves` },
+    leases: {
+      shards: `${namespace}:{leases}:shards`,
+      grantedTo: (agent) => `${namespace}:{leases}:to:${agent}`,
+    },
     nodes: {
-      data: `${nodes}:data`,
-      place: `${nodes}:place`,
-      counts: `${nodes}:counts`,
-      membersPrefix,
-      unsharded,
-      members: (shard) => (shard === null ? unsharded : `${membersPrefix}${shard}`),
+      prefix: `${nodes}:`,
+      bucket: (uuid) => `${nodes}:d:${uuid.slice(0, 3)}`,
+      counts: `${nodes}:c`,
+      poolVersion: `${nodes}:v`,
+      legacy: {
+        data: `${nodes}:data`,
+        place: `${nodes}:place`,
+        counts: `${nodes}:counts`,
+        unsharded: `${nodes}:unsharded`,
+        members: (shard) => `${nodes}:in:${shard}`,
+      },
     },
     traits: {
       record: (uuid) => `${nodes}:traits:${uuid}`,

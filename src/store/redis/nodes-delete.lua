@@ -1,17 +1,17 @@
--- nodes-delete(KEYS: data, place, counts; ARGV: members prefix, unsharded set, uuid):
--- 1 when the node was there, 0 otherwise.
-local data, place, counts = KEYS[1], KEYS[2], KEYS[3]
-local prefix, unsharded, uuid = ARGV[1], ARGV[2], ARGV[3]
-local old = redis.call('HGET', place, uuid)
-if not old then
-  return 0
+-- nodes-delete(KEYS: counts, pool-v; ARGV: prefix, uuid): 1 when the node was there, 0
+-- otherwise. It leaves its place and every index in the same step.
+local counts, pool_v = KEYS[1], KEYS[2]
+local uuid = ARGV[2]
+local dk = data_key(uuid)
+local old = redis.call('HGET', dk, uuid)
+if not old then return 0 end
+local shard, hk = placement(old)
+redis.call('ZREM', place_key(shard, uuid), uuid)
+if redis.call('HINCRBY', counts, shard, -1) <= 0 then redis.call('HDEL', counts, shard) end
+local was = pool_place(shard, hk)
+if was ~= '' then
+  if string.len(was) > 2 then redis.call('ZREM', host_index(string.sub(was, 3)), uuid) end
+  redis.call('INCR', pool_v)
 end
-local set = unsharded
-if old ~= '' then set = prefix .. old end
-redis.call('SREM', set, uuid)
-if redis.call('HINCRBY', counts, old, -1) <= 0 then
-  redis.call('HDEL', counts, old)
-end
-redis.call('HDEL', place, uuid)
-redis.call('HDEL', data, uuid)
+redis.call('HDEL', dk, uuid)
 return 1

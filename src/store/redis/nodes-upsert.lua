@@ -1,50 +1,40 @@
--- nodes-upsert(KEYS: data, place, counts; ARGV: members prefix, unsharded set, guard,
--- then triples uuid, shard ('' = unsharded), node JSON). All keys share the {nodes} hash
--- tag, members sets included, so the script touches one slot. Answers, per node, '~' when
--- it is new, else its old place ('' = unsharded). A node leaves its old place and enters
--- its new one in the same step: it is never in two places, nor in none.
--- The guard, when not '', is the node JSON the one node must still have stored (a
--- compare-and-set for a read-modify-write): else nothing is written and the answer is 0.
-local data, place, counts = KEYS[1], KEYS[2], KEYS[3]
-local prefix, unsharded, guard = ARGV[1], ARGV[2], ARGV[3]
-
--- Field by field, not byte by byte: a node stored by an older bridge may order its
--- fields differently.
-local function same_node(a, b)
-  for _, field in ipairs({ 'uuid', 'name', 'shard', 'conductor_group', 'instance_host' }) do
-    if a[field] ~= b[field] then return false end
-  end
-  return true
+-- nodes-upsert(KEYS: counts, pool-v; ARGV: prefix, guard, then pairs uuid, record):
+-- insert or replace each node, moving it between places and indexes in the same step
+-- (it is never in two places, nor in none). Answers, per node, '~' when it is new, else
+-- its old shard ('' = unsharded). The guard, when not '', is the record the one node
+-- must still have (a compare-and-set for a read-modify-write): else nothing is written
+-- and the answer is 0.
+local counts, pool_v = KEYS[1], KEYS[2]
+local guard = ARGV[2]
+if guard ~= '' and redis.call('HGET', data_key(ARGV[3]), ARGV[3]) ~= guard then
+  return 0
 end
 
-if guard ~= '' then
-  local stored = redis.call('HGET', data, ARGV[4])
-  if not stored or not same_node(cjson.decode(stored), cjson.decode(guard)) then
-    return 0
-  end
-end
-
-local function members(shard)
-  if shard == '' then return unsharded end
-  return prefix .. shard
-end
-
-local created = {}
-for i = 4, #ARGV, 3 do
-  local uuid, shard, json = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local old = redis.call('HGET', place, uuid)
-  if old ~= shard then
+local previous, pool_changed = {}, false
+for i = 3, #ARGV, 2 do
+  local uuid, record = ARGV[i], ARGV[i + 1]
+  local dk = data_key(uuid)
+  local old = redis.call('HGET', dk, uuid)
+  local shard, hk = placement(record)
+  local oshard, ohk = nil, nil
+  if old then oshard, ohk = placement(old) end
+  if oshard ~= shard then
     if old then
-      redis.call('SREM', members(old), uuid)
-      if redis.call('HINCRBY', counts, old, -1) <= 0 then
-        redis.call('HDEL', counts, old)
-      end
+      redis.call('ZREM', place_key(oshard, uuid), uuid)
+      if redis.call('HINCRBY', counts, oshard, -1) <= 0 then redis.call('HDEL', counts, oshard) end
     end
-    redis.call('SADD', members(shard), uuid)
+    redis.call('ZADD', place_key(shard, uuid), 0, uuid)
     redis.call('HINCRBY', counts, shard, 1)
-    redis.call('HSET', place, uuid, shard)
   end
-  redis.call('HSET', data, uuid, json)
-  created[#created + 1] = old or '~'
+  local was = old and pool_place(oshard, ohk) or ''
+  local now = pool_place(shard, hk)
+  if was ~= now then
+    pool_changed = true
+    if string.len(was) > 2 then redis.call('ZREM', host_index(string.sub(was, 3)), uuid) end
+    if string.len(now) > 2 then redis.call('ZADD', host_index(string.sub(now, 3)), 0, uuid) end
+  end
+  redis.call('HSET', dk, uuid, record)
+  previous[#previous + 1] = old and oshard or '~'
 end
-return created
+if pool_changed then redis.call('INCR', pool_v) end
+return previous

@@ -7,7 +7,7 @@ export type ScriptClock = "server" | "virtual";
 /** One Lua file per atomic operation; the lease ones share a common prelude. */
 const LEASE_SCRIPTS = ["acquire", "renew", "release", "fence", "read"] as const;
 const AGENT_SCRIPTS = ["heartbeat", "agents"] as const;
-const NODE_SCRIPTS = ["nodes-upsert", "nodes-delete"] as const;
+const NODE_SCRIPTS = ["nodes-upsert", "nodes-delete", "nodes-list"] as const;
 const TRAIT_SCRIPTS = ["traits-commit", "feed-ack"] as const;
 export type ScriptName =
   | (typeof LEASE_SCRIPTS)[number]
@@ -35,9 +35,11 @@ export function defineScripts(redis: Redis, clock: ScriptClock): void {
   for (const name of AGENT_SCRIPTS) {
     redis.defineCommand(`sb_${name}`, { numberOfKeys: 2, lua: `${prelude}\n${lua(name)}` });
   }
-  // Node scripts need no clock; they name their keys (data, place, counts) themselves.
+  // Node scripts need no clock; they share the registry's key layout (nodes-common.lua)
+  // and declare the counts and pool-version keys, which route them to the {nodes} slot.
+  const nodeLayout = lua("nodes-common");
   for (const name of NODE_SCRIPTS) {
-    redis.defineCommand(`sb_${name}`, { numberOfKeys: 3, lua: lua(name) });
+    redis.defineCommand(`sb_${name}`, { numberOfKeys: 2, lua: `${nodeLayout}\n${lua(name)}` });
   }
   redis.defineCommand("sb_traits-commit", { numberOfKeys: 2, lua: lua("traits-commit") });
   redis.defineCommand("sb_feed-ack", { numberOfKeys: 2, lua: lua("feed-ack") });

@@ -1,0 +1,83 @@
+import { Worker } from "node:worker_threads";
+import type { TraitRule } from "../../traits/inspection.js";
+import { decodeBulk, type PackedNodes } from "./bulk.js";
+import type { Decoded } from "./result.js";
+import { decodeWebhook, type WebhookRequest } from "./webhook.js";
+
+/**
+ * The worker thread: from dist the compiled worker.js; from source (tsx) worker-dev.mjs,
+ * which registers tsx in the thread first (a worker does not inherit `--import tsx`).
+ */
+function spawnWorker(workerData: unknown): Worker {
+  const file = import.meta.url.endsWith(".ts") ? "./worker-dev.mjs" : "./worker.js";
+  return new Worker(new URL(file, import.meta.url), { workerData });
+}
+
+/** What to decode a body as. */
+export type DecodeJob = { kind: "bulk" } | { kind: "webhook"; nowS: number };
+type ResultOf<J extends DecodeJob> = J extends { kind: "bulk" } ? PackedNodes : WebhookRequest;
+
+/** Bodies up to this size decode on the event loop: under a millisecond, less than a trip to the worker. */
+const INLINE_MAX_BYTES = 32 * 1024;
+
+interface Pending {
+  resolve: (result: Decoded<never>) => void;
+  reject: (error: Error) => void;
+}
+
+/**
+ * Decodes request bodies: small ones here, large ones (a bulk of 20,000 nodes, an
+ * inspection result near its megabyte) in one worker thread started on first use. The
+ * same pure decoders run either way. A worker that dies fails what it held and is
+ * started again on the next large body.
+ */
+export class DecodePool {
+  private worker: Worker | null = null;
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 0;
+
+  constructor(private readonly rules: TraitRule[]) {}
+
+  decode<J extends DecodeJob>(job: J, body: Buffer): Promise<Decoded<ResultOf<J>>> {
+    if (body.length <= INLINE_MAX_BYTES) {
+      const text = body.toString("utf8");
+      const result = job.kind === "bulk" ? decodeBulk(text) : decodeWebhook(text, this.rules, job.nowS);
+      return Promise.resolve(result as Decoded<ResultOf<J>>);
+    }
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve: resolve as Pending["resolve"], reject });
+      // A copy, so the body's memory (maybe a slab shared with other buffers) stays ours.
+      this.start().postMessage({ id, job, body: new Uint8Array(body) });
+    });
+  }
+
+  private start(): Worker {
+    if (this.worker !== null) return this.worker;
+    const worker = spawnWorker({ rules: this.rules });
+    worker.unref();
+    worker.on(
+      "message",
+      ({ id, result, failure }: { id: number; result?: Decoded<never>; failure?: string }) => {
+        const waiting = this.pending.get(id);
+        this.pending.delete(id);
+        if (failure !== undefined) waiting?.reject(new Error(`decode worker: ${failure}`));
+        else waiting?.resolve(result!);
+      },
+    );
+    const fail = (error: Error) => {
+      if (this.worker === worker) this.worker = null;
+      for (const waiting of this.pending.values()) waiting.reject(error);
+      this.pending.clear();
+    };
+    worker.on("error", fail);
+    worker.on("exit", (code) => fail(new Error(`decode worker exited (${code})`)));
+    this.worker = worker;
+    return worker;
+  }
+
+  async close(): Promise<void> {
+    await this.worker?.terminate();
+    this.worker = null;
+  }
+}

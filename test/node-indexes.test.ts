@@ -1,0 +1,186 @@
+import { expect } from "chai";
+import type { BareMetalNode } from "../src/domain/node.js";
+import type { NodeSource } from "../src/nodes/port.js";
+import { RedisNodes } from "../src/nodes/redis.js";
+import { randomUuid, seededRandom } from "../src/random.js";
+import { keyLayout } from "../src/store/redis/keys.js";
+import { openStore } from "../src/store/open.js";
+import { backendsUnderTest, useBackend } from "./helpers/backends.js";
+import { TestRedisServer } from "./helpers/redis-server.js";
+
+const SHARDS = ["rack-a", "rack-b", "rack-c"];
+const HOSTS = ["compute-a", "Compute-A", "compute-b"];
+
+/** What each source must list, from the nodes themselves: the reference the indexes are held to. */
+function expected(nodes: Map<string, BareMetalNode>, source: NodeSource): string[] {
+  const all = [...nodes.values()];
+  const chosen =
+    source.kind === "all"
+      ? all
+      : source.kind === "sharded"
+        ? all.filter((n) => n.shard !== null)
+        : source.kind === "free"
+          ? all.filter((n) => n.shard === null && n.instance_host === null)
+          : source.kind === "instance"
+            ? all.filter(
+                (n) => n.shard === null && n.instance_host?.toLowerCase() === source.host.toLowerCase(),
+              )
+            : all.filter((n) => source.places.includes(n.shard));
+  return chosen.map((n) => n.uuid).sort();
+}
+
+const SOURCES: NodeSource[] = [
+  { kind: "all" },
+  { kind: "sharded" },
+  { kind: "free" },
+  { kind: "instance", host: "COMPUTE-a" },
+  { kind: "instance", host: "compute-b" },
+  { kind: "places", places: [null] },
+  { kind: "places", places: ["rack-a"] },
+  { kind: "places", places: ["rack-b", null, "rack-c"] },
+];
+
+for (const backend of backendsUnderTest()) {
+  describe(`Node indexes: ${backend.name}`, function () {
+    this.timeout(60_000);
+    const ctx = useBackend(backend);
+
+    it("lists every source in uuid order, page by page, exactly as the nodes say, through random changes", async () => {
+      const random = seededRandom(7);
+      const pick = <T>(items: readonly T[]) => items[Math.floor(random() * items.length)]!;
+      const nodes = new Map<string, BareMetalNode>();
+      const uuids = Array.from({ length: 600 }, () => randomUuid(random));
+      for (let round = 0; round < 4; round++) {
+        // A round of changes: new nodes, moves between shards and the pool, hosts set and
+        // cleared, deletions.
+        const batch: BareMetalNode[] = [];
+        for (const uuid of uuids) {
+          if (random() < 0.5) continue;
+          batch.push({
+            uuid,
+            name: random() < 0.5 ? null : `n-${uuid.slice(0, 4)}`,
+            shard: random() < 0.4 ? null : pick(SHARDS),
+            conductor_group: random() < 0.8 ? "" : "g1",
+            instance_host: random() < 0.5 ? null : pick(HOSTS),
+          });
+        }
+        const version = await ctx.store.nodes.poolVersion();
+        await ctx.store.nodes.backend.upsert(batch);
+        for (const node of batch) nodes.set(node.uuid, node);
+        for (const uuid of uuids.filter(() => random() < 0.05)) {
+          expect(await ctx.store.nodes.backend.delete(uuid)).to.equal(nodes.delete(uuid));
+        }
+        expect(await ctx.store.nodes.poolVersion(), "the pool changed").to.not.equal(version);
+        for (const source of SOURCES) {
+          for (const pageSize of [1, 7, 1000]) {
+            const listed: string[] = [];
+            for await (const page of ctx.store.nodes.pages(source, pageSize)) {
+              expect(page.length).to.be.at.most(pageSize);
+              for (const node of page) expect(node).to.deep.equal(nodes.get(node.uuid));
+              listed.push(...page.map((n) => n.uuid));
+            }
+            expect(listed, `${JSON.stringify(source)} in pages of ${pageSize}`).to.deep.equal(
+              expected(nodes, source),
+            );
+          }
+        }
+        const counts = new Map((await ctx.store.nodes.counts()).map((c) => [c.shard, c.count]));
+        for (const place of [null, ...SHARDS])
+          expect(counts.get(place) ?? 0).to.equal(
+            [...nodes.values()].filter((n) => n.shard === place).length,
+          );
+      }
+    });
+
+    it("GET-style pages are full until the end, whatever the store's per-call budget", async () => {
+      const random = seededRandom(3);
+      const batch = Array.from({ length: 4500 }, () => ({
+        uuid: randomUuid(random),
+        name: null,
+        shard: null,
+        conductor_group: "",
+        instance_host: null,
+      }));
+      await ctx.store.nodes.backend.upsert(batch);
+      const first = await ctx.store.nodes.list({ sharded: "false", limit: "4000" });
+      expect(first.nodes).to.have.length(4000);
+      const rest = await ctx.store.nodes.list({ sharded: "false", limit: "4000", marker: first.next });
+      expect(rest.nodes).to.have.length(500);
+      expect(rest.next).to.equal(null);
+      expect([...first.nodes, ...rest.nodes].map((n) => n.uuid)).to.deep.equal(
+        batch.map((n) => n.uuid).sort(),
+      );
+    });
+
+    it("does not change the pool version when only sharded nodes change", async () => {
+      const node = {
+        uuid: randomUuid(seededRandom(9)),
+        name: null,
+        shard: "rack-a",
+        conductor_group: "",
+        instance_host: "h",
+      };
+      await ctx.store.nodes.backend.upsert([node]);
+      const version = await ctx.store.nodes.poolVersion();
+      await ctx.store.nodes.backend.upsert([
+        { ...node, name: "renamed", shard: "rack-b", instance_host: null },
+      ]);
+      expect(await ctx.store.nodes.poolVersion()).to.equal(version);
+      await ctx.store.nodes.backend.upsert([{ ...node, shard: null }]);
+      expect(await ctx.store.nodes.poolVersion()).to.not.equal(version);
+    });
+  });
+}
+
+describe("Node registry: a Redis written by a bridge before the indexed layout", function () {
+  this.timeout(30_000);
+
+  it("moves its nodes into the indexed layout at connect, counts and all, and drops the old keys", async () => {
+    const server = await TestRedisServer.start();
+    const admin = server.client();
+    const old = keyLayout().nodes.legacy;
+    const random = seededRandom(5);
+    const nodes = Array.from({ length: 2500 }, (_, i) => ({
+      uuid: randomUuid(random),
+      name: i % 3 === 0 ? null : `node-${i}`,
+      shard: i % 4 === 0 ? null : `rack-${i % 3}`,
+      conductor_group: "",
+      instance_host: i % 4 === 0 && i % 8 === 0 ? "compute-a" : null,
+    }));
+    try {
+      // The old layout, as nodes-upsert.lua wrote it: a JSON hash, a place hash, a set per place.
+      const pipeline = admin.pipeline();
+      for (const node of nodes) {
+        const place = node.shard ?? "";
+        pipeline.hset(old.data, node.uuid, JSON.stringify({ ...node }));
+        pipeline.hset(old.place, node.uuid, place);
+        pipeline.sadd(place === "" ? old.unsharded : old.members(place), node.uuid);
+        pipeline.hincrby(old.counts, place, 1);
+      }
+      await pipeline.exec();
+      const store = await openStore(server.url);
+      try {
+        const listed: BareMetalNode[] = [];
+        for await (const page of store.nodes.pages({ kind: "all" })) listed.push(...page);
+        expect(listed).to.deep.equal([...nodes].sort((a, b) => (a.uuid < b.uuid ? -1 : 1)));
+        const free = [];
+        for await (const page of store.nodes.pages({ kind: "free" })) free.push(...page);
+        expect(free).to.have.length(nodes.filter((n) => n.shard === null && n.instance_host === null).length);
+        const counts = Object.fromEntries((await store.nodes.counts()).map((c) => [c.shard ?? "", c.count]));
+        const want: Record<string, number> = {};
+        for (const node of nodes) want[node.shard ?? ""] = (want[node.shard ?? ""] ?? 0) + 1;
+        expect(counts).to.deep.equal(want);
+        expect(
+          await admin.exists(old.data, old.place, old.counts, old.unsharded, old.members("rack-1")),
+        ).to.equal(0);
+        // A second connect finds nothing to move.
+        expect(await (store.nodes.backend as RedisNodes).migrate()).to.equal(0);
+      } finally {
+        await store.close();
+      }
+    } finally {
+      admin.disconnect();
+      await server.stop();
+    }
+  });
+});
