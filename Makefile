@@ -20,7 +20,10 @@ typecheck: $(DEPS)
 test: $(DEPS) typecheck
 	npx mocha 'test/**/*.test.ts'
 
+# The HTTP benches drive the bridge with wrk (Debian's package), a C load generator that
+# costs less than the bridge.
 bench: $(DEPS)
+	@command -v wrk >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
 	npx tsx test/bench/run.ts
 
 clean:

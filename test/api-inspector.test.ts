@@ -154,6 +154,20 @@ for (const backend of backendsUnderTest()) {
         expect(res.status, JSON.stringify(res.body)).to.equal(status);
         expect(res.body.errors[0].code).to.equal(code);
       }
+      // 60 PCI vendors: 60 traits, more than a node may hold. Large enough (over 32 KiB)
+      // to be decoded in the worker thread, which refuses it there.
+      const crowded = {
+        ...inspection,
+        pci_devices: Array.from({ length: 1500 }, (_, i) => ({
+          vendor_id: (0x1000 + (i % 60)).toString(16),
+          product_id: "0001",
+          class: "020000",
+        })),
+      };
+      const refused = await send(inspected("2026-01-01T00:00:00Z", crowded));
+      expect(refused.status).to.equal(400);
+      expect(refused.body.errors[0].field).to.equal("data");
+      expect(refused.body.errors[0].detail).to.match(/find 6\d traits in it; a node holds at most 50/);
       const malformed = await send(null, { raw: '{"kind":' });
       expect(malformed.body.errors[0].code).to.equal("shardbridge.body.malformed");
       expect((await traitsOf()).generation).to.equal(1);

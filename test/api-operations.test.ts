@@ -2,7 +2,7 @@ import { expect } from "chai";
 import { Writable } from "node:stream";
 import winston from "winston";
 import { createApp } from "../src/api/app.js";
-import { logger, requestContext } from "../src/log.js";
+import { logger } from "../src/log.js";
 import { memoryUnderTest, useApp } from "./helpers/backends.js";
 import { call, TEST_TOKENS, testAuthority, wholeNode } from "./helpers/http.js";
 
@@ -46,7 +46,7 @@ describe("Operations: metrics and request ids", () => {
     );
   });
 
-  it("stamps every log line written during a request with its request id", async () => {
+  it("stamps the log lines of a request with its request id: its request line, its errors", async () => {
     const lines: string[] = [];
     const transport = new winston.transports.Stream({
       stream: new Writable({
@@ -57,21 +57,38 @@ describe("Operations: metrics and request ids", () => {
       }),
     });
     const level = logger.level;
-    logger.level = "info";
+    // A line per request is written at debug (at info only when slow).
+    logger.level = "debug";
     logger.add(transport);
     try {
       const res = await fetch(`${ctx.base}/healthz`, { headers: { "x-request-id": "rid-12345" } });
       expect(res.headers.get("x-request-id")).to.equal("rid-12345");
-      await requestContext.run({ requestId: "rid-inner" }, async () => {
-        await Promise.resolve();
-        logger.info("inside a request");
-      });
+      // A request that fails inside the store: its error line carries its id too.
+      const failing = Object.assign(
+        Object.create(Object.getPrototypeOf(ctx.store.backend)),
+        ctx.store.backend,
+        {
+          fence: () => Promise.reject(new Error("boom")),
+        },
+      );
+      const original = ctx.store.backend;
+      (ctx.store as { backend: unknown }).backend = failing;
+      try {
+        const answer = await fetch(`${ctx.base}/v1/shards/s1/fence`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${TEST_TOKENS.admin}`, "x-request-id": "rid-fails" },
+          body: '{"token":1}',
+        });
+        expect(answer.status).to.equal(503);
+      } finally {
+        (ctx.store as { backend: unknown }).backend = original;
+      }
     } finally {
       logger.remove(transport);
       logger.level = level;
     }
     const parsed = lines.map((l) => JSON.parse(l) as { message: string; request_id?: string });
     expect(parsed.find((l) => l.message === "request")?.request_id).to.equal("rid-12345");
-    expect(parsed.find((l) => l.message === "inside a request")?.request_id).to.equal("rid-inner");
+    expect(parsed.find((l) => l.message === "store unavailable")?.request_id).to.equal("rid-fails");
   });
 });

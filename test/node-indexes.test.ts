@@ -183,4 +183,28 @@ describe("Node registry: a Redis written by a bridge before the indexed layout",
       await server.stop();
     }
   });
+
+  it("moves trait records kept in one key per node into buckets at connect", async () => {
+    const server = await TestRedisServer.start();
+    const admin = server.client();
+    const traits = keyLayout().traits;
+    const uuid = randomUuid(seededRandom(8));
+    const record = { holders: { CUSTOM_A: "inspector" }, generation: 3, lastOrder: { inspector: 17 } };
+    try {
+      await admin.hset(traits.legacyRecord(uuid), "generation", "3", "record", JSON.stringify(record));
+      const store = await openStore(server.url);
+      try {
+        expect(await store.traits.read(uuid)).to.deep.equal(record);
+        expect(await admin.exists(traits.legacyRecord(uuid))).to.equal(0);
+        // The next commit compares against the migrated generation.
+        expect(await store.traits.commit(uuid, 2, { ...record, generation: 4 })).to.equal(false);
+        expect(await store.traits.commit(uuid, 3, { ...record, generation: 4 })).to.equal(true);
+      } finally {
+        await store.close();
+      }
+    } finally {
+      admin.disconnect();
+      await server.stop();
+    }
+  });
 });

@@ -14,7 +14,9 @@ import type { NodeRegistry } from "../nodes/registry.js";
 import type { LegacyAssignments } from "../ring/assignment.js";
 import { SERVICE_DOWN_TIME_MS, legacyPoolMembers, servesNoShard } from "../ring/membership.js";
 import type { LegacyPool } from "../ring/pool.js";
-import { streamJsonList } from "./stream.js";
+import { streamJsonList, type ListPage } from "./stream.js";
+import { ShardNodesCache } from "./shard-nodes.js";
+import { nodeJson } from "./views.js";
 
 const AgentPath = z.strictObject({ id: AgentId });
 /**
@@ -62,20 +64,28 @@ export function legacyPoolLoader(store: Store, catalog: ShardCatalog, serviceDow
  */
 async function* agentNodes(
   nodes: NodeRegistry,
+  shardNodes: ShardNodesCache,
   agent: string,
   leases: Array<[string, LeaseView]>,
   ringShare: readonly string[],
-): AsyncGenerator<unknown[]> {
-  for (const [shard, lease] of leases)
+): AsyncGenerator<ListPage> {
+  for (const [shard, lease] of leases) {
+    const extra = `,"token":${lease.token},"via":"lease"`;
+    const joined = await shardNodes.joined(shard, extra);
+    if (joined !== null) {
+      if (joined.length > 0) yield joined;
+      continue;
+    }
     for await (const page of nodes.pages({ kind: "places", places: [shard] }))
-      yield page.map((node) => ({ ...node, token: lease.token, via: "lease" }));
+      yield page.map((node) => nodeJson(node, extra));
+  }
   for await (const page of nodes.pages({ kind: "instance", host: agent }))
-    yield page.map((node) => ({ ...node, token: null, via: "instance" }));
+    yield page.map((node) => nodeJson(node, ',"token":null,"via":"instance"'));
   for (let i = 0; i < ringShare.length; i += RING_PAGE) {
     const page = await nodes.getMany(ringShare.slice(i, i + RING_PAGE));
     yield page.flatMap((node) =>
       node !== null && node.shard === null && node.instance_host === null
-        ? [{ ...node, token: null, via: "ring" }]
+        ? [nodeJson(node, ',"token":null,"via":"ring"')]
         : [],
     );
   }
@@ -86,7 +96,7 @@ const RING_PAGE = 1000;
 
 function agentOf(req: { params: unknown }, res: Response): string {
   const { id } = parseOrThrow(AgentPath, req.params);
-  assertActsAs(res, id);
+  assertActsAs(principalOf(res), id);
   return id;
 }
 
@@ -108,6 +118,7 @@ export function agentRoutes(
   serviceDownMs = SERVICE_DOWN_TIME_MS,
 ): Router {
   const router = Router();
+  const shardNodes = new ShardNodesCache(store.nodes);
 
   router.post("/v1/agents/:id/heartbeat", async (req, res) => {
     const agent = agentOf(req, res);
@@ -175,7 +186,7 @@ export function agentRoutes(
         built_at: ringed === null ? null : new Date(ringed.snapshot.builtAtMs).toISOString(),
       },
     };
-    await streamJsonList(res, head, "nodes", agentNodes(store.nodes, agent, mine, share));
+    await streamJsonList(res, head, "nodes", agentNodes(store.nodes, shardNodes, agent, mine, share));
   });
 
   return router;

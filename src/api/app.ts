@@ -1,6 +1,7 @@
-import { randomUUID } from "node:crypto";
-import express, { type Express } from "express";
-import { logger, requestContext } from "../log.js";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import express from "express";
+import { logger } from "../log.js";
+import { logRequest, requestIdOf } from "./request-log.js";
 import { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
 import { agentRoutes, legacyPoolLoader } from "./agents.js";
@@ -17,7 +18,7 @@ import type { TraitRule } from "../traits/inspection.js";
 import { TraitService } from "../traits/service.js";
 import { feedRoutes } from "./feed.js";
 import { inspectorRoutes } from "./inspector.js";
-import { leaseRoutes } from "./leases.js";
+import { leaseRoutes, leaseWrites } from "./leases.js";
 import { bodyPolicy } from "./limits.js";
 import { BridgeMetrics } from "./metrics.js";
 import { nodeRoutes } from "./nodes.js";
@@ -25,14 +26,6 @@ import { shardRoutes } from "./shards.js";
 
 /** Free unsharded nodes read per store call while nova's ring share is computed. */
 const FREE_PAGE = 1000;
-
-/**
- * The caller's X-Request-Id when it is a sane one (it lands in every log line and is
- * echoed back), else a fresh one.
- */
-function requestIdOf(presented: string | undefined): string {
-  return presented !== undefined && /^[\x21-\x7e]{1,128}$/.test(presented) ? presented : randomUUID();
-}
 
 export interface AppOptions {
   authority: TokenAuthority;
@@ -45,6 +38,12 @@ export interface AppOptions {
   legacy?: LegacyPoolOptions & { serviceDownMs?: number };
 }
 
+/**
+ * The bridge's HTTP API as one request listener: the lease writes agents make several
+ * times a second (see leaseWrites), then express for everything else.
+ */
+export type BridgeApp = (req: IncomingMessage, res: ServerResponse) => void;
+
 export function createApp(
   store: Store,
   {
@@ -54,25 +53,27 @@ export function createApp(
     ironic,
     legacy = {},
   }: AppOptions,
-): Express {
+): BridgeApp {
   const app = express();
   app.disable("x-powered-by");
   const metrics = new BridgeMetrics(store);
   app.use(metrics.middleware());
+  // A strong hash of every answer, for caching nobody does here: not worth its cost per renew.
+  app.set("etag", false);
   app.use((req, res, next) => {
     const requestId = requestIdOf(req.get("x-request-id"));
     res.set("x-request-id", requestId);
     const started = performance.now();
     res.on("finish", () =>
-      logger.info("request", {
-        request_id: requestId,
-        method: req.method,
-        path: req.path,
-        status: res.statusCode,
-        ms: Math.round((performance.now() - started) * 10) / 10,
-      }),
+      logRequest(
+        { method: req.method, url: req.originalUrl },
+        res.statusCode,
+        requestId,
+        performance.now() - started,
+      ),
     );
-    requestContext.run({ requestId }, next);
+    res.locals.requestId = requestId;
+    next();
   });
   app.get("/healthz", (_req, res) => {
     res.json({ status: "ok" });
@@ -91,7 +92,7 @@ export function createApp(
   app.use(authenticate(authority));
   app.use(readBody((req) => bodyPolicy(req.path).limit));
   app.use((req, res, next) => (bodyPolicy(req.path).parseHere ? parseJsonBody(req, res, next) : next()));
-  app.use(leaseRoutes(store, catalog, metrics));
+  app.use(leaseRoutes(store));
   app.use(shardRoutes(store, catalog));
   const traits = new TraitService(store.traits, store.nodes, inspector.ownership, (node, deltas) =>
     ironic?.push(node, deltas),
@@ -121,5 +122,8 @@ export function createApp(
     ]);
   });
   app.use(errorHandler((message, meta) => logger.error(message, meta)));
-  return app;
+  const writes = leaseWrites({ store, catalog, metrics, authority });
+  return (req, res) => {
+    if (!writes(req, res)) app(req, res);
+  };
 }

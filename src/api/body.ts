@@ -1,4 +1,5 @@
-import type { Request, RequestHandler, Response } from "express";
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
+import type { Request, RequestHandler } from "express";
 import { ValidationError } from "../domain/validation.js";
 import { HttpError } from "./errors.js";
 
@@ -28,52 +29,47 @@ const tooLarge = (limit: number) =>
  * so the connection cannot carry another request. Close it once the answer is out rather
  * than let the server drain a body that may be gigabytes long.
  */
-function refuseUnread(res: Response, error: HttpError): HttpError {
-  res.set("connection", "close");
+function refuseUnread(res: ServerResponse, error: HttpError): HttpError {
+  res.setHeader("connection", "close");
   res.once("finish", () => res.socket?.destroySoon());
   return error;
 }
 
 /** What a request says of its body's encoding that the bridge does not decode, if anything. */
-function undecodable(req: Request): string | null {
-  const encoding = req.get("content-encoding");
+function undecodable(headers: IncomingHttpHeaders): string | null {
+  const encoding = headers["content-encoding"];
   if (encoding !== undefined && encoding.trim().toLowerCase() !== "identity")
     return `content encoding ${JSON.stringify(encoding)} is not supported: send the body as is`;
-  const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(req.get("content-type") ?? "")?.[1];
+  const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(headers["content-type"] ?? "")?.[1];
   if (charset !== undefined && !/^utf-?8$/i.test(charset))
     return `charset ${JSON.stringify(charset)} is not supported: send UTF-8`;
   return null;
 }
 
 /**
- * Read the body whole into `req.rawBody`, at most `limitFor(req)` bytes. A declared
- * Content-Length over the limit is refused (413) on the header, before a byte of the body
- * is read; a chunked body is refused the moment it passes the limit. Either way the
- * connection closes after the answer, so an oversized body is never read to its end.
+ * The body whole, at most `limit` bytes. A declared Content-Length over the limit is
+ * refused (413) on the header, before a byte of the body is read; a chunked body is
+ * refused the moment it passes the limit. Either way the connection closes after the
+ * answer, so an oversized body is never read to its end.
  */
-export function readBody(limitFor: (req: Request) => number): RequestHandler {
-  return (req, res, next) => {
-    const limit = limitFor(req);
-    const declared = req.get("content-length");
-    const chunked = req.get("transfer-encoding") !== undefined;
-    if (!chunked && (declared === undefined || declared === "0")) {
-      req.rawBody = EMPTY;
-      return next();
-    }
-    const problem = undecodable(req);
-    if (problem !== null)
-      return next(refuseUnread(res, refused(415, "shardbridge.body.invalid", "Body not accepted", problem)));
-    if (declared !== undefined && Number(declared) > limit) return next(refuseUnread(res, tooLarge(limit)));
+export function readRequestBody(req: IncomingMessage, res: ServerResponse, limit: number): Promise<Buffer> {
+  const declared = req.headers["content-length"];
+  const chunked = req.headers["transfer-encoding"] !== undefined;
+  if (!chunked && (declared === undefined || declared === "0")) return Promise.resolve(EMPTY);
+  const problem = undecodable(req.headers);
+  if (problem !== null)
+    return Promise.reject(
+      refuseUnread(res, refused(415, "shardbridge.body.invalid", "Body not accepted", problem)),
+    );
+  if (declared !== undefined && Number(declared) > limit)
+    return Promise.reject(refuseUnread(res, tooLarge(limit)));
+  return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let length = 0;
-    let settled = false;
     const settle = (error?: HttpError) => {
-      if (settled) return;
-      settled = true;
       req.off("data", onData).off("end", onEnd).off("error", onError).off("aborted", onAborted);
-      if (error !== undefined) return next(error);
-      req.rawBody = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, length);
-      next();
+      if (error !== undefined) reject(error);
+      else resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, length));
     };
     const onData = (chunk: Buffer) => {
       length += chunk.length;
@@ -89,24 +85,32 @@ export function readBody(limitFor: (req: Request) => number): RequestHandler {
     const onError = (error: Error) =>
       settle(refused(400, "shardbridge.body.invalid", "Body not accepted", error.message));
     req.on("data", onData).on("end", onEnd).on("error", onError).on("aborted", onAborted);
+  });
+}
+
+/** Read the body whole into `req.rawBody`, at most `limitFor(req)` bytes (see readRequestBody). */
+export function readBody(limitFor: (req: Request) => number): RequestHandler {
+  return (req, res, next) => {
+    readRequestBody(req, res, limitFor(req)).then((body) => {
+      req.rawBody = body;
+      next();
+    }, next);
   };
 }
 
-/**
- * Parse `req.rawBody` as JSON into `req.body` (undefined when the body is empty). Routes
- * then decide whether they need a body: see `bodyObject`.
- */
-export const parseJsonBody: RequestHandler = (req, _res, next) => {
-  const raw = req.rawBody ?? EMPTY;
-  if (raw.length === 0) {
-    req.body = undefined;
-    return next();
-  }
+/** `raw` as JSON: undefined when empty, a 400 when it is not JSON. */
+export function parseJson(raw: Buffer): unknown {
+  if (raw.length === 0) return undefined;
   try {
-    req.body = JSON.parse(raw.toString("utf8"));
+    return JSON.parse(raw.toString("utf8"));
   } catch (error) {
-    return next(refused(400, "shardbridge.body.malformed", "Malformed JSON", (error as Error).message));
+    throw refused(400, "shardbridge.body.malformed", "Malformed JSON", (error as Error).message);
   }
+}
+
+/** Parse `req.rawBody` as JSON into `req.body` (undefined when the body is empty). */
+export const parseJsonBody: RequestHandler = (req, _res, next) => {
+  req.body = parseJson(req.rawBody ?? EMPTY);
   next();
 };
 

@@ -16,9 +16,12 @@ export interface ApiError {
   retry_after_ms?: number;
 }
 
-/** An error a route raises on purpose, answered as-is. */
+/** An error a route raises on purpose, answered as-is (with `headers`, e.g. WWW-Authenticate). */
 export class HttpError extends Error {
-  constructor(readonly errors: ApiError[]) {
+  constructor(
+    readonly errors: ApiError[],
+    readonly headers: Record<string, string> = {},
+  ) {
     super(errors.map((e) => e.detail).join("; "));
   }
   get status(): number {
@@ -50,41 +53,53 @@ function clientFault(error: { status?: unknown; message?: string }): ApiError | 
   };
 }
 
+/** What to answer for `error`, raised anywhere in a request: status, headers and the API-SIG errors. */
+export function errorAnswer(
+  error: unknown,
+  path: string,
+  log: (message: string, meta: object) => void,
+): { status: number; headers: Record<string, string>; errors: ApiError[] } {
+  let errors: ApiError[];
+  if (error instanceof HttpError) errors = error.errors;
+  else if (error instanceof ValidationError) errors = validationErrors(error);
+  else if (error instanceof StoreUnavailableError) {
+    errors = [
+      {
+        status: 503,
+        code: "shardbridge.store.unavailable",
+        title: "Store unavailable",
+        detail: error.message,
+      },
+    ];
+    log("store unavailable", { error: error.message, path });
+  } else {
+    errors = [
+      clientFault(error as object) ?? {
+        status: 500,
+        code: "shardbridge.internal",
+        title: "Internal error",
+        detail: "the bridge failed to answer; its log has the details",
+      },
+    ];
+    if (errors[0]!.status >= 500)
+      log("request failed", { error: String(error), stack: (error as Error).stack, path });
+  }
+  return { status: errors[0]!.status, headers: error instanceof HttpError ? error.headers : {}, errors };
+}
+
 /** The last handler: every error becomes `{"errors":[...]}` with the right status. */
 export function errorHandler(log: (message: string, meta: object) => void): ErrorRequestHandler {
   return (error: unknown, req, res, _next) => {
+    const requestLog = (message: string, meta: object) =>
+      log(message, { ...meta, request_id: res.locals.requestId as string | undefined });
     if (res.headersSent) {
       // A streamed answer failed half way: nothing can be said any more but that it is
       // cut short, so the client sees a broken answer, never a complete-looking one.
-      log("answer failed after it began", { error: String(error), path: req.path });
+      requestLog("answer failed after it began", { error: String(error), path: req.path });
       res.destroy();
       return;
     }
-    let errors: ApiError[];
-    if (error instanceof HttpError) errors = error.errors;
-    else if (error instanceof ValidationError) errors = validationErrors(error);
-    else if (error instanceof StoreUnavailableError) {
-      errors = [
-        {
-          status: 503,
-          code: "shardbridge.store.unavailable",
-          title: "Store unavailable",
-          detail: error.message,
-        },
-      ];
-      log("store unavailable", { error: error.message, path: req.path });
-    } else {
-      errors = [
-        clientFault(error as object) ?? {
-          status: 500,
-          code: "shardbridge.internal",
-          title: "Internal error",
-          detail: "the bridge failed to answer; its log has the details",
-        },
-      ];
-      if (errors[0]!.status >= 500)
-        log("request failed", { error: String(error), stack: (error as Error).stack, path: req.path });
-    }
-    res.status(errors[0]!.status).json({ errors });
+    const answer = errorAnswer(error, req.path, requestLog);
+    res.status(answer.status).set(answer.headers).json({ errors: answer.errors });
   };
 }

@@ -5,7 +5,7 @@ import { ShardName } from "../domain/names.js";
 import { parseBoth } from "../domain/validation.js";
 import type { TraitService } from "../traits/service.js";
 import type { Store } from "../store/store.js";
-import { assertOwnLease, requireRole } from "./auth.js";
+import { assertOwnLease, requireRole, principalOf } from "./auth.js";
 import { bodyObject } from "./body.js";
 import { HttpError } from "./errors.js";
 
@@ -37,7 +37,7 @@ async function assertHolder(store: Store, res: Response, shard: string, token: n
       },
     ]);
   }
-  assertOwnLease(res, shard, fence.current);
+  assertOwnLease(principalOf(res), shard, fence.current);
 }
 
 /**

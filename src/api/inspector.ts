@@ -123,26 +123,31 @@ export function inspectorRoutes(
       delivery === undefined
         ? undefined
         : parseOrThrow(z.strictObject({ delivery: DeliveryId }), { delivery }).delivery;
-    if (deliveryId !== undefined) {
-      const seen = await service.delivery(deliveryId);
-      if (seen !== null) {
-        const first = JSON.parse(seen) as { status: number; body: unknown };
-        res.set("x-shardbridge-replay", "true").status(first.status).json(first.body);
-        return;
-      }
+    // Whether the delivery was seen, and the body decoded (off the event loop when large), at once.
+    const [seen, decoded] = await Promise.all([
+      deliveryId === undefined ? null : service.delivery(deliveryId),
+      decoder.decode({ kind: "webhook", nowS: receivedS }, req.rawBody!),
+    ]);
+    if (seen !== null) {
+      const first = JSON.parse(seen) as { status: number; body: unknown };
+      res.set("x-shardbridge-replay", "true").status(first.status).json(first.body);
+      return;
     }
-    const decoded = await decoder.decode({ kind: "webhook", nowS: receivedS }, req.rawBody!);
     if (!decoded.ok) throw decodeFailure(decoded);
     const request = decoded.value;
+    const memory =
+      deliveryId === undefined
+        ? undefined
+        : {
+            id: deliveryId,
+            ttlSeconds: DELIVERY_MEMORY_S,
+            answerOf: (o: TraitOutcome) => JSON.stringify(answerOf(o)),
+          };
     const outcome =
       request.kind === "inspection"
-        ? await service.applyInspection(request.node, request.order, request.desired)
-        : await service.applyExplicit(request.node, INSPECTOR, request.order, request.deltas);
+        ? await service.applyInspection(request.node, request.order, request.desired, memory)
+        : await service.applyExplicit(request.node, INSPECTOR, request.order, request.deltas, memory);
     const answer = answerOf(outcome);
-    // An unknown node is not a final answer: the node may be loaded (ironic-sync) and the
-    // same delivery sent again, so only final outcomes are remembered.
-    if (deliveryId !== undefined && outcome.kind !== "unknown_node")
-      await service.recordDelivery(deliveryId, JSON.stringify(answer), DELIVERY_MEMORY_S);
     res.status(answer.status).json(answer.body);
   });
 

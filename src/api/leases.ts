@@ -1,15 +1,28 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
 import { Router } from "express";
 import { z } from "zod";
 import { FencingToken } from "../domain/lease.js";
 import { AgentId, ShardName } from "../domain/names.js";
-import { parseBoth, parseOrThrow } from "../domain/validation.js";
+import { ValidationError, parseBoth, parseOrThrow } from "../domain/validation.js";
 import type { LeaseView } from "../lease/machine.js";
 import type { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
-import { assertActsAs, assertOwnLease, requireRole, seesTokens } from "./auth.js";
-import { bodyObject } from "./body.js";
-import { HttpError } from "./errors.js";
+import { logger } from "../log.js";
+import {
+  assertActsAs,
+  assertOwnLease,
+  assertRole,
+  principalFrom,
+  principalOf,
+  seesTokens,
+  type Principal,
+  type TokenAuthority,
+} from "./auth.js";
+import { asBodyObject, parseJson, readRequestBody } from "./body.js";
+import { HttpError, errorAnswer } from "./errors.js";
+import { SMALL_BODY } from "./limits.js";
 import type { BridgeMetrics } from "./metrics.js";
+import { logRequest, requestIdOf } from "./request-log.js";
 
 const ShardPath = z.strictObject({ shard: ShardName });
 const AcquireBody = z.strictObject({ agent: AgentId, token: FencingToken.optional() });
@@ -71,61 +84,163 @@ function notAllowed(shard: string, agent: string): HttpError {
   ]);
 }
 
+/** What a lease write answers: a status and a JSON body (none for 204). */
+interface Answer {
+  status: number;
+  body?: unknown;
+}
+
+interface LeaseContext {
+  store: Store;
+  catalog: ShardCatalog;
+  metrics: BridgeMetrics;
+}
+
+/** The shard and body of a lease write an agent makes for itself, both checked, and its right to. */
+function agentRequest<B extends { agent: string }>(
+  principal: Principal,
+  shardParam: string,
+  schema: z.ZodType<B>,
+  rawBody: unknown,
+): { shard: string; body: B } {
+  const [{ shard }, body] = parseBoth([ShardPath, { shard: shardParam }], [schema, asBodyObject(rawBody)]);
+  assertActsAs(principal, body.agent);
+  return { shard, body };
+}
+
+/** POST /v1/shards/{shard}/lease: acquire (no token) or renew (under `token`). */
+async function acquireOrRenew(
+  { store, catalog, metrics }: LeaseContext,
+  principal: Principal,
+  shardParam: string,
+  rawBody: unknown,
+): Promise<Answer> {
+  const { shard, body } = agentRequest(principal, shardParam, AcquireBody, rawBody);
+  if (!catalog.mayServe(shard, body.agent)) throw notAllowed(shard, body.agent);
+  const request = { shard, agent: body.agent, ttlMs: catalog.ttlMsFor(shard) };
+  let outcome;
+  if (body.token === undefined) {
+    outcome = await store.acquire(request);
+    const label = metrics.shardLabel(shard);
+    if (outcome.ok) metrics.leaseAcquired.inc({ shard: label });
+    else metrics.leaseRefused.inc({ shard: label, reason: outcome.reason });
+  } else {
+    const started = performance.now();
+    outcome = await store.renew({ ...request, token: body.token });
+    metrics.renewSeconds.observe((performance.now() - started) / 1000);
+    if (!outcome.ok) metrics.leaseLost.inc({ shard: metrics.shardLabel(shard), reason: outcome.reason });
+  }
+  if (!outcome.ok)
+    throw refusal(shard, outcome.reason, outcome.current, seesTokens(principal), outcome.retryAfterMs);
+  return {
+    status: 200,
+    body: { shard, holder: outcome.holder, token: outcome.token, ttl_ms: outcome.ttlMs },
+  };
+}
+
+/** DELETE /v1/shards/{shard}/lease: release. */
+async function release(
+  { store }: LeaseContext,
+  principal: Principal,
+  shardParam: string,
+  rawBody: unknown,
+): Promise<Answer> {
+  const { shard, body } = agentRequest(principal, shardParam, ReleaseBody, rawBody);
+  const outcome = await store.release({ shard, agent: body.agent, token: body.token });
+  if (!outcome.ok) throw refusal(shard, outcome.reason, outcome.current, seesTokens(principal));
+  return { status: 204 };
+}
+
+/** POST /v1/shards/{shard}/fence: may a write under `token` happen now? */
+async function fence(
+  { store }: LeaseContext,
+  principal: Principal,
+  shardParam: string,
+  rawBody: unknown,
+): Promise<Answer> {
+  const [{ shard }, body] = parseBoth([ShardPath, { shard: shardParam }], [FenceBody, asBodyObject(rawBody)]);
+  const outcome = await store.fence({ shard, token: body.token });
+  // Another agent's live token is refused as the feed refuses it (an agent acts as itself
+  // only); any other token just does not pass, which tells nothing GET lease does not.
+  if (outcome.allowed) assertOwnLease(principal, shard, outcome.current);
+  return { status: 200, body: { allowed: outcome.allowed } };
+}
+
+/** The lease writes by path ending and method, and the route label each is counted under. */
+const WRITES: Record<string, { route: string; handle: typeof acquireOrRenew } | undefined> = {
+  "POST lease": { route: "/v1/shards/:shard/lease", handle: acquireOrRenew },
+  "DELETE lease": { route: "/v1/shards/:shard/lease", handle: release },
+  "POST fence": { route: "/v1/shards/:shard/fence", handle: fence },
+};
+const WRITE_PATH = /^\/v1\/shards\/([^/?#]*)\/(lease|fence)(?:\?|$)/;
+
 /**
- * Lease routes, the contract nova-compute codes against:
+ * The lease writes agents make every TTL/3 per shard — acquire, renew, release, fence —
+ * served straight on node:http, ahead of express: express's own per-request work alone
+ * costs about five times a bare node:http answer here (measured: 3.1k against 17.5k
+ * answers/s, one route, the same load), and every renew of every shard pays it. The
+ * same steps as express's pipeline, from the same functions: request id, bearer token,
+ * role, bounded body, validation, the API-SIG error shape, metrics and the request log.
+ * Answers whether it took the request; everything else goes to express.
+ */
+export function leaseWrites(
+  context: LeaseContext & { authority: TokenAuthority },
+): (req: IncomingMessage, res: ServerResponse) => boolean {
+  return (req, res) => {
+    const match = WRITE_PATH.exec(req.url ?? "");
+    const write = match === null ? undefined : WRITES[`${req.method} ${match[2]}`];
+    if (match === null || write === undefined) return false;
+    const started = performance.now();
+    const requestId = requestIdOf(req.headers["x-request-id"] as string | undefined);
+    const finish = (answer: Answer, headers: Record<string, string> = {}) => {
+      const json = answer.body === undefined ? "" : JSON.stringify(answer.body);
+      res.writeHead(answer.status, {
+        ...headers,
+        "x-request-id": requestId,
+        ...(json !== "" && { "content-type": "application/json; charset=utf-8" }),
+        "content-length": Buffer.byteLength(json),
+      });
+      res.end(json);
+      const ms = performance.now() - started;
+      context.metrics.countRequest(write.route, req.method!, answer.status, ms / 1000);
+      logRequest(req, answer.status, requestId, ms);
+    };
+    void (async () => {
+      const principal = principalFrom(context.authority, req.headers.authorization);
+      assertRole(principal, ["agent", "admin"]);
+      const body = parseJson(await readRequestBody(req, res, SMALL_BODY.limit));
+      return write.handle(context, principal, decodeURIComponent(match[1]!), body);
+    })().then(finish, (error: unknown) => {
+      const failed =
+        error instanceof URIError
+          ? new ValidationError([{ field: "shard", reason: "is not valid percent-encoding" }])
+          : error;
+      const answer = errorAnswer(failed, (req.url ?? "").split("?")[0]!, (message, meta) =>
+        logger.error(message, { ...meta, request_id: requestId }),
+      );
+      finish({ status: answer.status, body: { errors: answer.errors } }, answer.headers);
+    });
+    return true;
+  };
+}
+
+/**
+ * The lease read, in express with the other reads (the writes: see leaseWrites):
+ *   GET /v1/shards/{shard}/lease -> 200 the live lease or null
+ * The contract nova-compute codes against, writes included:
  *   POST   /v1/shards/{shard}/lease  {"agent"}          acquire: a new lease, new token -> 200 | 403 | 409
  *                                     {"agent","token"}  renew under that token         -> 200 | 403 | 409
  *   DELETE /v1/shards/{shard}/lease  {"agent","token"}  release                        -> 204 | 409
  *   POST   /v1/shards/{shard}/fence  {"token"}          -> 200 {"allowed"} | 403 (another agent's lease)
- *   GET    /v1/shards/{shard}/lease                     -> 200 the live lease or null
  * The TTL is the shard's (shards/NAME.json), never the caller's.
  */
-export function leaseRoutes(store: Store, catalog: ShardCatalog, metrics: BridgeMetrics): Router {
+export function leaseRoutes(store: Store): Router {
   const router = Router();
-
-  router.post("/v1/shards/:shard/lease", requireRole("agent", "admin"), async (req, res) => {
-    const [{ shard }, body] = parseBoth([ShardPath, req.params], [AcquireBody, bodyObject(req)]);
-    assertActsAs(res, body.agent);
-    if (!catalog.mayServe(shard, body.agent)) throw notAllowed(shard, body.agent);
-    const request = { shard, agent: body.agent, ttlMs: catalog.ttlMsFor(shard) };
-    let outcome;
-    if (body.token === undefined) {
-      outcome = await store.acquire(request);
-      const label = metrics.shardLabel(shard);
-      if (outcome.ok) metrics.leaseAcquired.inc({ shard: label });
-      else metrics.leaseRefused.inc({ shard: label, reason: outcome.reason });
-    } else {
-      const stop = metrics.renewSeconds.startTimer();
-      outcome = await store.renew({ ...request, token: body.token });
-      stop();
-      if (!outcome.ok) metrics.leaseLost.inc({ shard: metrics.shardLabel(shard), reason: outcome.reason });
-    }
-    if (!outcome.ok)
-      throw refusal(shard, outcome.reason, outcome.current, seesTokens(res), outcome.retryAfterMs);
-    res.json({ shard, holder: outcome.holder, token: outcome.token, ttl_ms: outcome.ttlMs });
-  });
-
-  router.delete("/v1/shards/:shard/lease", requireRole("agent", "admin"), async (req, res) => {
-    const [{ shard }, body] = parseBoth([ShardPath, req.params], [ReleaseBody, bodyObject(req)]);
-    assertActsAs(res, body.agent);
-    const outcome = await store.release({ shard, agent: body.agent, token: body.token });
-    if (!outcome.ok) throw refusal(shard, outcome.reason, outcome.current, seesTokens(res));
-    res.status(204).end();
-  });
-
-  router.post("/v1/shards/:shard/fence", requireRole("agent", "admin"), async (req, res) => {
-    const [{ shard }, body] = parseBoth([ShardPath, req.params], [FenceBody, bodyObject(req)]);
-    const outcome = await store.fence({ shard, token: body.token });
-    // Another agent's live token is refused as the feed refuses it (an agent acts as itself
-    // only); any other token just does not pass, which tells nothing GET lease does not.
-    if (outcome.allowed) assertOwnLease(res, shard, outcome.current);
-    res.json({ allowed: outcome.allowed });
-  });
 
   router.get("/v1/shards/:shard/lease", async (req, res) => {
     const { shard } = parseOrThrow(ShardPath, req.params);
     const { current, lastToken } = await store.read(shard);
-    const showToken = seesTokens(res);
+    const showToken = seesTokens(principalOf(res));
     res.json({
       shard,
       lease: current && leaseJson(current, showToken),

@@ -78,14 +78,30 @@ export class BridgeMetrics {
     });
   }
 
-  /** Count each request under its route pattern (never the raw path: that would be unbounded). */
+  /** Per route, method and status: the counter and histogram children, looked up once. */
+  private readonly requestSeries = new Map<string, { count: () => void; time: (seconds: number) => void }>();
+
+  /** Count one answered request under its route pattern (never the raw path: that would be unbounded). */
+  countRequest(route: string, method: string, status: number, seconds: number): void {
+    const key = `${route} ${method} ${status}`;
+    let series = this.requestSeries.get(key);
+    if (series === undefined) {
+      const counter = this.requests.labels({ route, method, status: String(status) });
+      const histogram = this.requestSeconds.labels({ route });
+      series = { count: () => counter.inc(), time: (s) => histogram.observe(s) };
+      this.requestSeries.set(key, series);
+    }
+    series.count();
+    series.time(seconds);
+  }
+
+  /** Count each request express answers (see countRequest). */
   middleware(): RequestHandler {
     return (req, res, next) => {
-      const stop = this.requestSeconds.startTimer();
+      const started = performance.now();
       res.on("finish", () => {
         const route = req.route?.path === undefined ? "unmatched" : `${req.baseUrl}${String(req.route.path)}`;
-        this.requests.inc({ route, method: req.method, status: String(res.statusCode) });
-        stop({ route });
+        this.countRequest(route, req.method, res.statusCode, (performance.now() - started) / 1000);
       });
       next();
     };

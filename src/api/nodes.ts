@@ -8,6 +8,8 @@ import { unpackNodes } from "./decode/bulk.js";
 import type { DecodePool } from "./decode/pool.js";
 import { decodeFailure } from "./decode/failure.js";
 import { BULK_PATH } from "./limits.js";
+import { streamJsonList } from "./stream.js";
+import { nodeJson } from "./views.js";
 
 /** Nodes of a bulk written per store call. */
 const BULK_CHUNK = 1000;
@@ -81,14 +83,25 @@ export function nodeRoutes(nodes: NodeRegistry, traits: TraitService, decoder: D
   });
 
   router.get("/v1/nodes", async (req, res) => {
-    const page = await nodes.list(req.query);
-    let next: string | null = null;
-    if (page.next !== null) {
+    const listing = nodes.openList(req.query);
+    const nextLink = () => {
+      const marker = listing.next();
+      if (marker === null) return { next: null };
       const query = new URLSearchParams(req.query as Record<string, string>);
-      query.set("marker", page.next);
-      next = `/v1/nodes?${query.toString()}`;
-    }
-    res.json({ nodes: page.nodes, next });
+      query.set("marker", marker);
+      return { next: `/v1/nodes?${query.toString()}` };
+    };
+    // Up to 10,000 nodes, read and written a thousand at a time; `next` after them (as
+    // Ironic places it), known once the last is out.
+    await streamJsonList(
+      res,
+      {},
+      "nodes",
+      (async function* () {
+        for await (const page of listing.nodes) yield page.map((n) => nodeJson(n));
+      })(),
+      nextLink,
+    );
   });
 
   return router;

@@ -1,6 +1,6 @@
 import { createServer, type Server, type ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
-import type { Express } from "express";
+import type { BridgeApp } from "./app.js";
 import type { ApiError } from "./errors.js";
 
 /** What Node's parser reports, by its error code, as the answer a client can act on. */
@@ -61,7 +61,7 @@ function answerClientError(error: Error & { code?: string }, socket: Duplex): vo
 }
 
 /** The bridge's HTTP server for `app`: every refusal, even Node's own, in the API-SIG shape. */
-export function bridgeServer(app: Express): Server {
+export function bridgeServer(app: BridgeApp): Server {
   const server = createServer(app);
   server.on("clientError", answerClientError);
   return server;

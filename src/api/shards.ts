@@ -3,7 +3,7 @@ import type { LeaseView } from "../lease/machine.js";
 import type { ShardCount } from "../nodes/port.js";
 import type { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
-import { seesTokens } from "./auth.js";
+import { seesTokens, principalOf } from "./auth.js";
 import { leaseJson } from "./leases.js";
 
 /** How Ironic names the unsharded pool in GET /v1/shards: the string "None". */
@@ -48,7 +48,7 @@ export function shardRoutes(store: Store, catalog: ShardCatalog): Router {
   const router = Router();
 
   router.get("/v1/shards", async (_req, res) => {
-    const showTokens = seesTokens(res);
+    const showTokens = seesTokens(principalOf(res));
     const nodeCounts = await store.nodes.counts();
     const known = await knownShards(store, catalog, nodeCounts);
     const leases = await liveLeases(store, known);

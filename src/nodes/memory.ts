@@ -38,6 +38,11 @@ export class MemoryNodes implements NodeBackend {
   /** unsharded nodes without an instance */
   private readonly free = new OrderedSet();
   private version = 0;
+  private readonly versions = new Map<string | null, number>();
+
+  private touch(place: string | null): void {
+    this.versions.set(place, (this.versions.get(place) ?? 0) + 1);
+  }
 
   private index<K>(map: Map<K, OrderedSet>, key: K): OrderedSet {
     let set = map.get(key);
@@ -84,29 +89,31 @@ export class MemoryNodes implements NodeBackend {
     return nodes.map((node) => {
       const old = this.byUuid.get(node.uuid);
       if (this.touchesPool(old, node)) this.version++;
+      if (old === undefined || !sameNode(old, node)) {
+        this.touch(node.shard);
+        if (old !== undefined) this.touch(old.shard);
+      }
       if (old !== undefined) this.unindex(old);
       this.indexNode(node);
-      this.byUuid.set(node.uuid, { ...node });
+      // Kept frozen and handed out as is: no copy per node listed.
+      this.byUuid.set(node.uuid, Object.freeze({ ...node }));
       return old === undefined ? { created: true } : { created: false, shard: old.shard };
     });
   }
 
   async get(uuid: string): Promise<BareMetalNode | null> {
-    const node = this.byUuid.get(uuid);
-    return node === undefined ? null : { ...node };
+    return this.byUuid.get(uuid) ?? null;
   }
 
   async getMany(uuids: readonly string[]): Promise<Array<BareMetalNode | null>> {
-    return uuids.map((uuid) => {
-      const node = this.byUuid.get(uuid);
-      return node === undefined ? null : { ...node };
-    });
+    return uuids.map((uuid) => this.byUuid.get(uuid) ?? null);
   }
 
   async delete(uuid: string): Promise<boolean> {
     const node = this.byUuid.get(uuid);
     if (node === undefined) return false;
     if (this.touchesPool(node, undefined)) this.version++;
+    this.touch(node.shard);
     this.unindex(node);
     this.byUuid.delete(uuid);
     return true;
@@ -131,7 +138,7 @@ export class MemoryNodes implements NodeBackend {
         page = this.mergedPage(source.places, limit, marker);
         break;
     }
-    return { nodes: page.uuids.map((uuid) => ({ ...this.byUuid.get(uuid)! })), next: page.next };
+    return { nodes: page.uuids.map((uuid) => this.byUuid.get(uuid)!), next: page.next };
   }
 
   /** A page over several places, as the Redis script pages them (see perPlaceLimit). */
@@ -156,6 +163,10 @@ export class MemoryNodes implements NodeBackend {
 
   async poolVersion(): Promise<number> {
     return this.version;
+  }
+
+  async placeVersions(places: ReadonlyArray<string | null>): Promise<number[]> {
+    return places.map((place) => this.versions.get(place) ?? 0);
   }
 
   /** How many nodes (for tests proving a refusal stored nothing). */

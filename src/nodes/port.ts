@@ -74,6 +74,12 @@ export interface NodeBackend {
    * host changes: what nova's ring places is then due to be placed again.
    */
   poolVersion(): Promise<number>;
+  /**
+   * Per place (shard, or null for the unsharded pool), a number that changes whenever
+   * any node in it, or entering or leaving it, changes: a listing of the place may be
+   * kept as long as its version stays.
+   */
+  placeVersions(places: ReadonlyArray<string | null>): Promise<number[]>;
 }
 
 /** Whether two nodes hold the same values. */

@@ -20,6 +20,9 @@ import {
  */
 const NODES_PER_SCRIPT = 1000;
 
+/** The field of the versions hash that versions the unsharded pool (see nodes-common.lua). */
+const POOL_FIELD = "~pool";
+
 /** The node registry in Redis (keys under `{nodes}`, see nodes-common.lua). */
 export class RedisNodes implements NodeBackend {
   constructor(
@@ -31,7 +34,7 @@ export class RedisNodes implements NodeBackend {
     return runScript(
       this.redis,
       name,
-      [this.keys.counts, this.keys.poolVersion],
+      [this.keys.counts, this.keys.placeVersions],
       [this.keys.prefix, ...args],
     );
   }
@@ -104,8 +107,14 @@ export class RedisNodes implements NodeBackend {
     }));
   }
 
+  async placeVersions(places: ReadonlyArray<string | null>): Promise<number[]> {
+    if (places.length === 0) return [];
+    const versions = await this.redis.hmget(this.keys.placeVersions, ...places.map((p) => p ?? ""));
+    return versions.map((v) => Number(v ?? 0));
+  }
+
   async poolVersion(): Promise<number> {
-    return Number((await this.redis.get(this.keys.poolVersion)) ?? 0);
+    return Number((await this.redis.hget(this.keys.placeVersions, POOL_FIELD)) ?? 0);
   }
 
   /**

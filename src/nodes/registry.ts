@@ -16,6 +16,12 @@ const UuidPath = z.strictObject({ uuid: NodeUuid });
 /** A PATCH that keeps losing its compare-and-set means heavy contention on one node. */
 const MAX_PATCH_ATTEMPTS = 8;
 
+/**
+ * Nodes per store call when a listing is streamed: decoding and serialising 1,000 nodes
+ * takes a few milliseconds of the event loop, 10,000 would take tens.
+ */
+const LIST_PAGE = 1000;
+
 /** A node that changed shard and now lives in `to`. */
 export interface ShardMove {
   uuid: string;
@@ -97,9 +103,12 @@ export class NodeRegistry {
 
   /**
    * One page of GET /v1/nodes: `limit` nodes (fewer only at the end) after `marker`, in
-   * uuid order, filled from as many bounded store calls as it takes.
+   * uuid order. The query is checked at once (a ValidationError, before anything is
+   * read); the nodes then come LIST_PAGE at a time, so a page of 10,000 nodes is never
+   * decoded in one go, and `next()` — the marker for the page after — is known once the
+   * last of them is out.
    */
-  async list(query: unknown): Promise<NodePage> {
+  openList(query: unknown): { nodes: AsyncIterable<BareMetalNode[]>; next(): string | null } {
     const filter = parseOrThrow(NodeListQuery, query ?? {});
     const source: NodeSource =
       filter.shard !== undefined
@@ -109,28 +118,45 @@ export class NodeRegistry {
           : filter.sharded === false
             ? { kind: "places", places: [null] }
             : { kind: "all" };
-    const nodes: BareMetalNode[] = [];
-    let marker = filter.marker;
-    while (nodes.length < filter.limit) {
-      const page = await fromStore(() =>
-        this.backend.list({
-          source,
-          limit: filter.limit - nodes.length,
-          ...(marker !== undefined && { marker }),
-        }),
-      );
-      nodes.push(...page.nodes.slice(0, filter.limit - nodes.length));
-      if (page.next === null) return { nodes, next: null };
-      marker = nodes.length === filter.limit ? nodes[nodes.length - 1]!.uuid : page.next;
+    let next: string | null = null;
+    const backend = this.backend;
+    async function* nodes(): AsyncGenerator<BareMetalNode[]> {
+      let marker = filter.marker;
+      let sent = 0;
+      while (sent < filter.limit) {
+        const page = await fromStore(() =>
+          backend.list({
+            source,
+            limit: Math.min(filter.limit - sent, LIST_PAGE),
+            ...(marker !== undefined && { marker }),
+          }),
+        );
+        const taken = page.nodes.slice(0, filter.limit - sent);
+        sent += taken.length;
+        if (taken.length > 0) yield taken;
+        // Nodes left in this page are the next page's first: continue after the last taken.
+        if (taken.length < page.nodes.length) marker = taken[taken.length - 1]!.uuid;
+        else if (page.next === null) return;
+        else marker = page.next;
+        if (sent === filter.limit) next = marker;
+      }
     }
-    return { nodes, next: nodes[nodes.length - 1]!.uuid };
+    return { nodes: nodes(), next: () => next };
+  }
+
+  /** `openList`, gathered: the whole page at once (tests, small pages). */
+  async list(query: unknown): Promise<NodePage> {
+    const listing = this.openList(query);
+    const nodes: BareMetalNode[] = [];
+    for await (const page of listing.nodes) nodes.push(...page);
+    return { nodes, next: listing.next() };
   }
 
   /**
    * Every node of `source` in uuid order, a bounded page at a time: callers stream large
    * answers (a whole shard, nova's ring share) without holding the event loop.
    */
-  async *pages(source: NodeSource, pageSize = 1000): AsyncGenerator<BareMetalNode[]> {
+  async *pages(source: NodeSource, pageSize = LIST_PAGE): AsyncGenerator<BareMetalNode[]> {
     let marker: string | undefined;
     for (;;) {
       const page = await fromStore(() =>
@@ -152,6 +178,11 @@ export class NodeRegistry {
 
   async counts(): Promise<ShardCount[]> {
     return fromStore(() => this.backend.counts());
+  }
+
+  /** See NodeBackend.placeVersions. */
+  async placeVersions(places: ReadonlyArray<string | null>): Promise<number[]> {
+    return fromStore(() => this.backend.placeVersions(places));
   }
 
   /** See NodeBackend.poolVersion. */

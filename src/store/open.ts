@@ -30,11 +30,20 @@ export async function openStore(spec: string, options: RedisBackendOptions = {})
       throw new Error(`cannot reach Redis at ${redacted(spec)}: ${(error as Error).message}`);
     }
     const nodes = backend.nodeBackend();
+    const traits = backend.traitBackend();
     // A store written by an older bridge: bring it to this layout before serving.
-    const [shards, moved] = [await backend.buildDirectory(), await nodes.migrate()];
-    if (shards + moved > 0)
-      logger.info("store migrated", { lease_directory_shards: shards, nodes_moved_to_indexed_layout: moved });
-    return new Store(backend, nodes, backend.traitBackend());
+    const [shards, moved, records] = [
+      await backend.buildDirectory(),
+      await nodes.migrate(),
+      await traits.migrate(),
+    ];
+    if (shards + moved + records > 0)
+      logger.info("store migrated", {
+        lease_directory_shards: shards,
+        nodes_moved_to_indexed_layout: moved,
+        trait_records_moved_to_buckets: records,
+      });
+    return new Store(backend, nodes, traits);
   }
   throw new Error(`unknown store "${spec}": use "memory" or a redis:// URL`);
 }

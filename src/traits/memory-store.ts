@@ -1,6 +1,7 @@
 import {
   EMPTY_TRAIT_RECORD,
   compareFeedIds,
+  type DeliveryRecord,
   type FeedAppend,
   type FeedEntry,
   type TraitBackend,
@@ -19,10 +20,17 @@ export class MemoryTraits implements TraitBackend {
     return structuredClone(this.records.get(uuid) ?? EMPTY_TRAIT_RECORD);
   }
 
-  async commit(uuid: string, expected: number, next: TraitRecord, feed?: FeedAppend): Promise<boolean> {
+  async commit(
+    uuid: string,
+    expected: number,
+    next: TraitRecord,
+    feed?: FeedAppend,
+    delivery?: DeliveryRecord,
+  ): Promise<boolean> {
     if ((this.records.get(uuid)?.generation ?? 0) !== expected) return false;
     this.records.set(uuid, structuredClone(next));
     if (feed !== undefined) await this.appendFeed(feed.shard, feed.entry);
+    if (delivery !== undefined) await this.recordDelivery(delivery.id, delivery.answer, delivery.ttlSeconds);
     return true;
   }
 

@@ -3,6 +3,7 @@ import type { KeyLayout } from "../store/redis/keys.js";
 import { runScript } from "../store/redis/scripts.js";
 import {
   EMPTY_TRAIT_RECORD,
+  type DeliveryRecord,
   type FeedAppend,
   type FeedEntry,
   type TraitBackend,
@@ -15,32 +16,75 @@ import {
  */
 const FEED_MAX_ENTRIES = 100_000;
 
-/** Traits in Redis: one hash per node under the `{nodes}` hash tag, committed by CAS. */
+/** A record as stored: its generation (what the commit script compares), a tab, its JSON. */
+const encode = (record: TraitRecord) => `${record.generation}\t${JSON.stringify(record)}`;
+const decode = (stored: string) => JSON.parse(stored.slice(stored.indexOf("\t") + 1)) as TraitRecord;
+
+/**
+ * Traits in Redis: each node's record in a bucket (a small hash per uuid prefix, as the
+ * node data is kept: about a quarter of the memory of a key per node), under the
+ * `{nodes}` hash tag, committed by compare-and-set on the generation.
+ */
 export class RedisTraits implements TraitBackend {
   private readonly keys: KeyLayout["traits"];
 
   constructor(
     private readonly redis: Redis,
-    private readonly layout: KeyLayout,
+    layout: KeyLayout,
   ) {
     this.keys = layout.traits;
   }
 
   async read(uuid: string): Promise<TraitRecord> {
-    const json = await this.redis.hget(this.keys.record(uuid), "record");
-    return json === null ? structuredClone(EMPTY_TRAIT_RECORD) : (JSON.parse(json) as TraitRecord);
+    const stored = await this.redis.hget(this.keys.bucket(uuid), uuid);
+    return stored === null ? structuredClone(EMPTY_TRAIT_RECORD) : decode(stored);
   }
 
-  async commit(uuid: string, expected: number, next: TraitRecord, feed?: FeedAppend): Promise<boolean> {
-    const keys = [this.keys.record(uuid), feed ? this.keys.feed(feed.shard) : this.keys.noFeed];
+  async commit(
+    uuid: string,
+    expected: number,
+    next: TraitRecord,
+    feed?: FeedAppend,
+    delivery?: DeliveryRecord,
+  ): Promise<boolean> {
+    const keys = [
+      this.keys.bucket(uuid),
+      feed ? this.keys.feed(feed.shard) : this.keys.noFeed,
+      delivery ? this.keys.delivery(delivery.id) : this.keys.noDelivery,
+    ];
     const args = [
+      uuid,
       String(expected),
-      JSON.stringify(next),
-      String(next.generation),
+      encode(next),
       feed ? JSON.stringify(feed.entry) : "",
       String(FEED_MAX_ENTRIES),
+      delivery?.answer ?? "",
+      String(delivery?.ttlSeconds ?? 0),
     ];
     return (await runScript(this.redis, "traits-commit", keys, args)) === 1;
+  }
+
+  /**
+   * Move trait records an older bridge kept as one hash per node into buckets: a SCAN
+   * at connect (the keyspace holds buckets, not a key per node, so it is short). Answers
+   * how many it moved.
+   */
+  async migrate(): Promise<number> {
+    let moved = 0;
+    let cursor = "0";
+    do {
+      const [next, keys] = await this.redis.scan(cursor, "MATCH", this.keys.legacyPattern, "COUNT", 1000);
+      for (const key of keys) {
+        const json = await this.redis.hget(key, "record");
+        const uuid = key.slice(this.keys.legacyRecord("").length);
+        if (json !== null)
+          await this.redis.hset(this.keys.bucket(uuid), uuid, encode(JSON.parse(json) as TraitRecord));
+        await this.redis.del(key);
+        moved++;
+      }
+      cursor = next;
+    } while (cursor !== "0");
+    return moved;
   }
 
   async appendFeed(shard: string, entry: Omit<FeedEntry, "id">): Promise<void> {
@@ -62,10 +106,10 @@ export class RedisTraits implements TraitBackend {
   }
 
   async delivery(id: string): Promise<string | null> {
-    return this.redis.get(this.layout.delivery(id));
+    return this.redis.get(this.keys.delivery(id));
   }
 
   async recordDelivery(id: string, outcome: string, ttlSeconds: number): Promise<void> {
-    await this.redis.set(this.layout.delivery(id), outcome, "EX", ttlSeconds);
+    await this.redis.set(this.keys.delivery(id), outcome, "EX", ttlSeconds);
   }
 }

@@ -13,6 +13,18 @@ export type TraitOutcome =
   | { kind: "stale"; node: string; order: number; lastOrder: number }
   | { kind: "refused"; node: string; problems: DeltaProblem[] };
 
+/**
+ * A webhook delivery to remember with its outcome: the answer (made by the caller from
+ * the outcome) is stored with the commit itself, or on its own when nothing is committed.
+ * An unknown node is not a final outcome (it may be loaded and the delivery sent again),
+ * so it is not remembered.
+ */
+export interface DeliveryMemory {
+  id: string;
+  ttlSeconds: number;
+  answerOf(outcome: TraitOutcome): string;
+}
+
 /** A CAS that keeps losing means heavy contention on one node; give up and say so. */
 const MAX_ATTEMPTS = 8;
 
@@ -34,9 +46,18 @@ export class TraitService {
    * An inspection result for `node`, as the traits the rules found in it (`desired`),
    * ordered by `order` (its finish time in ms, or a sequence).
    */
-  applyInspection(node: string, order: number, desired: readonly string[]): Promise<TraitOutcome> {
-    return this.change(node, INSPECTOR, order, (record) =>
-      deltasToward(record, desired, INSPECTOR, this.ownership),
+  applyInspection(
+    node: string,
+    order: number,
+    desired: readonly string[],
+    delivery?: DeliveryMemory,
+  ): Promise<TraitOutcome> {
+    return this.change(
+      node,
+      INSPECTOR,
+      order,
+      (record) => deltasToward(record, desired, INSPECTOR, this.ownership),
+      delivery,
     );
   }
 
@@ -46,8 +67,9 @@ export class TraitService {
     source: string,
     order: number | undefined,
     deltas: TraitDelta[],
+    delivery?: DeliveryMemory,
   ): Promise<TraitOutcome> {
-    return this.change(node, source, order, () => deltas);
+    return this.change(node, source, order, () => deltas, delivery);
   }
 
   /**
@@ -95,35 +117,50 @@ export class TraitService {
     source: string,
     order: number | undefined,
     deltasFor: (record: TraitRecord) => TraitDelta[],
+    delivery?: DeliveryMemory,
   ): Promise<TraitOutcome> {
-    const known = await this.nodes.get(node);
-    if (known === null) return { kind: "unknown_node", node };
+    // The outcome when nothing is committed, remembered on its own.
+    const settle = async (outcome: TraitOutcome): Promise<TraitOutcome> => {
+      if (delivery !== undefined && outcome.kind !== "unknown_node")
+        await this.recordDelivery(delivery.id, delivery.answerOf(outcome), delivery.ttlSeconds);
+      return outcome;
+    };
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-      const record = await fromStore(() => this.backend.read(node));
+      // Read together: one round trip to the store, not two.
+      const [known, record] = await Promise.all([
+        this.nodes.get(node),
+        fromStore(() => this.backend.read(node)),
+      ]);
+      if (known === null) return settle({ kind: "unknown_node", node });
       const lastOrder = record.lastOrder[source];
       if (order !== undefined && lastOrder !== undefined && order <= lastOrder) {
-        return { kind: "stale", node, order, lastOrder };
+        return settle({ kind: "stale", node, order, lastOrder });
       }
       const result = applyDeltas(record, deltasFor(record), source, this.ownership);
-      if (!result.ok) return { kind: "refused", node, problems: result.problems };
+      if (!result.ok) return settle({ kind: "refused", node, problems: result.problems });
       const next: TraitRecord = {
         ...result.state,
         generation: record.generation + 1,
         lastOrder: order === undefined ? record.lastOrder : { ...record.lastOrder, [source]: order },
       };
       if (result.applied.length === 0 && order === undefined) {
-        return { kind: "applied", node, generation: record.generation, applied: [] };
+        return settle({ kind: "applied", node, generation: record.generation, applied: [] });
       }
       // The active agent of the node's shard learns of the change from the shard's feed,
-      // appended in the same atomic step as the change itself.
+      // appended in the same atomic step as the change itself; so is the delivery's answer.
       const applied = result.applied.map(formatDelta);
+      const outcome: TraitOutcome = { kind: "applied", node, generation: next.generation, applied };
       const feed =
         known.shard !== null && applied.length > 0
           ? { shard: known.shard, entry: { node, deltas: applied, generation: next.generation } }
           : undefined;
-      if (await fromStore(() => this.backend.commit(node, record.generation, next, feed))) {
+      const remembered =
+        delivery === undefined
+          ? undefined
+          : { id: delivery.id, answer: delivery.answerOf(outcome), ttlSeconds: delivery.ttlSeconds };
+      if (await fromStore(() => this.backend.commit(node, record.generation, next, feed, remembered))) {
         this.onApplied(node, result.applied);
-        return { kind: "applied", node, generation: next.generation, applied };
+        return outcome;
       }
     }
     throw new Error(`traits of node ${node}: ${MAX_ATTEMPTS} concurrent changes in a row, gave up`);

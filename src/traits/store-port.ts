@@ -24,6 +24,13 @@ export function compareFeedIds(a: string, b: string): number {
   return am !== bm ? am - bm : as - bs;
 }
 
+/** A webhook delivery's answer, remembered with the commit it led to, for `ttlSeconds`. */
+export interface DeliveryRecord {
+  id: string;
+  answer: string;
+  ttlSeconds: number;
+}
+
 /** A feed entry to append with a commit: which shard's feed, and what. */
 export interface FeedAppend {
   shard: string;
@@ -41,9 +48,16 @@ export interface TraitBackend {
   read(uuid: string): Promise<TraitRecord>;
   /**
    * Store `next` if the stored generation is still `expected`, and in the same atomic
-   * step append `feed.entry` to `feed.shard`'s feed; answers whether it did.
+   * step append `feed.entry` to `feed.shard`'s feed and remember `delivery`; answers
+   * whether it did.
    */
-  commit(uuid: string, expected: number, next: TraitRecord, feed?: FeedAppend): Promise<boolean>;
+  commit(
+    uuid: string,
+    expected: number,
+    next: TraitRecord,
+    feed?: FeedAppend,
+    delivery?: DeliveryRecord,
+  ): Promise<boolean>;
   /** append an entry to `shard`'s feed (a snapshot for a node that moved in) */
   appendFeed(shard: string, entry: Omit<FeedEntry, "id">): Promise<void>;
   /** entries of `shard`'s feed after its acknowledged cursor, oldest first */

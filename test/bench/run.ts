@@ -11,6 +11,7 @@ import { simBench } from "./sim.bench.js";
 const benches: Record<string, () => Promise<void>> = {
   lease: leaseBench,
   bridge: bridgeBench,
+  http: async () => (await import("./http.bench.js")).httpBench(),
   inspector: inspectorBench,
   ring: ringBench,
   sim: simBench,

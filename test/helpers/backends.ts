@@ -1,5 +1,5 @@
 import { MemoryTraits } from "../../src/traits/memory-store.js";
-import type { Express } from "express";
+import type { BridgeApp } from "../../src/api/app.js";
 import { listen } from "./http.js";
 import { MemoryNodes } from "../../src/nodes/memory.js";
 import { openStore } from "../../src/store/open.js";
@@ -177,7 +177,7 @@ export function useBackend(backend: BackendUnderTest): { readonly store: Store }
 /** Additionally serve the fresh store over HTTP before each test. */
 export function useApp(
   backend: BackendUnderTest,
-  makeApp: (store: Store) => Express,
+  makeApp: (store: Store) => BridgeApp,
 ): { readonly store: Store; readonly base: string } {
   const context = useBackend(backend);
   const served = { base: "", close: async () => undefined as void };

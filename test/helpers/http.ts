@@ -1,11 +1,11 @@
 import type { AddressInfo } from "node:net";
-import type { Express } from "express";
+import type { BridgeApp } from "../../src/api/app.js";
 import { TokenAuthority } from "../../src/api/auth.js";
 import { bridgeServer } from "../../src/api/server.js";
 import { signedHeaders } from "../../src/inspection/signature.js";
 
 /** Serve `app` on a free loopback port for a test; `close` stops it. */
-export async function listen(app: Express): Promise<{ url: string; close: () => Promise<void> }> {
+export async function listen(app: BridgeApp): Promise<{ url: string; close: () => Promise<void> }> {
   const server = bridgeServer(app).listen(0, "127.0.0.1");
   await new Promise((resolve) => server.once("listening", resolve));
   const { port } = server.address() as AddressInfo;

@@ -46,21 +46,25 @@ export class DecodePool {
     }
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
+      const worker = this.start();
+      // The worker holds the process open only while it holds a job: an idle pool must
+      // not keep a stopped bridge (or a test run) alive.
+      if (this.pending.size === 0) worker.ref();
       this.pending.set(id, { resolve: resolve as Pending["resolve"], reject });
       // A copy, so the body's memory (maybe a slab shared with other buffers) stays ours.
-      this.start().postMessage({ id, job, body: new Uint8Array(body) });
+      worker.postMessage({ id, job, body: new Uint8Array(body) });
     });
   }
 
   private start(): Worker {
     if (this.worker !== null) return this.worker;
     const worker = spawnWorker({ rules: this.rules });
-    worker.unref();
     worker.on(
       "message",
       ({ id, result, failure }: { id: number; result?: Decoded<never>; failure?: string }) => {
         const waiting = this.pending.get(id);
         this.pending.delete(id);
+        if (this.pending.size === 0) worker.unref();
         if (failure !== undefined) waiting?.reject(new Error(`decode worker: ${failure}`));
         else waiting?.resolve(result!);
       },
@@ -72,6 +76,8 @@ export class DecodePool {
     };
     worker.on("error", fail);
     worker.on("exit", (code) => fail(new Error(`decode worker exited (${code})`)));
+    // Unref after the listeners: adding a "message" listener refs the worker again.
+    worker.unref();
     this.worker = worker;
     return worker;
   }

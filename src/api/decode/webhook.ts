@@ -2,6 +2,7 @@ import { z } from "zod";
 import { NodeUuid } from "../../domain/node.js";
 import { ValidationError, parseOrThrow } from "../../domain/validation.js";
 import { DeltaText, type TraitDelta } from "../../traits/delta.js";
+import { MAX_TRAITS_PER_NODE } from "../../traits/names.js";
 import { SIGNATURE_WINDOW_S } from "../../inspection/signature.js";
 import { InspectionData, desiredTraits, type TraitRule } from "../../traits/inspection.js";
 import { decodeObject, type Decoded } from "./result.js";
@@ -69,6 +70,16 @@ export function decodeWebhook(text: string, rules: TraitRule[], nowS: number): D
       throw new ValidationError([
         { field: "finished_at", reason: "an inspection result needs finished_at or sequence" },
       ]);
-    return { kind: "inspection", node: payload.node, order, desired: desiredTraits(payload.data, rules) };
+    const desired = desiredTraits(payload.data, rules);
+    // More traits than a node may hold can never apply, whatever the node holds now:
+    // refused here, in the decoder, so thousands of them never reach the event loop.
+    if (desired.length > MAX_TRAITS_PER_NODE)
+      throw new ValidationError([
+        {
+          field: "data",
+          reason: `the trait rules find ${desired.length} traits in it; a node holds at most ${MAX_TRAITS_PER_NODE} (Ironic's limit)`,
+        },
+      ]);
+    return { kind: "inspection", node: payload.node, order, desired };
   });
 }

@@ -1,3 +1,5 @@
+import { createHash } from "node:crypto";
+
 /**
  * Redis key layout. Every key of one shard shares the hash tag `{shard:NAME}` so each
  * script touches a single slot and runs unchanged on Redis Cluster. Shard names cannot
@@ -18,13 +20,13 @@ export interface KeyLayout {
   /**
    * The node registry lives under one hash tag, `{nodes}`, so that moving a node between
    * shards is one atomic script on one slot (nodes-common.lua draws the keys under
-   * `prefix`): data buckets, per-place and per-host indexes, counts and the pool version.
+   * `prefix`): data buckets, per-place and per-host indexes, counts and versions.
    */
   nodes: {
     prefix: string;
     bucket(uuid: string): string;
     counts: string;
-    poolVersion: string;
+    placeVersions: string;
     /** the layout before indexed buckets, migrated at connect (see RedisNodes.migrate) */
     legacy: {
       data: string;
@@ -35,18 +37,33 @@ export interface KeyLayout {
     };
   };
   /**
-   * Node traits, the per-shard feeds and their cursors share the `{nodes}` tag too: a
-   * trait commit and its feed entry are one script. `noFeed` is the stand-in key an
-   * unsharded node's commit names (it has no active agent; the script leaves it alone).
+   * Node traits, the per-shard feeds and their cursors, and webhook deliveries share the
+   * `{nodes}` tag too: a trait commit, its feed entry and the delivery's answer are one
+   * script. `noFeed` and `noDelivery` are the stand-in keys a commit without them names
+   * (the script leaves them alone).
    */
   traits: {
-    record(uuid: string): string;
+    /** the bucket (as the nodes' data) holding a node's trait record */
+    bucket(uuid: string): string;
     feed(shard: string): string;
     noFeed: string;
     cursor(shard: string): string;
+    /** a webhook delivery's remembered answer */
+    delivery(id: string): string;
+    noDelivery: string;
+    /** the layout before bucketed records, migrated at connect */
+    legacyRecord(uuid: string): string;
+    legacyPattern: string;
   };
-  /** a webhook delivery's remembered answer */
-  delivery(id: string): string;
+}
+
+/**
+ * The bucket of a node's record (and its trait record): the first 3 hex digits of the
+ * SHA-1 of its uuid, as nodes-common.lua draws it — 4,096 buckets, evenly filled whatever
+ * the uuids look like (sequential ones would pile into one bucket by their prefix).
+ */
+function bucketOf(uuid: string): string {
+  return createHash("sha1").update(uuid).digest("hex").slice(0, 3);
 }
 
 export function keyLayout(namespace = "sb"): KeyLayout {
@@ -62,9 +79,9 @@ export function keyLayout(namespace = "sb"): KeyLayout {
     },
     nodes: {
       prefix: `${nodes}:`,
-      bucket: (uuid) => `${nodes}:d:${uuid.slice(0, 3)}`,
+      bucket: (uuid) => `${nodes}:d:${bucketOf(uuid)}`,
       counts: `${nodes}:c`,
-      poolVersion: `${nodes}:v`,
+      placeVersions: `${nodes}:pv`,
       legacy: {
         data: `${nodes}:data`,
         place: `${nodes}:place`,
@@ -74,11 +91,14 @@ export function keyLayout(namespace = "sb"): KeyLayout {
       },
     },
     traits: {
-      record: (uuid) => `${nodes}:traits:${uuid}`,
+      bucket: (uuid) => `${nodes}:t:${bucketOf(uuid)}`,
       feed: (shard) => `${nodes}:feed:${shard}`,
       noFeed: `${nodes}:nofeed`,
       cursor: (shard) => `${nodes}:cursor:${shard}`,
+      delivery: (id) => `${nodes}:delivery:${id}`,
+      noDelivery: `${nodes}:nodelivery`,
+      legacyRecord: (uuid) => `${nodes}:traits:${uuid}`,
+      legacyPattern: `${nodes}:traits:*`,
     },
-    delivery: (id) => `${namespace}:delivery:${id}`,
   };
 }

@@ -41,7 +41,7 @@ export function defineScripts(redis: Redis, clock: ScriptClock): void {
   for (const name of NODE_SCRIPTS) {
     redis.defineCommand(`sb_${name}`, { numberOfKeys: 2, lua: `${nodeLayout}\n${lua(name)}` });
   }
-  redis.defineCommand("sb_traits-commit", { numberOfKeys: 2, lua: lua("traits-commit") });
+  redis.defineCommand("sb_traits-commit", { numberOfKeys: 3, lua: lua("traits-commit") });
   redis.defineCommand("sb_feed-ack", { numberOfKeys: 2, lua: lua("feed-ack") });
 }
 
