@@ -32,5 +32,22 @@ describe("Chaos: the same scenario for real and simulated", function () {
     expect(real.nodesMoved).to.equal(50);
     expect(real.doubleManagedNodeSeconds).to.equal(0);
     expect(real.worstRecoveryS).to.be.closeTo(failover, 0.05);
+    expect(real.renewalsRefused, "nobody's renewal was refused: a crash leaves the others alone").to.equal(0);
+  });
+
+  it("counts the renewals the store refused: a redis-server restarted empty refuses every holder's", async () => {
+    // Redis comes back empty: each holder's next renew finds no lease and is refused.
+    const scenario = parseScenario(
+      JSON.stringify({
+        name: "redis restart, short",
+        seed: 5,
+        duration: "9s",
+        fleet: { nodes: 20, shards: 2, agents_per_shard: 2, lease_ttl_ms: 3000 },
+        timeline: [{ at: "3s", fault: "redis-restart", down: "200ms" }],
+      }),
+      "inline",
+    );
+    const real = await runChaos(scenario, () => undefined, SHARDBRIDGE);
+    expect(real.renewalsRefused, "one refusal per shard's holder at least").to.be.at.least(2);
   });
 });

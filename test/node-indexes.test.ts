@@ -3,7 +3,7 @@ import type { BareMetalNode } from "../src/domain/node.js";
 import type { NodeSource } from "../src/nodes/port.js";
 import { RedisNodes } from "../src/nodes/redis.js";
 import { randomUuid, seededRandom } from "../src/random.js";
-import { keyLayout } from "../src/store/redis/keys.js";
+import { keyLayout } from "../src/redis/keys.js";
 import { openStore } from "../src/store/open.js";
 import { backendsUnderTest, useBackend } from "./helpers/backends.js";
 import { TestRedisServer } from "./helpers/redis-server.js";

@@ -8,15 +8,14 @@ import type { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
 import { assertActsAs, principalOf } from "./auth.js";
 import { bodyObject } from "./body.js";
-import { leaseJson } from "./leases.js";
-import { knownShards, liveLeases } from "./shards.js";
+import { holdersOf, liveLeasesOfAll } from "../shards/queries.js";
 import type { NodeRegistry } from "../nodes/registry.js";
 import type { LegacyAssignments } from "../ring/assignment.js";
 import { SERVICE_DOWN_TIME_MS, legacyPoolMembers, servesNoShard } from "../ring/membership.js";
 import type { LegacyPool } from "../ring/pool.js";
 import { streamJsonList, type ListPage } from "./stream.js";
 import { ShardNodesCache } from "./shard-nodes.js";
-import { nodeJson } from "./views.js";
+import { leaseJson, nodeJson } from "./views.js";
 
 const AgentPath = z.strictObject({ id: AgentId });
 /**
@@ -39,22 +38,6 @@ const NodesQuery = z.strictObject({
     .pipe(z.array(FencingToken).max(1000))
     .optional(),
 });
-
-/** The live lease of every shard the bridge knows of. */
-async function allLiveLeases(store: Store, catalog: ShardCatalog): Promise<Map<string, LeaseView>> {
-  return liveLeases(store, await knownShards(store, catalog, await store.nodes.counts()));
-}
-
-/** Agents that hold a live lease on some shard. */
-const holdersOf = (leases: Map<string, LeaseView>) => new Set([...leases.values()].map((l) => l.holder));
-
-/** The legacy pool's members as nova would list them now: up, serving no shard, holding no lease. */
-export function legacyPoolLoader(store: Store, catalog: ShardCatalog, serviceDownMs = SERVICE_DOWN_TIME_MS) {
-  return async (): Promise<string[]> => {
-    const [seen, leases] = await Promise.all([store.agents(), allLiveLeases(store, catalog)]);
-    return legacyPoolMembers(seen, holdersOf(leases), serviceDownMs);
-  };
-}
 
 /**
  * An agent's nodes, page by page: the nodes of each shard it holds (with the token its
@@ -128,7 +111,7 @@ export function agentRoutes(
   });
 
   router.get("/v1/agents", async (_req, res) => {
-    const [seen, leases] = await Promise.all([store.agents(), allLiveLeases(store, catalog)]);
+    const [seen, leases] = await Promise.all([store.agents(), liveLeasesOfAll(store, catalog)]);
     const held = new Map<string, string[]>();
     for (const [shard, lease] of leases)
       held.set(lease.holder, [...(held.get(lease.holder) ?? []), shard].sort());

@@ -1,6 +1,6 @@
 import type { ErrorRequestHandler } from "express";
 import { ValidationError } from "../domain/validation.js";
-import { StoreUnavailableError } from "../store/errors.js";
+import { StoreUnavailableError } from "../domain/store-errors.js";
 
 /** One error in the OpenStack API-SIG shape. */
 export interface ApiError {

@@ -20,6 +20,7 @@ import {
 } from "./auth.js";
 import { asBodyObject, parseJson, readRequestBody } from "./body.js";
 import { HttpError, errorAnswer } from "./errors.js";
+import { leaseJson } from "./views.js";
 import { SMALL_BODY } from "./limits.js";
 import type { BridgeMetrics } from "./metrics.js";
 import { logRequest, requestIdOf } from "./request-log.js";
@@ -54,23 +55,6 @@ function refusal(
       retry_after_ms: current !== null ? current.ttlMs : (retryAfterMs ?? 0),
     },
   ]);
-}
-
-/**
- * A live lease as the API shows it. The token only where `showToken` (an operator's view,
- * or the holder's own lease): a token is what lets writes pass the fence, and an older
- * process of the same agent id must never learn its successor's from a read or a refusal.
- */
-export function leaseJson(
-  view: LeaseView,
-  showToken: boolean,
-): { holder: string; token: number | null; ttl_ms: number; since: string } {
-  return {
-    holder: view.holder,
-    token: showToken ? view.token : null,
-    ttl_ms: view.ttlMs,
-    since: new Date(Math.floor(view.sinceUs / 1000)).toISOString(),
-  };
 }
 
 function notAllowed(shard: string, agent: string): HttpError {

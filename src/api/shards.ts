@@ -1,41 +1,12 @@
 import { Router } from "express";
-import type { LeaseView } from "../lease/machine.js";
-import type { ShardCount } from "../nodes/port.js";
 import type { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
 import { seesTokens, principalOf } from "./auth.js";
-import { leaseJson } from "./leases.js";
+import { knownShards, liveLeases } from "../shards/queries.js";
+import { leaseJson } from "./views.js";
 
 /** How Ironic names the unsharded pool in GET /v1/shards: the string "None". */
 export const UNSHARDED_NAME = "None";
-
-/**
- * Every shard the bridge knows of: defined in shards/, carrying nodes (`counts`, read
- * once by the caller), or with lease state (an agent may hold a shard that has
- * neither), so no holder goes unseen.
- */
-export async function knownShards(
-  store: Store,
-  catalog: ShardCatalog,
-  counts: ShardCount[],
-): Promise<Set<string>> {
-  const shards = new Set(catalog.definitions.map((d) => d.name));
-  for (const { shard } of counts) if (shard !== null) shards.add(shard);
-  for (const shard of await store.leasedShards()) shards.add(shard);
-  return shards;
-}
-
-/** The live lease of each of `shards` that has one. */
-export async function liveLeases(store: Store, shards: Iterable<string>): Promise<Map<string, LeaseView>> {
-  const leases = new Map<string, LeaseView>();
-  await Promise.all(
-    [...shards].map(async (shard) => {
-      const { current } = await store.read(shard);
-      if (current !== null) leases.set(shard, current);
-    }),
-  );
-  return leases;
-}
 
 /**
  * GET /v1/shards, answered like Ironic's ({"shards":[{"name","count"}]}, most nodes

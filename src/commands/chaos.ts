@@ -4,7 +4,7 @@ import { runChaos, type ChaosReport } from "../chaos/runner.js";
 import { parseScenario, type Scenario } from "../sim/scenario.js";
 import { simulate } from "../sim/simulate.js";
 import { integerFlag } from "./io.js";
-import { renderTable } from "./table.js";
+import { renderTable } from "../text/table.js";
 
 export const CHAOS_USAGE = `  chaos SCENARIO  play a scenario against real processes (its own redis-server, a bridge, reference agents)
                   with kill -9, SIGSTOP/SIGCONT, SIGTERM and a Redis restart, measured from the agents' logs,
@@ -54,7 +54,7 @@ function table(real: ChaosReport, predicted: ReturnType<typeof predict>): string
         ["worst time to recover, s", real.worstRecoveryS.toFixed(2), r(predicted.worstRecoveryS, 2)],
         ["p99 time to recover, s", real.p99RecoveryS.toFixed(2), ""],
         ["failovers, s", real.failoversS.map((f) => f.toFixed(2)).join(" ") || "-", ""],
-        ["renewals refused (stale or expired)", String(real.staleWritesRefused), ""],
+        ["renewals refused (the holder told to stop)", String(real.renewalsRefused), ""],
       ],
     ) +
     (real.skipped.length > 0 ? `\nskipped (needs root to make for real): ${real.skipped.join("; ")}\n` : "")

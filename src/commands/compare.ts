@@ -6,7 +6,7 @@ import { parseOrThrow } from "../domain/validation.js";
 import { compareEvents, type Comparison, type ModeOutcome } from "../ring/compare.js";
 import { INVENTORY_OPTIONS, INVENTORY_USAGE, loadInventory } from "./inventory.js";
 import { integerFlag } from "./io.js";
-import { renderTable } from "./table.js";
+import { renderTable } from "../text/table.js";
 
 export const COMPARE_USAGE = `  compare  what each agent lost, back or added does to the nodes: nova's ring against shards with leases
              --agents a,b,c  the compute agents (nova's ring members)

@@ -6,7 +6,7 @@ import { buildRing } from "../ring/legacy.js";
 import { DEFAULT_MAX_PER_SHARD, currentAgentOf, planShards, type MigrationPlan } from "../ring/plan.js";
 import { INVENTORY_OPTIONS, INVENTORY_USAGE, loadInventory, type InventorySource } from "./inventory.js";
 import { integerFlag } from "./io.js";
-import { renderTable } from "./table.js";
+import { renderTable } from "../text/table.js";
 
 export const MIGRATE_USAGE = `  migrate plan  shard keys for unsharded nodes such that moving from nova's ring to shards moves no node
              --agents a,b,c        the compute agents nova's ring spreads the nodes over today

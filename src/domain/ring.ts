@@ -7,6 +7,14 @@ import { ValidationError } from "./validation.js";
 export const RING_KINDS = ["tooz", "ketama"] as const;
 export type RingKind = (typeof RING_KINDS)[number];
 
+/** A ring over compute hosts that places a node by its UUID. */
+export interface LegacyRing {
+  readonly kind: RingKind;
+  readonly members: readonly string[];
+  /** the member a node belongs to; null for an empty ring */
+  memberOf(uuid: string): string | null;
+}
+
 /** A ring kind as a flag or field gives it. */
 export const RingKindName = z.enum(RING_KINDS, { error: "must be tooz or ketama" });
 

@@ -3,7 +3,7 @@
  *
  * Pure: (state, operation, now) -> (outcome, next state). No I/O, no clock reads.
  * The memory store and the failover simulator run it directly; the Redis scripts in
- * src/store/redis/*.lua implement the same rules and a differential test holds the two
+ * src/redis/*.lua implement the same rules and a differential test holds the two
  * to identical outcomes.
  *
  * Time is in integer microseconds of the store's clock (Redis `TIME` on Redis), so expiry

@@ -1,7 +1,7 @@
 import type { Redis } from "ioredis";
 import type { BareMetalNode } from "../domain/node.js";
-import type { KeyLayout } from "../store/redis/keys.js";
-import { runScript } from "../store/redis/scripts.js";
+import type { KeyLayout } from "../redis/keys.js";
+import { runScript } from "../redis/scripts.js";
 import { decodeNode, encodeNode } from "./record.js";
 import {
   LIST_BUDGET,

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { NodeInput, NodeListQuery, NodePatch, NodeUuid, type BareMetalNode } from "../domain/node.js";
 import { ValidationError, parseBoth, parseOrThrow } from "../domain/validation.js";
-import { fromStore } from "../store/errors.js";
+import { fromStore } from "../domain/store-errors.js";
 import {
   LIST_BUDGET,
   sameNode,

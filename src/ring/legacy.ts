@@ -1,14 +1,8 @@
 import HashRing from "hashring";
-import type { RingKind } from "../domain/ring.js";
+import type { LegacyRing, RingKind } from "../domain/ring.js";
 import { NOVA_PARTITIONS, ToozRing } from "./tooz.js";
 
-/** A ring over compute hosts that places a node by its UUID. */
-export interface LegacyRing {
-  readonly kind: RingKind;
-  readonly members: readonly string[];
-  /** the member a node belongs to; null for an empty ring */
-  memberOf(uuid: string): string | null;
-}
+export type { LegacyRing } from "../domain/ring.js";
 
 /**
  * Ketama as the `hashring` package does it (libketama: 160 points per server, 32-bit
@@ -31,28 +25,11 @@ class KetamaRing implements LegacyRing {
   }
 }
 
-class NovaToozRing implements LegacyRing {
-  readonly kind = "tooz";
-  private readonly ring: ToozRing;
-
-  constructor(members: string[], partitions: number) {
-    this.ring = new ToozRing(members, partitions);
-  }
-
-  get members(): readonly string[] {
-    return this.ring.members;
-  }
-
-  memberOf(uuid: string): string | null {
-    return this.ring.memberOf(uuid);
-  }
-}
-
 /**
  * A ring of `kind` over compute hosts, as nova builds it: host names lower-cased (nova's
  * `host.lower()`), each once.
  */
 export function buildRing(kind: RingKind, hosts: Iterable<string>, partitions = NOVA_PARTITIONS): LegacyRing {
   const members = [...hosts].map((h) => h.toLowerCase());
-  return kind === "tooz" ? new NovaToozRing(members, partitions) : new KetamaRing(members);
+  return kind === "tooz" ? new ToozRing(members, partitions) : new KetamaRing(members);
 }

@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import type { LegacyRing } from "../domain/ring.js";
 
 /** Points per member in nova's ring (nova.virt.ironic.driver._HASH_RING_PARTITIONS = 2**5). */
 export const NOVA_PARTITIONS = 32;
@@ -21,7 +22,8 @@ const md5Point = (data: string): Point => createHash("md5").update(data, "utf8")
  * (bisect_right), wrapping to the first point. Members are kept as given: nova lower-cases
  * hosts before building the ring, and `novaRing` does the same.
  */
-export class ToozRing {
+export class ToozRing implements LegacyRing {
+  readonly kind = "tooz";
   /** sorted points */
   private readonly points: Point[];
   /** point -> member */

@@ -1,4 +1,4 @@
-import { renderTable } from "../commands/table.js";
+import { renderTable } from "../text/table.js";
 import type { ModeReport, SimulationReport } from "./simulate.js";
 
 const fixed = (n: number, digits: number) =>

@@ -14,7 +14,7 @@ import { parseOrThrow } from "../domain/validation.js";
 import { NodeRegistry } from "../nodes/registry.js";
 import type { NodeBackend } from "../nodes/port.js";
 import type { TraitBackend } from "../traits/store-port.js";
-import { fromStore } from "./errors.js";
+import { fromStore } from "../domain/store-errors.js";
 import type { LeaseView } from "../lease/machine.js";
 import type { LeaseBackend } from "./port.js";
 

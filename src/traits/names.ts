@@ -25,11 +25,3 @@ export const TraitName = z
   .refine((name) => isStandardTrait(name) || CUSTOM_TRAIT_PATTERN.test(name), {
     error: "must be an os-traits standard name or match ^CUSTOM_[A-Z0-9_]+$",
   });
-
-/** Make a custom trait name from free text: upper case, anything else becomes "_". */
-export function customTrait(...parts: string[]): string {
-  return `CUSTOM_${parts
-    .join("_")
-    .toUpperCase()
-    .replace(/[^A-Z0-9_]/g, "_")}`;
-}

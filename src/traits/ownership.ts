@@ -60,14 +60,4 @@ export class OwnershipRegistry {
   ownerOf(trait: string): string | undefined {
     return this.exact.get(trait) ?? this.prefixes.find((p) => trait.startsWith(p.prefix))?.owner;
   }
-
-  /** The prefix namespaces `owner` holds (where it may remove traits it no longer finds). */
-  namespacesOf(owner: string): string[] {
-    return this.prefixes.filter((p) => p.owner === owner).map((p) => p.prefix);
-  }
-
-  /** Whether `trait` lies in one of `owner`'s namespaces or is one of its exact names. */
-  isInNamespaceOf(trait: string, owner: string): boolean {
-    return this.ownerOf(trait) === owner;
-  }
 }

@@ -1,6 +1,6 @@
 import type { Redis } from "ioredis";
-import type { KeyLayout } from "../store/redis/keys.js";
-import { runScript } from "../store/redis/scripts.js";
+import type { KeyLayout } from "../redis/keys.js";
+import { runScript } from "../redis/scripts.js";
 import {
   EMPTY_TRAIT_RECORD,
   type DeliveryRecord,

@@ -1,5 +1,5 @@
 import type { NodeRegistry, ShardMove } from "../nodes/registry.js";
-import { fromStore } from "../store/errors.js";
+import { fromStore } from "../domain/store-errors.js";
 import { applyDeltas, deltasToward, formatDelta, type DeltaProblem, type TraitDelta } from "./delta.js";
 import type { OwnershipRegistry } from "./ownership.js";
 import type { TraitBackend, TraitRecord } from "./store-port.js";

@@ -19,8 +19,8 @@ import type {
 } from "../port.js";
 import { RedisNodes } from "../../nodes/redis.js";
 import { RedisTraits } from "../../traits/redis-store.js";
-import { keyLayout, type KeyLayout } from "./keys.js";
-import { defineScripts, runScript, type ScriptClock, type ScriptName } from "./scripts.js";
+import { keyLayout, type KeyLayout } from "../../redis/keys.js";
+import { defineScripts, runScript, type ScriptClock, type ScriptName } from "../../redis/scripts.js";
 
 export interface RedisBackendOptions {
   /** key namespace, default "sb" */

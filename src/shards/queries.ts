@@ -1,0 +1,55 @@
+import type { LeaseView } from "../lease/machine.js";
+import type { ShardCount } from "../nodes/port.js";
+import { SERVICE_DOWN_TIME_MS, legacyPoolMembers } from "../ring/membership.js";
+import type { Store } from "../store/store.js";
+import type { ShardCatalog } from "./definitions.js";
+
+/*
+ * What the bridge knows of its shards and their leases, read from the store: the routers
+ * show it, the legacy pool is computed from it.
+ */
+
+/**
+ * Every shard the bridge knows of: defined in shards/, carrying nodes (`counts`, read
+ * once by the caller), or with lease state (an agent may hold a shard that has
+ * neither), so no holder goes unseen.
+ */
+export async function knownShards(
+  store: Store,
+  catalog: ShardCatalog,
+  counts: ShardCount[],
+): Promise<Set<string>> {
+  const shards = new Set(catalog.definitions.map((d) => d.name));
+  for (const { shard } of counts) if (shard !== null) shards.add(shard);
+  for (const shard of await store.leasedShards()) shards.add(shard);
+  return shards;
+}
+
+/** The live lease of each of `shards` that has one. */
+export async function liveLeases(store: Store, shards: Iterable<string>): Promise<Map<string, LeaseView>> {
+  const leases = new Map<string, LeaseView>();
+  await Promise.all(
+    [...shards].map(async (shard) => {
+      const { current } = await store.read(shard);
+      if (current !== null) leases.set(shard, current);
+    }),
+  );
+  return leases;
+}
+
+/** The live lease of every shard the bridge knows of. */
+export async function liveLeasesOfAll(store: Store, catalog: ShardCatalog): Promise<Map<string, LeaseView>> {
+  return liveLeases(store, await knownShards(store, catalog, await store.nodes.counts()));
+}
+
+/** Agents that hold a live lease on some shard. */
+export const holdersOf = (leases: Map<string, LeaseView>) => new Set([...leases.values()].map((l) => l.holder));
+
+/** The legacy pool's members as nova would list them now: up, serving no shard, holding no lease. */
+export function legacyPoolLoader(store: Store, catalog: ShardCatalog, serviceDownMs = SERVICE_DOWN_TIME_MS) {
+  return async (): Promise<string[]> => {
+    const [seen, leases] = await Promise.all([store.agents(), liveLeasesOfAll(store, catalog)]);
+    return legacyPoolMembers(seen, holdersOf(leases), serviceDownMs);
+  };
+}
+
