@@ -21,7 +21,8 @@ import { COMPARE_USAGE, compareCommand } from "./commands/compare.js";
 import { MIGRATE_USAGE, migrateCommand } from "./commands/migrate.js";
 import { SIMULATE_USAGE, simulateCommand } from "./commands/simulate.js";
 import { CHAOS_USAGE, chaosCommand } from "./commands/chaos.js";
-import { integerFlag } from "./commands/io.js";
+import { AGENT_FLAGS, agentToken, integerFlag } from "./commands/io.js";
+import { RUN_USAGE, runCommand } from "./commands/run.js";
 import { RingKindName } from "./domain/ring.js";
 import { AgentId, ShardName } from "./domain/names.js";
 import { parseOrThrow } from "./domain/validation.js";
@@ -67,7 +68,7 @@ commands:
              --state FILE    remember handled inspections across restarts (without it a restart re-reads
                              each node's last inspection once; the bridge applies each only once)
              --once          poll once, print what happened as JSON, exit 1 if anything failed
-${RING_USAGE}${COMPARE_USAGE}${MIGRATE_USAGE}${SIMULATE_USAGE}${CHAOS_USAGE}  agent    run the reference compute agent for one shard
+${RING_USAGE}${COMPARE_USAGE}${MIGRATE_USAGE}${SIMULATE_USAGE}${CHAOS_USAGE}${RUN_USAGE}  agent    run the reference compute agent for one shard
              --id HOST       this agent's id (nova-compute's host)
              --shard NAME    the shard to serve
              --bridge URL    the bridge (default http://127.0.0.1:6390)
@@ -183,28 +184,8 @@ function loadAuthority(tokensFile: string | undefined, devFile: string | undefin
   );
 }
 
-function agentToken(id: string, token: string | undefined, tokensFile: string | undefined): string {
-  if (token !== undefined) return token;
-  if (tokensFile !== undefined) {
-    const file = readTokensFile(tokensFile);
-    const entry = file.tokens.find((t) => t.role === "agent" && t.agent === id);
-    if (entry === undefined) throw new Error(`${tokensFile} holds no token for agent ${id}`);
-    return entry.token;
-  }
-  throw new Error("agent: pass --token, set SHARDBRIDGE_TOKEN, or --tokens-file");
-}
-
 async function agent(argv: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      id: { type: "string" },
-      shard: { type: "string" },
-      bridge: { type: "string", default: process.env.SHARDBRIDGE_URL ?? "http://127.0.0.1:6390" },
-      token: { type: "string", default: process.env.SHARDBRIDGE_TOKEN },
-      "tokens-file": { type: "string" },
-    },
-  });
+  const { values } = parseArgs({ args: argv, options: AGENT_FLAGS });
   const { id, shard } = parseOrThrow(z.strictObject({ id: AgentId, shard: ShardName }), {
     id: values.id,
     shard: values.shard,
@@ -307,6 +288,8 @@ async function main(argv: string[]): Promise<void> {
       return serve(rest);
     case "agent":
       return agent(rest);
+    case "run":
+      return runCommand(rest);
     case "ironic-sync":
       return ironicSync(rest);
     case "inspection-watch":

@@ -59,6 +59,18 @@ const view = (lease: WireLease): LeaseView => ({
   sinceUs: Date.parse(lease.since) * 1000,
 });
 
+/** A shard as GET /v1/shards/{shard} shows it. */
+export interface ShardInfo {
+  name: string;
+  defined: boolean;
+  description: string;
+  lease_ttl_ms: number;
+  /** who may serve it; null: any agent */
+  agents: string[] | null;
+  count: number;
+  lease: WireLease | null;
+}
+
 /**
  * The typed client an agent uses to talk to the bridge over HTTP (keep-alive, bearer
  * token, a timeout per request). It is a LeaseClient, so a LeaseKeeper runs on it as it
@@ -108,6 +120,14 @@ export class BridgeClient implements LeaseClient {
       current: error.lease ? view(error.lease) : null,
       ...(reason === "recovering" && { retryAfterMs: error.retry_after_ms ?? 0 }),
     };
+  }
+
+  /** GET /v1/shards/{shard}: its TTL and who may serve it; null for a shard the bridge does not know. */
+  async shard(name: string): Promise<ShardInfo | null> {
+    const answer = await this.request("GET", `/v1/shards/${encodeURIComponent(name)}`);
+    if (answer.status === 404) return null;
+    if (answer.status !== 200) this.fail(answer);
+    return answer.json as ShardInfo;
   }
 
   async acquire({ shard, agent }: { shard: string; agent: string }): Promise<LeaseOutcome> {

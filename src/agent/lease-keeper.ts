@@ -108,6 +108,20 @@ export class LeaseKeeper extends EventEmitter<KeeperEvents> {
     return mayAct(this.state, this.now(), this.wallNow()) ? this.state.token : null;
   }
 
+  /**
+   * Milliseconds this agent may still act for, by the sooner of its two clocks; null
+   * when it must not act. What a watchdog is armed with.
+   */
+  msLeft(): number | null {
+    if (this.token() === null) return null;
+    return Math.min(this.state.deadlineMono - this.now(), this.state.deadlineWall - this.wallNow());
+  }
+
+  /** The TTL the keeper times itself by: the shorter of the asked and the granted. */
+  get ttlMs(): number {
+    return this.state.ttlMs;
+  }
+
   start(): this {
     this.dispatch({ kind: "start" });
     return this;

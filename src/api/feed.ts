@@ -1,7 +1,7 @@
 import { Router, type Response } from "express";
+import { ShardPath } from "./paths.js";
 import { z } from "zod";
 import { FencingToken } from "../domain/lease.js";
-import { ShardName } from "../domain/names.js";
 import { parseBoth } from "../domain/validation.js";
 import type { TraitService } from "../traits/service.js";
 import type { Store } from "../store/store.js";
@@ -9,7 +9,6 @@ import { assertOwnLease, requireRole, principalOf } from "./auth.js";
 import { bodyObject } from "./body.js";
 import { HttpError } from "./errors.js";
 
-const ShardPath = z.strictObject({ shard: ShardName });
 const ReadQuery = z.strictObject({
   token: z.coerce.number({ error: "must be a number" }).pipe(FencingToken),
   limit: z.coerce.number().int().min(1).max(1000).default(100),

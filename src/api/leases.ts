@@ -1,8 +1,9 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { ShardPath } from "./paths.js";
 import { Router } from "express";
 import { z } from "zod";
 import { FencingToken } from "../domain/lease.js";
-import { AgentId, ShardName } from "../domain/names.js";
+import { AgentId } from "../domain/names.js";
 import { ValidationError, parseBoth, parseOrThrow } from "../domain/validation.js";
 import type { LeaseView } from "../lease/machine.js";
 import type { ShardCatalog } from "../shards/definitions.js";
@@ -25,7 +26,6 @@ import { SMALL_BODY } from "./limits.js";
 import type { BridgeMetrics } from "./metrics.js";
 import { logRequest, requestIdOf } from "./request-log.js";
 
-const ShardPath = z.strictObject({ shard: ShardName });
 const AcquireBody = z.strictObject({ agent: AgentId, token: FencingToken.optional() });
 const ReleaseBody = z.strictObject({ agent: AgentId, token: FencingToken });
 const FenceBody = z.strictObject({ token: FencingToken });

@@ -1,4 +1,7 @@
 import { Router } from "express";
+import { parseOrThrow } from "../domain/validation.js";
+import { HttpError } from "./errors.js";
+import { ShardPath } from "./paths.js";
 import type { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
 import { seesTokens, principalOf } from "./auth.js";
@@ -36,6 +39,37 @@ export function shardRoutes(store: Store, catalog: ShardCatalog): Router {
     });
     shards.sort((a, b) => b.count - a.count || a.name.localeCompare(b.name));
     res.json({ shards });
+  });
+
+  /**
+   * GET /v1/shards/{shard}: one shard as an agent needs it before it serves it — its TTL,
+   * who may serve it (null: any agent), its node count and live lease. 404 for a shard
+   * that is neither defined nor carries nodes nor has lease state.
+   */
+  router.get("/v1/shards/:shard", async (req, res) => {
+    const { shard } = parseOrThrow(ShardPath, req.params);
+    const definition = catalog.get(shard);
+    const [counts, { current, lastToken }] = await Promise.all([store.nodes.counts(), store.read(shard)]);
+    const count = counts.find((c) => c.shard === shard)?.count ?? 0;
+    if (definition === undefined && count === 0 && current === null && lastToken === 0)
+      throw new HttpError([
+        {
+          status: 404,
+          code: "shardbridge.shard.not_found",
+          title: "No such shard",
+          detail: `shard ${shard} is not defined, carries no nodes and was never leased`,
+        },
+      ]);
+    const showTokens = seesTokens(principalOf(res));
+    res.json({
+      name: shard,
+      defined: definition !== undefined,
+      description: definition?.description ?? "",
+      lease_ttl_ms: catalog.ttlMsFor(shard),
+      agents: definition?.agents ?? null,
+      count,
+      lease: current === null ? null : leaseJson(current, showTokens),
+    });
   });
 
   return router;

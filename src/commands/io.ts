@@ -1,3 +1,5 @@
+import { readTokensFile } from "../api/auth.js";
+
 /** Everything on stdin, as text (the commands that read node lists). */
 export async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
@@ -18,3 +20,24 @@ export function integerFlag(
     throw new Error(`--${name}: must be an integer ${min}..${max}, got ${value}`);
   return n;
 }
+
+/** An agent's bearer token: given, or its entry in a tokens file. */
+export function agentToken(id: string, token: string | undefined, tokensFile: string | undefined): string {
+  if (token !== undefined) return token;
+  if (tokensFile !== undefined) {
+    const file = readTokensFile(tokensFile);
+    const entry = file.tokens.find((t) => t.role === "agent" && t.agent === id);
+    if (entry === undefined) throw new Error(`${tokensFile} holds no token for agent ${id}`);
+    return entry.token;
+  }
+  throw new Error("agent: pass --token, set SHARDBRIDGE_TOKEN, or --tokens-file");
+}
+
+/** The flags every command that acts as an agent takes: who, which shard, which bridge, which token. */
+export const AGENT_FLAGS = {
+  id: { type: "string" },
+  shard: { type: "string" },
+  bridge: { type: "string", default: process.env.SHARDBRIDGE_URL ?? "http://127.0.0.1:6390" },
+  token: { type: "string", default: process.env.SHARDBRIDGE_TOKEN },
+  "tokens-file": { type: "string" },
+} as const;

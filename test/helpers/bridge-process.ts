@@ -33,7 +33,7 @@ async function untilHealthy(url: string, serve: AgentProcess): Promise<void> {
 }
 
 export async function startBridge(options: {
-  shards: Array<{ name: string; lease_ttl_ms: number }>;
+  shards: Array<{ name: string; lease_ttl_ms: number; agents?: string[] }>;
   agents: string[];
   store?: string;
   env?: NodeJS.ProcessEnv;

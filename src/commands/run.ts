@@ -1,0 +1,92 @@
+import { parseArgs } from "node:util";
+import { z } from "zod";
+import { BridgeClient } from "../agent/client.js";
+import { AgentId, ShardName } from "../domain/names.js";
+import { ValidationError, parseOrThrow } from "../domain/validation.js";
+import { maxGraceMs, runSupervised } from "../run/supervisor.js";
+import { AGENT_FLAGS, agentToken, integerFlag } from "./io.js";
+
+export const RUN_USAGE = `  run -- COMMAND [ARGS...]  run COMMAND (nova-compute) only while this host holds the shard's lease
+             --id HOST       this physical host's agent id at the bridge
+             --shard NAME    the shard to serve
+             --bridge URL    the bridge (default $SHARDBRIDGE_URL or http://127.0.0.1:6390)
+             --token T       this agent's bearer token (env SHARDBRIDGE_TOKEN), or
+             --tokens-file F take it from a tokens file (the agent entry for --id)
+             --host NAME     nova's [DEFAULT]host for the child, the same on every host (default SHARD-ironic)
+             --grace MS      TERM-to-KILL time when the lease is lost (default and maximum: TTL/3 - 250 ms)
+             --restart       run COMMAND again when it exits while the lease is held (default: release and exit)
+                  The child gets SHARDBRIDGE_SHARD, SHARDBRIDGE_TOKEN, SHARDBRIDGE_AGENT, OS_DEFAULT__HOST and
+                  OS_IRONIC__SHARD. Bad input exits 2 before anything starts.
+`;
+
+/** Refused before anything starts: the message, and exit 2. */
+class RunRefused extends Error {}
+
+/** Flag and token errors are bad input too. */
+function refusing<T>(read: () => T): T {
+  try {
+    return read();
+  } catch (error) {
+    throw new RunRefused(`run: ${(error as Error).message}`);
+  }
+}
+
+async function prepare(argv: string[]) {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      ...AGENT_FLAGS,
+      host: { type: "string" },
+      grace: { type: "string" },
+      restart: { type: "boolean", default: false },
+    },
+  });
+  if (positionals.length === 0) throw new RunRefused("run: give the command to run after --");
+  const { id, shard, host } = parseOrThrow(
+    z.strictObject({ id: AgentId, shard: ShardName, host: AgentId.optional() }),
+    { id: values.id, shard: values.shard, host: values.host },
+  );
+  const [graceMs, token] = refusing(() => [
+    integerFlag("grace", values.grace, 0, 600_000),
+    agentToken(id, values.token, values["tokens-file"]),
+  ]);
+  const client = new BridgeClient(values.bridge!, token);
+  const info = await client.shard(shard);
+  if (info === null)
+    throw new RunRefused(`run: the bridge knows no shard ${shard} (not defined, no nodes, never leased)`);
+  if (info.agents !== null && !info.agents.includes(id))
+    throw new RunRefused(`run: agent ${id} may not serve shard ${shard} (allowed: ${info.agents.join(", ")})`);
+  const most = maxGraceMs(info.lease_ttl_ms);
+  if (graceMs !== undefined && graceMs > most)
+    throw new RunRefused(
+      `run: --grace ${graceMs} ms is more than the lease leaves (${most} ms: TTL ${info.lease_ttl_ms} ms, ` +
+        "the child must be gone before a standby can be granted the lease)",
+    );
+  return {
+    id,
+    shard,
+    bridge: values.bridge!,
+    token,
+    serviceHost: host ?? `${shard}-ironic`,
+    graceMs,
+    restart: values.restart!,
+    command: positionals,
+  };
+}
+
+export async function runCommand(argv: string[]): Promise<void> {
+  let options;
+  try {
+    options = await prepare(argv);
+  } catch (error) {
+    if (!(error instanceof RunRefused || error instanceof ValidationError || error instanceof TypeError))
+      throw error;
+    process.stderr.write(`shardbridge ${error.message}\n`);
+    process.exit(2);
+  }
+  const running = runSupervised(options);
+  process.once("SIGTERM", running.stop);
+  process.once("SIGINT", running.stop);
+  process.exit(await running.done);
+}

@@ -1,0 +1,113 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { createInterface } from "node:readline";
+
+/** How a child ended: its exit code, or the signal that ended it. */
+export interface ChildExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+/** What stopping a child took: when TERM went out, whether KILL was needed, when it was gone. */
+export interface StopReport {
+  termAtMs: number;
+  killed: boolean;
+  goneAtMs: number;
+  exit: ChildExit;
+}
+
+/** The exit status a shell would give: the code, or 128 + the signal's number. */
+export function exitStatus(exit: ChildExit): number {
+  if (exit.code !== null) return exit.code;
+  const numbers: Partial<Record<NodeJS.Signals, number>> = { SIGHUP: 1, SIGINT: 2, SIGKILL: 9, SIGTERM: 15 };
+  return 128 + (exit.signal === null ? 0 : (numbers[exit.signal] ?? 0));
+}
+
+/** Whether any process of group `pgid` is still there (kill -0 on the group). */
+function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+function signalGroup(pgid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-pgid, signal);
+  } catch {
+    // gone already
+  }
+}
+
+/**
+ * The command `shardbridge run` guards, in a process group of its own (a new session:
+ * a signal to the group reaches every process it started, `sh -c` wrappers included),
+ * started through `setpriv --pdeathsig KILL` so that the kernel kills it the moment its
+ * supervisor dies, however it dies. Each line it writes goes to our stdout or stderr
+ * with `prefix` in front, so an operator can tell which incarnation wrote it.
+ */
+export class ChildGroup {
+  readonly pid: number;
+  readonly exited: Promise<ChildExit>;
+  private readonly child: ChildProcess;
+  private stopping: Promise<StopReport> | null = null;
+
+  constructor(command: string[], env: NodeJS.ProcessEnv, prefix: string, nowMs: () => number) {
+    this.nowMs = nowMs;
+    this.child = spawn("setpriv", ["--pdeathsig", "KILL", "--", ...command], {
+      detached: true,
+      stdio: ["ignore", "pipe", "pipe"],
+      env,
+    });
+    if (this.child.pid === undefined) throw new Error(`could not start ${command[0]}`);
+    this.pid = this.child.pid;
+    this.exited = new Promise((resolve) =>
+      this.child.once("exit", (code, signal) => resolve({ code, signal })),
+    );
+    for (const [from, to] of [
+      [this.child.stdout!, process.stdout],
+      [this.child.stderr!, process.stderr],
+    ] as const) {
+      createInterface({ input: from, crlfDelay: Infinity }).on("line", (line) => to.write(`${prefix} ${line}\n`));
+    }
+  }
+
+  private readonly nowMs: () => number;
+
+  /** The group's id: the child leads its own group. */
+  get pgid(): number {
+    return this.pid;
+  }
+
+  /**
+   * TERM the whole group, KILL it after `graceMs` if anything of it is left, and answer
+   * once no process of the group remains. Called again, answers the same stop.
+   */
+  stop(graceMs: number): Promise<StopReport> {
+    this.stopping ??= (async () => {
+      const termAtMs = this.nowMs();
+      signalGroup(this.pgid, "SIGTERM");
+      let killed = false;
+      const timer = new Promise<"grace">((resolve) => setTimeout(() => resolve("grace"), graceMs));
+      if ((await Promise.race([this.exited, timer])) === "grace" || groupAlive(this.pgid)) {
+        // The leader may be gone while a grandchild holds on: the group decides.
+        while (groupAlive(this.pgid) && this.nowMs() - termAtMs < graceMs)
+          await new Promise((r) => setTimeout(r, 10));
+        if (groupAlive(this.pgid)) {
+          killed = true;
+          signalGroup(this.pgid, "SIGKILL");
+        }
+      }
+      const exit = await this.exited;
+      while (groupAlive(this.pgid)) await new Promise((r) => setTimeout(r, 5));
+      return { termAtMs, killed, goneAtMs: this.nowMs(), exit };
+    })();
+    return this.stopping;
+  }
+
+  /** Whether stop() was called: an exit after it is ours, not the command's own. */
+  get stopRequested(): boolean {
+    return this.stopping !== null;
+  }
+}

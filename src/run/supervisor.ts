@@ -1,0 +1,164 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { BridgeClient } from "../agent/client.js";
+import { LeaseKeeper } from "../agent/lease-keeper.js";
+import { LEASE_TTL_MAX_MS, renewDeadlineMs } from "../domain/lease.js";
+import { logger } from "../log.js";
+import { ChildGroup, exitStatus, type ChildExit } from "./child.js";
+
+/**
+ * Time kept back from the TTL/3 margin for the KILL to land and the group to be reaped:
+ * a standby can be granted the lease at the store's expiry, at the earliest TTL after
+ * the last renew the holder sent; the holder stops acting at 2/3 TTL; the child must be
+ * gone in between.
+ */
+export const KILL_SLACK_MS = 250;
+
+/**
+ * The longest grace the child may have between TERM and KILL, for a lease of `ttlMs`:
+ * the margin between the holder's deadline (2/3 TTL) and the earliest expiry (TTL), less
+ * the slack. For the 6 s default: 1,750 ms.
+ */
+export function maxGraceMs(ttlMs: number): number {
+  return Math.max(0, ttlMs - renewDeadlineMs(ttlMs) - KILL_SLACK_MS);
+}
+
+export interface RunOptions {
+  /** the physical host this supervisor runs on: its agent id at the bridge */
+  id: string;
+  shard: string;
+  bridge: string;
+  token: string;
+  /** nova-compute's [DEFAULT]host: the same on every host that may run the shard's child */
+  serviceHost: string;
+  /** ms between TERM and KILL; at most maxGraceMs(ttl) */
+  graceMs: number | undefined;
+  /** run the command again when it exits while the lease is still held */
+  restart: boolean;
+  command: string[];
+  /** the fenced Ironic endpoint for this shard under a token, when the bridge has one */
+  ironicEndpoint?: (token: number) => string;
+}
+
+const WATCHDOG = fileURLToPath(new URL("./watchdog.sh", import.meta.url));
+
+/**
+ * `shardbridge run`: a command that runs only while this host holds the shard's lease.
+ * On becoming active with token K it starts the command (ChildGroup) with the shard, the
+ * token and nova's options in its environment; on losing the lease — a refused renew, or
+ * the renew deadline with no renew through — it TERMs the group, KILLs it after the
+ * grace, and only then may the keeper ask again. The store grants no standby the lease
+ * before TTL after the last renew sent; the deadline is 2/3 TTL and the grace at most
+ * what is left of the margin, so the child is gone first. If the supervisor itself is
+ * frozen or starved, the watchdog (a separate process, fed the deadline on every renew)
+ * kills the group; if it is killed, pdeathsig kills the child and the watchdog the rest.
+ * Answers the exit status for the process.
+ */
+export function runSupervised(options: RunOptions): { done: Promise<number>; stop: () => void } {
+  const { id, shard } = options;
+  const log = logger.child({ agent: id, shard });
+  const client = new BridgeClient(options.bridge, options.token);
+  const keeper = new LeaseKeeper({ client, shard, agent: id, ttlMs: LEASE_TTL_MAX_MS });
+  const nowMs = () => performance.now();
+  const graceFor = () => Math.min(options.graceMs ?? Infinity, maxGraceMs(keeper.ttlMs));
+
+  const watchdog: ChildProcess = spawn("bash", [WATCHDOG], { stdio: ["pipe", "ignore", "pipe"] });
+  watchdog.stderr!.on("data", (chunk: Buffer) => {
+    for (const line of chunk.toString("utf8").split("\n").filter(Boolean)) log.warn("watchdog", { line });
+  });
+  const feed = (line: string) => watchdog.stdin!.write(`${line}\n`);
+
+  let child: ChildGroup | null = null;
+  let childToken: number | null = null;
+  /** a child being stopped: nothing new starts until it is gone */
+  let stopping: Promise<unknown> = Promise.resolve();
+  let finishing = false;
+  let resolveDone!: (status: number) => void;
+  const done = new Promise<number>((resolve) => (resolveDone = resolve));
+
+  const arm = () => {
+    const left = keeper.msLeft();
+    if (child === null || left === null) return;
+    feed(`arm ${child.pgid} ${Math.max(1, Math.floor(left + graceFor()))}`);
+  };
+
+  const stopChild = (why: string): Promise<unknown> => {
+    const running = child;
+    if (running === null) return stopping;
+    const token = childToken;
+    child = null;
+    childToken = null;
+    stopping = running.stop(graceFor()).then((stopped) => {
+      feed("disarm");
+      log.info("child-stopped", {
+        why,
+        token,
+        pid: running.pid,
+        term_to_gone_ms: Math.round(stopped.goneAtMs - stopped.termAtMs),
+        killed: stopped.killed,
+        exit: exitStatus(stopped.exit),
+      });
+    });
+    return stopping;
+  };
+
+  const finish = async (status: number) => {
+    if (finishing) return;
+    finishing = true;
+    await stopChild("supervisor stopping");
+    await keeper.stop();
+    watchdog.stdin!.end();
+    resolveDone(status);
+  };
+
+  const onChildExit = (group: ChildGroup, token: number, exit: ChildExit) => {
+    if (group.stopRequested || finishing) return; // ours: stopChild reports it
+    child = null;
+    childToken = null;
+    feed("disarm");
+    log.info("child-exited", { token, pid: group.pid, exit: exitStatus(exit) });
+    if (options.restart && keeper.token() === token) return void startChild(token);
+    // The command is done: hand the lease back at once so a standby takes over.
+    void finish(exitStatus(exit));
+  };
+
+  const startChild = (token: number) => {
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      SHARDBRIDGE_SHARD: shard,
+      SHARDBRIDGE_TOKEN: String(token),
+      SHARDBRIDGE_AGENT: id,
+      // oslo.config's environment source (OS_<GROUP>__<OPTION>) wins over config files.
+      OS_DEFAULT__HOST: options.serviceHost,
+      OS_IRONIC__SHARD: shard,
+      ...(options.ironicEndpoint !== undefined && { OS_IRONIC__ENDPOINT_OVERRIDE: options.ironicEndpoint(token) }),
+    };
+    const group = new ChildGroup(options.command, env, `[${shard} token ${token}]`, nowMs);
+    child = group;
+    childToken = token;
+    arm();
+    log.info("child-started", { token, pid: group.pid, command: options.command[0] });
+    void group.exited.then((exit) => onChildExit(group, token, exit));
+  };
+
+  keeper.on("active", ({ token, ttlMs }) => {
+    log.info("active", { token, ttl_ms: ttlMs });
+    // A child of an earlier lease may still be stopping: it must be gone first.
+    void stopping.then(() => {
+      if (!finishing && keeper.token() === token && child === null) startChild(token);
+    });
+  });
+  keeper.on("renewed", () => arm());
+  keeper.on("standby", (e) =>
+    log.info("standby", { holder: e.current?.holder ?? null, reason: e.reason }),
+  );
+  keeper.on("lost", ({ token, reason, detail }) => {
+    log.warn("lost", { token, reason, detail });
+    void stopChild(`lease lost: ${reason}`);
+  });
+  keeper.on("released", ({ token }) => log.info("released", { token }));
+  keeper.on("store-error", ({ op, error }) => log.warn("store-error", { op, error }));
+  keeper.start();
+
+  return { done, stop: () => void finish(0) };
+}

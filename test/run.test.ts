@@ -1,0 +1,199 @@
+import { expect } from "chai";
+import { spawnSync } from "node:child_process";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { AgentProcess } from "./helpers/agent-process.js";
+import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
+
+const CHILD = fileURLToPath(new URL("./fixtures/run-child.sh", import.meta.url));
+const CLI = fileURLToPath(new URL("../src/cli.ts", import.meta.url));
+const TTL_MS = 2000;
+const SHARD = "rack-r";
+
+/** A process that runs, as the kernel sees it: there, and not a zombie waiting to be reaped. */
+function running(pid: number): boolean {
+  try {
+    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, "utf8"));
+  } catch {
+    return false;
+  }
+}
+
+interface ChildLife {
+  pid: number;
+  token: number;
+  startNs: bigint;
+  lastWriteNs: bigint;
+}
+
+/** The children's own records: who started under which token, and their last write. */
+function lives(records: string): ChildLife[] {
+  const byPid = new Map<number, ChildLife>();
+  for (const line of readFileSync(records, "utf8").split("\n")) {
+    const [kind, pid, token, ns] = line.split(" ");
+    if (kind === "start")
+      byPid.set(Number(pid), { pid: Number(pid), token: Number(token), startNs: BigInt(ns!), lastWriteNs: BigInt(ns!) });
+    if (kind === "write") byPid.get(Number(pid))!.lastWriteNs = BigInt(ns!);
+  }
+  return [...byPid.values()].sort((a, b) => (a.startNs < b.startNs ? -1 : 1));
+}
+
+/**
+ * `shardbridge run` on a real bridge: two supervisors on one shard, each guarding the
+ * fixture child. A poller in this process looks at every child the records name every
+ * 10 ms; at no instant may two be running, and the children's own records must show each
+ * child's last write before the next one started.
+ */
+describe("shardbridge run: a command only while its host holds the lease (real bridge, real processes)", function () {
+  this.timeout(60_000);
+  let bridge: BridgeProcess;
+  let records: string;
+  let supervisors: AgentProcess[] = [];
+  let poller: NodeJS.Timeout | undefined;
+  let overlaps: string[] = [];
+
+  before(async () => {
+    bridge = await startBridge({
+      shards: [{ name: SHARD, lease_ttl_ms: TTL_MS, agents: ["host-a", "host-b"] }],
+      agents: ["host-a", "host-b"],
+    });
+  });
+  after(async () => bridge?.stop());
+
+  beforeEach(() => {
+    records = join(bridge.dir, `records-${Date.now()}.txt`);
+    writeFileSync(records, "");
+    overlaps = [];
+    poller = setInterval(() => {
+      const alive = lives(records).filter((l) => running(l.pid));
+      if (alive.length > 1) overlaps.push(alive.map((l) => `${l.pid}/${l.token}`).join(" and "));
+    }, 10);
+  });
+  afterEach(async () => {
+    clearInterval(poller);
+    for (const s of supervisors) await s.kill();
+    supervisors = [];
+    // Whatever the supervisors left: nothing may be left.
+    for (const life of lives(records)) if (running(life.pid)) process.kill(life.pid, "SIGKILL");
+  });
+
+  const supervise = (host: string, extra: Record<string, string> = {}) => {
+    const s = AgentProcess.cli(
+      host,
+      ["run", "--id", host, "--shard", SHARD, "--bridge", bridge.url, "--tokens-file", bridge.tokensFile, "--", CHILD],
+      { RUN_RECORDS: records, ...extra },
+    );
+    supervisors.push(s);
+    return s;
+  };
+  /** Both supervisors; answers which is active and which stands by, once the child runs. */
+  const pair = async (extra: Record<string, string> = {}) => {
+    const a = supervise("host-a", extra);
+    const b = supervise("host-b", extra);
+    const first = await Promise.race(
+      [a, b].map((s) => s.waitFor((e) => e.ev === "child-started", 15_000).then(() => s)),
+    );
+    return { active: first, standby: first === a ? b : a };
+  };
+  /** Until the records name `n` children (a child writes its first record a moment after it is started). */
+  const untilLives = async (n: number) => {
+    const deadline = performance.now() + 3000;
+    while (lives(records).length < n && performance.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    expect(lives(records).length, "children recorded").to.be.at.least(n);
+  };
+  const expectOneAtATime = () => {
+    expect(overlaps, "instants with two children running").to.deep.equal([]);
+    const all = lives(records);
+    for (let i = 1; i < all.length; i++)
+      expect(all[i]!.startNs > all[i - 1]!.lastWriteNs, `child ${all[i]!.pid} started before ${all[i - 1]!.pid}'s last write`).to.equal(true);
+    return all;
+  };
+  const takeoverMs = (all: ChildLife[]) => Number(all[1]!.startNs - all[0]!.lastWriteNs) / 1e6;
+
+  it("gives the child the shard, its token and nova's options in its environment", async () => {
+    const { active } = await pair();
+    const started = await active.waitFor((e) => e.ev === "child-started", 5000);
+    await new Promise((r) => setTimeout(r, 200));
+    const line = readFileSync(records, "utf8").split("\n").find((l) => l.startsWith("start "))!;
+    expect(line).to.include(`start ${started.pid} ${started.token} `);
+    expect(line).to.include(`host=${SHARD}-ironic shard=${SHARD}`);
+    expectOneAtATime();
+  });
+
+  it("kill -9 of the active supervisor: its child dies at once, the standby's starts within TTL + 1 s", async () => {
+    const { active, standby } = await pair();
+    const child = (await active.waitFor((e) => e.ev === "child-started", 5000)).pid as number;
+    active.signal("SIGKILL");
+    const killedAt = performance.now();
+    while (running(child) && performance.now() - killedAt < 1000) await new Promise((r) => setTimeout(r, 5));
+    const goneMs = performance.now() - killedAt;
+    expect(running(child), "the child outlived its supervisor by a second").to.equal(false);
+    await standby.waitFor((e) => e.ev === "child-started", TTL_MS + 1000);
+    await untilLives(2);
+    const all = expectOneAtATime();
+    console.log(`      child gone ${goneMs.toFixed(0)} ms after kill -9; next child's first record ${takeoverMs(all).toFixed(0)} ms after the last write`);
+    expect(takeoverMs(all)).to.be.below(TTL_MS + 1000);
+  });
+
+  it("SIGSTOP of the active supervisor alone past the TTL: the watchdog kills the child before the standby starts one", async () => {
+    const { active, standby } = await pair();
+    active.signal("SIGSTOP");
+    await standby.waitFor((e) => e.ev === "child-started", TTL_MS + 1000);
+    await untilLives(2);
+    const all = expectOneAtATime();
+    console.log(`      next child's first record ${takeoverMs(all).toFixed(0)} ms after the frozen one's last write`);
+    active.signal("SIGCONT");
+    // Woken, it finds its deadline passed and stands by; it starts no second child.
+    await active.waitFor((e) => e.ev === "lost", 5000);
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(active.events.filter((e) => e.ev === "child-started")).to.have.length(1);
+    expectOneAtATime();
+  });
+
+  it("SIGTERM to the active: its child is stopped, the lease handed back, the standby's child starts at once", async () => {
+    const { active, standby } = await pair();
+    active.signal("SIGTERM");
+    await standby.waitFor((e) => e.ev === "child-started", 1500);
+    await active.exited();
+    expect(active.child.exitCode).to.equal(0);
+    await untilLives(2);
+    const all = expectOneAtATime();
+    expect(readFileSync(records, "utf8")).to.match(new RegExp(`^term ${all[0]!.pid} `, "m"));
+    console.log(`      handover: next child's first record ${takeoverMs(all).toFixed(0)} ms after the last write`);
+  });
+
+  it("a child that exits by itself: the lease is released, the supervisor exits with its code, the standby takes over", async () => {
+    const once = join(bridge.dir, "exit-once");
+    writeFileSync(once, "");
+    const { active, standby } = await pair({ RUN_EXIT_ONCE: once });
+    await active.exited();
+    expect(active.child.exitCode).to.equal(3);
+    expect(existsSync(once)).to.equal(false);
+    await standby.waitFor((e) => e.ev === "child-started", 1500);
+    await untilLives(2);
+    expectOneAtATime();
+  });
+
+  it("refuses bad input with exit 2 before anything starts", () => {
+    const run = (...args: string[]) =>
+      spawnSync(process.execPath, ["--import", "tsx", CLI, "run", ...args], {
+        encoding: "utf8",
+        env: { ...process.env, RUN_RECORDS: records },
+      });
+    const base = ["--bridge", bridge.url, "--tokens-file", bridge.tokensFile];
+    const cases: Array<[string[], RegExp]> = [
+      [["--id", "host-a", "--shard", SHARD, ...base], /give the command to run after --/],
+      [["--id", "host-a", "--shard", "no-such-shard", ...base, "--", CHILD], /knows no shard no-such-shard/],
+      [["--id", "host-a", "--shard", SHARD, "--grace", "5000", ...base, "--", CHILD], /--grace 5000 ms is more than the lease leaves \(417 ms/],
+      [["--id", "host-c", "--shard", SHARD, ...base, "--token", bridge.tokenOf("host-a"), "--", CHILD], /may not serve shard/],
+      [["--id", "host-a", "--shard", "Bad Shard!", ...base, "--", CHILD], /shard/],
+    ];
+    for (const [args, message] of cases) {
+      const result = run(...args);
+      expect(result.status, result.stderr).to.equal(2);
+      expect(result.stderr).to.match(message);
+    }
+    expect(readFileSync(records, "utf8"), "no child ever started").to.equal("");
+  });
+});
