@@ -94,6 +94,7 @@ describe("shardbridge run: a command only while its host holds the lease (real b
     const first = await Promise.race(
       [a, b].map((s) => s.waitFor((e) => e.ev === "child-started", 15_000).then(() => s)),
     );
+    await untilLives(1); // the child is up and has written
     return { active: first, standby: first === a ? b : a };
   };
   /** Until the records name `n` children (a child writes its first record a moment after it is started). */
