@@ -52,7 +52,9 @@ commands:
              --ring-rebuild S       seconds one legacy ring membership is used (default 60, like nova)
              --service-down-time S  an agent silent this long leaves the legacy ring (default 60, like nova)
              --ironic URL           apply every trait change to this Ironic API too (env SHARDBRIDGE_IRONIC_URL;
-                                    an auth token from SHARDBRIDGE_IRONIC_TOKEN, noauth otherwise)
+                                    an auth token from SHARDBRIDGE_IRONIC_TOKEN, noauth otherwise), and serve the
+                                    fenced endpoint /v1/fenced/SHARD/TOKEN/ironic/... in front of it (callers' own
+                                    credentials only: SHARDBRIDGE_IRONIC_TOKEN is never added there)
   ironic-sync  load nodes and their shard keys from Ironic into the bridge
              --ironic URL    Ironic's API (env SHARDBRIDGE_IRONIC_URL)
              --bridge URL    the bridge (default http://127.0.0.1:6390)
@@ -126,7 +128,14 @@ async function serve(argv: string[]): Promise<void> {
         "use --store redis://… for more than one bridge",
     );
   }
-  const app = createApp(store, { authority, catalog, inspector, legacy, ...(ironic && { ironic }) });
+  const app = createApp(store, {
+    authority,
+    catalog,
+    inspector,
+    legacy,
+    ...(ironic && { ironic }),
+    ...(values.ironic !== undefined && { ironicUrl: values.ironic }),
+  });
   const server: Server = bridgeServer(app);
   server.once("error", (error: Error) => {
     // A port in use or an address we cannot bind: say so and fail, never "listening".

@@ -69,6 +69,8 @@ export interface ShardInfo {
   agents: string[] | null;
   count: number;
   lease: WireLease | null;
+  /** the fenced Ironic endpoint's path with "{token}" for the token, or null */
+  ironic_endpoint: string | null;
 }
 
 /**

@@ -19,6 +19,7 @@ import type { TraitRule } from "../traits/inspection.js";
 import { TraitService } from "../traits/service.js";
 import { feedRoutes } from "./feed.js";
 import { inspectorRoutes } from "./inspector.js";
+import { fencedIronic } from "./fenced-ironic.js";
 import { leaseRoutes, leaseWrites } from "./leases.js";
 import { bodyPolicy } from "./limits.js";
 import { BridgeMetrics } from "./metrics.js";
@@ -35,6 +36,8 @@ export interface AppOptions {
   inspector?: { rules: TraitRule[]; ownership: OwnershipRegistry; secret?: string | undefined };
   /** where applied trait changes go in Ironic, if anywhere */
   ironic?: IronicOutbox;
+  /** the Ironic API the fenced endpoint (/v1/fenced/{shard}/{token}/ironic) forwards to */
+  ironicUrl?: string;
   /** the legacy ring pool: ring kind, rebuild period, service down time, clock */
   legacy?: LegacyPoolOptions & { serviceDownMs?: number };
 }
@@ -52,6 +55,7 @@ export function createApp(
     catalog = new ShardCatalog(),
     inspector = { rules: [], ownership: new OwnershipRegistry() },
     ironic,
+    ironicUrl,
     legacy = {},
   }: AppOptions,
 ): BridgeApp {
@@ -94,7 +98,7 @@ export function createApp(
   app.use(readBody((req) => bodyPolicy(req.path).limit));
   app.use((req, res, next) => (bodyPolicy(req.path).parseHere ? parseJsonBody(req, res, next) : next()));
   app.use(leaseRoutes(store));
-  app.use(shardRoutes(store, catalog));
+  app.use(shardRoutes(store, catalog, ironicUrl !== undefined));
   const traits = new TraitService(store.traits, store.nodes, inspector.ownership, (node, deltas) =>
     ironic?.push(node, deltas),
   );
@@ -124,7 +128,9 @@ export function createApp(
   });
   app.use(errorHandler((message, meta) => logger.error(message, meta)));
   const writes = leaseWrites({ store, catalog, metrics, authority });
+  const proxy =
+    ironicUrl === undefined ? () => false : fencedIronic({ store, catalog, metrics, ironicUrl });
   return (req, res) => {
-    if (!writes(req, res)) app(req, res);
+    if (!writes(req, res) && !proxy(req, res)) app(req, res);
   };
 }

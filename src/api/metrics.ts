@@ -29,6 +29,12 @@ export class BridgeMetrics {
     labelNames: ["shard", "reason"],
     registers: [this.registry],
   });
+  readonly fencedRequests = new Counter({
+    name: "shardbridge_fenced_requests_total",
+    help: "Requests to the fenced Ironic endpoint, by shard and outcome (forwarded, refused)",
+    labelNames: ["shard", "outcome"],
+    registers: [this.registry],
+  });
   readonly renewSeconds = new Histogram({
     name: "shardbridge_lease_renew_seconds",
     help: "Store time of one lease renewal",

@@ -18,7 +18,7 @@ export const UNSHARDED_NAME = "None";
  * Defined or leased shards with no nodes are listed too (count 0): a definition nobody
  * uses, or a lease on a shard without nodes, is worth seeing.
  */
-export function shardRoutes(store: Store, catalog: ShardCatalog): Router {
+export function shardRoutes(store: Store, catalog: ShardCatalog, fencedIronic = false): Router {
   const router = Router();
 
   router.get("/v1/shards", async (_req, res) => {
@@ -69,6 +69,9 @@ export function shardRoutes(store: Store, catalog: ShardCatalog): Router {
       agents: definition?.agents ?? null,
       count,
       lease: current === null ? null : leaseJson(current, showTokens),
+      // Where the holder's Ironic client points (with its token for {token}), when the
+      // bridge fronts an Ironic: writes there pass only under the live lease.
+      ironic_endpoint: fencedIronic ? `/v1/fenced/${shard}/{token}/ironic` : null,
     });
   });
 

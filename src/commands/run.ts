@@ -72,6 +72,10 @@ async function prepare(argv: string[]) {
     graceMs,
     restart: values.restart!,
     command: positionals,
+    ...(info.ironic_endpoint !== null && {
+      ironicEndpoint: (leaseToken: number) =>
+        new URL(info.ironic_endpoint!.replace("{token}", String(leaseToken)), values.bridge!).href,
+    }),
   };
 }
 

@@ -1,0 +1,217 @@
+import { request as httpRequest, type IncomingMessage, type ServerResponse } from "node:http";
+import { request as httpsRequest } from "node:https";
+import { renewDeadlineMs } from "../domain/lease.js";
+import { FencingToken } from "../domain/lease.js";
+import { ShardName } from "../domain/names.js";
+import type { ShardCatalog } from "../shards/definitions.js";
+import type { Store } from "../store/store.js";
+import { errorAnswer, HttpError } from "./errors.js";
+import type { BridgeMetrics } from "./metrics.js";
+import { requestIdOf } from "./request-log.js";
+
+/** `/v1/fenced/{shard}/{token}/ironic` + Ironic's own path. */
+const FENCED_PATH = /^\/v1\/fenced\/([^/?#]+)\/([^/?#]+)\/ironic(\/[^?#]*)?(\?.*)?$/;
+const MUTATING = new Set(["POST", "PUT", "PATCH", "DELETE"]);
+/** Ironic's node-scoped paths: the node is the first segment after /v1/nodes/. */
+const NODE_SCOPED = /^\/v1\/nodes\/([^/?#]+)/;
+/** Hop-by-hop headers (RFC 9110 7.6.1) are the proxy's own, never forwarded. */
+const HOP_BY_HOP = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "transfer-encoding",
+  "te",
+  "trailer",
+  "upgrade",
+  "host",
+  "content-length",
+]);
+/** The microversion the node lookup asks for: `shard` is a node field from 1.82. */
+const SHARD_MICROVERSION = "1.82";
+
+/**
+ * The least lease a mutating request must find left, for a lease of `ttlMs`: what a
+ * healthy holder always has. It renews every TTL/3 and stops acting at 2/3 TTL after the
+ * last renew it sent, and the store counts the TTL from no earlier than that send, so
+ * while the holder may act the store's lease has at least TTL/3 left. Less means the
+ * writer is past its own deadline (frozen, then resumed): refused, although the lease is
+ * still its own for a moment.
+ */
+export function fenceMarginMs(ttlMs: number): number {
+  return ttlMs - renewDeadlineMs(ttlMs);
+}
+
+function fenced(detail: string): HttpError {
+  return new HttpError([{ status: 409, code: "shardbridge.lease.fenced", title: "Write fenced", detail }]);
+}
+
+interface Upstream {
+  status: number;
+  headers: Record<string, string | string[]>;
+  body: Buffer;
+}
+
+/**
+ * The fenced Ironic endpoint: a reverse proxy to `ironicUrl` under
+ * `/v1/fenced/{shard}/{token}/ironic/...`, where nova-compute under `shardbridge run`
+ * points its ironic client (`[ironic]endpoint_override`). Reads pass. A mutating request
+ * passes only if, at that moment, `token` is the shard's live lease with at least
+ * fenceMarginMs left, and — on a node-scoped path — Ironic says the node is in that
+ * shard; otherwise 409 `shardbridge.lease.fenced`, and nothing reaches Ironic. The
+ * caller's own headers (X-Auth-Token, microversions) are forwarded and no credential of
+ * the bridge is ever added: the path grants nothing Ironic would not grant the caller.
+ * Links in Ironic's answers are rewritten to the proxy's own base, so an unmodified
+ * client that follows them stays behind the fence.
+ */
+export function fencedIronic(context: {
+  store: Store;
+  catalog: ShardCatalog;
+  metrics: BridgeMetrics;
+  ironicUrl: string;
+}): (req: IncomingMessage, res: ServerResponse) => boolean {
+  const ironic = new URL(context.ironicUrl.replace(/\/+$/, ""));
+  const ironicBase = ironic.href.replace(/\/+$/, "");
+  const send = ironic.protocol === "https:" ? httpsRequest : httpRequest;
+
+  const forward = (
+    method: string,
+    path: string,
+    headers: Record<string, string | string[]>,
+    body: Buffer | null,
+    timeoutMs = 30_000,
+  ): Promise<Upstream> =>
+    new Promise((resolve, reject) => {
+      const upstream = send(
+        new URL(`${ironic.pathname.replace(/\/+$/, "")}${path}`, ironic),
+        { method, headers: { ...headers, ...(body !== null && { "content-length": String(body.length) }) } },
+        (answer) => {
+          const chunks: Buffer[] = [];
+          answer.on("data", (c: Buffer) => chunks.push(c));
+          answer.on("end", () =>
+            resolve({
+              status: answer.statusCode ?? 502,
+              headers: answer.headers as Record<string, string | string[]>,
+              body: Buffer.concat(chunks),
+            }),
+          );
+          answer.on("error", reject);
+        },
+      );
+      upstream.setTimeout(timeoutMs, () =>
+        upstream.destroy(new Error(`Ironic did not answer within ${Math.round(timeoutMs)} ms`)),
+      );
+      upstream.on("error", reject);
+      upstream.end(body ?? undefined);
+    });
+
+  /**
+   * Refuse unless `token` holds `shard` now with the margin left and the node is the
+   * shard's; answers the lease's time left, which bounds the forwarded write.
+   */
+  const check = async (
+    shard: string,
+    token: number,
+    path: string,
+    headers: Record<string, string | string[]>,
+  ): Promise<number> => {
+    const { allowed, current } = await context.store.fence({ shard, token });
+    if (!allowed || current === null || current.token !== token)
+      throw fenced(`token ${token} is not the live lease of shard ${shard}`);
+    const margin = fenceMarginMs(context.catalog.ttlMsFor(shard));
+    if (current.ttlMs < margin)
+      throw fenced(
+        `the lease of shard ${shard} has ${current.ttlMs} ms left, less than the ${margin} ms a holder ` +
+          "within its renew deadline always has: the writer is past its own deadline",
+      );
+    const node = NODE_SCOPED.exec(path)?.[1];
+    if (node === undefined) return current.ttlMs;
+    const lookup = await forward(
+      "GET",
+      `/v1/nodes/${node}?fields=uuid,shard`,
+      { ...headers, "x-openstack-ironic-api-version": SHARD_MICROVERSION },
+      null,
+    );
+    if (lookup.status === 404) return current.ttlMs; // Ironic answers the write itself: no such node
+    if (lookup.status !== 200)
+      throw fenced(`could not read node ${decodeURIComponent(node)}'s shard from Ironic (${lookup.status})`);
+    const { shard: nodeShard } = JSON.parse(lookup.body.toString("utf8")) as { shard: string | null };
+    if (nodeShard !== shard)
+      throw fenced(`node ${decodeURIComponent(node)} is in shard ${nodeShard ?? "(none)"}, not ${shard}`);
+    return current.ttlMs;
+  };
+
+  return (req, res) => {
+    const match = FENCED_PATH.exec(req.url ?? "");
+    if (match === null) return false;
+    const requestId = requestIdOf(req.headers["x-request-id"] as string | undefined);
+    const method = req.method ?? "GET";
+    const path = `${match[3] ?? "/"}${match[4] ?? ""}`;
+    const answerError = (error: unknown) => {
+      const answer = errorAnswer(error, "/v1/fenced", () => undefined);
+      const json = JSON.stringify({ errors: answer.errors });
+      res.writeHead(answer.status, {
+        "content-type": "application/json; charset=utf-8",
+        "content-length": Buffer.byteLength(json),
+        "x-request-id": requestId,
+      });
+      res.end(json);
+    };
+    void (async () => {
+      const shard = ShardName.safeParse(decodeURIComponent(match[1]!));
+      const token = FencingToken.safeParse(Number(match[2]));
+      if (!shard.success || !token.success)
+        throw new HttpError([
+          {
+            status: 404,
+            code: "shardbridge.fenced.bad_path",
+            title: "Not a fenced endpoint",
+            detail: "the path is /v1/fenced/{shard}/{token}/ironic/..., with a shard name and a fencing token",
+          },
+        ]);
+      const chunks: Buffer[] = [];
+      for await (const chunk of req) chunks.push(chunk as Buffer);
+      const body = chunks.length === 0 ? null : Buffer.concat(chunks);
+      const headers: Record<string, string | string[]> = {};
+      for (const [name, value] of Object.entries(req.headers))
+        if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
+      const label = context.metrics.shardLabel(shard.data);
+      // A write is given no longer than its lease has left: the check and Ironic's apply
+      // are two steps, and the margin is what keeps the lease ours in between.
+      let timeoutMs = 30_000;
+      if (MUTATING.has(method)) {
+        try {
+          timeoutMs = await check(shard.data, token.data, path, headers);
+        } catch (error) {
+          context.metrics.fencedRequests.inc({ shard: label, outcome: "refused" });
+          throw error;
+        }
+      }
+      let upstream: Upstream;
+      try {
+        upstream = await forward(method, path, headers, body, timeoutMs);
+      } catch (error) {
+        throw new HttpError([
+          {
+            status: 502,
+            code: "shardbridge.ironic.unreachable",
+            title: "Ironic did not answer",
+            detail: String((error as Error).message ?? error),
+          },
+        ]);
+      }
+      context.metrics.fencedRequests.inc({ shard: label, outcome: "forwarded" });
+      // Ironic's links point at itself: point them at this endpoint instead.
+      const base = `http://${req.headers.host}/v1/fenced/${match[1]}/${match[2]}/ironic`;
+      const text = upstream.body.toString("utf8");
+      const rewritten = text.includes(ironicBase) ? Buffer.from(text.split(ironicBase).join(base)) : upstream.body;
+      const out: Record<string, string | string[]> = { "x-request-id": requestId };
+      for (const [name, value] of Object.entries(upstream.headers))
+        if (!HOP_BY_HOP.has(name)) out[name] = value;
+      if (typeof out.location === "string") out.location = out.location.split(ironicBase).join(base);
+      out["content-length"] = String(rewritten.length);
+      res.writeHead(upstream.status, out);
+      res.end(rewritten);
+    })().catch(answerError);
+    return true;
+  };
+}

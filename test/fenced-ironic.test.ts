@@ -1,0 +1,128 @@
+import { expect } from "chai";
+import { fenceMarginMs } from "../src/api/fenced-ironic.js";
+import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
+import { createIronicNode, useIronicPeer } from "./helpers/ironic-peer.js";
+
+const TTL_MS = 3000;
+const SHARD = "rack-f";
+const IRONIC = { "x-openstack-ironic-api-version": "1.82", "content-type": "application/json" };
+
+describe("Fenced Ironic endpoint: only the live holder's writes reach the real Ironic", function () {
+  this.timeout(400_000);
+  const peer = useIronicPeer("fenced endpoint tests");
+  let bridge: BridgeProcess;
+  let mine: string;
+  let theirs: string;
+
+  before(async () => {
+    bridge = await startBridge({
+      shards: [{ name: SHARD, lease_ttl_ms: TTL_MS }],
+      agents: ["host-a", "host-b"],
+      args: ["--ironic", peer.peer.endpoint],
+    });
+    mine = await createIronicNode(peer.peer.endpoint, { name: "fenced-mine", shard: SHARD });
+    theirs = await createIronicNode(peer.peer.endpoint, { name: "fenced-theirs", shard: "rack-other" });
+  });
+  after(async () => bridge?.stop());
+
+  const acquire = async (agent: string): Promise<number> => {
+    for (;;) {
+      const res = await fetch(`${bridge.url}/v1/shards/${SHARD}/lease`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${bridge.tokenOf(agent)}`, "content-type": "application/json" },
+        body: JSON.stringify({ agent }),
+      });
+      const body = (await res.json()) as any;
+      if (res.status === 200) return body.token as number;
+      await new Promise((r) => setTimeout(r, Math.min(500, body.errors?.[0]?.retry_after_ms ?? 200)));
+    }
+  };
+  const release = (agent: string, token: number) =>
+    fetch(`${bridge.url}/v1/shards/${SHARD}/lease`, {
+      method: "DELETE",
+      headers: { authorization: `Bearer ${bridge.tokenOf(agent)}`, "content-type": "application/json" },
+      body: JSON.stringify({ agent, token }),
+    });
+  const through = (token: number) => `${bridge.url}/v1/fenced/${SHARD}/${token}/ironic`;
+  const mark = (base: string, node: string, value: string) =>
+    fetch(`${base}/v1/nodes/${node}`, {
+      method: "PATCH",
+      headers: IRONIC,
+      body: JSON.stringify([{ op: "add", path: "/extra/managed_by", value }]),
+    });
+  const markOf = async (node: string) => {
+    const res = await fetch(`${peer.peer.endpoint}/v1/nodes/${node}?fields=extra`, { headers: IRONIC });
+    return ((await res.json()) as any).extra?.managed_by ?? null;
+  };
+  const counted = async (outcome: string) => {
+    const text = await (await fetch(`${bridge.url}/metrics`)).text();
+    const line = new RegExp(`^shardbridge_fenced_requests_total\\{shard="${SHARD}",outcome="${outcome}"\\} (\\d+)`, "m");
+    return Number(line.exec(text)?.[1] ?? 0);
+  };
+
+  it("the margin a write must find left is what a holder within its deadline always has: TTL/3", () => {
+    expect(fenceMarginMs(6000)).to.equal(2000);
+    expect(fenceMarginMs(3000)).to.equal(1000);
+    expect(fenceMarginMs(1000)).to.equal(334);
+  });
+
+  it("tells a supervisor where its child's Ironic client must point", async () => {
+    const res = await fetch(`${bridge.url}/v1/shards/${SHARD}`, {
+      headers: { authorization: `Bearer ${bridge.tokenOf("host-a")}` },
+    });
+    expect(((await res.json()) as any).ironic_endpoint).to.equal(`/v1/fenced/${SHARD}/{token}/ironic`);
+  });
+
+  it("passes reads and the holder's writes, and keeps the client on the proxy (links rewritten)", async () => {
+    const token = await acquire("host-a");
+    const read = await fetch(`${through(token)}/v1/nodes/${mine}`, { headers: IRONIC });
+    expect(read.status).to.equal(200);
+    const text = await read.text();
+    expect(text).to.include(`/v1/fenced/${SHARD}/${token}/ironic/v1/nodes/${mine}`);
+    expect(text).to.not.include(peer.peer.endpoint);
+    const root = await (await fetch(`${through(token)}/`, { headers: IRONIC })).text();
+    expect(root, "version discovery points at the proxy").to.include(`/v1/fenced/${SHARD}/${token}/ironic`);
+    expect(root).to.not.include(peer.peer.endpoint);
+
+    expect((await mark(through(token), mine, `a:${token}`)).status).to.equal(200);
+    expect(await markOf(mine)).to.equal(`a:${token}`);
+    await release("host-a", token);
+  });
+
+  it("refuses, without reaching Ironic, a write under a stale token and a write to another shard's node", async () => {
+    const old = await acquire("host-a");
+    expect((await mark(through(old), mine, `a:${old}`)).status).to.equal(200);
+    await release("host-a", old);
+    const current = await acquire("host-b");
+    const refusedBefore = await counted("refused");
+
+    const stale = await mark(through(old), mine, `a-stale:${old}`);
+    expect(stale.status).to.equal(409);
+    expect(((await stale.json()) as any).errors[0]).to.include({ code: "shardbridge.lease.fenced" });
+    expect(await markOf(mine), "the stale write never reached Ironic").to.equal(`a:${old}`);
+
+    const other = await mark(through(current), theirs, `b:${current}`);
+    expect(other.status).to.equal(409);
+    expect(((await other.json()) as any).errors[0].detail).to.match(/is in shard rack-other, not rack-f/);
+    expect(await markOf(theirs)).to.equal(null);
+
+    // By name too: Ironic resolves it, the fence reads its shard.
+    expect((await mark(through(current), "fenced-theirs", `b:${current}`)).status).to.equal(409);
+    expect((await mark(through(current), "fenced-mine", `b:${current}`)).status).to.equal(200);
+    expect(await markOf(mine)).to.equal(`b:${current}`);
+    expect(await counted("refused")).to.equal(refusedBefore + 3);
+    // Reads pass under any token: they change nothing.
+    expect((await fetch(`${through(old)}/v1/nodes/${mine}`, { headers: IRONIC })).status).to.equal(200);
+    await release("host-b", current);
+  });
+
+  it("refuses the holder's own write once the lease has less left than a holder within its deadline has", async () => {
+    const token = await acquire("host-a");
+    // Not renewed: past 2/3 of the TTL the holder should have stopped acting.
+    await new Promise((r) => setTimeout(r, TTL_MS - fenceMarginMs(TTL_MS) + 100));
+    const late = await mark(through(token), mine, `late:${token}`);
+    expect(late.status).to.equal(409);
+    expect(((await late.json()) as any).errors[0].detail).to.match(/past its own deadline/);
+    expect(await markOf(mine)).to.not.equal(`late:${token}`);
+  });
+});
