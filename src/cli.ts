@@ -53,7 +53,7 @@ commands:
              --service-down-time S  an agent silent this long leaves the legacy ring (default 60, like nova)
              --ironic URL           apply every trait change to this Ironic API too (env SHARDBRIDGE_IRONIC_URL;
                                     an auth token from SHARDBRIDGE_IRONIC_TOKEN, noauth otherwise), and serve the
-                                    fenced endpoint /v1/fenced/SHARD/TOKEN/ironic/... in front of it (callers' own
+                                    fenced endpoint /fenced/SHARD/lease-TOKEN/ironic/... in front of it (callers' own
                                     credentials only: SHARDBRIDGE_IRONIC_TOKEN is never added there)
   ironic-sync  load nodes and their shard keys from Ironic into the bridge
              --ironic URL    Ironic's API (env SHARDBRIDGE_IRONIC_URL)

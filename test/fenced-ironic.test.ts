@@ -43,7 +43,7 @@ describe("Fenced Ironic endpoint: only the live holder's writes reach the real I
       headers: { authorization: `Bearer ${bridge.tokenOf(agent)}`, "content-type": "application/json" },
       body: JSON.stringify({ agent, token }),
     });
-  const through = (token: number) => `${bridge.url}/v1/fenced/${SHARD}/${token}/ironic`;
+  const through = (token: number) => `${bridge.url}/fenced/${SHARD}/lease-${token}/ironic`;
   const mark = (base: string, node: string, value: string) =>
     fetch(`${base}/v1/nodes/${node}`, {
       method: "PATCH",
@@ -70,7 +70,7 @@ describe("Fenced Ironic endpoint: only the live holder's writes reach the real I
     const res = await fetch(`${bridge.url}/v1/shards/${SHARD}`, {
       headers: { authorization: `Bearer ${bridge.tokenOf("host-a")}` },
     });
-    expect(((await res.json()) as any).ironic_endpoint).to.equal(`/v1/fenced/${SHARD}/{token}/ironic`);
+    expect(((await res.json()) as any).ironic_endpoint).to.equal(`/fenced/${SHARD}/lease-{token}/ironic`);
   });
 
   it("passes reads and the holder's writes, and keeps the client on the proxy (links rewritten)", async () => {
@@ -78,10 +78,10 @@ describe("Fenced Ironic endpoint: only the live holder's writes reach the real I
     const read = await fetch(`${through(token)}/v1/nodes/${mine}`, { headers: IRONIC });
     expect(read.status).to.equal(200);
     const text = await read.text();
-    expect(text).to.include(`/v1/fenced/${SHARD}/${token}/ironic/v1/nodes/${mine}`);
+    expect(text).to.include(`/fenced/${SHARD}/lease-${token}/ironic/v1/nodes/${mine}`);
     expect(text).to.not.include(peer.peer.endpoint);
     const root = await (await fetch(`${through(token)}/`, { headers: IRONIC })).text();
-    expect(root, "version discovery points at the proxy").to.include(`/v1/fenced/${SHARD}/${token}/ironic`);
+    expect(root, "version discovery points at the proxy").to.include(`/fenced/${SHARD}/lease-${token}/ironic`);
     expect(root).to.not.include(peer.peer.endpoint);
 
     expect((await mark(through(token), mine, `a:${token}`)).status).to.equal(200);

@@ -36,7 +36,7 @@ export interface AppOptions {
   inspector?: { rules: TraitRule[]; ownership: OwnershipRegistry; secret?: string | undefined };
   /** where applied trait changes go in Ironic, if anywhere */
   ironic?: IronicOutbox;
-  /** the Ironic API the fenced endpoint (/v1/fenced/{shard}/{token}/ironic) forwards to */
+  /** the Ironic API the fenced endpoint (/fenced/{shard}/lease-{token}/ironic) forwards to */
   ironicUrl?: string;
   /** the legacy ring pool: ring kind, rebuild period, service down time, clock */
   legacy?: LegacyPoolOptions & { serviceDownMs?: number };

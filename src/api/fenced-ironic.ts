@@ -9,8 +9,14 @@ import { errorAnswer, HttpError } from "./errors.js";
 import type { BridgeMetrics } from "./metrics.js";
 import { requestIdOf } from "./request-log.js";
 
-/** `/v1/fenced/{shard}/{token}/ironic` + Ironic's own path. */
-const FENCED_PATH = /^\/v1\/fenced\/([^/?#]+)\/([^/?#]+)\/ironic(\/[^?#]*)?(\?.*)?$/;
+/**
+ * `/fenced/{shard}/lease-{token}/ironic` + Ironic's own path. Not under /v1, and the token
+ * not a bare number: keystoneauth's version discovery reads a version-like segment in an
+ * endpoint's path (`v1`, or a number just before the last segment) as the API version and
+ * takes what follows for a project id, and the client would then ask for paths that exist
+ * nowhere (seen with openstacksdk 0.101 / keystoneauth1 5.0).
+ */
+const FENCED_PATH = /^\/fenced\/([^/?#]+)\/lease-([^/?#]+)\/ironic(\/[^?#]*)?(\?.*)?$/;
 const MUTATING = new Set(["POST", "PUT", "PATCH", "DELETE"]);
 /** Ironic's node-scoped paths: the node is the first segment after /v1/nodes/. */
 const NODE_SCOPED = /^\/v1\/nodes\/([^/?#]+)/;
@@ -53,7 +59,7 @@ interface Upstream {
 
 /**
  * The fenced Ironic endpoint: a reverse proxy to `ironicUrl` under
- * `/v1/fenced/{shard}/{token}/ironic/...`, where nova-compute under `shardbridge run`
+ * `/fenced/{shard}/lease-{token}/ironic/...`, where nova-compute under `shardbridge run`
  * points its ironic client (`[ironic]endpoint_override`). Reads pass. A mutating request
  * passes only if, at that moment, `token` is the shard's live lease with at least
  * fenceMarginMs left, and — on a node-scoped path — Ironic says the node is in that
@@ -147,7 +153,7 @@ export function fencedIronic(context: {
     const method = req.method ?? "GET";
     const path = `${match[3] ?? "/"}${match[4] ?? ""}`;
     const answerError = (error: unknown) => {
-      const answer = errorAnswer(error, "/v1/fenced", () => undefined);
+      const answer = errorAnswer(error, "/fenced", () => undefined);
       const json = JSON.stringify({ errors: answer.errors });
       res.writeHead(answer.status, {
         "content-type": "application/json; charset=utf-8",
@@ -165,7 +171,7 @@ export function fencedIronic(context: {
             status: 404,
             code: "shardbridge.fenced.bad_path",
             title: "Not a fenced endpoint",
-            detail: "the path is /v1/fenced/{shard}/{token}/ironic/..., with a shard name and a fencing token",
+            detail: "the path is /fenced/{shard}/lease-{token}/ironic/..., with a shard name and a fencing token",
           },
         ]);
       const chunks: Buffer[] = [];
@@ -201,7 +207,7 @@ export function fencedIronic(context: {
       }
       context.metrics.fencedRequests.inc({ shard: label, outcome: "forwarded" });
       // Ironic's links point at itself: point them at this endpoint instead.
-      const base = `http://${req.headers.host}/v1/fenced/${match[1]}/${match[2]}/ironic`;
+      const base = `http://${req.headers.host}/fenced/${match[1]}/lease-${match[2]}/ironic`;
       const text = upstream.body.toString("utf8");
       const rewritten = text.includes(ironicBase) ? Buffer.from(text.split(ironicBase).join(base)) : upstream.body;
       const out: Record<string, string | string[]> = { "x-request-id": requestId };

@@ -71,7 +71,7 @@ export function shardRoutes(store: Store, catalog: ShardCatalog, fencedIronic = 
       lease: current === null ? null : leaseJson(current, showTokens),
       // Where the holder's Ironic client points (with its token for {token}), when the
       // bridge fronts an Ironic: writes there pass only under the live lease.
-      ironic_endpoint: fencedIronic ? `/v1/fenced/${shard}/{token}/ironic` : null,
+      ironic_endpoint: fencedIronic ? `/fenced/${shard}/lease-{token}/ironic` : null,
     });
   });
 
