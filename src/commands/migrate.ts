@@ -1,6 +1,7 @@
 import { parseArgs } from "node:util";
 import { z } from "zod";
 import { MemberList, RingKindName } from "../domain/ring.js";
+import { BULK_MAX_NODES } from "../domain/node.js";
 import { parseOrThrow } from "../domain/validation.js";
 import { buildRing } from "../ring/legacy.js";
 import { DEFAULT_MAX_PER_SHARD, currentAgentOf, planShards, type MigrationPlan } from "../ring/plan.js";
@@ -18,8 +19,6 @@ ${INVENTORY_USAGE}             --max-per-shard N     nodes per shard at most (de
              --apply               write each node's shard key where the inventory came from (--bridge or --ironic)
 `;
 
-/** Nodes per write batch to the bridge (its bulk limit). */
-const BRIDGE_BATCH = 20_000;
 /** Ironic PATCHes in flight at once. */
 const IRONIC_PARALLEL = 8;
 
@@ -55,8 +54,8 @@ async function apply(
     // Re-read just before writing and change only the shard key; other fields are kept.
     const current = (await target.client.allNodes()).filter((n) => shardOf.has(n.uuid) && n.shard === null);
     const changed = current.map((n) => ({ ...n, shard: shardOf.get(n.uuid)! }));
-    for (let i = 0; i < changed.length; i += BRIDGE_BATCH)
-      await target.client.bulkUpsert(changed.slice(i, i + BRIDGE_BATCH));
+    for (let i = 0; i < changed.length; i += BULK_MAX_NODES)
+      await target.client.bulkUpsert(changed.slice(i, i + BULK_MAX_NODES));
     return { written: changed.length, failed: [] };
   }
   const queue = [...shardOf];

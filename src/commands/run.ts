@@ -15,8 +15,9 @@ export const RUN_USAGE = `  run -- COMMAND [ARGS...]  run COMMAND (nova-compute)
              --host NAME     nova's [DEFAULT]host for the child, the same on every host (default SHARD-ironic)
              --grace MS      TERM-to-KILL time when the lease is lost (default and maximum: TTL/3 - 250 ms)
              --restart       run COMMAND again when it exits while the lease is held (default: release and exit)
-                  The child gets SHARDBRIDGE_SHARD, SHARDBRIDGE_TOKEN, SHARDBRIDGE_AGENT, OS_DEFAULT__HOST and
-                  OS_IRONIC__SHARD. Bad input exits 2 before anything starts.
+                  The child gets SHARDBRIDGE_SHARD, SHARDBRIDGE_TOKEN, SHARDBRIDGE_AGENT, OS_DEFAULT__HOST,
+                  OS_IRONIC__SHARD and, when the bridge fronts an Ironic, OS_IRONIC__ENDPOINT_OVERRIDE (its
+                  fenced endpoint under the child's token). Bad input exits 2 before anything starts.
 `;
 
 /** Refused before anything starts: the message, and exit 2. */

@@ -1,0 +1,32 @@
+import { parseArgs } from "node:util";
+import { z } from "zod";
+import { runReferenceAgent } from "../agent/reference-agent.js";
+import { AGENT_FLAGS, agentToken } from "./io.js";
+import { AgentId, ShardName } from "../domain/names.js";
+import { parseOrThrow } from "../domain/validation.js";
+
+/** `shardbridge agent`: the reference compute agent. */
+export const AGENT_USAGE = `  agent    run the reference compute agent for one shard
+             --id HOST       this agent's id (nova-compute's host)
+             --shard NAME    the shard to serve
+             --bridge URL    the bridge (default http://127.0.0.1:6390)
+             --token T       this agent's bearer token (env SHARDBRIDGE_TOKEN), or
+             --tokens-file F take it from a tokens file (the agent entry for --id)
+`;
+
+export async function agentCommand(argv: string[]): Promise<void> {
+  const { values } = parseArgs({ args: argv, options: AGENT_FLAGS });
+  const { id, shard } = parseOrThrow(z.strictObject({ id: AgentId, shard: ShardName }), {
+    id: values.id,
+    shard: values.shard,
+  });
+  const running = runReferenceAgent({
+    id,
+    shard,
+    bridge: values.bridge!,
+    token: agentToken(id, values.token, values["tokens-file"]),
+  });
+  const stop = () => void running.stop().then(() => process.exit(0));
+  process.once("SIGTERM", stop);
+  process.once("SIGINT", stop);
+}

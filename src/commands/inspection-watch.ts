@@ -1,0 +1,68 @@
+import { parseArgs } from "node:util";
+import { integerFlag } from "./io.js";
+import { IronicClient } from "../ironic/client.js";
+import { InspectorClient } from "../ironic/inspector-client.js";
+import { InspectionWatcher, inspectorDataSource, ironicInventorySource } from "../inspection/watcher.js";
+import { WebhookClient } from "../inspection/webhook-client.js";
+import { logger } from "../log.js";
+
+/** `shardbridge inspection-watch`: finished inspections to the webhook, for an inspector that cannot call it. */
+export const INSPECTION_WATCH_USAGE = `  inspection-watch  deliver inspections an unmodified inspector finished to the bridge's webhook
+             --ironic URL    Ironic's API, polled for inspection_finished_at (env SHARDBRIDGE_IRONIC_URL)
+             --inspector URL read the data from ironic-inspector's /v1/introspection/{n}/data instead of
+                             Ironic's /v1/nodes/{n}/inventory (env SHARDBRIDGE_INSPECTOR_URL)
+             --bridge URL    the bridge (default http://127.0.0.1:6390)
+             --token T       an inspector-role token (env SHARDBRIDGE_TOKEN)
+             --secret S      the webhook's HMAC secret (env SHARDBRIDGE_INSPECTOR_SECRET)
+             --interval S    seconds between polls (default 30)
+             --state FILE    remember handled inspections across restarts (without it a restart re-reads
+                             each node's last inspection once; the bridge applies each only once)
+             --once          poll once, print what happened as JSON, exit 1 if anything failed
+`;
+
+export async function inspectionWatchCommand(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      ironic: { type: "string", default: process.env.SHARDBRIDGE_IRONIC_URL },
+      inspector: { type: "string", default: process.env.SHARDBRIDGE_INSPECTOR_URL },
+      bridge: { type: "string", default: process.env.SHARDBRIDGE_URL ?? "http://127.0.0.1:6390" },
+      token: { type: "string", default: process.env.SHARDBRIDGE_TOKEN },
+      secret: { type: "string", default: process.env.SHARDBRIDGE_INSPECTOR_SECRET },
+      interval: { type: "string", default: "30" },
+      state: { type: "string" },
+      once: { type: "boolean", default: false },
+    },
+  });
+  const missing = (flag: string, env: string) => new Error(`inspection-watch: pass --${flag} or set ${env}`);
+  if (values.ironic === undefined) throw missing("ironic", "SHARDBRIDGE_IRONIC_URL");
+  if (values.token === undefined) throw missing("token", "SHARDBRIDGE_TOKEN");
+  if (values.secret === undefined) throw missing("secret", "SHARDBRIDGE_INSPECTOR_SECRET");
+  const intervalS = integerFlag("interval", values.interval, 1, 3600)!;
+  const ironic = new IronicClient(values.ironic, process.env.SHARDBRIDGE_IRONIC_TOKEN);
+  const webhook = new WebhookClient(values.bridge!, values.token, values.secret);
+  const watcher = new InspectionWatcher({
+    ironic,
+    source:
+      values.inspector === undefined
+        ? ironicInventorySource(ironic)
+        : inspectorDataSource(new InspectorClient(values.inspector, process.env.SHARDBRIDGE_IRONIC_TOKEN)),
+    deliver: (payload, delivery) => webhook.deliver(payload, delivery),
+    ...(values.state !== undefined && { stateFile: values.state }),
+  });
+  if (values.once) {
+    const summary = await watcher.poll();
+    process.stdout.write(`${JSON.stringify(summary)}\n`);
+    if (summary.failed > 0) process.exitCode = 1;
+    return;
+  }
+  const stop = new AbortController();
+  process.once("SIGTERM", () => stop.abort());
+  process.once("SIGINT", () => stop.abort());
+  logger.info("inspection-watch started", {
+    ironic: values.ironic,
+    bridge: values.bridge,
+    interval_s: intervalS,
+  });
+  await watcher.run(intervalS * 1000, stop.signal);
+}

@@ -1,0 +1,156 @@
+import type { Server } from "node:http";
+import { parseArgs } from "node:util";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { dirname } from "node:path";
+import { createApp } from "../api/app.js";
+import { bridgeServer } from "../api/server.js";
+import { readJsonConfig } from "../config.js";
+import { TokenAuthority, devTokens, parseTokens, readTokensFile } from "../api/auth.js";
+import { z } from "zod";
+import { IronicClient } from "../ironic/client.js";
+import { IronicOutbox } from "../ironic/outbox.js";
+import { integerFlag } from "./io.js";
+import { RingKindName } from "../domain/ring.js";
+import { parseOrThrow } from "../domain/validation.js";
+import { TraitRulesFile } from "../traits/inspection.js";
+import { DEFAULT_OWNERSHIP, OwnershipFile, OwnershipRegistry } from "../traits/ownership.js";
+import { logger } from "../log.js";
+import { loadShardCatalog } from "../shards/definitions.js";
+import { openStore } from "../store/open.js";
+
+/** `shardbridge serve`: the bridge itself. */
+export const SERVE_USAGE = `  serve    run the bridge
+             --port N        listen port (env SHARDBRIDGE_PORT, default 6390)
+             --bind ADDR     listen address (env SHARDBRIDGE_BIND, default 127.0.0.1)
+             --store SPEC    "memory" (default) or redis://host:port/db (env SHARDBRIDGE_STORE)
+             --shards DIR    shard definitions, one NAME.json each (env SHARDBRIDGE_SHARDS, default ./shards)
+             --tokens FILE   API bearer tokens {"tokens":[{"role","token","agent"?}]} (env SHARDBRIDGE_TOKENS_FILE,
+                             or the JSON itself in SHARDBRIDGE_TOKENS)
+             --dev-tokens FILE
+                             development: use FILE, creating it with fresh random tokens (admin, inspector,
+                             agents compute-0 and compute-1) when missing, and print them
+             --inspector-secret S   the webhook's HMAC secret (env SHARDBRIDGE_INSPECTOR_SECRET)
+             --trait-rules FILE     inspection -> trait rules (see examples/trait-rules.json)
+             --ownership FILE       who owns which traits (default: compute owns COMPUTE_*, OWNER_*)
+             --ring KIND            the legacy ring for unsharded nodes: tooz (nova's, default) or ketama
+             --ring-rebuild S       seconds one legacy ring membership is used (default 60, like nova)
+             --service-down-time S  an agent silent this long leaves the legacy ring (default 60, like nova)
+             --ironic URL           apply every trait change to this Ironic API too (env SHARDBRIDGE_IRONIC_URL;
+                                    an auth token from SHARDBRIDGE_IRONIC_TOKEN, noauth otherwise), and serve the
+                                    fenced endpoint /fenced/SHARD/lease-TOKEN/ironic/... in front of it (callers' own
+                                    credentials only: SHARDBRIDGE_IRONIC_TOKEN is never added there)
+`;
+
+export async function serveCommand(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      port: { type: "string", default: process.env.SHARDBRIDGE_PORT ?? "6390" },
+      bind: { type: "string", default: process.env.SHARDBRIDGE_BIND ?? "127.0.0.1" },
+      store: { type: "string", default: process.env.SHARDBRIDGE_STORE ?? "memory" },
+      shards: { type: "string", default: process.env.SHARDBRIDGE_SHARDS ?? "shards" },
+      tokens: { type: "string", default: process.env.SHARDBRIDGE_TOKENS_FILE },
+      "dev-tokens": { type: "string" },
+      "inspector-secret": { type: "string", default: process.env.SHARDBRIDGE_INSPECTOR_SECRET },
+      "trait-rules": { type: "string" },
+      ownership: { type: "string" },
+      ironic: { type: "string", default: process.env.SHARDBRIDGE_IRONIC_URL },
+      ring: { type: "string", default: "tooz" },
+      "ring-rebuild": { type: "string", default: "60" },
+      "service-down-time": { type: "string", default: "60" },
+    },
+  });
+  const legacy = {
+    kind: parseOrThrow(z.strictObject({ ring: RingKindName }), { ring: values.ring }).ring,
+    rebuildMs: integerFlag("ring-rebuild", values["ring-rebuild"], 0, 86_400)! * 1000,
+    serviceDownMs: integerFlag("service-down-time", values["service-down-time"], 1, 86_400)! * 1000,
+  };
+  const ironic =
+    values.ironic === undefined
+      ? undefined
+      : new IronicOutbox(new IronicClient(values.ironic, process.env.SHARDBRIDGE_IRONIC_TOKEN));
+  const inspector = {
+    rules:
+      values["trait-rules"] === undefined ? [] : readJsonConfig(values["trait-rules"], TraitRulesFile).rules,
+    ownership: new OwnershipRegistry(
+      values.ownership === undefined ? DEFAULT_OWNERSHIP : readJsonConfig(values.ownership, OwnershipFile),
+    ),
+    secret: values["inspector-secret"],
+  };
+  const authority = loadAuthority(values.tokens, values["dev-tokens"]);
+  // Read the shard definitions before anything else: a bad file stops the start, naming it.
+  const catalog = loadShardCatalog(values.shards!);
+  const port = integerFlag("port", values.port, 0, 65535)!;
+  const store = await openStore(values.store!);
+  if (store.kind === "memory") {
+    logger.warn(
+      "store is memory: lease state lives in this process only and is lost when it exits; " +
+        "leases on shards are granted from one TTL after start (a lease held before a restart may still be in use); " +
+        "use --store redis://… for more than one bridge",
+    );
+  }
+  const app = createApp(store, {
+    authority,
+    catalog,
+    inspector,
+    legacy,
+    ...(ironic && { ironic }),
+    ...(values.ironic !== undefined && { ironicUrl: values.ironic }),
+  });
+  const server: Server = bridgeServer(app);
+  server.once("error", (error: Error) => {
+    // A port in use or an address we cannot bind: say so and fail, never "listening".
+    process.stderr.write(`shardbridge: cannot listen on ${values.bind}:${port}: ${error.message}\n`);
+    process.exit(1);
+  });
+  server.listen(port, values.bind!, () => {
+    const address = server.address();
+    const where =
+      typeof address === "object" && address ? `http://${values.bind}:${address.port}` : String(address);
+    logger.info("listening", { url: where, store: store.kind, shards_defined: catalog.definitions.length });
+    const tokens =
+      values["dev-tokens"] !== undefined ? `--tokens-file ${values["dev-tokens"]}` : "--token AGENT_TOKEN";
+    process.stderr.write(
+      `shardbridge listening on ${where} (store: ${store.kind}, ${catalog.definitions.length} shard definitions)\n` +
+        `  connect an agent:  node dist/cli.js agent --id compute-0 --shard demo --bridge ${where} ${tokens}\n` +
+        `  list shards:       curl -s -H "Authorization: Bearer ADMIN_TOKEN" ${where}/v1/shards\n`,
+    );
+  });
+  const shutdown = (signal: string) => {
+    logger.info("shutting down", { signal });
+    // Stop accepting, let requests in flight finish, drop idle keep-alive connections
+    // (agents reconnect to whichever bridge answers), then close the store.
+    server.close(() => void store.close().then(() => process.exit(0)));
+    server.closeIdleConnections();
+    setTimeout(() => process.exit(0), 5000).unref();
+  };
+  process.once("SIGTERM", () => shutdown("SIGTERM"));
+  process.once("SIGINT", () => shutdown("SIGINT"));
+}
+
+
+/** Where the API tokens come from: a file, the environment, or a development file. */
+function loadAuthority(tokensFile: string | undefined, devFile: string | undefined): TokenAuthority {
+  if (devFile !== undefined) {
+    if (!existsSync(devFile)) {
+      mkdirSync(dirname(devFile), { recursive: true });
+      writeFileSync(devFile, `${JSON.stringify(devTokens(["compute-0", "compute-1"]), null, 2)}\n`, {
+        mode: 0o600,
+      });
+    }
+    const file = readTokensFile(devFile);
+    process.stderr.write(`development API tokens (from ${devFile}; keep them to this machine):\n`);
+    for (const entry of file.tokens) {
+      const who = entry.role === "agent" ? `agent ${entry.agent}` : entry.role;
+      process.stderr.write(`  ${who.padEnd(20)} ${entry.token}\n`);
+    }
+    return new TokenAuthority(file);
+  }
+  if (tokensFile !== undefined) return TokenAuthority.fromFile(tokensFile);
+  const inline = process.env.SHARDBRIDGE_TOKENS;
+  if (inline !== undefined) return new TokenAuthority(parseTokens(inline, "SHARDBRIDGE_TOKENS"));
+  throw new Error(
+    "no API tokens: pass --tokens FILE, set SHARDBRIDGE_TOKENS_FILE or SHARDBRIDGE_TOKENS, " +
+      "or --dev-tokens FILE for a development bridge",
+  );
+}
