@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { AgentProcess } from "./helpers/agent-process.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
+import { TestRedisServer } from "./helpers/redis-server.js";
 
 const CHILD = fileURLToPath(new URL("./fixtures/run-child.sh", import.meta.url));
 const CLI = fileURLToPath(new URL("../src/cli.ts", import.meta.url));
@@ -40,6 +41,25 @@ function lives(records: string): ChildLife[] {
 }
 
 /**
+ * Every 10 ms, which of the children the records name are running: each instant two
+ * were is one entry of `overlaps`. `stop` ends the watch and kills whatever is left.
+ */
+function watchChildren(records: string): { overlaps: string[]; stop: () => void } {
+  const overlaps: string[] = [];
+  const poller = setInterval(() => {
+    const alive = lives(records).filter((l) => running(l.pid));
+    if (alive.length > 1) overlaps.push(alive.map((l) => `${l.pid}/${l.token}`).join(" and "));
+  }, 10);
+  return {
+    overlaps,
+    stop: () => {
+      clearInterval(poller);
+      for (const life of lives(records)) if (running(life.pid)) process.kill(life.pid, "SIGKILL");
+    },
+  };
+}
+
+/**
  * `shardbridge run` on a real bridge: two supervisors on one shard, each guarding the
  * fixture child. A poller in this process looks at every child the records name every
  * 10 ms; at no instant may two be running, and the children's own records must show each
@@ -50,8 +70,7 @@ describe("shardbridge run: a command only while its host holds the lease (real b
   let bridge: BridgeProcess;
   let records: string;
   let supervisors: AgentProcess[] = [];
-  let poller: NodeJS.Timeout | undefined;
-  let overlaps: string[] = [];
+  let watch: ReturnType<typeof watchChildren>;
 
   before(async () => {
     bridge = await startBridge({
@@ -64,18 +83,12 @@ describe("shardbridge run: a command only while its host holds the lease (real b
   beforeEach(() => {
     records = join(bridge.dir, `records-${Date.now()}.txt`);
     writeFileSync(records, "");
-    overlaps = [];
-    poller = setInterval(() => {
-      const alive = lives(records).filter((l) => running(l.pid));
-      if (alive.length > 1) overlaps.push(alive.map((l) => `${l.pid}/${l.token}`).join(" and "));
-    }, 10);
+    watch = watchChildren(records);
   });
   afterEach(async () => {
-    clearInterval(poller);
     for (const s of supervisors) await s.kill();
     supervisors = [];
-    // Whatever the supervisors left: nothing may be left.
-    for (const life of lives(records)) if (running(life.pid)) process.kill(life.pid, "SIGKILL");
+    watch.stop(); // whatever the supervisors left: nothing may be left
   });
 
   const supervise = (host: string, extra: Record<string, string> = {}) => {
@@ -104,7 +117,7 @@ describe("shardbridge run: a command only while its host holds the lease (real b
     expect(lives(records).length, "children recorded").to.be.at.least(n);
   };
   const expectOneAtATime = () => {
-    expect(overlaps, "instants with two children running").to.deep.equal([]);
+    expect(watch.overlaps, "instants with two children running").to.deep.equal([]);
     const all = lives(records);
     for (let i = 1; i < all.length; i++)
       expect(all[i]!.startNs > all[i - 1]!.lastWriteNs, `child ${all[i]!.pid} started before ${all[i - 1]!.pid}'s last write`).to.equal(true);
@@ -196,5 +209,80 @@ describe("shardbridge run: a command only while its host holds the lease (real b
       expect(result.stderr).to.match(message);
     }
     expect(readFileSync(records, "utf8"), "no child ever started").to.equal("");
+  });
+});
+
+/**
+ * The same two supervisors on a bridge backed by a real redis-server, through the faults
+ * of what they depend on: the bridge killed and started again, and Redis restarted empty.
+ */
+describe("shardbridge run through bridge and Redis restarts (real redis-server)", function () {
+  this.timeout(90_000);
+  let redis: TestRedisServer;
+  let bridge: BridgeProcess;
+  let records: string;
+  let supervisors: AgentProcess[] = [];
+  let watch: ReturnType<typeof watchChildren>;
+
+  beforeEach(async () => {
+    redis = await TestRedisServer.start();
+    bridge = await startBridge({
+      shards: [{ name: SHARD, lease_ttl_ms: TTL_MS }],
+      agents: ["host-a", "host-b"],
+      store: redis.url,
+    });
+    records = join(bridge.dir, "records.txt");
+    writeFileSync(records, "");
+    watch = watchChildren(records);
+    for (const host of ["host-a", "host-b"])
+      supervisors.push(
+        AgentProcess.cli(
+          host,
+          ["run", "--id", host, "--shard", SHARD, "--bridge", bridge.url, "--tokens-file", bridge.tokensFile, "--", CHILD],
+          { RUN_RECORDS: records },
+        ),
+      );
+    // The store is new: it grants the shard one TTL after its start.
+    await Promise.race(supervisors.map((s) => s.waitFor((e) => e.ev === "child-started", 15_000)));
+  });
+  afterEach(async () => {
+    for (const s of supervisors) await s.kill();
+    supervisors = [];
+    watch.stop();
+    await bridge?.stop();
+    await redis?.stop();
+  });
+  /** How long after `sinceMs` (performance.now) some child is running again. */
+  const untilRunning = async (sinceMs: number, timeoutMs: number) => {
+    for (;;) {
+      if (lives(records).some((l) => running(l.pid))) return performance.now() - sinceMs;
+      if (performance.now() - sinceMs > timeoutMs) throw new Error(`no child running within ${timeoutMs} ms`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  };
+
+  it("the bridge killed -9 and started again: never two children, one runs again soon after it is back", async () => {
+    await bridge.restart();
+    const back = performance.now();
+    const againMs = await untilRunning(back, TTL_MS + 1000);
+    await new Promise((r) => setTimeout(r, TTL_MS));
+    expect(watch.overlaps, "instants with two children running").to.deep.equal([]);
+    console.log(`      a child running ${againMs.toFixed(0)} ms after the bridge was back (${lives(records).length} children in all)`);
+  });
+
+  it("redis-server restarted empty: the holder's child is stopped, one runs again after the recovery wait, never two", async () => {
+    const before = lives(records).length;
+    await redis.kill();
+    await redis.restart();
+    const back = performance.now();
+    // Renews find no lease: the holder is told to stop and its child goes; the store
+    // grants the shard again one TTL after its start.
+    const supervisorsLost = await Promise.race(supervisors.map((s) => s.waitFor((e) => e.ev === "lost", 10_000)));
+    expect(supervisorsLost).to.not.equal(undefined);
+    const againMs = await untilRunning(back, TTL_MS + 3000);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(watch.overlaps, "instants with two children running").to.deep.equal([]);
+    expect(lives(records).length, "a new child, under a new token").to.be.greaterThan(before);
+    console.log(`      a child running again ${againMs.toFixed(0)} ms after redis-server was back`);
   });
 });

@@ -95,6 +95,8 @@ export class AgentProcess {
           ),
         );
       }, timeoutMs);
+      // A wait nobody needs any more (the loser of a race) must not hold the run open.
+      timer.unref();
       if (!check()) this.waiters.add(check);
     });
   }

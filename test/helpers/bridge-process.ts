@@ -12,7 +12,9 @@ export interface BridgeProcess {
   dir: string;
   tokensFile: string;
   tokens: TokensFile;
-  serve: AgentProcess;
+  readonly serve: AgentProcess;
+  /** kill -9 the bridge and start it again on the same port, files and store */
+  restart(): Promise<void>;
   tokenOf(agent: string): string;
   stop(): Promise<void>;
 }
@@ -50,22 +52,31 @@ export async function startBridge(options: {
   const port = await freePort();
   // The inspection webhook is open with the tests' shared secret.
   const env = { SHARDBRIDGE_INSPECTOR_SECRET: TEST_WEBHOOK_SECRET, ...options.env };
-  const serve = AgentProcess.cli(
-    "serve",
-    [
-      ...["serve", "--port", String(port), "--store", options.store ?? "memory"],
-      ...["--shards", join(dir, "shards"), "--tokens", tokensFile],
-      ...(options.args ?? []),
-    ],
-    env,
-  );
+  const start = () =>
+    AgentProcess.cli(
+      "serve",
+      [
+        ...["serve", "--port", String(port), "--store", options.store ?? "memory"],
+        ...["--shards", join(dir, "shards"), "--tokens", tokensFile],
+        ...(options.args ?? []),
+      ],
+      env,
+    );
+  let serve = start();
   await untilHealthy(`http://127.0.0.1:${port}`, serve);
   return {
     url: `http://127.0.0.1:${port}`,
     dir,
     tokensFile,
     tokens,
-    serve,
+    get serve() {
+      return serve;
+    },
+    restart: async () => {
+      await serve.kill();
+      serve = start();
+      await untilHealthy(`http://127.0.0.1:${port}`, serve);
+    },
     tokenOf: (agent) => tokens.tokens.find((t) => t.role === "agent" && t.agent === agent)!.token,
     stop: async () => {
       await serve.kill();
