@@ -13,6 +13,7 @@ const benches: Record<string, () => Promise<void>> = {
   bridge: bridgeBench,
   http: async () => (await import("./http.bench.js")).httpBench(),
   inspector: inspectorBench,
+  fenced: async () => (await import("./fenced.bench.js")).fencedBench(),
   ring: ringBench,
   sim: simBench,
 };
