@@ -56,7 +56,10 @@ describe("Fenced Ironic endpoint: only the live holder's writes reach the real I
   };
   const counted = async (outcome: string) => {
     const text = await (await fetch(`${bridge.url}/metrics`)).text();
-    const line = new RegExp(`^shardbridge_fenced_requests_total\\{shard="${SHARD}",outcome="${outcome}"\\} (\\d+)`, "m");
+    const line = new RegExp(
+      `^shardbridge_fenced_requests_total\\{shard="${SHARD}",outcome="${outcome}"\\} (\\d+)`,
+      "m",
+    );
     return Number(line.exec(text)?.[1] ?? 0);
   };
 
@@ -81,7 +84,9 @@ describe("Fenced Ironic endpoint: only the live holder's writes reach the real I
     expect(text).to.include(`/fenced/${SHARD}/lease-${token}/ironic/v1/nodes/${mine}`);
     expect(text).to.not.include(peer.peer.endpoint);
     const root = await (await fetch(`${through(token)}/`, { headers: IRONIC })).text();
-    expect(root, "version discovery points at the proxy").to.include(`/fenced/${SHARD}/lease-${token}/ironic`);
+    expect(root, "version discovery points at the proxy").to.include(
+      `/fenced/${SHARD}/lease-${token}/ironic`,
+    );
     expect(root).to.not.include(peer.peer.endpoint);
 
     expect((await mark(through(token), mine, `a:${token}`)).status).to.equal(200);

@@ -93,7 +93,12 @@ describe("Keeper machine (pure): the agent's side of the lease", () => {
     expect(k.state.phase).to.equal("standby");
     expect(k.actions).to.deep.include({
       kind: "report",
-      report: { kind: "lost", token: 7, reason: "deadline", detail: "renew deadline passed before a renew succeeded" },
+      report: {
+        kind: "lost",
+        token: 7,
+        reason: "deadline",
+        detail: "renew deadline passed before a renew succeeded",
+      },
     });
     expect(k.timer("step")!.atMono).to.be.within(k.mono + 250, k.mono + 500);
   });
@@ -144,7 +149,12 @@ describe("Keeper machine (pure): the agent's side of the lease", () => {
     k.on({ kind: "acquired", attempt: again.attempt, sent: again.sent, outcome: { ...GRANTED, token: 9 } });
     expect(k.state).to.include({ phase: "active", token: 9 });
     const before = k.state;
-    k.on({ kind: "renewed", attempt: oldRenew.attempt, sent: oldRenew.sent, outcome: { ...GRANTED, ok: true } });
+    k.on({
+      kind: "renewed",
+      attempt: oldRenew.attempt,
+      sent: oldRenew.sent,
+      outcome: { ...GRANTED, ok: true },
+    });
     expect(k.state).to.equal(before);
     expect(k.actions).to.deep.equal([]);
   });
@@ -154,7 +164,12 @@ describe("Keeper machine (pure): the agent's side of the lease", () => {
     k.advance(2000).on({ kind: "step" });
     const renew = k.sent();
     const held = { holder: "b", token: 8, ttlMs: 5000, sinceUs: 0 };
-    k.on({ kind: "renewed", attempt: renew.attempt, sent: renew.sent, outcome: { ok: false, reason: "stale_token", current: held } });
+    k.on({
+      kind: "renewed",
+      attempt: renew.attempt,
+      sent: renew.sent,
+      outcome: { ok: false, reason: "stale_token", current: held },
+    });
     expect(k.actions).to.deep.include({
       kind: "report",
       report: { kind: "lost", token: 7, reason: "refused", detail: "renew refused: stale_token (holder b)" },
@@ -231,7 +246,13 @@ describe("Keeper machine (pure): the agent's side of the lease", () => {
       | { at: number; kind: "arrive"; request: Request }
       /** the agent's own work, at random moments: it checks, then acts if it may */
       | { at: number; kind: "act"; agent: Agent }
-      | { at: number; kind: "answer"; agent: Agent; request: Request; send: Extract<KeeperAction, { kind: "send" }> };
+      | {
+          at: number;
+          kind: "answer";
+          agent: Agent;
+          request: Request;
+          send: Extract<KeeperAction, { kind: "send" }>;
+        };
 
     for (let seed = 1; seed <= 40; seed++) {
       const random = seededRandom(seed);
@@ -301,8 +322,7 @@ describe("Keeper machine (pure): the agent's side of the lease", () => {
         if (next.kind === "event") deliver(a, next.event);
         else if (next.kind === "act") {
           // handled below, like every other moment the agent runs
-        }
-        else if (next.send.op !== "release") {
+        } else if (next.send.op !== "release") {
           const { attempt, sent, timeoutMs, op } = next.send;
           const { request } = next;
           // The driver gives up on a request at its timeout: a later answer is a failure.
@@ -311,7 +331,12 @@ describe("Keeper machine (pure): the agent's side of the lease", () => {
             a,
             late
               ? { kind: "failed", attempt, op, error: "timeout" }
-              : { kind: op === "acquire" ? "acquired" : "renewed", attempt, sent, outcome: request.outcome as LeaseOutcome },
+              : {
+                  kind: op === "acquire" ? "acquired" : "renewed",
+                  attempt,
+                  sent,
+                  outcome: request.outcome as LeaseOutcome,
+                },
           );
         }
         // The agent acts now, checking first as a caller of token() does.

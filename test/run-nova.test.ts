@@ -88,7 +88,8 @@ describe("shardbridge run with a nova-compute stand-in (real oslo.config, openst
   const untilAccepted = async (token: string, timeoutMs: number) => {
     const deadline = performance.now() + timeoutMs;
     while (accepted(token).length === 0) {
-      if (performance.now() > deadline) throw new Error(`no accepted write under ${token} within ${timeoutMs} ms`);
+      if (performance.now() > deadline)
+        throw new Error(`no accepted write under ${token} within ${timeoutMs} ms`);
       await new Promise((r) => setTimeout(r, 20));
     }
   };
@@ -101,13 +102,18 @@ describe("shardbridge run with a nova-compute stand-in (real oslo.config, openst
     let newest = 0;
     for (const [i, entry] of log.entries()) {
       const token = Number(entry.split(":")[0]);
-      expect(token, `Ironic's log entry ${i} (${entry}) is older than a write before it`).to.be.at.least(newest);
+      expect(token, `Ironic's log entry ${i} (${entry}) is older than a write before it`).to.be.at.least(
+        newest,
+      );
       newest = token;
     }
   };
   const fencedRefusals = async () => {
     const text = await (await fetch(`${bridge.url}/metrics`)).text();
-    const line = new RegExp(`^shardbridge_fenced_requests_total\\{shard="${SHARD}",outcome="refused"\\} (\\d+)`, "m");
+    const line = new RegExp(
+      `^shardbridge_fenced_requests_total\\{shard="${SHARD}",outcome="refused"\\} (\\d+)`,
+      "m",
+    );
     return Number(line.exec(text)?.[1] ?? 0);
   };
   const activeOf = async (a: AgentProcess, b: AgentProcess) => {

@@ -34,10 +34,32 @@ function lives(records: string): ChildLife[] {
   for (const line of readFileSync(records, "utf8").split("\n")) {
     const [kind, pid, token, ns] = line.split(" ");
     if (kind === "start")
-      byPid.set(Number(pid), { pid: Number(pid), token: Number(token), startNs: BigInt(ns!), lastWriteNs: BigInt(ns!) });
+      byPid.set(Number(pid), {
+        pid: Number(pid),
+        token: Number(token),
+        startNs: BigInt(ns!),
+        lastWriteNs: BigInt(ns!),
+      });
     if (kind === "write") byPid.get(Number(pid))!.lastWriteNs = BigInt(ns!);
   }
   return [...byPid.values()].sort((a, b) => (a.startNs < b.startNs ? -1 : 1));
+}
+
+/** `shardbridge run` for `host` on `bridge`, guarding the fixture child that records its life in `records`. */
+function runFixture(
+  host: string,
+  bridge: BridgeProcess,
+  records: string,
+  extra: Record<string, string> = {},
+): AgentProcess {
+  return AgentProcess.cli(
+    host,
+    [
+      ...["run", "--id", host, "--shard", SHARD, "--bridge", bridge.url],
+      ...["--tokens-file", bridge.tokensFile, "--", CHILD],
+    ],
+    { RUN_RECORDS: records, ...extra },
+  );
 }
 
 /**
@@ -92,11 +114,7 @@ describe("shardbridge run: a command only while its host holds the lease (real b
   });
 
   const supervise = (host: string, extra: Record<string, string> = {}) => {
-    const s = AgentProcess.cli(
-      host,
-      ["run", "--id", host, "--shard", SHARD, "--bridge", bridge.url, "--tokens-file", bridge.tokensFile, "--", CHILD],
-      { RUN_RECORDS: records, ...extra },
-    );
+    const s = runFixture(host, bridge, records, extra);
     supervisors.push(s);
     return s;
   };
@@ -113,14 +131,18 @@ describe("shardbridge run: a command only while its host holds the lease (real b
   /** Until the records name `n` children (a child writes its first record a moment after it is started). */
   const untilLives = async (n: number) => {
     const deadline = performance.now() + 3000;
-    while (lives(records).length < n && performance.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    while (lives(records).length < n && performance.now() < deadline)
+      await new Promise((r) => setTimeout(r, 10));
     expect(lives(records).length, "children recorded").to.be.at.least(n);
   };
   const expectOneAtATime = () => {
     expect(watch.overlaps, "instants with two children running").to.deep.equal([]);
     const all = lives(records);
     for (let i = 1; i < all.length; i++)
-      expect(all[i]!.startNs > all[i - 1]!.lastWriteNs, `child ${all[i]!.pid} started before ${all[i - 1]!.pid}'s last write`).to.equal(true);
+      expect(
+        all[i]!.startNs > all[i - 1]!.lastWriteNs,
+        `child ${all[i]!.pid} started before ${all[i - 1]!.pid}'s last write`,
+      ).to.equal(true);
     return all;
   };
   const takeoverMs = (all: ChildLife[]) => Number(all[1]!.startNs - all[0]!.lastWriteNs) / 1e6;
@@ -129,7 +151,9 @@ describe("shardbridge run: a command only while its host holds the lease (real b
     const { active } = await pair();
     const started = await active.waitFor((e) => e.ev === "child-started", 5000);
     await new Promise((r) => setTimeout(r, 200));
-    const line = readFileSync(records, "utf8").split("\n").find((l) => l.startsWith("start "))!;
+    const line = readFileSync(records, "utf8")
+      .split("\n")
+      .find((l) => l.startsWith("start "))!;
     expect(line).to.include(`start ${started.pid} ${started.token} `);
     expect(line).to.include(`host=${SHARD}-ironic shard=${SHARD}`);
     expectOneAtATime();
@@ -146,7 +170,9 @@ describe("shardbridge run: a command only while its host holds the lease (real b
     await standby.waitFor((e) => e.ev === "child-started", TTL_MS + 1000);
     await untilLives(2);
     const all = expectOneAtATime();
-    console.log(`      child gone ${goneMs.toFixed(0)} ms after kill -9; next child's first record ${takeoverMs(all).toFixed(0)} ms after the last write`);
+    console.log(
+      `      child gone ${goneMs.toFixed(0)} ms after kill -9; next child's first record ${takeoverMs(all).toFixed(0)} ms after the last write`,
+    );
     expect(takeoverMs(all)).to.be.below(TTL_MS + 1000);
   });
 
@@ -156,7 +182,9 @@ describe("shardbridge run: a command only while its host holds the lease (real b
     await standby.waitFor((e) => e.ev === "child-started", TTL_MS + 1000);
     await untilLives(2);
     const all = expectOneAtATime();
-    console.log(`      next child's first record ${takeoverMs(all).toFixed(0)} ms after the frozen one's last write`);
+    console.log(
+      `      next child's first record ${takeoverMs(all).toFixed(0)} ms after the frozen one's last write`,
+    );
     active.signal("SIGCONT");
     // Woken, it finds its deadline passed and stands by; it starts no second child.
     await active.waitFor((e) => e.ev === "lost", 5000);
@@ -174,7 +202,9 @@ describe("shardbridge run: a command only while its host holds the lease (real b
     await untilLives(2);
     const all = expectOneAtATime();
     expect(readFileSync(records, "utf8")).to.match(new RegExp(`^term ${all[0]!.pid} `, "m"));
-    console.log(`      handover: next child's first record ${takeoverMs(all).toFixed(0)} ms after the last write`);
+    console.log(
+      `      handover: next child's first record ${takeoverMs(all).toFixed(0)} ms after the last write`,
+    );
   });
 
   it("a child that exits by itself: the lease is released, the supervisor exits with its code, the standby takes over", async () => {
@@ -199,8 +229,14 @@ describe("shardbridge run: a command only while its host holds the lease (real b
     const cases: Array<[string[], RegExp]> = [
       [["--id", "host-a", "--shard", SHARD, ...base], /give the command to run after --/],
       [["--id", "host-a", "--shard", "no-such-shard", ...base, "--", CHILD], /knows no shard no-such-shard/],
-      [["--id", "host-a", "--shard", SHARD, "--grace", "5000", ...base, "--", CHILD], /--grace 5000 ms is more than the lease leaves \(417 ms/],
-      [["--id", "host-c", "--shard", SHARD, ...base, "--token", bridge.tokenOf("host-a"), "--", CHILD], /may not serve shard/],
+      [
+        ["--id", "host-a", "--shard", SHARD, "--grace", "5000", ...base, "--", CHILD],
+        /--grace 5000 ms is more than the lease leaves \(417 ms/,
+      ],
+      [
+        ["--id", "host-c", "--shard", SHARD, ...base, "--token", bridge.tokenOf("host-a"), "--", CHILD],
+        /may not serve shard/,
+      ],
       [["--id", "host-a", "--shard", "Bad Shard!", ...base, "--", CHILD], /shard/],
     ];
     for (const [args, message] of cases) {
@@ -234,14 +270,7 @@ describe("shardbridge run through bridge and Redis restarts (real redis-server)"
     records = join(bridge.dir, "records.txt");
     writeFileSync(records, "");
     watch = watchChildren(records);
-    for (const host of ["host-a", "host-b"])
-      supervisors.push(
-        AgentProcess.cli(
-          host,
-          ["run", "--id", host, "--shard", SHARD, "--bridge", bridge.url, "--tokens-file", bridge.tokensFile, "--", CHILD],
-          { RUN_RECORDS: records },
-        ),
-      );
+    for (const host of ["host-a", "host-b"]) supervisors.push(runFixture(host, bridge, records));
     // The store is new: it grants the shard one TTL after its start.
     await Promise.race(supervisors.map((s) => s.waitFor((e) => e.ev === "child-started", 15_000)));
   });
@@ -267,7 +296,9 @@ describe("shardbridge run through bridge and Redis restarts (real redis-server)"
     const againMs = await untilRunning(back, TTL_MS + 1000);
     await new Promise((r) => setTimeout(r, TTL_MS));
     expect(watch.overlaps, "instants with two children running").to.deep.equal([]);
-    console.log(`      a child running ${againMs.toFixed(0)} ms after the bridge was back (${lives(records).length} children in all)`);
+    console.log(
+      `      a child running ${againMs.toFixed(0)} ms after the bridge was back (${lives(records).length} children in all)`,
+    );
   });
 
   it("redis-server restarted empty: the holder's child is stopped, one runs again after the recovery wait, never two", async () => {
@@ -277,7 +308,9 @@ describe("shardbridge run through bridge and Redis restarts (real redis-server)"
     const back = performance.now();
     // Renews find no lease: the holder is told to stop and its child goes; the store
     // grants the shard again one TTL after its start.
-    const supervisorsLost = await Promise.race(supervisors.map((s) => s.waitFor((e) => e.ev === "lost", 10_000)));
+    const supervisorsLost = await Promise.race(
+      supervisors.map((s) => s.waitFor((e) => e.ev === "lost", 10_000)),
+    );
     expect(supervisorsLost).to.not.equal(undefined);
     const againMs = await untilRunning(back, TTL_MS + 3000);
     await new Promise((r) => setTimeout(r, 500));

@@ -196,7 +196,8 @@ export function keeperStep(
       if (state.phase === "stopped") {
         // Stopped while this acquire was in flight: hand a granted lease straight back, so
         // a standby does not wait a whole TTL for a lease nobody uses.
-        if (outcome.ok) actions.push({ kind: "send", op: "release", token: outcome.token, timeoutMs: grace(state) });
+        if (outcome.ok)
+          actions.push({ kind: "send", op: "release", token: outcome.token, timeoutMs: grace(state) });
         return { state, actions };
       }
       if (event.attempt !== state.attempt || state.phase !== "standby") return { state, actions };
@@ -251,7 +252,10 @@ export function keeperStep(
 
     case "stop": {
       if (state.phase === "stopped") return { state, actions };
-      actions.push({ kind: "timer", timer: "step", atMono: null }, { kind: "timer", timer: "deadline", atMono: null });
+      actions.push(
+        { kind: "timer", timer: "step", atMono: null },
+        { kind: "timer", timer: "deadline", atMono: null },
+      );
       if (state.phase === "active" && state.token !== null)
         actions.push({ kind: "send", op: "release", token: state.token, timeoutMs: grace(state) });
       return { state: { ...state, phase: "stopped", token: null }, actions };

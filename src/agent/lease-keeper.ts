@@ -183,7 +183,13 @@ export class LeaseKeeper extends EventEmitter<KeeperEvents> {
           outcome,
         }),
       (error: unknown) =>
-        this.dispatch({ kind: "failed", attempt: action.attempt, op: action.op, error: String(error), cause: error }),
+        this.dispatch({
+          kind: "failed",
+          attempt: action.attempt,
+          op: action.op,
+          error: String(error),
+          cause: error,
+        }),
     );
   }
 
@@ -191,7 +197,8 @@ export class LeaseKeeper extends EventEmitter<KeeperEvents> {
     const { client, shard, agent } = this.options;
     const done = withTimeout(client.release({ shard, agent, token }), timeoutMs).then(
       () => void this.emit("released", { token }),
-      (error: unknown) => void this.emit("store-error", { op: "release", error: String(error), cause: error }),
+      (error: unknown) =>
+        void this.emit("store-error", { op: "release", error: String(error), cause: error }),
     );
     this.releasing.add(done);
     void done.finally(() => this.releasing.delete(done));

@@ -128,8 +128,7 @@ export function createApp(
   });
   app.use(errorHandler((message, meta) => logger.error(message, meta)));
   const writes = leaseWrites({ store, catalog, metrics, authority });
-  const proxy =
-    ironicUrl === undefined ? () => false : fencedIronic({ store, catalog, metrics, ironicUrl });
+  const proxy = ironicUrl === undefined ? () => false : fencedIronic({ store, catalog, metrics, ironicUrl });
   return (req, res) => {
     if (!writes(req, res) && !proxy(req, res)) app(req, res);
   };

@@ -29,6 +29,16 @@ export class HttpError extends Error {
   }
 }
 
+/** The 404 of a node the registry does not have: one shape wherever a node is named. */
+export function nodeNotFound(uuid: string): ApiError {
+  return {
+    status: 404,
+    code: "shardbridge.node.not_found",
+    title: "No such node",
+    detail: `node ${uuid} is not registered`,
+  };
+}
+
 export function validationErrors(error: ValidationError): ApiError[] {
   return error.issues.map((issue) => ({
     status: 400,

@@ -171,7 +171,8 @@ export function fencedIronic(context: {
             status: 404,
             code: "shardbridge.fenced.bad_path",
             title: "Not a fenced endpoint",
-            detail: "the path is /fenced/{shard}/lease-{token}/ironic/..., with a shard name and a fencing token",
+            detail:
+              "the path is /fenced/{shard}/lease-{token}/ironic/..., with a shard name and a fencing token",
           },
         ]);
       const chunks: Buffer[] = [];
@@ -209,7 +210,9 @@ export function fencedIronic(context: {
       // Ironic's links point at itself: point them at this endpoint instead.
       const base = `http://${req.headers.host}/fenced/${match[1]}/lease-${match[2]}/ironic`;
       const text = upstream.body.toString("utf8");
-      const rewritten = text.includes(ironicBase) ? Buffer.from(text.split(ironicBase).join(base)) : upstream.body;
+      const rewritten = text.includes(ironicBase)
+        ? Buffer.from(text.split(ironicBase).join(base))
+        : upstream.body;
       const out: Record<string, string | string[]> = { "x-request-id": requestId };
       for (const [name, value] of Object.entries(upstream.headers))
         if (!HOP_BY_HOP.has(name)) out[name] = value;

@@ -7,7 +7,7 @@ import { decodeFailure } from "./decode/failure.js";
 import type { DecodePool } from "./decode/pool.js";
 import { INSPECTOR, type TraitOutcome, type TraitService } from "../traits/service.js";
 import type { ApiError } from "./errors.js";
-import { HttpError } from "./errors.js";
+import { HttpError, nodeNotFound } from "./errors.js";
 import { requireRole } from "./auth.js";
 import { SIGNATURE_HEADERS, SIGNATURE_WINDOW_S, webhookSignature } from "../inspection/signature.js";
 
@@ -55,16 +55,9 @@ function answerOf(outcome: TraitOutcome): { status: number; body: unknown } {
         body: { node: outcome.node, generation: outcome.generation, applied: outcome.applied },
       };
     case "unknown_node":
-      return errorAnswer([
-        {
-          status: 404,
-          code: "shardbridge.node.not_found",
-          title: "No such node",
-          detail: `node ${outcome.node} is not registered`,
-        },
-      ]);
+      return answerWith([nodeNotFound(outcome.node)]);
     case "stale":
-      return errorAnswer([
+      return answerWith([
         {
           status: 409,
           code: "shardbridge.traits.stale",
@@ -73,7 +66,7 @@ function answerOf(outcome: TraitOutcome): { status: number; body: unknown } {
         },
       ]);
     case "refused":
-      return errorAnswer(
+      return answerWith(
         outcome.problems.map((p) => ({
           status: 422,
           code: p.owner !== undefined ? "shardbridge.traits.not_owned" : "shardbridge.traits.refused",
@@ -85,7 +78,7 @@ function answerOf(outcome: TraitOutcome): { status: number; body: unknown } {
   }
 }
 
-function errorAnswer(errors: ApiError[]): { status: number; body: unknown } {
+function answerWith(errors: ApiError[]): { status: number; body: unknown } {
   return { status: errors[0]!.status, body: { errors } };
 }
 
@@ -154,16 +147,7 @@ export function inspectorRoutes(
   router.get("/v1/nodes/:uuid/traits", async (req, res) => {
     const { uuid } = parseOrThrow(z.strictObject({ uuid: NodeUuid }), req.params);
     const record = await service.traitsOf(uuid);
-    if (record === null) {
-      throw new HttpError([
-        {
-          status: 404,
-          code: "shardbridge.node.not_found",
-          title: "No such node",
-          detail: `node ${uuid} is not registered`,
-        },
-      ]);
-    }
+    if (record === null) throw new HttpError([nodeNotFound(uuid)]);
     const traits = Object.entries(record.holders)
       .map(([name, owner]) => ({ name, owner }))
       .sort((a, b) => (a.name < b.name ? -1 : 1));

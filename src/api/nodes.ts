@@ -13,21 +13,12 @@ import { nodeJson } from "./views.js";
 
 /** Nodes of a bulk written per store call. */
 const BULK_CHUNK = 1000;
-import { HttpError } from "./errors.js";
+import { HttpError, nodeNotFound } from "./errors.js";
 
 /** The path's uuid, as given: the registry validates and canonicalises it. */
 const uuidOf = (req: Request): string => (req.params as { uuid: string }).uuid;
 
-function notFound(uuid: string): HttpError {
-  return new HttpError([
-    {
-      status: 404,
-      code: "shardbridge.node.not_found",
-      title: "No such node",
-      detail: `node ${uuid} is not registered`,
-    },
-  ]);
-}
+const notFound = (uuid: string): HttpError => new HttpError([nodeNotFound(uuid)]);
 
 /**
  * Nodes with explicit shard keys, with Ironic's semantics:

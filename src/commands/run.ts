@@ -57,7 +57,9 @@ async function prepare(argv: string[]) {
   if (info === null)
     throw new RunRefused(`run: the bridge knows no shard ${shard} (not defined, no nodes, never leased)`);
   if (info.agents !== null && !info.agents.includes(id))
-    throw new RunRefused(`run: agent ${id} may not serve shard ${shard} (allowed: ${info.agents.join(", ")})`);
+    throw new RunRefused(
+      `run: agent ${id} may not serve shard ${shard} (allowed: ${info.agents.join(", ")})`,
+    );
   const most = maxGraceMs(info.lease_ttl_ms);
   if (graceMs !== undefined && graceMs > most)
     throw new RunRefused(

@@ -128,7 +128,6 @@ export async function serveCommand(argv: string[]): Promise<void> {
   process.once("SIGINT", () => shutdown("SIGINT"));
 }
 
-
 /** Where the API tokens come from: a file, the environment, or a development file. */
 function loadAuthority(tokensFile: string | undefined, devFile: string | undefined): TokenAuthority {
   if (devFile !== undefined) {

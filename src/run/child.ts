@@ -69,7 +69,9 @@ export class ChildGroup {
       [this.child.stdout!, process.stdout],
       [this.child.stderr!, process.stderr],
     ] as const) {
-      createInterface({ input: from, crlfDelay: Infinity }).on("line", (line) => to.write(`${prefix} ${line}\n`));
+      createInterface({ input: from, crlfDelay: Infinity }).on("line", (line) =>
+        to.write(`${prefix} ${line}\n`),
+      );
     }
   }
 

@@ -131,7 +131,9 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
       // oslo.config's environment source (OS_<GROUP>__<OPTION>) wins over config files.
       OS_DEFAULT__HOST: options.serviceHost,
       OS_IRONIC__SHARD: shard,
-      ...(options.ironicEndpoint !== undefined && { OS_IRONIC__ENDPOINT_OVERRIDE: options.ironicEndpoint(token) }),
+      ...(options.ironicEndpoint !== undefined && {
+        OS_IRONIC__ENDPOINT_OVERRIDE: options.ironicEndpoint(token),
+      }),
     };
     const group = new ChildGroup(options.command, env, `[${shard} token ${token}]`, nowMs);
     child = group;
@@ -149,9 +151,7 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
     });
   });
   keeper.on("renewed", () => arm());
-  keeper.on("standby", (e) =>
-    log.info("standby", { holder: e.current?.holder ?? null, reason: e.reason }),
-  );
+  keeper.on("standby", (e) => log.info("standby", { holder: e.current?.holder ?? null, reason: e.reason }));
   keeper.on("lost", ({ token, reason, detail }) => {
     log.warn("lost", { token, reason, detail });
     void stopChild(`lease lost: ${reason}`);

@@ -43,7 +43,8 @@ export async function liveLeasesOfAll(store: Store, catalog: ShardCatalog): Prom
 }
 
 /** Agents that hold a live lease on some shard. */
-export const holdersOf = (leases: Map<string, LeaseView>) => new Set([...leases.values()].map((l) => l.holder));
+export const holdersOf = (leases: Map<string, LeaseView>) =>
+  new Set([...leases.values()].map((l) => l.holder));
 
 /** The legacy pool's members as nova would list them now: up, serving no shard, holding no lease. */
 export function legacyPoolLoader(store: Store, catalog: ShardCatalog, serviceDownMs = SERVICE_DOWN_TIME_MS) {
@@ -52,4 +53,3 @@ export function legacyPoolLoader(store: Store, catalog: ShardCatalog, serviceDow
     return legacyPoolMembers(seen, holdersOf(leases), serviceDownMs);
   };
 }
-

@@ -50,8 +50,9 @@ export async function failoverBench(): Promise<void> {
           .map((l) => JSON.parse(l) as { token: string; ev: string; ok?: boolean; received?: number })
           .filter((r) => r.ev === "write" && r.ok === true && r.token === token);
       const untilAccepted = async (token: string) => {
-        for (const deadline = performance.now() + 20_000; accepted(token).length === 0; ) {
-          if (performance.now() > deadline) throw new Error(`round ${round}: no accepted write under ${token}`);
+        for (const deadline = performance.now() + 20_000; accepted(token).length === 0;) {
+          if (performance.now() > deadline)
+            throw new Error(`round ${round}: no accepted write under ${token}`);
           await new Promise((r) => setTimeout(r, 10));
         }
         return accepted(token)[0]!.received!;
@@ -90,7 +91,12 @@ export async function failoverBench(): Promise<void> {
   }
   const row = (what: string, values: number[]) => {
     const sorted = [...values].sort((a, b) => a - b);
-    return [what, String(sorted.length), percentile(sorted, 50).toFixed(0), sorted[sorted.length - 1]!.toFixed(0)];
+    return [
+      what,
+      String(sorted.length),
+      percentile(sorted, 50).toFixed(0),
+      sorted[sorted.length - 1]!.toFixed(0),
+    ];
   };
   printTable(
     `Failover of a real child after kill -9 of the active supervisor (TTL ${TTL_MS} ms, ${ROUNDS} rounds; ` +

@@ -50,7 +50,10 @@ export async function fencedBench(): Promise<void> {
       () =>
         void fetch(`${bridge.url}/v1/shards/${SHARD}/lease`, {
           method: "POST",
-          headers: { authorization: `Bearer ${bridge.tokenOf("host-a")}`, "content-type": "application/json" },
+          headers: {
+            authorization: `Bearer ${bridge.tokenOf("host-a")}`,
+            "content-type": "application/json",
+          },
           body: JSON.stringify({ agent: "host-a", token }),
         }).catch(() => undefined),
       TTL_MS / 4,
