@@ -1,7 +1,10 @@
 import { expect } from "chai";
+import { request } from "node:http";
+import { BridgeClient } from "../src/agent/client.js";
 import { fenceMarginMs } from "../src/api/fenced-ironic.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { createIronicNode, useIronicPeer } from "./helpers/ironic-peer.js";
+import { acquireWhenReady } from "./helpers/leases.js";
 
 const TTL_MS = 3000;
 const SHARD = "rack-f";
@@ -25,24 +28,9 @@ describe("Fenced Ironic endpoint: only the live holder's writes reach the real I
   });
   after(async () => bridge?.stop());
 
-  const acquire = async (agent: string): Promise<number> => {
-    for (;;) {
-      const res = await fetch(`${bridge.url}/v1/shards/${SHARD}/lease`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${bridge.tokenOf(agent)}`, "content-type": "application/json" },
-        body: JSON.stringify({ agent }),
-      });
-      const body = (await res.json()) as any;
-      if (res.status === 200) return body.token as number;
-      await new Promise((r) => setTimeout(r, Math.min(500, body.errors?.[0]?.retry_after_ms ?? 200)));
-    }
-  };
-  const release = (agent: string, token: number) =>
-    fetch(`${bridge.url}/v1/shards/${SHARD}/lease`, {
-      method: "DELETE",
-      headers: { authorization: `Bearer ${bridge.tokenOf(agent)}`, "content-type": "application/json" },
-      body: JSON.stringify({ agent, token }),
-    });
+  const clientOf = (agent: string) => new BridgeClient(bridge.url, bridge.tokenOf(agent));
+  const acquire = (agent: string) => acquireWhenReady(clientOf(agent), SHARD, agent);
+  const release = (agent: string, token: number) => clientOf(agent).release({ shard: SHARD, agent, token });
   const through = (token: number) => `${bridge.url}/fenced/${SHARD}/lease-${token}/ironic`;
   const mark = (base: string, node: string, value: string) =>
     fetch(`${base}/v1/nodes/${node}`, {
@@ -119,6 +107,31 @@ describe("Fenced Ironic endpoint: only the live holder's writes reach the real I
     // Reads pass under any token: they change nothing.
     expect((await fetch(`${through(old)}/v1/nodes/${mine}`, { headers: IRONIC })).status).to.equal(200);
     await release("host-b", current);
+  });
+
+  it("refuses bad input before anything reaches Ironic: a body over the limit, a path that does not decode", async () => {
+    const token = await acquire("host-a");
+    const before = await markOf(mine);
+    // A declared 9 MiB: refused on the header, before the body is read.
+    const status = await new Promise<number>((resolve, reject) => {
+      const sent = request(`${through(token)}/v1/nodes/${mine}`, {
+        method: "PATCH",
+        headers: { ...IRONIC, "content-length": String(9 * 1024 * 1024) },
+      });
+      sent.on("response", (res) => resolve(res.statusCode!));
+      sent.on("error", reject);
+      sent.write("[");
+    });
+    expect(status).to.equal(413);
+    const badPath = await fetch(`${bridge.url}/fenced/%E0%A4%A/lease-${token}/ironic/v1/nodes/${mine}`, {
+      method: "PATCH",
+      headers: IRONIC,
+      body: JSON.stringify([{ op: "add", path: "/extra/managed_by", value: "bad-path" }]),
+    });
+    expect(badPath.status).to.equal(400);
+    expect(((await badPath.json()) as any).errors[0].field).to.equal("shard");
+    expect(await markOf(mine), "nothing reached Ironic").to.equal(before);
+    await release("host-a", token);
   });
 
   it("refuses the holder's own write once the lease has less left than a holder within its deadline has", async () => {

@@ -1,13 +1,14 @@
 import { request as httpRequest, type IncomingMessage, type ServerResponse } from "node:http";
 import { request as httpsRequest } from "node:https";
-import { renewDeadlineMs } from "../domain/lease.js";
-import { FencingToken } from "../domain/lease.js";
+import { FencingToken, renewDeadlineMs } from "../domain/lease.js";
 import { ShardName } from "../domain/names.js";
 import type { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
-import { errorAnswer, HttpError } from "./errors.js";
+import { readRequestBody } from "./body.js";
+import { HttpError } from "./errors.js";
+import { FENCED_BODY } from "./limits.js";
 import type { BridgeMetrics } from "./metrics.js";
-import { requestIdOf } from "./request-log.js";
+import { serveRaw } from "./raw-route.js";
 
 /**
  * `/fenced/{shard}/lease-{token}/ironic` + Ironic's own path. Not under /v1, and the token
@@ -121,8 +122,7 @@ export function fencedIronic(context: {
     headers: Record<string, string | string[]>,
   ): Promise<number> => {
     const { allowed, current } = await context.store.fence({ shard, token });
-    if (!allowed || current === null || current.token !== token)
-      throw fenced(`token ${token} is not the live lease of shard ${shard}`);
+    if (!allowed || current === null) throw fenced(`token ${token} is not the live lease of shard ${shard}`);
     const margin = fenceMarginMs(context.catalog.ttlMsFor(shard));
     if (current.ttlMs < margin)
       throw fenced(
@@ -149,20 +149,9 @@ export function fencedIronic(context: {
   return (req, res) => {
     const match = FENCED_PATH.exec(req.url ?? "");
     if (match === null) return false;
-    const requestId = requestIdOf(req.headers["x-request-id"] as string | undefined);
-    const method = req.method ?? "GET";
-    const path = `${match[3] ?? "/"}${match[4] ?? ""}`;
-    const answerError = (error: unknown) => {
-      const answer = errorAnswer(error, "/fenced", () => undefined);
-      const json = JSON.stringify({ errors: answer.errors });
-      res.writeHead(answer.status, {
-        "content-type": "application/json; charset=utf-8",
-        "content-length": Buffer.byteLength(json),
-        "x-request-id": requestId,
-      });
-      res.end(json);
-    };
-    void (async () => {
+    serveRaw(req, res, "/fenced/:shard/:lease/ironic", context.metrics, "shard", async () => {
+      const method = req.method ?? "GET";
+      const path = `${match[3] ?? "/"}${match[4] ?? ""}`;
       const shard = ShardName.safeParse(decodeURIComponent(match[1]!));
       const token = FencingToken.safeParse(Number(match[2]));
       if (!shard.success || !token.success)
@@ -175,9 +164,7 @@ export function fencedIronic(context: {
               "the path is /fenced/{shard}/lease-{token}/ironic/..., with a shard name and a fencing token",
           },
         ]);
-      const chunks: Buffer[] = [];
-      for await (const chunk of req) chunks.push(chunk as Buffer);
-      const body = chunks.length === 0 ? null : Buffer.concat(chunks);
+      const body = await readRequestBody(req, res, FENCED_BODY.limit);
       const headers: Record<string, string | string[]> = {};
       for (const [name, value] of Object.entries(req.headers))
         if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
@@ -195,7 +182,7 @@ export function fencedIronic(context: {
       }
       let upstream: Upstream;
       try {
-        upstream = await forward(method, path, headers, body, timeoutMs);
+        upstream = await forward(method, path, headers, body.length === 0 ? null : body, timeoutMs);
       } catch (error) {
         throw new HttpError([
           {
@@ -213,14 +200,12 @@ export function fencedIronic(context: {
       const rewritten = text.includes(ironicBase)
         ? Buffer.from(text.split(ironicBase).join(base))
         : upstream.body;
-      const out: Record<string, string | string[]> = { "x-request-id": requestId };
+      const out: Record<string, string | string[]> = {};
       for (const [name, value] of Object.entries(upstream.headers))
         if (!HOP_BY_HOP.has(name)) out[name] = value;
       if (typeof out.location === "string") out.location = out.location.split(ironicBase).join(base);
-      out["content-length"] = String(rewritten.length);
-      res.writeHead(upstream.status, out);
-      res.end(rewritten);
-    })().catch(answerError);
+      return { status: upstream.status, headers: out, body: rewritten };
+    });
     return true;
   };
 }

@@ -4,11 +4,10 @@ import { Router } from "express";
 import { z } from "zod";
 import { FencingToken } from "../domain/lease.js";
 import { AgentId } from "../domain/names.js";
-import { ValidationError, parseBoth, parseOrThrow } from "../domain/validation.js";
+import { parseBoth, parseOrThrow } from "../domain/validation.js";
 import type { LeaseView } from "../lease/machine.js";
 import type { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
-import { logger } from "../log.js";
 import {
   assertActsAs,
   assertOwnLease,
@@ -20,11 +19,11 @@ import {
   type TokenAuthority,
 } from "./auth.js";
 import { asBodyObject, parseJson, readRequestBody } from "./body.js";
-import { HttpError, errorAnswer } from "./errors.js";
+import { HttpError } from "./errors.js";
 import { leaseJson } from "./views.js";
 import { SMALL_BODY } from "./limits.js";
 import type { BridgeMetrics } from "./metrics.js";
-import { logRequest, requestIdOf } from "./request-log.js";
+import { serveRaw, type RawAnswer } from "./raw-route.js";
 
 const AcquireBody = z.strictObject({ agent: AgentId, token: FencingToken.optional() });
 const ReleaseBody = z.strictObject({ agent: AgentId, token: FencingToken });
@@ -69,10 +68,6 @@ function notAllowed(shard: string, agent: string): HttpError {
 }
 
 /** What a lease write answers: a status and a JSON body (none for 204). */
-interface Answer {
-  status: number;
-  body?: unknown;
-}
 
 interface LeaseContext {
   store: Store;
@@ -98,7 +93,7 @@ async function acquireOrRenew(
   principal: Principal,
   shardParam: string,
   rawBody: unknown,
-): Promise<Answer> {
+): Promise<RawAnswer> {
   const { shard, body } = agentRequest(principal, shardParam, AcquireBody, rawBody);
   if (!catalog.mayServe(shard, body.agent)) throw notAllowed(shard, body.agent);
   const request = { shard, agent: body.agent, ttlMs: catalog.ttlMsFor(shard) };
@@ -128,7 +123,7 @@ async function release(
   principal: Principal,
   shardParam: string,
   rawBody: unknown,
-): Promise<Answer> {
+): Promise<RawAnswer> {
   const { shard, body } = agentRequest(principal, shardParam, ReleaseBody, rawBody);
   const outcome = await store.release({ shard, agent: body.agent, token: body.token });
   if (!outcome.ok) throw refusal(shard, outcome.reason, outcome.current, seesTokens(principal));
@@ -141,7 +136,7 @@ async function fence(
   principal: Principal,
   shardParam: string,
   rawBody: unknown,
-): Promise<Answer> {
+): Promise<RawAnswer> {
   const [{ shard }, body] = parseBoth([ShardPath, { shard: shardParam }], [FenceBody, asBodyObject(rawBody)]);
   const outcome = await store.fence({ shard, token: body.token });
   // Another agent's live token is refused as the feed refuses it (an agent acts as itself
@@ -174,35 +169,11 @@ export function leaseWrites(
     const match = WRITE_PATH.exec(req.url ?? "");
     const write = match === null ? undefined : WRITES[`${req.method} ${match[2]}`];
     if (match === null || write === undefined) return false;
-    const started = performance.now();
-    const requestId = requestIdOf(req.headers["x-request-id"] as string | undefined);
-    const finish = (answer: Answer, headers: Record<string, string> = {}) => {
-      const json = answer.body === undefined ? "" : JSON.stringify(answer.body);
-      res.writeHead(answer.status, {
-        ...headers,
-        "x-request-id": requestId,
-        ...(json !== "" && { "content-type": "application/json; charset=utf-8" }),
-        "content-length": Buffer.byteLength(json),
-      });
-      res.end(json);
-      const ms = performance.now() - started;
-      context.metrics.countRequest(write.route, req.method!, answer.status, ms / 1000);
-      logRequest(req, answer.status, requestId, ms);
-    };
-    void (async () => {
+    serveRaw(req, res, write.route, context.metrics, "shard", async () => {
       const principal = principalFrom(context.authority, req.headers.authorization);
       assertRole(principal, ["agent", "admin"]);
       const body = parseJson(await readRequestBody(req, res, SMALL_BODY.limit));
       return write.handle(context, principal, decodeURIComponent(match[1]!), body);
-    })().then(finish, (error: unknown) => {
-      const failed =
-        error instanceof URIError
-          ? new ValidationError([{ field: "shard", reason: "is not valid percent-encoding" }])
-          : error;
-      const answer = errorAnswer(failed, (req.url ?? "").split("?")[0]!, (message, meta) =>
-        logger.error(message, { ...meta, request_id: requestId }),
-      );
-      finish({ status: answer.status, body: { errors: answer.errors } }, answer.headers);
     });
     return true;
   };

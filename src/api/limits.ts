@@ -20,6 +20,12 @@ export const BULK_BODY: BodyPolicy = { limit: 8 * MiB, parseHere: false };
 export const WEBHOOK_BODY: BodyPolicy = { limit: 1 * MiB, parseHere: false };
 /** A heartbeat may name 1,000 shards of 255 characters. */
 export const HEARTBEAT_BODY: BodyPolicy = { limit: 512 * KiB, parseHere: true };
+/**
+ * A request forwarded through the fenced Ironic endpoint, never parsed here: Ironic's own
+ * limit (oslo.middleware's max_request_body_size, 112 KiB by default) is far below it,
+ * and an operator who raises Ironic's for config drives gets up to this much through.
+ */
+export const FENCED_BODY: BodyPolicy = { limit: 8 * MiB, parseHere: false };
 /** Every other body: a lease call, a node, a patch, an ack. */
 export const SMALL_BODY: BodyPolicy = { limit: 64 * KiB, parseHere: true };
 

@@ -1,0 +1,56 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { ValidationError } from "../domain/validation.js";
+import { logger } from "../log.js";
+import { errorAnswer } from "./errors.js";
+import type { BridgeMetrics } from "./metrics.js";
+import { logRequest, requestIdOf } from "./request-log.js";
+
+/** What a route served on node:http answers: a JSON body, bytes as they are, or nothing. */
+export interface RawAnswer {
+  status: number;
+  headers?: Record<string, string | string[]>;
+  /** JSON-encoded unless it is a Buffer, which goes out as it is */
+  body?: unknown;
+}
+
+/**
+ * Serve one request on node:http, ahead of express, with the steps express's pipeline
+ * gives the other routes: a request id, the API-SIG error shape for whatever `work`
+ * throws (a path segment that is not valid percent-encoding names `pathField`), the
+ * request metrics under `route`, and the request log.
+ */
+export function serveRaw(
+  req: IncomingMessage,
+  res: ServerResponse,
+  route: string,
+  metrics: BridgeMetrics,
+  pathField: string,
+  work: (requestId: string) => Promise<RawAnswer>,
+): void {
+  const started = performance.now();
+  const requestId = requestIdOf(req.headers["x-request-id"] as string | undefined);
+  const finish = ({ status, headers = {}, body }: RawAnswer) => {
+    const raw = Buffer.isBuffer(body);
+    const bytes = raw ? body : body === undefined ? "" : JSON.stringify(body);
+    res.writeHead(status, {
+      ...headers,
+      "x-request-id": requestId,
+      ...(!raw && bytes !== "" && { "content-type": "application/json; charset=utf-8" }),
+      "content-length": raw ? bytes.length : Buffer.byteLength(bytes),
+    });
+    res.end(bytes);
+    const ms = performance.now() - started;
+    metrics.countRequest(route, req.method!, status, ms / 1000);
+    logRequest(req, status, requestId, ms);
+  };
+  work(requestId).then(finish, (error: unknown) => {
+    const failed =
+      error instanceof URIError
+        ? new ValidationError([{ field: pathField, reason: "is not valid percent-encoding" }])
+        : error;
+    const answer = errorAnswer(failed, (req.url ?? "").split("?")[0]!, (message, meta) =>
+      logger.error(message, { ...meta, request_id: requestId }),
+    );
+    finish({ status: answer.status, headers: answer.headers, body: { errors: answer.errors } });
+  });
+}
