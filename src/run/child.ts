@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import { constants } from "node:os";
 import { createInterface } from "node:readline";
 
 /** How a child ended: its exit code, or the signal that ended it. */
@@ -18,8 +19,7 @@ export interface StopReport {
 /** The exit status a shell would give: the code, or 128 + the signal's number. */
 export function exitStatus(exit: ChildExit): number {
   if (exit.code !== null) return exit.code;
-  const numbers: Partial<Record<NodeJS.Signals, number>> = { SIGHUP: 1, SIGINT: 2, SIGKILL: 9, SIGTERM: 15 };
-  return 128 + (exit.signal === null ? 0 : (numbers[exit.signal] ?? 0));
+  return 128 + (exit.signal === null ? 0 : constants.signals[exit.signal]);
 }
 
 /** Whether any process of group `pgid` is still there (kill -0 on the group). */
@@ -31,6 +31,8 @@ function groupAlive(pgid: number): boolean {
     return (error as NodeJS.ErrnoException).code === "EPERM";
   }
 }
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 function signalGroup(pgid: number, signal: NodeJS.Signals): void {
   try {
@@ -53,8 +55,12 @@ export class ChildGroup {
   private readonly child: ChildProcess;
   private stopping: Promise<StopReport> | null = null;
 
-  constructor(command: string[], env: NodeJS.ProcessEnv, prefix: string, nowMs: () => number) {
-    this.nowMs = nowMs;
+  constructor(
+    command: string[],
+    env: NodeJS.ProcessEnv,
+    prefix: string,
+    private readonly nowMs: () => number,
+  ) {
     this.child = spawn("setpriv", ["--pdeathsig", "KILL", "--", ...command], {
       detached: true,
       stdio: ["ignore", "pipe", "pipe"],
@@ -75,8 +81,6 @@ export class ChildGroup {
     }
   }
 
-  private readonly nowMs: () => number;
-
   /** The group's id: the child leads its own group. */
   get pgid(): number {
     return this.pid;
@@ -90,19 +94,12 @@ export class ChildGroup {
     this.stopping ??= (async () => {
       const termAtMs = this.nowMs();
       signalGroup(this.pgid, "SIGTERM");
-      let killed = false;
-      const timer = new Promise<"grace">((resolve) => setTimeout(() => resolve("grace"), graceMs));
-      if ((await Promise.race([this.exited, timer])) === "grace" || groupAlive(this.pgid)) {
-        // The leader may be gone while a grandchild holds on: the group decides.
-        while (groupAlive(this.pgid) && this.nowMs() - termAtMs < graceMs)
-          await new Promise((r) => setTimeout(r, 10));
-        if (groupAlive(this.pgid)) {
-          killed = true;
-          signalGroup(this.pgid, "SIGKILL");
-        }
-      }
+      // The group decides, not the leader: a grandchild may hold on after it is gone.
+      while (groupAlive(this.pgid) && this.nowMs() - termAtMs < graceMs) await sleep(10);
+      const killed = groupAlive(this.pgid);
+      if (killed) signalGroup(this.pgid, "SIGKILL");
       const exit = await this.exited;
-      while (groupAlive(this.pgid)) await new Promise((r) => setTimeout(r, 5));
+      while (groupAlive(this.pgid)) await sleep(5);
       return { termAtMs, killed, goneAtMs: this.nowMs(), exit };
     })();
     return this.stopping;

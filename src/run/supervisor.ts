@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { BridgeClient } from "../agent/client.js";
 import { LeaseKeeper } from "../agent/lease-keeper.js";
@@ -63,13 +64,13 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
   const graceFor = () => Math.min(options.graceMs ?? Infinity, maxGraceMs(keeper.ttlMs));
 
   const watchdog: ChildProcess = spawn("bash", [WATCHDOG], { stdio: ["pipe", "ignore", "pipe"] });
-  watchdog.stderr!.on("data", (chunk: Buffer) => {
-    for (const line of chunk.toString("utf8").split("\n").filter(Boolean)) log.warn("watchdog", { line });
-  });
+  createInterface({ input: watchdog.stderr!, crlfDelay: Infinity }).on("line", (line) =>
+    log.warn("watchdog", { line }),
+  );
   const feed = (line: string) => watchdog.stdin!.write(`${line}\n`);
 
-  let child: ChildGroup | null = null;
-  let childToken: number | null = null;
+  /** the running child and the token it was started under */
+  let child: { group: ChildGroup; token: number } | null = null;
   /** a child being stopped: nothing new starts until it is gone */
   let stopping: Promise<unknown> = Promise.resolve();
   let finishing = false;
@@ -79,21 +80,19 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
   const arm = () => {
     const left = keeper.msLeft();
     if (child === null || left === null) return;
-    feed(`arm ${child.pgid} ${Math.max(1, Math.floor(left + graceFor()))}`);
+    feed(`arm ${child.group.pgid} ${Math.max(1, Math.floor(left + graceFor()))}`);
   };
 
   const stopChild = (why: string): Promise<unknown> => {
-    const running = child;
-    if (running === null) return stopping;
-    const token = childToken;
+    if (child === null) return stopping;
+    const { group, token } = child;
     child = null;
-    childToken = null;
-    stopping = running.stop(graceFor()).then((stopped) => {
+    stopping = group.stop(graceFor()).then((stopped) => {
       feed("disarm");
       log.info("child-stopped", {
         why,
         token,
-        pid: running.pid,
+        pid: group.pid,
         term_to_gone_ms: Math.round(stopped.goneAtMs - stopped.termAtMs),
         killed: stopped.killed,
         exit: exitStatus(stopped.exit),
@@ -114,7 +113,6 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
   const onChildExit = (group: ChildGroup, token: number, exit: ChildExit) => {
     if (group.stopRequested || finishing) return; // ours: stopChild reports it
     child = null;
-    childToken = null;
     feed("disarm");
     log.info("child-exited", { token, pid: group.pid, exit: exitStatus(exit) });
     if (options.restart && keeper.token() === token) return void startChild(token);
@@ -136,8 +134,7 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
       }),
     };
     const group = new ChildGroup(options.command, env, `[${shard} token ${token}]`, nowMs);
-    child = group;
-    childToken = token;
+    child = { group, token };
     arm();
     log.info("child-started", { token, pid: group.pid, command: options.command[0] });
     void group.exited.then((exit) => onChildExit(group, token, exit));
