@@ -24,6 +24,8 @@ interface Entry {
 export class ShardNodesCache {
   private readonly entries = new Map<string, Entry>();
   private readonly building = new Map<string, Promise<Entry | null>>();
+  /** shards found too large to keep, at the version they were found so: not read again until it moves */
+  private readonly tooLarge = new Map<string, number>();
   private chars = 0;
 
   constructor(private readonly nodes: NodeRegistry) {}
@@ -34,6 +36,7 @@ export class ShardNodesCache {
    */
   async joined(shard: string, extra: string): Promise<Buffer | null> {
     const [version] = await this.nodes.placeVersions([shard]);
+    if (this.tooLarge.get(shard) === version) return null;
     let entry = this.entries.get(shard);
     if (entry !== undefined && entry.version === version) {
       // Most recently used last: eviction takes from the front.
@@ -61,9 +64,13 @@ export class ShardNodesCache {
   private async build(shard: string, version: number): Promise<Entry | null> {
     const open: string[] = [];
     for await (const page of this.nodes.pages({ kind: "places", places: [shard] })) {
-      if (open.length + page.length > MAX_CACHED_NODES) return null;
+      if (open.length + page.length > MAX_CACHED_NODES) {
+        this.tooLarge.set(shard, version);
+        return null;
+      }
       for (const node of page) open.push(openNodeJson(node));
     }
+    this.tooLarge.delete(shard);
     const entry: Entry = { version, open, chars: open.reduce((n, s) => n + s.length, 0), joined: null };
     this.forget(shard);
     this.entries.set(shard, entry);
