@@ -1,4 +1,6 @@
 import { expect } from "chai";
+import { BridgeClient } from "../src/agent/client.js";
+import { acquireWhenReady } from "./helpers/leases.js";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -62,13 +64,8 @@ describe("No request stalls the bridge (real bridge and redis-server, heavy rout
     });
     return { status: res.status, body: (await res.json()) as any };
   };
-  const acquire = async (shard: string, agent: string) => {
-    for (;;) {
-      const got = await post(`/v1/shards/${shard}/lease`, { agent }, bridge.tokenOf(agent));
-      if (got.status === 200) return got.body.token as number;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  };
+  const acquire = (shard: string, agent: string) =>
+    acquireWhenReady(new BridgeClient(bridge.url, bridge.tokenOf(agent)), shard, agent);
   const lagMaxS = async () => {
     const text = await (await fetch(`${bridge.url}/metrics`)).text();
     return Number(/^shardbridge_nodejs_eventloop_lag_max_seconds (\S+)$/m.exec(text)?.[1]);

@@ -18,7 +18,7 @@ export const UNSHARDED_NAME = "None";
  * Defined or leased shards with no nodes are listed too (count 0): a definition nobody
  * uses, or a lease on a shard without nodes, is worth seeing.
  */
-export function shardRoutes(store: Store, catalog: ShardCatalog, fencedIronic = false): Router {
+export function shardRoutes(store: Store, catalog: ShardCatalog, frontsIronic = false): Router {
   const router = Router();
 
   router.get("/v1/shards", async (_req, res) => {
@@ -71,7 +71,7 @@ export function shardRoutes(store: Store, catalog: ShardCatalog, fencedIronic = 
       lease: current === null ? null : leaseJson(current, showTokens),
       // Where the holder's Ironic client points (with its token for {token}), when the
       // bridge fronts an Ironic: writes there pass only under the live lease.
-      ironic_endpoint: fencedIronic ? `/fenced/${shard}/lease-{token}/ironic` : null,
+      ironic_endpoint: frontsIronic ? `/fenced/${shard}/lease-{token}/ironic` : null,
     });
   });
 

@@ -2,7 +2,8 @@ import { BridgeClient } from "../../src/agent/client.js";
 import { openStore } from "../../src/store/open.js";
 import { startBridge } from "../helpers/bridge-process.js";
 import { TestRedisServer } from "../helpers/redis-server.js";
-import { acquireWhenReady, renewLoop } from "./renew-loop.js";
+import { acquireWhenReady } from "../helpers/leases.js";
+import { renewLoop } from "./renew-loop.js";
 import { closedLoop, printTable } from "./stats.js";
 
 /**

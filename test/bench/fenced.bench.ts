@@ -1,4 +1,6 @@
+import { BridgeClient } from "../../src/agent/client.js";
 import { startBridge } from "../helpers/bridge-process.js";
+import { acquireWhenReady } from "../helpers/leases.js";
 import { createIronicNode, ironicPeersAvailable, startIronic } from "../helpers/ironic-peer.js";
 import { requireWrk, runWrk, type WrkRequest, type WrkResult } from "./load.js";
 import { printTable } from "./stats.js";
@@ -32,20 +34,8 @@ export async function fencedBench(): Promise<void> {
   let renewing: NodeJS.Timeout | undefined;
   try {
     const node = await createIronicNode(ironic.endpoint, { name: "bench-node", shard: SHARD });
-    let token: number;
-    for (;;) {
-      const res = await fetch(`${bridge.url}/v1/shards/${SHARD}/lease`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${bridge.tokenOf("host-a")}`, "content-type": "application/json" },
-        body: JSON.stringify({ agent: "host-a" }),
-      });
-      const body = (await res.json()) as any;
-      if (res.status === 200) {
-        token = body.token as number;
-        break;
-      }
-      await new Promise((r) => setTimeout(r, Math.min(1000, body.errors?.[0]?.retry_after_ms ?? 200)));
-    }
+    const agent = new BridgeClient(bridge.url, bridge.tokenOf("host-a"));
+    const token = await acquireWhenReady(agent, SHARD, "host-a");
     renewing = setInterval(
       () =>
         void fetch(`${bridge.url}/v1/shards/${SHARD}/lease`, {

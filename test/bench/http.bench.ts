@@ -12,7 +12,7 @@ import {
   type WrkRequest,
   type WrkResult,
 } from "./load.js";
-import { acquireWhenReady } from "./renew-loop.js";
+import { acquireWhenReady } from "../helpers/leases.js";
 import { printTable } from "./stats.js";
 
 /**

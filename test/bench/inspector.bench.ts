@@ -4,7 +4,7 @@ import { BridgeClient } from "../../src/agent/client.js";
 import { postWebhook } from "../helpers/http.js";
 import { startBridge } from "../helpers/bridge-process.js";
 import { TestRedisServer } from "../helpers/redis-server.js";
-import { acquireWhenReady } from "./renew-loop.js";
+import { acquireWhenReady } from "../helpers/leases.js";
 import { closedLoop, printTable } from "./stats.js";
 
 /**

@@ -1,18 +1,6 @@
 import type { LeaseClient } from "../../src/agent/lease-keeper.js";
+import { acquireWhenReady } from "../helpers/leases.js";
 import { closedLoop, type Measured } from "./stats.js";
-
-/**
- * A just-started store grants no lease on an unknown shard for one TTL (see
- * recoveryWaitMs): acquire with the shortest TTL and wait that out.
- */
-export async function acquireWhenReady(client: LeaseClient, shard: string, agent: string): Promise<number> {
-  for (;;) {
-    const got = await client.acquire({ shard, agent, ttlMs: 1000 });
-    if (got.ok) return got.token;
-    if (got.reason !== "recovering") throw new Error(`bench acquire refused: ${got.reason}`);
-    await new Promise((r) => setTimeout(r, got.retryAfterMs ?? 100));
-  }
-}
 
 /**
  * `concurrency` agents, each holding its own shard `${prefix}-N` and renewing it in a

@@ -1,0 +1,15 @@
+import type { LeaseClient } from "../../src/agent/lease-keeper.js";
+
+/**
+ * A lease for `agent` on `shard`, once the store grants it: a just-started store grants
+ * no lease on an unknown shard for one TTL (see recoveryWaitMs), so wait that out. Any
+ * other refusal is an error: tests and benches ask for shards nobody else holds.
+ */
+export async function acquireWhenReady(client: LeaseClient, shard: string, agent: string): Promise<number> {
+  for (;;) {
+    const got = await client.acquire({ shard, agent, ttlMs: 1000 });
+    if (got.ok) return got.token;
+    if (got.reason !== "recovering") throw new Error(`acquire of ${shard} refused: ${got.reason}`);
+    await new Promise((r) => setTimeout(r, got.retryAfterMs ?? 100));
+  }
+}
