@@ -68,7 +68,7 @@ describe("Keeper machine (pure): the agent's side of the lease", () => {
     expect(k.on({ kind: "start" })).to.deep.equal([{ kind: "timer", timer: "step", atMono: 1000 }]);
     k.on({ kind: "step" });
     const asked = k.sent();
-    expect(asked).to.include({ op: "acquire", timeoutMs: 4000 });
+    expect(asked).to.include({ op: "acquire", timeout: 4000 });
     k.advance(300).on({ kind: "acquired", attempt: asked.attempt, sent: asked.sent, outcome: GRANTED });
     expect(k.reports()).to.deep.equal(["active"]);
     expect(k.state).to.include({ phase: "active", token: 7, deadlineMono: 1000 + 4000 });
@@ -77,7 +77,7 @@ describe("Keeper machine (pure): the agent's side of the lease", () => {
 
     k.advance(1700).on({ kind: "step" });
     const renew = k.sent();
-    expect(renew).to.include({ op: "renew", token: 7, timeoutMs: 2000 });
+    expect(renew).to.include({ op: "renew", token: 7, timeout: 2000 });
     k.advance(900).on({ kind: "renewed", attempt: renew.attempt, sent: renew.sent, outcome: GRANTED });
     expect(k.reports()).to.deep.equal(["renewed"]);
     // From the renew's send (3000), not its answer (3900): the store counted from no earlier.
@@ -200,7 +200,7 @@ describe("Keeper machine (pure): the agent's side of the lease", () => {
     expect(k.reports()).to.deep.equal(["store-error"]);
     expect(k.timer("step")!.atMono).to.equal(k.mono + 500);
     k.advance(500).on({ kind: "step" });
-    expect(k.sent()).to.include({ op: "renew", timeoutMs: 5000 - k.mono });
+    expect(k.sent()).to.include({ op: "renew", timeout: 5000 - k.mono });
     k.advance(1400).on({ kind: "deadline" });
     expect(k.state.phase).to.equal("standby");
   });
@@ -208,7 +208,7 @@ describe("Keeper machine (pure): the agent's side of the lease", () => {
   it("stop hands an active lease back, and a lease granted after stop straight back too", () => {
     const k = new Driven().activate(0);
     k.on({ kind: "stop" });
-    expect(k.actions).to.deep.include({ kind: "send", op: "release", token: 7, timeoutMs: 4000 });
+    expect(k.actions).to.deep.include({ kind: "send", op: "release", token: 7, timeout: 4000 });
     expect(k.state.phase).to.equal("stopped");
 
     const late = new Driven();
@@ -217,7 +217,7 @@ describe("Keeper machine (pure): the agent's side of the lease", () => {
     const ask = late.sent();
     late.on({ kind: "stop" });
     late.on({ kind: "acquired", attempt: ask.attempt, sent: ask.sent, outcome: GRANTED });
-    expect(late.actions).to.deep.equal([{ kind: "send", op: "release", token: 7, timeoutMs: 4000 }]);
+    expect(late.actions).to.deep.equal([{ kind: "send", op: "release", token: 7, timeout: 4000 }]);
     expect(late.state.phase).to.equal("stopped");
   });
 
@@ -295,7 +295,7 @@ describe("Keeper machine (pure): the agent's side of the lease", () => {
           // agent hears nothing and gives up at its timeout.
           const lost = random();
           if (lost >= 0.1) queue.push({ at: arriveAt, kind: "arrive", request });
-          const answerAt = lost < 0.2 ? t + action.timeoutMs + 1 : arriveAt + random() * ttlMs * 0.4;
+          const answerAt = lost < 0.2 ? t + action.timeout + 1 : arriveAt + random() * ttlMs * 0.4;
           queue.push({ at: answerAt, kind: "answer", agent: a, request, send: action });
         }
       };
@@ -323,10 +323,10 @@ describe("Keeper machine (pure): the agent's side of the lease", () => {
         else if (next.kind === "act") {
           // handled below, like every other moment the agent runs
         } else if (next.send.op !== "release") {
-          const { attempt, sent, timeoutMs, op } = next.send;
+          const { attempt, sent, timeout, op } = next.send;
           const { request } = next;
           // The driver gives up on a request at its timeout: a later answer is a failure.
-          const late = request.outcome === undefined || t + a.monoOffset - sent.mono > timeoutMs;
+          const late = request.outcome === undefined || t + a.monoOffset - sent.mono > timeout;
           deliver(
             a,
             late

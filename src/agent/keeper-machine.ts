@@ -23,6 +23,13 @@ export interface KeeperConfig {
   ttlMs: number;
   /** longest a standby waits between attempts, before jitter */
   standbyPollMs: number;
+  /**
+   * The driver's clock units per millisecond (default 1). Every clock reading, timer and
+   * timeout the machine takes or gives is in these units: milliseconds for the agent's
+   * `performance.now()`, microseconds for the simulator, whose arithmetic then stays in
+   * whole units where it was before.
+   */
+  unitsPerMs?: number;
 }
 
 export type KeeperPhase = "standby" | "active" | "stopped";
@@ -42,11 +49,16 @@ export interface KeeperState {
   readonly standbyKey: string | null;
 }
 
-/** When an event happens, by the agent's two clocks, and a uniform [0,1) draw for jitter. */
+/**
+ * When an event happens, by the agent's two clocks, and a uniform [0,1) draw for jitter.
+ * The rules read `random` only when they need a draw, at most once per event, so a driver
+ * may hand a getter that draws on reading (the simulator does: its random sequence then
+ * holds only the draws that were used).
+ */
 export interface KeeperClocks {
-  mono: number;
-  wall: number;
-  random: number;
+  readonly mono: number;
+  readonly wall: number;
+  readonly random: number;
 }
 
 /** When a request left, by both clocks: the store counts the TTL from no earlier. */
@@ -77,12 +89,13 @@ export type KeeperReport =
   | { kind: "renewed"; token: number; latencyMs: number }
   | { kind: "store-error"; op: "acquire" | "renew"; error: string; cause?: unknown };
 
+/** Actions carry times in the driver's clock units (`unitsPerMs`). */
 export type KeeperAction =
-  /** send this request, give up on it after `timeoutMs`, and answer with `attempt` */
-  | { kind: "send"; op: "acquire"; attempt: number; sent: SentAt; timeoutMs: number }
-  | { kind: "send"; op: "renew"; attempt: number; token: number; sent: SentAt; timeoutMs: number }
+  /** send this request, give up on it after `timeout`, and answer with `attempt` */
+  | { kind: "send"; op: "acquire"; attempt: number; sent: SentAt; timeout: number }
+  | { kind: "send"; op: "renew"; attempt: number; token: number; sent: SentAt; timeout: number }
   /** hand back a lease: on stop, or one granted after stop. Nothing answers to the machine. */
-  | { kind: "send"; op: "release"; token: number; timeoutMs: number }
+  | { kind: "send"; op: "release"; token: number; timeout: number }
   /** (re)arm a timer at a monotonic time; null cancels it */
   | { kind: "timer"; timer: "step" | "deadline"; atMono: number | null }
   | { kind: "report"; report: KeeperReport };
@@ -92,20 +105,39 @@ export interface KeeperStep {
   actions: KeeperAction[];
 }
 
+/**
+ * Where a step's actions go, in order. `keeperStep` collects them in an array; a driver on
+ * a hot path (the simulator renews millions of times) takes them one by one instead.
+ */
+export interface KeeperActionSink {
+  act(action: KeeperAction): void;
+}
+
 /** A renew that failed is tried again this soon (or a quarter interval, if longer). */
 const RENEW_RETRY_MIN_MS = 50;
 
 export function initialKeeperState(config: KeeperConfig): KeeperState {
-  return {
-    phase: "standby",
-    token: null,
-    ttlMs: config.ttlMs,
-    deadlineMono: 0,
-    deadlineWall: 0,
-    attempt: 0,
-    standbyKey: null,
-  };
+  return keeperState("standby", null, config.ttlMs, 0, 0, 0, null);
 }
+
+/**
+ * Every state is built here, field by field in one order (not spread from the last one),
+ * so all states share one object shape: the simulator steps millions of them.
+ */
+function keeperState(
+  phase: KeeperPhase,
+  token: number | null,
+  ttlMs: number,
+  deadlineMono: number,
+  deadlineWall: number,
+  attempt: number,
+  standbyKey: string | null,
+): KeeperState {
+  return { phase, token, ttlMs, deadlineMono, deadlineWall, attempt, standbyKey };
+}
+
+const withAttempt = (s: KeeperState, attempt: number): KeeperState =>
+  keeperState(s.phase, s.token, s.ttlMs, s.deadlineMono, s.deadlineWall, attempt, s.standbyKey);
 
 /** Whether the holder may still act at these clock readings. */
 export function mayAct(state: KeeperState, mono: number, wall: number): boolean {
@@ -114,9 +146,10 @@ export function mayAct(state: KeeperState, mono: number, wall: number): boolean 
   );
 }
 
-/** Standbys spread out so they do not poll in lock step: between half and all of `ms`. */
-const jittered = (ms: number, random: number) => ms * (0.5 + 0.5 * random);
+/** Standbys spread out so they do not poll in lock step: between half and all of `wait`. */
+export const standbyJitter = (wait: number, random: number): number => wait * (0.5 + 0.5 * random);
 
+/** One event through the rules, its actions collected. */
 export function keeperStep(
   config: KeeperConfig,
   state: KeeperState,
@@ -124,141 +157,238 @@ export function keeperStep(
   now: KeeperClocks,
 ): KeeperStep {
   const actions: KeeperAction[] = [];
-  const report = (r: KeeperReport) => actions.push({ kind: "report", report: r });
-  const armStep = (atMono: number) => actions.push({ kind: "timer", timer: "step", atMono });
-  const pollLater = () => armStep(now.mono + jittered(config.standbyPollMs, now.random));
-  const grace = (s: KeeperState) => renewDeadlineMs(s.ttlMs);
-  const interval = (s: KeeperState) => renewIntervalMs(s.ttlMs);
+  const next = advanceKeeper(config, state, event, now, { act: (action) => actions.push(action) });
+  return { state: next, actions };
+}
 
-  /** Stop acting: back to standby, and ask again after a jittered poll. */
-  const lose = (s: KeeperState, reason: "refused" | "deadline", detail: string): KeeperState => {
-    report({ kind: "lost", token: s.token!, reason, detail });
-    actions.push({ kind: "timer", timer: "deadline", atMono: null });
-    pollLater();
-    return { ...s, phase: "standby", token: null };
-  };
-  /** The deadline passed (by either clock) while active: lose, else unchanged. */
-  const checked = (s: KeeperState): KeeperState =>
-    s.phase === "active" && !mayAct(s, now.mono, now.wall)
-      ? lose(s, "deadline", "renew deadline passed before a renew succeeded")
-      : s;
-  /** The deadline runs from when the succeeding request was sent, by each clock. */
-  const heldFrom = (s: KeeperState, sent: SentAt): KeeperState => {
-    const next = { ...s, deadlineMono: sent.mono + grace(s), deadlineWall: sent.wall + grace(s) };
-    actions.push({ kind: "timer", timer: "deadline", atMono: next.deadlineMono });
-    armStep(sent.mono + interval(next));
-    return next;
-  };
-  const send = (s: KeeperState, op: "acquire" | "renew"): KeeperState => {
-    const next = { ...s, attempt: s.attempt + 1 };
-    const sent = { mono: now.mono, wall: now.wall };
-    if (op === "acquire")
-      actions.push({ kind: "send", op, attempt: next.attempt, sent, timeoutMs: grace(s) });
-    else
-      actions.push({
-        kind: "send",
-        op,
-        attempt: next.attempt,
-        token: s.token!,
-        sent,
-        // No answer before the deadline is as good as none: the agent stops then anyway.
-        timeoutMs: Math.max(1, s.deadlineMono - now.mono),
-      });
-    return next;
-  };
+/*
+ * The rules below are plain functions of (config, state, clocks, sink), not closures made
+ * per event: the simulator runs them for every renew of a day of a thousand agents.
+ */
 
+const unitsOf = (config: KeeperConfig): number => config.unitsPerMs ?? 1;
+const graceOf = (config: KeeperConfig, s: KeeperState): number => renewDeadlineMs(s.ttlMs) * unitsOf(config);
+const intervalOf = (config: KeeperConfig, s: KeeperState): number =>
+  renewIntervalMs(s.ttlMs) * unitsOf(config);
+
+function armStep(out: KeeperActionSink, atMono: number): void {
+  out.act({ kind: "timer", timer: "step", atMono });
+}
+
+function pollLater(config: KeeperConfig, now: KeeperClocks, out: KeeperActionSink): void {
+  armStep(out, now.mono + standbyJitter(config.standbyPollMs * unitsOf(config), now.random));
+}
+
+/** Stop acting: back to standby, and ask again after a jittered poll. */
+function lose(
+  config: KeeperConfig,
+  s: KeeperState,
+  now: KeeperClocks,
+  out: KeeperActionSink,
+  reason: "refused" | "deadline",
+  detail: string,
+): KeeperState {
+  out.act({ kind: "report", report: { kind: "lost", token: s.token!, reason, detail } });
+  out.act({ kind: "timer", timer: "deadline", atMono: null });
+  pollLater(config, now, out);
+  return keeperState("standby", null, s.ttlMs, s.deadlineMono, s.deadlineWall, s.attempt, s.standbyKey);
+}
+
+/** The deadline passed (by either clock) while active: lose, else unchanged. */
+function checked(
+  config: KeeperConfig,
+  s: KeeperState,
+  now: KeeperClocks,
+  out: KeeperActionSink,
+): KeeperState {
+  return s.phase === "active" && !mayAct(s, now.mono, now.wall)
+    ? lose(config, s, now, out, "deadline", "renew deadline passed before a renew succeeded")
+    : s;
+}
+
+/** Held on `ttlMs` from a request sent at `sent`: the deadline and the next renew run from the send. */
+function heldFrom(
+  config: KeeperConfig,
+  s: KeeperState,
+  ttlMs: number,
+  sent: SentAt,
+  out: KeeperActionSink,
+  /** the lease just won, or null for a renew of the one held */
+  won: { token: number } | null,
+): KeeperState {
+  const grace = renewDeadlineMs(ttlMs) * unitsOf(config);
+  const next = keeperState(
+    "active",
+    won === null ? s.token : won.token,
+    ttlMs,
+    sent.mono + grace,
+    sent.wall + grace,
+    s.attempt,
+    won === null ? s.standbyKey : null,
+  );
+  out.act({ kind: "timer", timer: "deadline", atMono: next.deadlineMono });
+  armStep(out, sent.mono + renewIntervalMs(ttlMs) * unitsOf(config));
+  return next;
+}
+
+function sendAcquire(
+  config: KeeperConfig,
+  s: KeeperState,
+  now: KeeperClocks,
+  out: KeeperActionSink,
+): KeeperState {
+  const next = withAttempt(s, s.attempt + 1);
+  const sent = { mono: now.mono, wall: now.wall };
+  out.act({ kind: "send", op: "acquire", attempt: next.attempt, sent, timeout: graceOf(config, s) });
+  return next;
+}
+
+function sendRenew(s: KeeperState, now: KeeperClocks, out: KeeperActionSink): KeeperState {
+  const next = withAttempt(s, s.attempt + 1);
+  out.act({
+    kind: "send",
+    op: "renew",
+    attempt: next.attempt,
+    token: s.token!,
+    sent: { mono: now.mono, wall: now.wall },
+    // No answer before the deadline is as good as none: the agent stops then anyway.
+    timeout: Math.max(1, s.deadlineMono - now.mono),
+  });
+  return next;
+}
+
+function onAcquired(
+  config: KeeperConfig,
+  state: KeeperState,
+  event: Extract<KeeperEvent, { kind: "acquired" }>,
+  now: KeeperClocks,
+  out: KeeperActionSink,
+): KeeperState {
+  const { outcome } = event;
+  if (state.phase === "stopped") {
+    // Stopped while this acquire was in flight: hand a granted lease straight back, so
+    // a standby does not wait a whole TTL for a lease nobody uses.
+    if (outcome.ok)
+      out.act({ kind: "send", op: "release", token: outcome.token, timeout: graceOf(config, state) });
+    return state;
+  }
+  if (event.attempt !== state.attempt || state.phase !== "standby") return state;
+  if (outcome.ok) {
+    const ttlMs = Math.min(config.ttlMs, outcome.ttlMs);
+    const grace = renewDeadlineMs(ttlMs) * unitsOf(config);
+    if (now.mono >= event.sent.mono + grace || now.wall >= event.sent.wall + grace) {
+      // Granted, but the answer came too late to act on (the agent was frozen): the
+      // lease runs out unrenewed, and the agent asks again.
+      pollLater(config, now, out);
+      return state;
+    }
+    out.act({ kind: "report", report: { kind: "active", token: outcome.token, ttlMs: outcome.ttlMs } });
+    return heldFrom(config, state, ttlMs, event.sent, out, { token: outcome.token });
+  }
+  const current = outcome.current;
+  const standbyKey = `${outcome.reason}:${current?.holder ?? ""}`;
+  if (standbyKey !== state.standbyKey)
+    out.act({ kind: "report", report: { kind: "standby", current, reason: outcome.reason } });
+  // Come back when the holder's lease would run out (or the store's recovery wait is
+  // over), or sooner, to catch a release.
+  const units = unitsOf(config);
+  const untilFreeMs = current !== null ? current.ttlMs + 1 : (outcome.retryAfterMs ?? config.standbyPollMs);
+  armStep(
+    out,
+    now.mono + Math.min(untilFreeMs * units, standbyJitter(config.standbyPollMs * units, now.random)),
+  );
+  if (standbyKey === state.standbyKey) return state;
+  const { phase, token, ttlMs, deadlineMono, deadlineWall, attempt } = state;
+  return keeperState(phase, token, ttlMs, deadlineMono, deadlineWall, attempt, standbyKey);
+}
+
+function onRenewed(
+  config: KeeperConfig,
+  state: KeeperState,
+  event: Extract<KeeperEvent, { kind: "renewed" }>,
+  now: KeeperClocks,
+  out: KeeperActionSink,
+): KeeperState {
+  if (event.attempt !== state.attempt || state.phase !== "active") return state;
+  const { outcome } = event;
+  if (!outcome.ok) {
+    const holder = outcome.current ? ` (holder ${outcome.current.holder})` : "";
+    return lose(config, state, now, out, "refused", `renew refused: ${outcome.reason}${holder}`);
+  }
+  const held = heldFrom(config, state, Math.min(config.ttlMs, outcome.ttlMs), event.sent, out, null);
+  out.act({
+    kind: "report",
+    report: {
+      kind: "renewed",
+      token: state.token!,
+      latencyMs: (now.mono - event.sent.mono) / unitsOf(config),
+    },
+  });
+  return held;
+}
+
+/** One event through the rules: the next state, its actions handed to `out` in order. */
+export function advanceKeeper(
+  config: KeeperConfig,
+  state: KeeperState,
+  event: KeeperEvent,
+  now: KeeperClocks,
+  out: KeeperActionSink,
+): KeeperState {
   switch (event.kind) {
     case "start":
-      if (state.phase !== "standby") return { state, actions };
-      armStep(now.mono);
-      return { state, actions };
+      if (state.phase === "standby") armStep(out, now.mono);
+      return state;
 
     case "check":
-      return { state: checked(state), actions };
+      return checked(config, state, now, out);
 
     case "deadline": {
-      const next = checked(state);
+      const next = checked(config, state, now, out);
       // A timer may fire a little early by the monotonic clock: arm it again.
-      if (next.phase === "active")
-        actions.push({ kind: "timer", timer: "deadline", atMono: next.deadlineMono });
-      return { state: next, actions };
+      if (next.phase === "active") out.act({ kind: "timer", timer: "deadline", atMono: next.deadlineMono });
+      return next;
     }
 
     case "step": {
-      if (state.phase === "standby") return { state: send(state, "acquire"), actions };
-      if (state.phase !== "active") return { state, actions };
-      const held = checked(state);
-      return { state: held.phase === "active" ? send(held, "renew") : held, actions };
+      if (state.phase === "standby") return sendAcquire(config, state, now, out);
+      if (state.phase !== "active") return state;
+      const held = checked(config, state, now, out);
+      return held.phase === "active" ? sendRenew(held, now, out) : held;
     }
 
-    case "acquired": {
-      const { outcome } = event;
-      if (state.phase === "stopped") {
-        // Stopped while this acquire was in flight: hand a granted lease straight back, so
-        // a standby does not wait a whole TTL for a lease nobody uses.
-        if (outcome.ok)
-          actions.push({ kind: "send", op: "release", token: outcome.token, timeoutMs: grace(state) });
-        return { state, actions };
-      }
-      if (event.attempt !== state.attempt || state.phase !== "standby") return { state, actions };
-      if (outcome.ok) {
-        const adopted = { ...state, ttlMs: Math.min(config.ttlMs, outcome.ttlMs) };
-        if (now.mono >= event.sent.mono + grace(adopted) || now.wall >= event.sent.wall + grace(adopted)) {
-          // Granted, but the answer came too late to act on (the agent was frozen): the
-          // lease runs out unrenewed, and the agent asks again.
-          pollLater();
-          return { state, actions };
-        }
-        report({ kind: "active", token: outcome.token, ttlMs: outcome.ttlMs });
-        const active = heldFrom(
-          { ...adopted, phase: "active", token: outcome.token, standbyKey: null },
-          event.sent,
-        );
-        return { state: active, actions };
-      }
-      const current = outcome.current;
-      const standbyKey = `${outcome.reason}:${current?.holder ?? ""}`;
-      if (standbyKey !== state.standbyKey) report({ kind: "standby", current, reason: outcome.reason });
-      // Come back when the holder's lease would run out (or the store's recovery wait is
-      // over), or sooner, to catch a release.
-      const untilFree = current !== null ? current.ttlMs + 1 : (outcome.retryAfterMs ?? config.standbyPollMs);
-      armStep(now.mono + Math.min(untilFree, jittered(config.standbyPollMs, now.random)));
-      return { state: { ...state, standbyKey }, actions };
-    }
+    case "acquired":
+      return onAcquired(config, state, event, now, out);
 
-    case "renewed": {
-      if (event.attempt !== state.attempt || state.phase !== "active") return { state, actions };
-      const { outcome } = event;
-      if (!outcome.ok) {
-        const holder = outcome.current ? ` (holder ${outcome.current.holder})` : "";
-        return { state: lose(state, "refused", `renew refused: ${outcome.reason}${holder}`), actions };
-      }
-      const held = heldFrom({ ...state, ttlMs: Math.min(config.ttlMs, outcome.ttlMs) }, event.sent);
-      report({ kind: "renewed", token: state.token!, latencyMs: now.mono - event.sent.mono });
-      return { state: held, actions };
-    }
+    case "renewed":
+      return onRenewed(config, state, event, now, out);
 
     case "failed": {
-      if (event.attempt !== state.attempt) return { state, actions };
-      report({ kind: "store-error", op: event.op, error: event.error, cause: event.cause });
+      if (event.attempt !== state.attempt) return state;
+      out.act({
+        kind: "report",
+        report: { kind: "store-error", op: event.op, error: event.error, cause: event.cause },
+      });
       if (event.op === "acquire") {
-        if (state.phase === "standby") pollLater();
+        if (state.phase === "standby") pollLater(config, now, out);
       } else if (state.phase === "active") {
         // Try again soon; the deadline stops the agent if no retry gets through in time.
-        armStep(now.mono + Math.max(RENEW_RETRY_MIN_MS, interval(state) / 4));
+        armStep(
+          out,
+          now.mono + Math.max(RENEW_RETRY_MIN_MS * unitsOf(config), intervalOf(config, state) / 4),
+        );
       }
-      return { state, actions };
+      return state;
     }
 
     case "stop": {
-      if (state.phase === "stopped") return { state, actions };
-      actions.push(
-        { kind: "timer", timer: "step", atMono: null },
-        { kind: "timer", timer: "deadline", atMono: null },
-      );
+      if (state.phase === "stopped") return state;
+      out.act({ kind: "timer", timer: "step", atMono: null });
+      out.act({ kind: "timer", timer: "deadline", atMono: null });
       if (state.phase === "active" && state.token !== null)
-        actions.push({ kind: "send", op: "release", token: state.token, timeoutMs: grace(state) });
-      return { state: { ...state, phase: "stopped", token: null }, actions };
+        out.act({ kind: "send", op: "release", token: state.token, timeout: graceOf(config, state) });
+      const { ttlMs, deadlineMono, deadlineWall, attempt, standbyKey } = state;
+      return keeperState("stopped", null, ttlMs, deadlineMono, deadlineWall, attempt, standbyKey);
     }
   }
 }

@@ -93,7 +93,8 @@ export class LeaseKeeper extends EventEmitter<KeeperEvents> {
     this.now = options.monotonicNow ?? (() => performance.now());
     this.wallNow = options.wallNow ?? Date.now;
     this.random = options.random ?? Math.random;
-    this.config = { ttlMs: options.ttlMs, standbyPollMs: options.standbyPollMs ?? 500 };
+    // Its clocks read milliseconds: the machine's clock unit.
+    this.config = { ttlMs: options.ttlMs, standbyPollMs: options.standbyPollMs ?? 500, unitsPerMs: 1 };
     this.state = initialKeeperState(this.config);
   }
 
@@ -163,7 +164,7 @@ export class LeaseKeeper extends EventEmitter<KeeperEvents> {
         return;
       }
       case "send":
-        if (action.op === "release") return this.release(action.token, action.timeoutMs);
+        if (action.op === "release") return this.release(action.token, action.timeout);
         return this.send(action);
     }
   }
@@ -174,7 +175,7 @@ export class LeaseKeeper extends EventEmitter<KeeperEvents> {
       action.op === "acquire"
         ? client.acquire({ shard, agent, ttlMs })
         : client.renew({ shard, agent, token: action.token, ttlMs });
-    withTimeout(call, action.timeoutMs).then(
+    withTimeout(call, action.timeout).then(
       (outcome) =>
         this.dispatch({
           kind: action.op === "acquire" ? "acquired" : "renewed",

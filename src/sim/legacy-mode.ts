@@ -18,6 +18,8 @@ export interface LegacyModeResult {
 /** What the timeline can do to the legacy side. */
 export interface LegacyFaults {
   crash(host: SimHost): void;
+  /** the host's links to the database go down (or up) */
+  cut(host: SimHost, to: boolean, from: boolean): void;
   start(host: SimHost): void;
   pause(host: SimHost, untilUs: number): void;
   clockRate(host: SimHost, rate: number): void;
@@ -120,13 +122,39 @@ export function runLegacyMode(
     setManaged(host.index, mine);
   };
 
+  const beatUs = NOVA_REPORT_INTERVAL_MS * MS;
+  /**
+   * The heartbeats of an agent that is not quiet change nothing anyone reads (a rebuild
+   * looks only at quiet agents): for it only the next one's time is kept, and its beats
+   * are played, in order and with the same arithmetic, when it turns quiet. A day of a
+   * thousand agents saves eight million events. NaN: the beats run as events.
+   */
+  const pendingBeatUs = new Float64Array(hosts.length).fill(NaN);
+
   // A heartbeat is recorded when sent, stamped with its arrival: a rebuild reads the
   // service list as of its own read's arrival, so it sees exactly the heartbeats that
   // arrived by then (all messages take the same time).
   const heartbeat = (host: SimHost) => {
     if (!host.cutTo) lastSeenUs[host.index] = Math.max(lastSeenUs[host.index]!, queue.now + latencyUs);
     else quiet.add(host.index);
-    host.afterLocal(NOVA_REPORT_INTERVAL_MS * MS, () => heartbeat(host));
+    beatAfter(host, beatUs);
+  };
+  const beatAfter = (host: SimHost, localDelayUs: number) => {
+    const atUs = host.trueAt(host.local() + localDelayUs);
+    if (quiet.has(host.index)) host.later(atUs, () => heartbeat(host));
+    else pendingBeatUs[host.index] = atUs;
+  };
+  /** From now on the agent's heartbeats may stop: play the ones due before now, run the rest as events. */
+  const turnQuiet = (host: SimHost) => {
+    const i = host.index;
+    if (quiet.has(i)) return;
+    quiet.add(i);
+    let atUs = pendingBeatUs[i]!;
+    pendingBeatUs[i] = NaN;
+    if (Number.isNaN(atUs)) return;
+    for (; atUs < queue.now; atUs = host.trueAt(host.local(atUs) + beatUs))
+      lastSeenUs[i] = Math.max(lastSeenUs[i]!, atUs + latencyUs);
+    host.later(atUs, () => heartbeat(host));
   };
 
   const periodic = (host: SimHost) => {
@@ -139,7 +167,7 @@ export function runLegacyMode(
     if (!warm) host.start();
     lastSeenUs[host.index] = queue.now;
     rebuild(host);
-    host.afterLocal(random() * NOVA_REPORT_INTERVAL_MS * MS, () => heartbeat(host));
+    beatAfter(host, random() * NOVA_REPORT_INTERVAL_MS * MS);
     host.afterLocal(random() * RING_REBUILD_MS * MS, () => periodic(host));
   };
 
@@ -147,14 +175,14 @@ export function runLegacyMode(
 
   const faults: LegacyFaults = {
     crash: (h) => {
-      quiet.add(h.index);
+      turnQuiet(h);
       if (!h.up) return;
       setManaged(h.index, new Set());
       ringOf[h.index] = null;
       h.crash();
     },
     start: (h) => {
-      quiet.add(h.index);
+      turnQuiet(h);
       if (h.up) {
         setManaged(h.index, new Set());
         ringOf[h.index] = null;
@@ -163,12 +191,17 @@ export function runLegacyMode(
       startAgent(h, false);
     },
     // A frozen nova-compute keeps believing in its ring; nothing fences it.
+    cut: (h, to, from) => {
+      if (to) turnQuiet(h); // its heartbeats no longer arrive
+      h.cutTo = to;
+      h.cutFrom = from;
+    },
     pause: (h, untilUs) => {
-      quiet.add(h.index);
+      turnQuiet(h);
       h.pausedUntilUs = Math.max(h.pausedUntilUs, untilUs);
     },
     clockRate: (h, rate) => {
-      quiet.add(h.index);
+      turnQuiet(h);
       h.setRate(rate);
     },
   };

@@ -1,4 +1,17 @@
-import { renewDeadlineMs, renewIntervalMs } from "../domain/lease.js";
+import {
+  advanceKeeper,
+  initialKeeperState,
+  mayAct,
+  standbyJitter,
+  type KeeperAction,
+  type KeeperActionSink,
+  type KeeperConfig,
+  type KeeperEvent,
+  type KeeperReport,
+  type KeeperState,
+  type SentAt,
+} from "../agent/keeper-machine.js";
+import { renewIntervalMs } from "../domain/lease.js";
 import {
   EMPTY_SHARD_STATE,
   transition,
@@ -15,22 +28,29 @@ import type { Scenario } from "./scenario.js";
 
 const MS = 1000;
 
-/** One agent's lease keeper for one shard, timed as src/agent/lease-keeper.ts times it. */
+/**
+ * How far apart two readings of one host's clock may be and still be one instant: the
+ * float slack of converting a local time to true time and back (`trueAt`, `local`).
+ */
+const CLOCK_SLACK_US = 1e-6;
+
+/** One agent's lease keeper for one shard: the keeper machine's state and its timers here. */
 interface Keeper {
   host: SimHost;
   shard: number;
-  state: "standby" | "active";
-  token: number;
-  /** this agent's clock reading at which it stops acting on its own */
-  deadlineLocal: number;
-  /** bumped when the keeper wins or loses a lease: timers of an older lease are dropped */
+  /** the host's incarnation this keeper belongs to: a restarted agent has new keepers */
+  hostEpoch: number;
+  /** the rules' state (src/agent/keeper-machine.ts) */
+  machine: KeeperState;
+  /** bumped whenever the machine arms or cancels its step timer: older timer events are dropped */
+  stepEpoch: number;
+  /** bumped when the keeper wins or loses a lease: the write loop and deadline watch of an older lease stop */
   leaseEpoch: number;
-  /** bumped when a standby's next poll is re-planned */
-  pollEpoch: number;
-  /** when the renew in flight was sent, by this agent's clock */
-  renewSentLocal: number;
   /** the renew's request handlers for the current lease, made once per lease */
   renewCalls: RequestCalls<LeaseOutcome> | null;
+  /** the renew in flight, as the machine sent it */
+  renewAttempt: number;
+  renewSent: SentAt;
 }
 
 /** What a request does at the store and with its answer (see `request`). */
@@ -57,17 +77,34 @@ export interface ShardsModeResult {
   spells: ActiveSpell[];
 }
 
+const STEP: KeeperEvent = { kind: "step" };
+const DEADLINE: KeeperEvent = { kind: "deadline" };
+const STOP: KeeperEvent = { kind: "stop" };
+const START: KeeperEvent = { kind: "start" };
+const NEVER_SENT: SentAt = { mono: 0, wall: 0 };
+
 /**
  * Shards with active/passive leases: a store running the pure lease state machine (the
  * same `transition` the memory store runs; expiry judged by the store's clock) and, per
- * agent and shard, a keeper with the reference agent's timing: renew every TTL/3 after
- * the last renew sent, stop on its own 2/3 TTL after the last renew it sent that
- * succeeded (by its own clock), standbys poll with jitter.
+ * agent and shard, the keeper machine the reference agent runs (`advanceKeeper`), fed on
+ * each host's own clock in microseconds. This file keeps only what is not the rules: the
+ * network, the store, the timers and the fenced writes.
  *
- * One shortcut, stated: a standby's polls that the store could only refuse (the lease is
- * live) are not run one by one; the standby polls again when the lease it was shown would
- * run out, plus a jittered part of its poll interval, and at once (plus jitter) when the
- * holder hands the lease back. The first poll that can succeed happens as it would.
+ * The driver's choices, stated:
+ * - a simulated host has one clock: its monotonic and wall readings are the same;
+ * - the machine's deadline timer gets no event of its own on a running host: the renew in
+ *   flight times out at that very deadline (the machine sets the timeout so), and its
+ *   timeout fires the deadline first. A frozen host, or one whose clock changes pace, gets
+ *   a watch at the deadline (`watchDeadline`);
+ * - a standby's polls that the store could only refuse (the lease is live) are not run
+ *   one by one: after a "held" answer the standby polls next when the lease it was shown
+ *   would run out, plus a jittered part of its poll interval (the machine's own jitter
+ *   draw), and at once (plus jitter) when the holder hands the lease back. The first poll
+ *   that can succeed happens as it would. The machine's rule (poll again within a poll
+ *   interval) would cost a day of 500 standbys 100 million refused polls;
+ * - a fleet in steady state at time 0: each shard's first candidate holds the lease,
+ *   renewing at a random phase of its interval, and the standbys are somewhere in their
+ *   poll cycle.
  */
 export function runShardsMode(
   scenario: Scenario,
@@ -81,12 +118,12 @@ export function runShardsMode(
   const { fleet } = scenario;
   const ttlMs = fleet.lease_ttl_ms;
   const intervalUs = renewIntervalMs(ttlMs) * MS;
-  const graceUs = renewDeadlineMs(ttlMs) * MS;
   const latencyUs = fleet.latency_ms * MS;
   const pollUs = fleet.standby_poll_ms * MS;
   const writeUs = fleet.write_interval_ms * MS;
   const workUs = fleet.write_work_ms * MS;
-  const jitter = (us: number) => us * (0.5 + 0.5 * random());
+  const jitter = (us: number) => standbyJitter(us, random());
+  const config: KeeperConfig = { ttlMs, standbyPollMs: fleet.standby_poll_ms, unitsPerMs: MS };
 
   const store = {
     shards: new Map<number, ShardLeaseState>(),
@@ -107,7 +144,9 @@ export function runShardsMode(
 
   const storeOp = <Op extends LeaseOperation>(shard: number, op: Op, atUs = queue.now): OutcomeOf<Op> => {
     const state = store.shards.get(shard) ?? EMPTY_SHARD_STATE;
-    const step = transition(state, op, { nowUs: atUs, bootUs: store.bootUs });
+    // The store's clock reads whole microseconds, as Redis TIME does and the lease rules
+    // expect: a fractional reading would make a fresh grant show 5,999 ms left.
+    const step = transition(state, op, { nowUs: Math.floor(atUs), bootUs: Math.floor(store.bootUs) });
     store.shards.set(shard, step.state);
     return step.outcome;
   };
@@ -208,121 +247,164 @@ export function runShardsMode(
     openSpell.delete(k);
   };
 
-  const schedulePoll = (k: Keeper, delayUs: number) => {
-    const epoch = ++k.pollEpoch;
-    k.host.afterLocal(delayUs, () => {
-      if (k.pollEpoch === epoch && k.state === "standby") tryAcquire(k);
+  /** The clocks the machine reads: the host's, and a draw taken only when the rules use it. */
+  let lastDraw = 0;
+  const clocks = {
+    mono: 0,
+    wall: 0,
+    get random(): number {
+      lastDraw = random();
+      return lastDraw;
+    },
+  };
+
+  /**
+   * Where the machine's actions go. Timers and reports are handled as they come; the one
+   * request an event can send waits until the machine's new state is in place, since its
+   * answer may be handled at once.
+   */
+  const sink: KeeperActionSink & {
+    keeper: Keeper | null;
+    pendingSend: Extract<KeeperAction, { kind: "send" }> | null;
+    /** the driver's own time for the step timer being armed (the shortcuts above), or null */
+    stepAt: (() => number) | null;
+  } = {
+    keeper: null,
+    pendingSend: null,
+    stepAt: null,
+    act(action: KeeperAction): void {
+      const k = this.keeper!;
+      if (action.kind === "send") {
+        this.pendingSend = action;
+      } else if (action.kind === "report") {
+        onReport(k, action.report);
+      } else if (action.timer === "step") {
+        k.stepEpoch++;
+        if (action.atMono !== null) armStep(k, this.stepAt === null ? action.atMono : this.stepAt());
+      }
+      // The deadline timer: see watchDeadline.
+    },
+  };
+
+  /** Run one event through `k`'s machine at its host's clock reading `local`. */
+  const dispatch = (k: Keeper, event: KeeperEvent, local = k.host.local()): void => {
+    // A crashed incarnation's keeper hears nothing more; answers still on their way are lost.
+    if (k.host.epoch !== k.hostEpoch) {
+      sink.stepAt = null;
+      return;
+    }
+    clocks.mono = local;
+    clocks.wall = local;
+    sink.keeper = k;
+    k.machine = advanceKeeper(config, k.machine, event, clocks, sink);
+    sink.stepAt = null;
+    const send = sink.pendingSend;
+    sink.pendingSend = null;
+    if (send !== null) perform(k, send);
+  };
+
+  const armStep = (k: Keeper, atLocal: number): void => {
+    const epoch = k.stepEpoch;
+    k.host.later(k.host.trueAt(atLocal), () => {
+      if (k.stepEpoch === epoch) dispatch(k, STEP);
     });
   };
 
-  const lose = (k: Keeper) => {
-    if (k.state !== "active") return;
-    k.state = "standby";
-    k.leaseEpoch++;
-    disbelieve(k, queue.now);
-    schedulePoll(k, jitter(pollUs));
+  const onReport = (k: Keeper, report: KeeperReport): void => {
+    if (report.kind === "active") {
+      k.leaseEpoch++;
+      k.renewCalls = renewCallsFor(k, report.token);
+      store.waiters.get(k.shard)?.delete(k);
+      believe(k);
+      scheduleWrite(k, random() * writeUs); // its periodic work has its own phase
+    } else if (report.kind === "lost") {
+      k.leaseEpoch++;
+      disbelieve(k, queue.now);
+    }
+  };
+
+  /** The machine's deadline timer firing now, if its time has come (within clock slack). */
+  const fireDeadlineIfDue = (k: Keeper): void => {
+    const local = k.host.local();
+    const deadline = k.machine.deadlineMono;
+    if (k.machine.phase === "active" && local >= deadline - CLOCK_SLACK_US)
+      dispatch(k, DEADLINE, Math.max(local, deadline));
   };
 
   /**
    * The deadline is the agent's own clock: it ends the belief even in a frozen process.
-   * A running agent needs no extra event for it: its renew's timeout is the deadline
-   * itself (as in the reference agent). A frozen one, or one whose clock changes pace,
-   * gets this check.
+   * A running agent needs no extra event for it (its renew times out at the deadline); a
+   * frozen one, or one whose clock changes pace, gets this watch.
    */
-  const armDeadline = (k: Keeper) => {
+  const watchDeadline = (k: Keeper): void => {
     const epoch = k.leaseEpoch;
     const hostEpoch = k.host.epoch;
-    queue.at(k.host.trueAt(k.deadlineLocal), () => {
-      if (k.leaseEpoch !== epoch || k.host.epoch !== hostEpoch || k.state !== "active") return;
-      if (k.host.local() >= k.deadlineLocal - 1e-6) lose(k);
-      else if (k.host.paused) armDeadline(k); // still frozen: check again at the new deadline
+    queue.at(k.host.trueAt(k.machine.deadlineMono), () => {
+      if (k.leaseEpoch !== epoch || k.host.epoch !== hostEpoch || k.machine.phase !== "active") return;
+      fireDeadlineIfDue(k);
+      if (k.machine.phase === "active" && k.host.paused) watchDeadline(k); // still frozen: check again at the new deadline
     });
   };
 
-  /** `firstRenewLocal`: when the first renew goes out (a steady-state start draws its phase) */
-  const becomeActive = (
-    k: Keeper,
-    token: number,
-    sentLocal: number,
-    firstRenewLocal = sentLocal + intervalUs,
-  ) => {
-    if (k.host.local() >= sentLocal + graceUs) {
-      schedulePoll(k, jitter(pollUs)); // the answer came too late to act on
-      return;
+  const perform = (k: Keeper, send: Extract<KeeperAction, { kind: "send" }>): void => {
+    if (send.op === "acquire") return acquire(k, send.attempt, send.sent, send.timeout);
+    if (send.op === "release") {
+      const { token } = send;
+      return toStore(k.host, (atUs) => {
+        const released = storeOp(k.shard, { kind: "release", agent: k.host.id, token }, atUs);
+        if (released.ok) wakeWaiters(k.shard);
+      });
     }
-    k.state = "active";
-    k.token = token;
-    k.leaseEpoch++;
-    k.deadlineLocal = sentLocal + graceUs;
-    k.renewCalls = renewCallsFor(k);
-    store.waiters.get(k.shard)?.delete(k);
-    believe(k);
-    scheduleRenew(k, firstRenewLocal);
-    scheduleWrite(k, random() * writeUs); // its periodic work has its own phase
+    k.renewAttempt = send.attempt;
+    k.renewSent = send.sent;
+    const calls = k.renewCalls!;
+    request(k.host, calls.apply, send.timeout, calls.settle, calls.onAnswer, calls.onTimeout);
   };
 
-  const tryAcquire = (k: Keeper) => {
-    const sentLocal = k.host.local();
+  const acquire = (k: Keeper, attempt: number, sent: SentAt, timeout: number): void => {
     request(
       k.host,
       (atUs) => storeOp(k.shard, { kind: "acquire", agent: k.host.id, ttlMs }, atUs),
-      graceUs,
+      timeout,
       (outcome) => (outcome.ok ? "on-arrival" : "now"),
       (outcome, lagUs) => {
-        if (k.state !== "standby") return;
-        if (outcome.ok) return becomeActive(k, outcome.token, sentLocal);
-        if (outcome.current !== null) {
-          // Held: come back when that lease would run out (or at once, jittered, on a release).
+        const arrivedLocal = k.host.local(queue.now + lagUs);
+        if (!outcome.ok && outcome.current !== null && k.machine.phase === "standby") {
+          // Held: skip the polls that could only be refused (see above).
           let waiting = store.waiters.get(k.shard);
           if (waiting === undefined) store.waiters.set(k.shard, (waiting = new Set()));
           waiting.add(k);
-          schedulePoll(k, lagUs + (outcome.current.ttlMs + 1) * MS + random() * jitter(pollUs));
-        } else {
-          schedulePoll(
-            k,
-            lagUs + Math.min(jitter(pollUs), (outcome.retryAfterMs ?? fleet.standby_poll_ms) * MS),
-          );
+          // `lagUs` is how far the answer still is from now: the poll counts from its arrival.
+          const nowLocal = k.host.local();
+          const share = random();
+          const untilFreeUs = (outcome.current.ttlMs + 1) * MS;
+          sink.stepAt = () => nowLocal + (lagUs + untilFreeUs + share * standbyJitter(pollUs, lastDraw));
         }
+        dispatch(k, { kind: "acquired", attempt, sent, outcome }, arrivedLocal);
       },
-      () => schedulePoll(k, jitter(pollUs)),
+      () => dispatch(k, { kind: "failed", attempt, op: "acquire", error: "no answer in time" }),
     );
   };
 
-  const scheduleRenew = (k: Keeper, atLocal: number) => {
-    const epoch = k.leaseEpoch;
-    k.host.later(k.host.trueAt(atLocal), () => {
-      if (k.leaseEpoch === epoch && k.state === "active") renew(k);
-    });
-  };
-
   /** The renew handlers of `k`'s current lease: one set per lease, not per renew. */
-  const renewCallsFor = (k: Keeper): RequestCalls<LeaseOutcome> => {
+  const renewCallsFor = (k: Keeper, token: number): RequestCalls<LeaseOutcome> => {
     const epoch = k.leaseEpoch;
-    const op = { kind: "renew", agent: k.host.id, token: k.token, ttlMs } as const;
+    const op = { kind: "renew", agent: k.host.id, token, ttlMs } as const;
     return {
       apply: (atUs) => storeOp(k.shard, op, atUs),
       settle: (outcome) => (outcome.ok ? "now" : "on-arrival"),
-      onAnswer: (outcome) => {
-        if (k.leaseEpoch !== epoch || k.state !== "active") return;
-        if (!outcome.ok) return lose(k);
-        k.deadlineLocal = k.renewSentLocal + graceUs;
-        scheduleRenew(k, k.renewSentLocal + intervalUs);
+      onAnswer: (outcome, lagUs) => {
+        if (k.leaseEpoch !== epoch) return;
+        const event = { kind: "renewed", attempt: k.renewAttempt, sent: k.renewSent, outcome } as const;
+        dispatch(k, event, k.host.local(queue.now + lagUs));
       },
       onTimeout: () => {
-        // The renew's timeout is the deadline: no answer by then, and the agent stops.
-        if (k.leaseEpoch !== epoch || k.state !== "active") return;
-        if (k.host.local() >= k.deadlineLocal - 1e-6) lose(k);
-        else scheduleRenew(k, k.host.local() + Math.max(50 * MS, intervalUs / 4));
+        if (k.leaseEpoch !== epoch) return;
+        // The renew's timeout is the deadline: it fires first, then the failure is heard.
+        fireDeadlineIfDue(k);
+        dispatch(k, { kind: "failed", attempt: k.renewAttempt, op: "renew", error: "no answer in time" });
       },
     };
-  };
-
-  const renew = (k: Keeper) => {
-    const sentLocal = k.host.local();
-    if (sentLocal >= k.deadlineLocal) return lose(k);
-    k.renewSentLocal = sentLocal;
-    const calls = k.renewCalls!;
-    request(k.host, calls.apply, k.deadlineLocal - sentLocal, calls.settle, calls.onAnswer, calls.onTimeout);
   };
 
   /**
@@ -333,9 +415,10 @@ export function runShardsMode(
   const scheduleWrite = (k: Keeper, delayUs = writeUs) => {
     const epoch = k.leaseEpoch;
     k.host.afterLocal(delayUs, () => {
-      if (k.leaseEpoch !== epoch || k.state !== "active") return;
-      if (k.host.local() < k.deadlineLocal) {
-        const token = k.token;
+      if (k.leaseEpoch !== epoch || k.machine.phase !== "active") return;
+      const local = k.host.local();
+      if (mayAct(k.machine, local, local)) {
+        const token = k.machine.token!;
         k.host.afterLocal(workUs, () => send(k, token));
       }
       scheduleWrite(k);
@@ -361,25 +444,32 @@ export function runShardsMode(
       const k: Keeper = {
         host,
         shard: s,
-        state: "standby",
-        token: 0,
-        deadlineLocal: 0,
+        hostEpoch: host.epoch,
+        machine: initialKeeperState(config),
+        stepEpoch: 0,
         leaseEpoch: 0,
-        pollEpoch: 0,
-        renewSentLocal: 0,
         renewCalls: null,
+        renewAttempt: 0,
+        renewSent: NEVER_SENT,
       };
       keepersOf[host.index]!.push(k);
-      if (warm && layout.candidates[s]![0] === host.index) {
+      if (!warm) {
+        dispatch(k, START);
+        continue;
+      }
+      if (layout.candidates[s]![0] === host.index) {
         // Steady state at time 0: the first candidate holds the lease.
         const outcome = storeOp(s, { kind: "acquire", agent: host.id, ttlMs });
         if (outcome.ok) {
           // A holder in steady state renews at some phase of its interval, not in step with the others.
-          becomeActive(k, outcome.token, host.local(), host.local() + random() * intervalUs);
+          const local = host.local();
+          const firstRenewLocal = host.local() + random() * intervalUs;
+          sink.stepAt = () => firstRenewLocal;
+          dispatch(k, { kind: "acquired", attempt: 0, sent: { mono: local, wall: local }, outcome }, local);
           continue;
         }
       }
-      schedulePoll(k, warm ? jitter(pollUs) : 0);
+      armStep(k, host.local() + jitter(pollUs)); // a standby somewhere in its poll cycle
     }
   };
 
@@ -387,17 +477,11 @@ export function runShardsMode(
     if (!host.up) return;
     for (const k of keepersOf[host.index] ?? []) {
       store.waiters.get(k.shard)?.delete(k);
-      if (k.state !== "active") continue;
+      if (k.machine.phase !== "active") continue;
       // An active keeper is counted as managing until it loses or stops: here it stops.
       disbelieve(k, queue.now);
-      if (graceful && !host.paused) {
-        const { token } = k;
-        toStore(host, (atUs) => {
-          const released = storeOp(k.shard, { kind: "release", agent: host.id, token }, atUs);
-          if (released.ok) wakeWaiters(k.shard);
-        });
-      }
-      k.state = "standby";
+      // SIGTERM: the machine hands the lease back (a frozen process sends nothing).
+      if (graceful && !host.paused) dispatch(k, STOP);
     }
     host.crash();
   };
@@ -405,7 +489,11 @@ export function runShardsMode(
   const wakeWaiters = (shard: number) => {
     const waiting = store.waiters.get(shard);
     if (waiting === undefined) return;
-    for (const w of [...waiting]) schedulePoll(w, random() * jitter(pollUs));
+    for (const w of [...waiting]) {
+      const share = random();
+      w.stepEpoch++;
+      armStep(w, w.host.local() + share * jitter(pollUs));
+    }
     waiting.clear();
   };
 
@@ -420,7 +508,7 @@ export function runShardsMode(
     },
     pause: (h, untilUs) => {
       h.pausedUntilUs = Math.max(h.pausedUntilUs, untilUs);
-      for (const k of keepersOf[h.index] ?? []) if (k.state === "active") armDeadline(k);
+      for (const k of keepersOf[h.index] ?? []) if (k.machine.phase === "active") watchDeadline(k);
     },
     redisRestart: (downUs) => {
       store.shards = new Map();
@@ -432,7 +520,7 @@ export function runShardsMode(
     },
     clockRate: (h, rate) => {
       h.setRate(rate);
-      for (const k of keepersOf[h.index] ?? []) if (k.state === "active") armDeadline(k);
+      for (const k of keepersOf[h.index] ?? []) if (k.machine.phase === "active") watchDeadline(k);
     },
   };
   return { result, faults };

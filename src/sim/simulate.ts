@@ -183,9 +183,7 @@ export function simulate(scenario: Scenario, onProgress?: (fraction: number) => 
         case "pause":
           return legacy.faults.pause(host, step.untilUs);
         case "cut":
-          host.cutTo = step.to;
-          host.cutFrom = step.from;
-          return;
+          return legacy.faults.cut(host, step.to, step.from);
         case "rate":
           return legacy.faults.clockRate(host, step.rate);
       }

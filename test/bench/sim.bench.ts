@@ -14,7 +14,7 @@ import { printTable } from "./stats.js";
 const root = fileURLToPath(new URL("../../", import.meta.url));
 
 /** A day: 100,000 nodes, 500 shards of 200 with 2 agents each (1,000 agents), a fault every 10 min. */
-function dayOfFaults(): unknown {
+export function dayOfFaults(): unknown {
   const kinds = ["crash", "restart", "pause", "partition", "clock-skew", "redis-restart"] as const;
   const timeline: unknown[] = [];
   let crashed = "compute-0";
