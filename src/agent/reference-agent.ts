@@ -2,6 +2,7 @@ import { LEASE_TTL_MAX_MS } from "../domain/lease.js";
 import { logger } from "../log.js";
 import { BridgeClient, BridgeError } from "./client.js";
 import { LeaseKeeper } from "./lease-keeper.js";
+import { logTransition } from "./transition-log.js";
 
 export interface ReferenceAgentOptions {
   id: string;
@@ -72,7 +73,7 @@ export function runReferenceAgent(options: ReferenceAgentOptions): { stop: () =>
   };
 
   keeper.on("active", (e) => {
-    log.info("active", { token: e.token, ttl_ms: e.ttlMs });
+    logTransition(log, { message: "active", token: e.token, ttl_ms: e.ttlMs });
     void listNodes();
   });
   keeper.on("standby", (e) =>
@@ -82,8 +83,10 @@ export function runReferenceAgent(options: ReferenceAgentOptions): { stop: () =>
       ttl_ms: e.current?.ttlMs ?? null,
     }),
   );
-  keeper.on("lost", (e) => log.warn("lost", { token: e.token, reason: e.reason, detail: e.detail }));
-  keeper.on("released", (e) => log.info("released", { token: e.token }));
+  keeper.on("lost", (e) =>
+    logTransition(log, { message: "lost", token: e.token, reason: e.reason, detail: e.detail }),
+  );
+  keeper.on("released", (e) => logTransition(log, { message: "released", token: e.token }));
   keeper.on("store-error", (e) => {
     // A wrong token or a shard this agent may not serve will not fix itself by retrying:
     // say it once, plainly, and stop (exit 2) rather than retry forever.

@@ -39,6 +39,20 @@ export function nodeNotFound(uuid: string): ApiError {
   };
 }
 
+/**
+ * The 409 of a request that is well formed but conflicts with the state it met (a stale
+ * token, a lease held by another, an entry already past): one shape for every route.
+ * `code` is under shardbridge.; `extra` adds the fields a client acts on (field, lease).
+ */
+export function conflict(
+  code: string,
+  title: string,
+  detail: string,
+  extra: Pick<ApiError, "field" | "lease" | "retry_after_ms"> = {},
+): ApiError {
+  return { status: 409, code: `shardbridge.${code}`, title, detail, ...extra };
+}
+
 export function validationErrors(error: ValidationError): ApiError[] {
   return error.issues.map((issue) => ({
     status: 400,

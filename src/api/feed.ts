@@ -7,7 +7,7 @@ import type { TraitService } from "../traits/service.js";
 import type { Store } from "../store/store.js";
 import { assertOwnLease, requireRole, principalOf } from "./auth.js";
 import { bodyObject } from "./body.js";
-import { HttpError } from "./errors.js";
+import { conflict, HttpError } from "./errors.js";
 
 const ReadQuery = z.strictObject({
   token: z.coerce.number({ error: "must be a number" }).pipe(FencingToken),
@@ -28,12 +28,11 @@ async function assertHolder(store: Store, res: Response, shard: string, token: n
   const fence = await store.fence({ shard, token });
   if (!fence.allowed) {
     throw new HttpError([
-      {
-        status: 409,
-        code: "shardbridge.lease.stale_token",
-        title: "Not the shard's holder",
-        detail: `token ${token} does not hold shard ${shard} now`,
-      },
+      conflict(
+        "lease.stale_token",
+        "Not the shard's holder",
+        `token ${token} does not hold shard ${shard} now`,
+      ),
     ]);
   }
   assertOwnLease(principalOf(res), shard, fence.current);
@@ -62,13 +61,12 @@ export function feedRoutes(store: Store, traits: TraitService): Router {
     const cursor = await traits.ack(shard, body.id);
     if (cursor === null) {
       throw new HttpError([
-        {
-          status: 409,
-          code: "shardbridge.feed.unknown_entry",
-          title: "No such feed entry",
-          detail: `shard ${shard}'s feed has no entry ${body.id} after its cursor: acknowledge an id the feed delivered`,
-          field: "id",
-        },
+        conflict(
+          "feed.unknown_entry",
+          "No such feed entry",
+          `shard ${shard}'s feed has no entry ${body.id} after its cursor: acknowledge an id the feed delivered`,
+          { field: "id" },
+        ),
       ]);
     }
     res.json({ shard, cursor });

@@ -5,7 +5,7 @@ import { ShardName } from "../domain/names.js";
 import type { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
 import { readRequestBody } from "./body.js";
-import { HttpError } from "./errors.js";
+import { conflict, HttpError } from "./errors.js";
 import { FENCED_BODY } from "./limits.js";
 import type { BridgeMetrics } from "./metrics.js";
 import { serveRaw } from "./raw-route.js";
@@ -49,7 +49,7 @@ export function fenceMarginMs(ttlMs: number): number {
 }
 
 function fenced(detail: string): HttpError {
-  return new HttpError([{ status: 409, code: "shardbridge.lease.fenced", title: "Write fenced", detail }]);
+  return new HttpError([conflict("lease.fenced", "Write fenced", detail)]);
 }
 
 interface Upstream {

@@ -7,7 +7,7 @@ import { decodeFailure } from "./decode/failure.js";
 import type { DecodePool } from "./decode/pool.js";
 import { INSPECTOR, type TraitOutcome, type TraitService } from "../traits/service.js";
 import type { ApiError } from "./errors.js";
-import { HttpError, nodeNotFound } from "./errors.js";
+import { conflict, HttpError, nodeNotFound } from "./errors.js";
 import { requireRole } from "./auth.js";
 import { SIGNATURE_HEADERS, SIGNATURE_WINDOW_S, webhookSignature } from "../inspection/signature.js";
 
@@ -58,12 +58,11 @@ function answerOf(outcome: TraitOutcome): { status: number; body: unknown } {
       return answerWith([nodeNotFound(outcome.node)]);
     case "stale":
       return answerWith([
-        {
-          status: 409,
-          code: "shardbridge.traits.stale",
-          title: "Older than what was applied",
-          detail: `order ${outcome.order} is not after ${outcome.lastOrder}, already applied for node ${outcome.node}`,
-        },
+        conflict(
+          "traits.stale",
+          "Older than what was applied",
+          `order ${outcome.order} is not after ${outcome.lastOrder}, already applied for node ${outcome.node}`,
+        ),
       ]);
     case "refused":
       return answerWith(

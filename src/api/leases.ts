@@ -19,7 +19,7 @@ import {
   type TokenAuthority,
 } from "./auth.js";
 import { asBodyObject, parseJson, readRequestBody } from "./body.js";
-import { HttpError } from "./errors.js";
+import { conflict, HttpError } from "./errors.js";
 import { leaseJson } from "./views.js";
 import { SMALL_BODY } from "./limits.js";
 import type { BridgeMetrics } from "./metrics.js";
@@ -45,14 +45,10 @@ function refusal(
           `a holder it forgot may still be acting, retry in ${retryAfterMs ?? 0} ms`
         : `shard ${shard} has no live lease for this agent`;
   return new HttpError([
-    {
-      status: 409,
-      code: `shardbridge.lease.${reason ?? "held"}`,
-      title: "Lease not granted",
-      detail,
+    conflict(`lease.${reason ?? "held"}`, "Lease not granted", detail, {
       lease: current && leaseJson(current, showToken),
       retry_after_ms: current !== null ? current.ttlMs : (retryAfterMs ?? 0),
-    },
+    }),
   ]);
 }
 

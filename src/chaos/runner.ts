@@ -3,6 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
+import { actsAfter, parseTransition } from "../agent/transition-log.js";
 import { devTokens } from "../api/auth.js";
 import { Coverage, type CoverageSummary } from "../sim/coverage.js";
 import { layoutFleet } from "../sim/fleet.js";
@@ -153,15 +154,8 @@ export async function runChaos(
         ],
         {},
         (line) => {
-          let event: { message?: string; timestamp?: string };
-          try {
-            event = JSON.parse(line) as typeof event;
-          } catch {
-            return;
-          }
-          const atMs = event.timestamp === undefined ? Date.now() : Date.parse(event.timestamp);
-          if (event.message === "active") note(run, atMs, true);
-          else if (event.message === "lost" || event.message === "released") note(run, atMs, false);
+          const transition = parseTransition(line);
+          if (transition !== null) note(run, Date.parse(transition.timestamp), actsAfter(transition));
         },
       );
       children.add(child);
