@@ -5,21 +5,13 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { AgentProcess } from "./helpers/agent-process.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
+import { running, watchOverlaps } from "./helpers/processes.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
 
 const CHILD = fileURLToPath(new URL("./fixtures/run-child.sh", import.meta.url));
 const CLI = fileURLToPath(new URL("../src/cli.ts", import.meta.url));
 const TTL_MS = 2000;
 const SHARD = "rack-r";
-
-/** A process that runs, as the kernel sees it: there, and not a zombie waiting to be reaped. */
-function running(pid: number): boolean {
-  try {
-    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, "utf8"));
-  } catch {
-    return false;
-  }
-}
 
 interface ChildLife {
   pid: number;
@@ -62,24 +54,9 @@ function runFixture(
   );
 }
 
-/**
- * Every 10 ms, which of the children the records name are running: each instant two
- * were is one entry of `overlaps`. `stop` ends the watch and kills whatever is left.
- */
-function watchChildren(records: string): { overlaps: string[]; stop: () => void } {
-  const overlaps: string[] = [];
-  const poller = setInterval(() => {
-    const alive = lives(records).filter((l) => running(l.pid));
-    if (alive.length > 1) overlaps.push(alive.map((l) => `${l.pid}/${l.token}`).join(" and "));
-  }, 10);
-  return {
-    overlaps,
-    stop: () => {
-      clearInterval(poller);
-      for (const life of lives(records)) if (running(life.pid)) process.kill(life.pid, "SIGKILL");
-    },
-  };
-}
+/** The children the records name, watched every 10 ms: never two running at once. */
+const watchChildren = (records: string) =>
+  watchOverlaps(() => lives(records).map((l) => ({ pid: l.pid, label: String(l.token) })));
 
 /**
  * `shardbridge run` on a real bridge: two supervisors on one shard, each guarding the

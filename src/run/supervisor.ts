@@ -3,6 +3,7 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { BridgeClient } from "../agent/client.js";
 import { LeaseKeeper } from "../agent/lease-keeper.js";
+import { logTransition } from "../agent/transition-log.js";
 import { LEASE_TTL_MAX_MS, renewDeadlineMs } from "../domain/lease.js";
 import { logger } from "../log.js";
 import { ChildGroup, exitStatus, type ChildExit } from "./child.js";
@@ -141,7 +142,7 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
   };
 
   keeper.on("active", ({ token, ttlMs }) => {
-    log.info("active", { token, ttl_ms: ttlMs });
+    logTransition(log, { message: "active", token, ttl_ms: ttlMs });
     // A child of an earlier lease may still be stopping: it must be gone first.
     void stopping.then(() => {
       if (!finishing && keeper.token() === token && child === null) startChild(token);
@@ -150,10 +151,10 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
   keeper.on("renewed", () => arm());
   keeper.on("standby", (e) => log.info("standby", { holder: e.current?.holder ?? null, reason: e.reason }));
   keeper.on("lost", ({ token, reason, detail }) => {
-    log.warn("lost", { token, reason, detail });
+    logTransition(log, { message: "lost", token, reason, detail });
     void stopChild(`lease lost: ${reason}`);
   });
-  keeper.on("released", ({ token }) => log.info("released", { token }));
+  keeper.on("released", ({ token }) => logTransition(log, { message: "released", token }));
   keeper.on("store-error", ({ op, error }) => log.warn("store-error", { op, error }));
   keeper.start();
 
