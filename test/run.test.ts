@@ -6,6 +6,7 @@ import { fileURLToPath } from "node:url";
 import { AgentProcess } from "./helpers/agent-process.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { running, watchOverlaps } from "./helpers/processes.js";
+import { ChildCgroup } from "../src/run/cgroup.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
 
 const CHILD = fileURLToPath(new URL("./fixtures/run-child.sh", import.meta.url));
@@ -52,6 +53,14 @@ function runFixture(
     ],
     { RUN_RECORDS: records, ...extra },
   );
+}
+
+/** Whether this host lets a process make a cgroup of its own (cgroup v2, writable). */
+function cgroupsWritable(): boolean {
+  const probe = ChildCgroup.create(`shardbridge-test-probe.${process.pid}`);
+  if (!(probe instanceof ChildCgroup)) return false;
+  probe.remove();
+  return true;
 }
 
 /** The children the records name, watched every 10 ms: never two running at once. */
@@ -196,6 +205,61 @@ describe("shardbridge run: a command only while its host holds the lease (real b
     expectOneAtATime();
   });
 
+  /** The grandchildren that left their child's process group, by their own records. */
+  const escapees = () =>
+    readFileSync(records, "utf8")
+      .split("\n")
+      .filter((l) => l.startsWith("escapee "))
+      .map((l) => Number(l.split(" ")[1]));
+  const untilEscapees = async (n: number) => {
+    const deadline = performance.now() + 3000;
+    while (escapees().length < n && performance.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    expect(escapees().length, "grandchildren recorded").to.be.at.least(n);
+  };
+  const untilGone = async (pid: number, withinMs: number) => {
+    const since = performance.now();
+    while (running(pid) && performance.now() - since < withinMs) await new Promise((r) => setTimeout(r, 5));
+    return running(pid) ? null : performance.now() - since;
+  };
+  const killEscapees = () => {
+    for (const pid of escapees()) if (running(pid)) process.kill(pid, "SIGKILL");
+  };
+
+  it("a grandchild that left the child's process group (setsid) is stopped with it on SIGTERM: the child's cgroup", async function () {
+    if (!cgroupsWritable()) {
+      console.log("      (no writable cgroup v2 hierarchy here: the process group is all that is stopped)");
+      return this.skip();
+    }
+    try {
+      const { active } = await pair({ RUN_ESCAPE: "1" });
+      const started = await active.waitFor((e) => e.ev === "child-started", 1);
+      expect(started.cgroup, "the child's cgroup").to.be.a("string");
+      await untilEscapees(1);
+      const [escapee] = escapees();
+      active.signal("SIGTERM");
+      await active.exited();
+      expect(running(escapee!), "the escaped grandchild outlived the stop").to.equal(false);
+      expect(existsSync(String(started.cgroup)), "the child's cgroup, removed").to.equal(false);
+    } finally {
+      killEscapees();
+    }
+  });
+
+  it("kill -9 of the supervisor: the escaped grandchild dies too (the watchdog kills the cgroup)", async function () {
+    if (!cgroupsWritable()) return this.skip();
+    try {
+      const { active } = await pair({ RUN_ESCAPE: "1" });
+      await untilEscapees(1);
+      const [escapee] = escapees();
+      active.signal("SIGKILL");
+      const goneMs = await untilGone(escapee!, 1000);
+      expect(goneMs, "the escaped grandchild outlived its supervisor by a second").to.not.equal(null);
+      console.log(`      escaped grandchild gone ${goneMs!.toFixed(0)} ms after kill -9 of the supervisor`);
+    } finally {
+      killEscapees();
+    }
+  });
+
   it("refuses bad input with exit 2 before anything starts", () => {
     const run = (...args: string[]) =>
       spawnSync(process.execPath, ["--import", "tsx", CLI, "run", ...args], {
@@ -258,6 +322,11 @@ describe("shardbridge run through bridge and Redis restarts (real redis-server)"
     await bridge?.stop();
     await redis?.stop();
   });
+  const untilNoneRunning = async () => {
+    const deadline = performance.now() + 3000;
+    while (lives(records).some((l) => running(l.pid)) && performance.now() < deadline)
+      await new Promise((r) => setTimeout(r, 10));
+  };
   /** How long after `sinceMs` (performance.now) some child, not one of `earlier`, is running. */
   const untilRunning = async (sinceMs: number, timeoutMs: number, earlier = new Set<number>()) => {
     for (;;) {
@@ -277,6 +346,22 @@ describe("shardbridge run through bridge and Redis restarts (real redis-server)"
     console.log(
       `      a child running ${againMs.toFixed(0)} ms after the bridge was back (${lives(records).length} children in all)`,
     );
+  });
+
+  it("supervisors started while the bridge is down wait for it (no exit, no child), and one runs the child once it is up", async () => {
+    for (const s of supervisors) await s.kill();
+    await untilNoneRunning();
+    await bridge.serve.kill();
+    supervisors = ["host-a", "host-b"].map((host) => runFixture(host, bridge, records));
+    await supervisors[0]!.waitFor((e) => e.ev === "bridge-unreachable", 15_000);
+    await new Promise((r) => setTimeout(r, 1000));
+    for (const s of supervisors)
+      expect(s.child.exitCode, "a supervisor gave up on the bridge").to.equal(null);
+    const before = new Set(lives(records).map((l) => l.pid));
+    await bridge.restart();
+    const againMs = await untilRunning(performance.now(), TTL_MS + 3000, before);
+    console.log(`      a child running ${againMs.toFixed(0)} ms after the bridge came up`);
+    expect(watch.overlaps, "instants with two children running").to.deep.equal([]);
   });
 
   it("redis-server restarted empty: the holder's child is stopped, one runs again after the recovery wait, never two", async () => {

@@ -1,4 +1,5 @@
 import { parseArgs } from "node:util";
+import { logger } from "../log.js";
 import { z } from "zod";
 import { BridgeClient } from "../agent/client.js";
 import { AgentId, ShardName } from "../domain/names.js";
@@ -53,7 +54,7 @@ async function prepare(argv: string[]) {
     agentToken(id, values.token, values["tokens-file"]),
   ]);
   const client = new BridgeClient(values.bridge!, token);
-  const info = await client.shard(shard);
+  const info = await untilAnswered(values.bridge!, () => client.shard(shard));
   if (info === null)
     throw new RunRefused(`run: the bridge knows no shard ${shard} (not defined, no nodes, never leased)`);
   if (info.agents !== null && !info.agents.includes(id))
@@ -80,6 +81,25 @@ async function prepare(argv: string[]) {
         new URL(info.ironic_endpoint!.replace("{token}", String(leaseToken)), values.bridge!).href,
     }),
   };
+}
+
+/**
+ * The bridge's answer, waiting for a bridge that is not up yet (booted with this host,
+ * or restarting): an unreachable bridge is not bad input, and the supervisor holds no
+ * lease meanwhile, so nothing runs. Answers from the bridge, refusals included, return.
+ */
+async function untilAnswered<T>(bridge: string, ask: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await ask();
+    } catch (error) {
+      // fetch rejects with a TypeError when it reaches nobody; an HTTP answer is a BridgeError.
+      if (!(error instanceof TypeError)) throw error;
+      if (attempt === 1 || attempt % 10 === 0)
+        logger.warn("bridge-unreachable", { bridge, error: String(error.cause ?? error), attempt });
+      await new Promise((r) => setTimeout(r, Math.min(2000, 100 * attempt)));
+    }
+  }
 }
 
 export async function runCommand(argv: string[]): Promise<void> {

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { constants } from "node:os";
 import { createInterface } from "node:readline";
+import type { ChildCgroup } from "./cgroup.js";
 
 /** How a child ended: its exit code, or the signal that ended it. */
 export interface ChildExit {
@@ -35,8 +36,13 @@ function groupAlive(pgid: number): boolean {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 function signalGroup(pgid: number, signal: NodeJS.Signals): void {
+  signalPid(-pgid, signal);
+}
+
+/** Signal a process (or, negative, a group) that may be gone already. */
+function signalPid(pid: number, signal: NodeJS.Signals): void {
   try {
-    process.kill(-pgid, signal);
+    process.kill(pid, signal);
   } catch {
     // gone already
   }
@@ -45,9 +51,11 @@ function signalGroup(pgid: number, signal: NodeJS.Signals): void {
 /**
  * The command `shardbridge run` guards, in a process group of its own (a new session:
  * a signal to the group reaches every process it started, `sh -c` wrappers included),
- * started through `setpriv --pdeathsig KILL` so that the kernel kills it the moment its
- * supervisor dies, however it dies. Each line it writes goes to our stdout or stderr
- * with `prefix` in front, so an operator can tell which incarnation wrote it.
+ * and in a cgroup of its own where one can be made (then even a process that leaves the
+ * group, a daemon that calls setsid(), is stopped with it), started through `setpriv
+ * --pdeathsig KILL` so that the kernel kills it the moment its supervisor dies, however
+ * it dies. Each line it writes goes to our stdout or stderr with `prefix` in front, so
+ * an operator can tell which incarnation wrote it.
  */
 export class ChildGroup {
   readonly pid: number;
@@ -60,8 +68,11 @@ export class ChildGroup {
     env: NodeJS.ProcessEnv,
     prefix: string,
     private readonly nowMs: () => number,
+    /** the child's own cgroup, or null to rely on its process group alone */
+    readonly cgroup: ChildCgroup | null = null,
   ) {
-    this.child = spawn("setpriv", ["--pdeathsig", "KILL", "--", ...command], {
+    const wrapped = cgroup === null ? command : cgroup.wrap(command);
+    this.child = spawn("setpriv", ["--pdeathsig", "KILL", "--", ...wrapped], {
       detached: true,
       stdio: ["ignore", "pipe", "pipe"],
       env,
@@ -86,20 +97,31 @@ export class ChildGroup {
     return this.pid;
   }
 
+  /** Whether anything of it is left: in its process group, or in its cgroup. */
+  private alive(): boolean {
+    return groupAlive(this.pgid) || (this.cgroup !== null && this.cgroup.pids().length > 0);
+  }
+
   /**
-   * TERM the whole group, KILL it after `graceMs` if anything of it is left, and answer
-   * once no process of the group remains. Called again, answers the same stop.
+   * TERM the whole group (and whatever else is in its cgroup), KILL all of it after
+   * `graceMs` if anything is left, and answer once no process of it remains. Called
+   * again, answers the same stop.
    */
   stop(graceMs: number): Promise<StopReport> {
     this.stopping ??= (async () => {
       const termAtMs = this.nowMs();
       signalGroup(this.pgid, "SIGTERM");
+      for (const pid of this.cgroup?.pids() ?? []) signalPid(pid, "SIGTERM");
       // The group decides, not the leader: a grandchild may hold on after it is gone.
-      while (groupAlive(this.pgid) && this.nowMs() - termAtMs < graceMs) await sleep(10);
-      const killed = groupAlive(this.pgid);
-      if (killed) signalGroup(this.pgid, "SIGKILL");
+      while (this.alive() && this.nowMs() - termAtMs < graceMs) await sleep(10);
+      const killed = this.alive();
+      if (killed) {
+        signalGroup(this.pgid, "SIGKILL");
+        this.cgroup?.kill();
+      }
       const exit = await this.exited;
-      while (groupAlive(this.pgid)) await sleep(5);
+      while (this.alive()) await sleep(5);
+      this.cgroup?.remove();
       return { termAtMs, killed, goneAtMs: this.nowMs(), exit };
     })();
     return this.stopping;

@@ -6,6 +6,7 @@ import { LeaseKeeper } from "../agent/lease-keeper.js";
 import { logTransition } from "../agent/transition-log.js";
 import { LEASE_TTL_MAX_MS, renewDeadlineMs } from "../domain/lease.js";
 import { logger } from "../log.js";
+import { ChildCgroup } from "./cgroup.js";
 import { ChildGroup, exitStatus, type ChildExit } from "./child.js";
 
 /**
@@ -81,7 +82,20 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
   const arm = () => {
     const left = keeper.msLeft();
     if (child === null || left === null) return;
-    feed(`arm ${child.group.pgid} ${Math.max(1, Math.floor(left + graceFor()))}`);
+    const cgroup = child.group.cgroup === null ? "" : ` ${child.group.cgroup.dir}`;
+    feed(`arm ${child.group.pgid} ${Math.max(1, Math.floor(left + graceFor()))}${cgroup}`);
+  };
+
+  /** The child's own cgroup, where this host lets us make one; said once when it does not. */
+  let children = 0;
+  let cgroupRefusal: string | null = null;
+  const cgroupFor = (token: number): ChildCgroup | null => {
+    if (cgroupRefusal !== null) return null;
+    const made = ChildCgroup.create(`shardbridge-run.${shard}.${token}.${process.pid}.${++children}`);
+    if (made instanceof ChildCgroup) return made;
+    cgroupRefusal = made.unavailable;
+    log.info("cgroup-unavailable", { reason: made.unavailable, fallback: "the child's process group" });
+    return null;
   };
 
   const stopChild = (why: string): Promise<unknown> => {
@@ -114,11 +128,14 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
   const onChildExit = (group: ChildGroup, token: number, exit: ChildExit) => {
     if (group.stopRequested || finishing) return; // ours: stopChild reports it
     child = null;
-    feed("disarm");
     log.info("child-exited", { token, pid: group.pid, exit: exitStatus(exit) });
-    if (options.restart && keeper.token() === token) return void startChild(token);
-    // The command is done: hand the lease back at once so a standby takes over.
-    void finish(exitStatus(exit));
+    // Whatever it left behind in its group or cgroup goes too, before the lease moves on.
+    stopping = group.stop(graceFor()).then(() => feed("disarm"));
+    void stopping.then(() => {
+      if (options.restart && keeper.token() === token) return startChild(token);
+      // The command is done: hand the lease back at once so a standby takes over.
+      void finish(exitStatus(exit));
+    });
   };
 
   const startChild = (token: number) => {
@@ -134,10 +151,15 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
         OS_IRONIC__ENDPOINT_OVERRIDE: options.ironicEndpoint(token),
       }),
     };
-    const group = new ChildGroup(options.command, env, `[${shard} token ${token}]`, nowMs);
+    const group = new ChildGroup(options.command, env, `[${shard} token ${token}]`, nowMs, cgroupFor(token));
     child = { group, token };
     arm();
-    log.info("child-started", { token, pid: group.pid, command: options.command[0] });
+    log.info("child-started", {
+      token,
+      pid: group.pid,
+      command: options.command[0],
+      cgroup: group.cgroup?.dir ?? null,
+    });
     void group.exited.then((exit) => onChildExit(group, token, exit));
   };
 
