@@ -109,6 +109,73 @@ describe("Fenced Ironic endpoint: only the live holder's writes reach the real I
     await release("host-b", current);
   });
 
+  it("a node's ports are the node's: created, changed or deleted only under the lease of the node's shard", async () => {
+    const token = await acquire("host-a");
+    const call = (base: string, method: string, path: string, body?: unknown) =>
+      fetch(`${base}${path}`, {
+        method,
+        headers: IRONIC,
+        ...(body !== undefined && { body: JSON.stringify(body) }),
+      });
+    const portsOf = async (node: string) =>
+      ((await (await call(peer.peer.endpoint, "GET", `/v1/ports?node_uuid=${node}`)).json()) as any)
+        .ports as Array<{
+        uuid: string;
+      }>;
+    const refusedBefore = await counted("refused");
+
+    const own = await call(through(token), "POST", "/v1/ports", {
+      node_uuid: mine,
+      address: "52:54:00:fe:00:01",
+    });
+    expect(own.status, await own.clone().text()).to.equal(201);
+    const ownPort = ((await own.json()) as any).uuid as string;
+    const renamed = [{ op: "add", path: "/extra/by", value: String(token) }];
+    expect((await call(through(token), "PATCH", `/v1/ports/${ownPort}`, renamed)).status).to.equal(200);
+
+    // Another shard's node: its new port, and a port it has, are out of reach.
+    const foreign = await call(through(token), "POST", "/v1/ports", {
+      node_uuid: theirs,
+      address: "52:54:00:fe:00:02",
+    });
+    expect(foreign.status).to.equal(409);
+    expect(((await foreign.json()) as any).errors[0].detail).to.match(/is in shard rack-other, not rack-f/);
+    expect(await portsOf(theirs), "no port made for the other shard's node").to.deep.equal([]);
+    const direct = await call(peer.peer.endpoint, "POST", "/v1/ports", {
+      node_uuid: theirs,
+      address: "52:54:00:fe:00:03",
+    });
+    const theirPort = ((await direct.json()) as any).uuid as string;
+    expect((await call(through(token), "PATCH", `/v1/ports/${theirPort}`, renamed)).status).to.equal(409);
+    expect((await call(through(token), "DELETE", `/v1/ports/${theirPort}`)).status).to.equal(409);
+    expect((await portsOf(theirs)).map((p) => p.uuid)).to.deep.equal([theirPort]);
+    // A new port that names no node, and a write about no node at all (a chassis).
+    expect(
+      (await call(through(token), "POST", "/v1/ports", { address: "52:54:00:fe:00:04" })).status,
+    ).to.equal(409);
+    const chassis = await call(through(token), "POST", "/v1/chassis", { description: "not a shard's" });
+    expect(chassis.status).to.equal(409);
+    expect(
+      ((await (await call(peer.peer.endpoint, "GET", "/v1/chassis")).json()) as any).chassis,
+    ).to.deep.equal([]);
+    expect(await counted("refused")).to.equal(refusedBefore + 5);
+
+    expect((await call(through(token), "DELETE", `/v1/ports/${ownPort}`)).status).to.equal(204);
+    await call(peer.peer.endpoint, "DELETE", `/v1/ports/${theirPort}`);
+    await release("host-a", token);
+  });
+
+  it("rewrites links to the scheme the client used: https behind a balancer that says so", async () => {
+    const res = await fetch(`${through(1)}/v1/nodes/${mine}`, {
+      headers: { ...IRONIC, "x-forwarded-proto": "https" },
+    });
+    const text = await res.text();
+    expect(text).to.include(
+      `https://${new URL(bridge.url).host}/fenced/${SHARD}/lease-1/ironic/v1/nodes/${mine}`,
+    );
+    expect(text).to.not.include(`http://${new URL(bridge.url).host}/fenced/`);
+  });
+
   it("refuses bad input before anything reaches Ironic: a body over the limit, a path that does not decode", async () => {
     const token = await acquire("host-a");
     const before = await markOf(mine);

@@ -21,6 +21,22 @@ const FENCED_PATH = /^\/fenced\/([^/?#]+)\/lease-([^/?#]+)\/ironic(\/[^?#]*)?(\?
 const MUTATING = new Set(["POST", "PUT", "PATCH", "DELETE"]);
 /** Ironic's node-scoped paths: the node is the first segment after /v1/nodes/. */
 const NODE_SCOPED = /^\/v1\/nodes\/([^/?#]+)/;
+/**
+ * Ironic's resources that belong to a node (nova writes VIFs under the node, volume
+ * targets for boot from volume beside it): the collection, its id, and the field that
+ * names the node — in the resource Ironic has, or in the body that creates one.
+ */
+const NODE_OWNED =
+  /^\/v1\/(ports|portgroups|volume\/connectors|volume\/targets|allocations)(?:\/([^/?#]+))?\/?$/;
+const OWNER_FIELD: Record<string, { stored: string; created: string }> = {
+  ports: { stored: "node_uuid", created: "node_uuid" },
+  portgroups: { stored: "node_uuid", created: "node_uuid" },
+  "volume/connectors": { stored: "node_uuid", created: "node_uuid" },
+  "volume/targets": { stored: "node_uuid", created: "node_uuid" },
+  // An allocation names its node once allocated; one created without a node would let
+  // Ironic pick any node, of any shard.
+  allocations: { stored: "node_uuid", created: "node" },
+};
 /** Hop-by-hop headers (RFC 9110 7.6.1) are the proxy's own, never forwarded. */
 const HOP_BY_HOP = new Set([
   "connection",
@@ -111,14 +127,75 @@ export function fencedIronic(context: {
       upstream.end(body ?? undefined);
     });
 
+  const ironicJson = async (path: string, headers: Record<string, string | string[]>) => {
+    const answer = await forward(
+      "GET",
+      path,
+      { ...headers, "x-openstack-ironic-api-version": SHARD_MICROVERSION },
+      null,
+    );
+    return {
+      status: answer.status,
+      json: answer.status === 200 ? (JSON.parse(answer.body.toString("utf8")) as any) : null,
+    };
+  };
+
   /**
-   * Refuse unless `token` holds `shard` now with the margin left and the node is the
-   * shard's; answers the lease's time left, which bounds the forwarded write.
+   * The node a write is about: named in its path, or the owner of the port, portgroup,
+   * volume connector or target, or allocation it changes or creates. Null: the write is
+   * about no node Ironic knows (Ironic answers it: 404); a refusal for a write that is
+   * about no node at all (a chassis, a deploy template: not a shard holder's to make).
+   */
+  const nodeOfWrite = async (
+    method: string,
+    path: string,
+    body: Buffer,
+    headers: Record<string, string | string[]>,
+  ): Promise<string | null> => {
+    const scoped = NODE_SCOPED.exec(path)?.[1];
+    if (scoped !== undefined) return decodeURIComponent(scoped);
+    const owned = NODE_OWNED.exec(path);
+    if (owned === null)
+      throw fenced(
+        `${method} ${path} is about no node: a shard's holder writes its nodes and what belongs to them`,
+      );
+    const [, collection, id] = owned;
+    const field = OWNER_FIELD[collection!]!;
+    let node: unknown;
+    if (id === undefined) {
+      if (method !== "POST") throw fenced(`${method} on the collection ${collection} is about no one node`);
+      try {
+        node = (JSON.parse(body.toString("utf8")) as Record<string, unknown>)[field.created];
+      } catch {
+        node = undefined;
+      }
+      if (typeof node !== "string" || node === "")
+        throw fenced(
+          `a new ${collection} entry must name its node in "${field.created}", a node of this shard`,
+        );
+      return node;
+    }
+    const stored = await ironicJson(`/v1/${collection}/${id}?fields=${field.stored}`, headers);
+    if (stored.status === 404) return null;
+    if (stored.status !== 200)
+      throw fenced(
+        `could not read which node ${collection} ${decodeURIComponent(id)} belongs to (${stored.status})`,
+      );
+    node = stored.json[field.stored];
+    if (typeof node !== "string") throw fenced(`${collection} ${decodeURIComponent(id)} belongs to no node`);
+    return node;
+  };
+
+  /**
+   * Refuse unless `token` holds `shard` now with the margin left and the node the write
+   * is about is the shard's; answers the lease's time left, which bounds the forwarded write.
    */
   const check = async (
     shard: string,
     token: number,
+    method: string,
     path: string,
+    body: Buffer,
     headers: Record<string, string | string[]>,
   ): Promise<number> => {
     const { allowed, current } = await context.store.fence({ shard, token });
@@ -129,20 +206,14 @@ export function fencedIronic(context: {
         `the lease of shard ${shard} has ${current.ttlMs} ms left, less than the ${margin} ms a holder ` +
           "within its renew deadline always has: the writer is past its own deadline",
       );
-    const node = NODE_SCOPED.exec(path)?.[1];
-    if (node === undefined) return current.ttlMs;
-    const lookup = await forward(
-      "GET",
-      `/v1/nodes/${node}?fields=uuid,shard`,
-      { ...headers, "x-openstack-ironic-api-version": SHARD_MICROVERSION },
-      null,
-    );
-    if (lookup.status === 404) return current.ttlMs; // Ironic answers the write itself: no such node
+    const node = await nodeOfWrite(method, path, body, headers);
+    if (node === null) return current.ttlMs; // Ironic answers the write itself: no such thing
+    const lookup = await ironicJson(`/v1/nodes/${encodeURIComponent(node)}?fields=uuid,shard`, headers);
+    if (lookup.status === 404) return current.ttlMs;
     if (lookup.status !== 200)
-      throw fenced(`could not read node ${decodeURIComponent(node)}'s shard from Ironic (${lookup.status})`);
-    const { shard: nodeShard } = JSON.parse(lookup.body.toString("utf8")) as { shard: string | null };
-    if (nodeShard !== shard)
-      throw fenced(`node ${decodeURIComponent(node)} is in shard ${nodeShard ?? "(none)"}, not ${shard}`);
+      throw fenced(`could not read node ${node}'s shard from Ironic (${lookup.status})`);
+    const nodeShard = (lookup.json as { shard: string | null }).shard;
+    if (nodeShard !== shard) throw fenced(`node ${node} is in shard ${nodeShard ?? "(none)"}, not ${shard}`);
     return current.ttlMs;
   };
 
@@ -174,7 +245,7 @@ export function fencedIronic(context: {
       let timeoutMs = 30_000;
       if (MUTATING.has(method)) {
         try {
-          timeoutMs = await check(shard.data, token.data, path, headers);
+          timeoutMs = await check(shard.data, token.data, method, path, body, headers);
         } catch (error) {
           context.metrics.fencedRequests.inc({ shard: label, outcome: "refused" });
           throw error;
@@ -194,8 +265,9 @@ export function fencedIronic(context: {
         ]);
       }
       context.metrics.fencedRequests.inc({ shard: label, outcome: "forwarded" });
-      // Ironic's links point at itself: point them at this endpoint instead.
-      const base = `http://${req.headers.host}/fenced/${match[1]}/lease-${match[2]}/ironic`;
+      // Ironic's links point at itself: point them at this endpoint instead, as the client
+      // reached it (behind a TLS-terminating balancer: https, from X-Forwarded-Proto).
+      const base = `${clientScheme(req)}://${req.headers.host}/fenced/${match[1]}/lease-${match[2]}/ironic`;
       const text = upstream.body.toString("utf8");
       const rewritten = text.includes(ironicBase)
         ? Buffer.from(text.split(ironicBase).join(base))
@@ -208,4 +280,15 @@ export function fencedIronic(context: {
     });
     return true;
   };
+}
+
+/**
+ * The scheme the client used: a balancer that terminates TLS says so in
+ * X-Forwarded-Proto. Trusting it costs nothing: it only shapes the links in the answer
+ * to the same client.
+ */
+function clientScheme(req: IncomingMessage): "http" | "https" {
+  const forwarded = req.headers["x-forwarded-proto"];
+  const first = (Array.isArray(forwarded) ? forwarded[0] : forwarded)?.split(",")[0]?.trim().toLowerCase();
+  return first === "https" ? "https" : "http";
 }
