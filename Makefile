@@ -1,6 +1,6 @@
 # Every target installs what it needs: `npm ci` runs when node_modules is missing or
 # older than package-lock.json.
-.PHONY: run build test typecheck bench clean
+.PHONY: run build test test-packages typecheck bench clean
 
 DEPS := node_modules/.shardbridge-installed
 
@@ -17,7 +17,12 @@ run: build
 typecheck: $(DEPS)
 	npx tsc -p tsconfig.json --noEmit
 
-test: $(DEPS) typecheck
+# The Debian packages the tests need (redis-server, the OpenStack peers' ...): installed
+# when missing, or — not root — the one apt-get line to run.
+test-packages:
+	@bash scripts/test-packages.sh
+
+test: test-packages $(DEPS) typecheck
 	npx mocha 'test/**/*.test.ts'
 
 # The HTTP benches drive the bridge with wrk (Debian's package), a C load generator that

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// The shardbridge command: its usage and a table of subcommands, each in src/commands/.
+// The shardbridge command: a table of subcommands (each in src/commands/, each with its
+// usage), the options every command takes, and the exit status of every run.
 import { AGENT_USAGE, agentCommand } from "./commands/agent.js";
 import { CHAOS_USAGE, chaosCommand } from "./commands/chaos.js";
 import { COMPARE_USAGE, compareCommand } from "./commands/compare.js";
@@ -10,36 +11,114 @@ import { RING_USAGE, ringCommand } from "./commands/ring.js";
 import { RUN_USAGE, runCommand } from "./commands/run.js";
 import { SERVE_USAGE, serveCommand } from "./commands/serve.js";
 import { SIMULATE_USAGE, simulateCommand } from "./commands/simulate.js";
+import { ConfigError } from "./config.js";
+import { configureLogging, LOG_FORMATS, LOG_LEVELS, type LogFormat, type LogLevel } from "./log.js";
+import { ShardDefinitionError } from "./shards/definitions.js";
+import { versionLine } from "./version.js";
 
-const USAGE = `usage: shardbridge <command> [options]
+interface Command {
+  /** its lines in the usage: the one text `--help` and the top-level list both print */
+  usage: string;
+  run: (argv: string[]) => Promise<void>;
+}
 
-commands:
-${SERVE_USAGE}${IRONIC_SYNC_USAGE}${INSPECTION_WATCH_USAGE}${RING_USAGE}${COMPARE_USAGE}${MIGRATE_USAGE}${SIMULATE_USAGE}${CHAOS_USAGE}${RUN_USAGE}${AGENT_USAGE}`;
-
-const COMMANDS: Record<string, (argv: string[]) => Promise<void>> = {
-  serve: serveCommand,
-  agent: agentCommand,
-  run: runCommand,
-  "ironic-sync": ironicSyncCommand,
-  "inspection-watch": inspectionWatchCommand,
-  ring: ringCommand,
-  compare: compareCommand,
-  migrate: migrateCommand,
-  simulate: simulateCommand,
-  chaos: chaosCommand,
+/** In the order the usage lists them. */
+const COMMANDS: Record<string, Command> = {
+  serve: { usage: SERVE_USAGE, run: serveCommand },
+  "ironic-sync": { usage: IRONIC_SYNC_USAGE, run: ironicSyncCommand },
+  "inspection-watch": { usage: INSPECTION_WATCH_USAGE, run: inspectionWatchCommand },
+  ring: { usage: RING_USAGE, run: ringCommand },
+  compare: { usage: COMPARE_USAGE, run: compareCommand },
+  migrate: { usage: MIGRATE_USAGE, run: migrateCommand },
+  simulate: { usage: SIMULATE_USAGE, run: simulateCommand },
+  chaos: { usage: CHAOS_USAGE, run: chaosCommand },
+  run: { usage: RUN_USAGE, run: runCommand },
+  agent: { usage: AGENT_USAGE, run: agentCommand },
 };
 
-async function main([command, ...rest]: string[]): Promise<void> {
-  if (command === undefined || ["help", "--help", "-h"].includes(command)) {
-    process.stdout.write(USAGE);
-    return;
+const COMMON = `
+options of every command:
+  --log-level LEVEL   ${LOG_LEVELS.join(", ")} (env SHARDBRIDGE_LOG_LEVEL, default info)
+  --log-format FORMAT json or text (env SHARDBRIDGE_LOG_FORMAT; default text on a terminal, JSON otherwise)
+  --help              this command's usage
+
+exit status: 0 done, 1 failed, 2 bad usage or configuration
+`;
+
+const USAGE = `usage: shardbridge <command> [options]
+       shardbridge <command> --help | shardbridge help <command> | shardbridge --version
+
+commands:
+${Object.values(COMMANDS)
+  .map((c) => c.usage)
+  .join("")}${COMMON}`;
+
+const commandUsage = (name: string) =>
+  `usage: shardbridge ${name} [options]\n\n${COMMANDS[name]!.usage}${COMMON}`;
+
+/** Bad usage or configuration: the operator's to fix, exit 2 (see COMMON). */
+function isUsageError(error: unknown): boolean {
+  if (error instanceof ConfigError || error instanceof ShardDefinitionError) return true;
+  // node:util parseArgs: an unknown option, a missing value, a stray positional.
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === "string" && code.startsWith("ERR_PARSE_ARGS_");
+}
+
+/**
+ * `--log-level` and `--log-format`, wherever they stand among a command's own options
+ * (not after `--`: that belongs to the command `run` starts), taken out and checked.
+ */
+function takeLoggingFlags(argv: string[]): { rest: string[]; level?: LogLevel; format?: LogFormat } {
+  const rest: string[] = [];
+  const found: { level?: LogLevel; format?: LogFormat } = {};
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === "--") {
+      rest.push(...argv.slice(i));
+      break;
+    }
+    const [flag, inline] = arg.startsWith("--log-") ? arg.split(/=(.*)/s, 2) : [arg, undefined];
+    if (flag !== "--log-level" && flag !== "--log-format") {
+      rest.push(arg);
+      continue;
+    }
+    const value = inline ?? argv[++i];
+    if (flag === "--log-level") {
+      if (!LOG_LEVELS.includes(value as LogLevel))
+        throw new ConfigError(
+          `--log-level: must be one of ${LOG_LEVELS.join(", ")}, got ${value ?? "nothing"}`,
+        );
+      found.level = value as LogLevel;
+    } else {
+      if (!LOG_FORMATS.includes(value as LogFormat))
+        throw new ConfigError(`--log-format: must be json or text, got ${value ?? "nothing"}`);
+      found.format = value as LogFormat;
+    }
   }
-  const run = COMMANDS[command];
-  if (run === undefined) {
-    process.stderr.write(`unknown command: ${command}\n${USAGE}`);
-    process.exit(2);
+  return { rest, ...found };
+}
+
+const wantsHelp = (argv: string[]) => {
+  const own = argv.includes("--") ? argv.slice(0, argv.indexOf("--")) : argv;
+  return own.includes("--help") || own.includes("-h");
+};
+
+async function main([name, ...argv]: string[]): Promise<void> {
+  if (name === undefined || name === "--help" || name === "-h") return void process.stdout.write(USAGE);
+  if (name === "--version" || name === "version") return void process.stdout.write(`${versionLine()}\n`);
+  if (name === "help") {
+    const about = argv[0];
+    if (about === undefined) return void process.stdout.write(USAGE);
+    if (COMMANDS[about] === undefined) throw new ConfigError(`help: no command ${about}`);
+    return void process.stdout.write(commandUsage(about));
   }
-  await run(rest);
+  const command = COMMANDS[name];
+  if (command === undefined)
+    throw new ConfigError(`unknown command: ${name} (shardbridge --help lists them)`);
+  if (wantsHelp(argv)) return void process.stdout.write(commandUsage(name));
+  const { rest, level, format } = takeLoggingFlags(argv);
+  configureLogging({ ...(level !== undefined && { level }), ...(format !== undefined && { format }) });
+  await command.run(rest);
 }
 
 // Output piped into `head` and the like: a closed pipe ends the command quietly.
@@ -48,7 +127,11 @@ process.stdout.on("error", (error: NodeJS.ErrnoException) => {
   throw error;
 });
 
+const [invoked] = process.argv.slice(2);
 main(process.argv.slice(2)).catch((error: unknown) => {
   process.stderr.write(`shardbridge: ${error instanceof Error ? error.message : String(error)}\n`);
-  process.exit(1);
+  if (!isUsageError(error)) process.exit(1);
+  const help = invoked !== undefined && COMMANDS[invoked] !== undefined ? `${invoked} --help` : "--help";
+  process.stderr.write(`(see shardbridge ${help})\n`);
+  process.exit(2);
 });

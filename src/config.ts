@@ -3,6 +3,12 @@ import type { z } from "zod";
 import { ValidationError, parseOrThrow } from "./domain/validation.js";
 
 /**
+ * Bad usage or configuration: a flag, a missing setting, a config file that does not
+ * parse — the operator's to fix, not a failure of the work. Commands exit 2 on it.
+ */
+export class ConfigError extends Error {}
+
+/**
  * Parse a JSON config document with `schema`; every error names `source` (a file, or
  * an environment variable) and, for a bad value, the field and the reason.
  */
@@ -11,12 +17,12 @@ export function parseJsonConfig<S extends z.ZodType>(text: string, schema: S, so
   try {
     raw = JSON.parse(text);
   } catch (error) {
-    throw new Error(`${source}: not valid JSON: ${(error as Error).message}`);
+    throw new ConfigError(`${source}: not valid JSON: ${(error as Error).message}`);
   }
   try {
     return parseOrThrow(schema, raw);
   } catch (error) {
-    if (error instanceof ValidationError) throw new Error(`${source}: ${error.message}`);
+    if (error instanceof ValidationError) throw new ConfigError(`${source}: ${error.message}`);
     throw error;
   }
 }
@@ -27,7 +33,7 @@ export function readJsonConfig<S extends z.ZodType>(path: string, schema: S, sou
   try {
     text = readFileSync(path, "utf8");
   } catch (error) {
-    throw new Error(`${source}: ${(error as Error).message}`);
+    throw new ConfigError(`${source}: ${(error as Error).message}`);
   }
   return parseJsonConfig(text, schema, source);
 }

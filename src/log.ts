@@ -1,13 +1,57 @@
 import winston from "winston";
 
+/** The levels a logger takes, most severe first (winston's npm levels). */
+export const LOG_LEVELS = ["error", "warn", "info", "http", "verbose", "debug", "silly"] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+export const LOG_FORMATS = ["json", "text"] as const;
+export type LogFormat = (typeof LOG_FORMATS)[number];
+
+/** One JSON object a line: for journald, log shippers, and the tests that read agents' logs. */
+const json = winston.format.combine(winston.format.timestamp(), winston.format.json());
+
+/** A value as it reads after `key=`: bare when it has no space or quote, JSON otherwise. */
+function fieldText(value: unknown): string {
+  const text = typeof value === "string" ? value : JSON.stringify(value);
+  return typeof value === "string" && /^[^\s"=]+$/.test(value) ? text : JSON.stringify(value);
+}
+
+/** "2026-12-01T16:47:05.380Z info  active agent=compute-1 shard=rack-a token=42": for a person at a terminal. */
+const text = winston.format.combine(
+  winston.format.timestamp(),
+  winston.format.printf((info) => {
+    const { timestamp, level, message, ...fields } = info;
+    const rest = Object.entries(fields)
+      .filter(([key]) => typeof key === "string")
+      .map(([key, value]) => `${key}=${fieldText(value)}`)
+      .join(" ");
+    return `${String(timestamp)} ${level.padEnd(5)} ${String(message)}${rest === "" ? "" : ` ${rest}`}`;
+  }),
+);
+
 /**
- * JSON logs, one line per event. Level from SHARDBRIDGE_LOG_LEVEL (default info). Lines
- * written while serving a request carry its `request_id`, passed explicitly: an
+ * The process's logger. Level from SHARDBRIDGE_LOG_LEVEL (default info); format from
+ * SHARDBRIDGE_LOG_FORMAT, by default text on a terminal and JSON otherwise (a service
+ * under systemd, a pipe); both can be set per command (`--log-level`, `--log-format`).
+ * Lines written while serving a request carry its `request_id`, passed explicitly: an
  * AsyncLocalStorage would carry it by itself, but its promise hooks cost about a fifth
  * of the CPU of every lease renew (measured), for a few error lines.
  */
 export const logger = winston.createLogger({
   level: process.env.SHARDBRIDGE_LOG_LEVEL ?? "info",
-  format: winston.format.combine(winston.format.timestamp(), winston.format.json()),
+  format: formatOf((process.env.SHARDBRIDGE_LOG_FORMAT as LogFormat | undefined) ?? defaultFormat()),
   transports: [new winston.transports.Console()],
 });
+
+function defaultFormat(): LogFormat {
+  return process.stdout.isTTY === true ? "text" : "json";
+}
+
+function formatOf(format: LogFormat): winston.Logform.Format {
+  return format === "text" ? text : json;
+}
+
+/** Set the level and the format (children made before follow: they share the logger's). */
+export function configureLogging(options: { level?: LogLevel; format?: LogFormat }): void {
+  if (options.level !== undefined) logger.level = options.level;
+  if (options.format !== undefined) logger.format = formatOf(options.format);
+}

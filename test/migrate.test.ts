@@ -186,7 +186,7 @@ describe("shardbridge compare and migrate plan (commands)", function () {
   for (const [name, args, message] of bad) {
     it(`refuses ${name}, saying so`, async () => {
       const run = await runShardbridge(args);
-      expect(run.status).to.equal(1);
+      expect(run.status, "bad usage").to.equal(2);
       expect(run.stderr).to.match(message);
     });
   }

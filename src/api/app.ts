@@ -25,6 +25,7 @@ import { bodyPolicy } from "./limits.js";
 import { BridgeMetrics } from "./metrics.js";
 import { nodeRoutes } from "./nodes.js";
 import { shardRoutes } from "./shards.js";
+import { versionInfo } from "../version.js";
 
 /** Free unsharded nodes read per store call while nova's ring share is computed. */
 const FREE_PAGE = 1000;
@@ -80,15 +81,19 @@ export function createApp(
     res.locals.requestId = requestId;
     next();
   });
+  // Which build answers: the same as `shardbridge --version` on that host.
+  const { version, commit } = versionInfo();
   app.get("/healthz", (_req, res) => {
-    res.json({ status: "ok" });
+    res.json({ status: "ok", version, commit });
   });
   app.get("/readyz", async (_req, res) => {
     try {
       await store.ping();
-      res.json({ status: "ready", store: store.kind });
+      res.json({ status: "ready", store: store.kind, version, commit });
     } catch (error) {
-      res.status(503).json({ status: "store unreachable", store: store.kind, error: String(error) });
+      res
+        .status(503)
+        .json({ status: "store unreachable", store: store.kind, error: String(error), version, commit });
     }
   });
   app.use(metrics.routes());

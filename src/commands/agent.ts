@@ -1,9 +1,8 @@
 import { parseArgs } from "node:util";
 import { z } from "zod";
 import { runReferenceAgent } from "../agent/reference-agent.js";
-import { AGENT_FLAGS, agentToken } from "./io.js";
+import { AGENT_FLAGS, agentToken, flagsOrThrow } from "./io.js";
 import { AgentId, ShardName } from "../domain/names.js";
-import { parseOrThrow } from "../domain/validation.js";
 
 /** `shardbridge agent`: the reference compute agent. */
 export const AGENT_USAGE = `  agent    run the reference compute agent for one shard
@@ -16,7 +15,7 @@ export const AGENT_USAGE = `  agent    run the reference compute agent for one s
 
 export async function agentCommand(argv: string[]): Promise<void> {
   const { values } = parseArgs({ args: argv, options: AGENT_FLAGS });
-  const { id, shard } = parseOrThrow(z.strictObject({ id: AgentId, shard: ShardName }), {
+  const { id, shard } = flagsOrThrow(z.strictObject({ id: AgentId, shard: ShardName }), {
     id: values.id,
     shard: values.shard,
   });

@@ -5,6 +5,7 @@ import { parseScenario, type Scenario } from "../sim/scenario.js";
 import { simulate } from "../sim/simulate.js";
 import { integerFlag } from "./io.js";
 import { renderTable } from "../text/table.js";
+import { ConfigError } from "../config.js";
 
 export const CHAOS_USAGE = `  chaos SCENARIO  play a scenario against real processes (its own redis-server, a bridge, reference agents)
                   with kill -9, SIGSTOP/SIGCONT, SIGTERM and a Redis restart, measured from the agents' logs,
@@ -67,7 +68,7 @@ export async function chaosCommand(argv: string[]): Promise<void> {
     allowPositionals: true,
     options: { seeds: { type: "string", default: "20" }, json: { type: "boolean", default: false } },
   });
-  if (positionals.length !== 1) throw new Error("chaos: name one scenario file");
+  if (positionals.length !== 1) throw new ConfigError("chaos: name one scenario file");
   const file = positionals[0]!;
   const scenario = parseScenario(readFileSync(file, "utf8"), file);
   const seeds = integerFlag("seeds", values.seeds, 1, 1000)!;

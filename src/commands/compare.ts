@@ -2,11 +2,11 @@ import { parseArgs } from "node:util";
 import { z } from "zod";
 import { AgentId } from "../domain/names.js";
 import { MemberList, RingKindName } from "../domain/ring.js";
-import { parseOrThrow } from "../domain/validation.js";
 import { compareEvents, type Comparison, type ModeOutcome } from "../ring/compare.js";
 import { INVENTORY_OPTIONS, INVENTORY_USAGE, loadInventory } from "./inventory.js";
-import { integerFlag } from "./io.js";
+import { integerFlag, flagsOrThrow } from "./io.js";
 import { renderTable } from "../text/table.js";
+import { ConfigError } from "../config.js";
 
 export const COMPARE_USAGE = `  compare  what each agent lost, back or added does to the nodes: nova's ring against shards with leases
              --agents a,b,c  the compute agents (nova's ring members)
@@ -79,7 +79,7 @@ export async function compareCommand(argv: string[]): Promise<void> {
       json: { type: "boolean", default: false },
     },
   });
-  const flags = parseOrThrow(
+  const flags = flagsOrThrow(
     z.strictObject({
       agents: MemberList,
       ring: RingKindName,
@@ -89,10 +89,11 @@ export async function compareCommand(argv: string[]): Promise<void> {
   );
   const agents = flags.agents.map((a) => a.toLowerCase());
   if (agents.includes(flags.add.toLowerCase()))
-    throw new Error(`--add: ${flags.add} is already one of --agents; name an agent to add`);
+    throw new ConfigError(`--add: ${flags.add} is already one of --agents; name an agent to add`);
   const only = values.agent?.map((a) => a.toLowerCase());
   for (const a of only ?? [])
-    if (!agents.includes(a)) throw new Error(`--agent: ${a} is not one of --agents (${agents.join(",")})`);
+    if (!agents.includes(a))
+      throw new ConfigError(`--agent: ${a} is not one of --agents (${agents.join(",")})`);
   const standbys = integerFlag("standbys", values.standbys, 0, 16)!;
   const inventory = await loadInventory(values);
   const comparison = compareEvents(inventory.nodes, agents, {

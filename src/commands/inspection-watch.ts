@@ -5,6 +5,7 @@ import { InspectorClient } from "../ironic/inspector-client.js";
 import { InspectionWatcher, inspectorDataSource, ironicInventorySource } from "../inspection/watcher.js";
 import { WebhookClient } from "../inspection/webhook-client.js";
 import { logger } from "../log.js";
+import { ConfigError } from "../config.js";
 
 /** `shardbridge inspection-watch`: finished inspections to the webhook, for an inspector that cannot call it. */
 export const INSPECTION_WATCH_USAGE = `  inspection-watch  deliver inspections an unmodified inspector finished to the bridge's webhook
@@ -34,7 +35,8 @@ export async function inspectionWatchCommand(argv: string[]): Promise<void> {
       once: { type: "boolean", default: false },
     },
   });
-  const missing = (flag: string, env: string) => new Error(`inspection-watch: pass --${flag} or set ${env}`);
+  const missing = (flag: string, env: string) =>
+    new ConfigError(`inspection-watch: pass --${flag} or set ${env}`);
   if (values.ironic === undefined) throw missing("ironic", "SHARDBRIDGE_IRONIC_URL");
   if (values.token === undefined) throw missing("token", "SHARDBRIDGE_TOKEN");
   if (values.secret === undefined) throw missing("secret", "SHARDBRIDGE_INSPECTOR_SECRET");

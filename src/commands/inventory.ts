@@ -6,6 +6,7 @@ import { IronicClient } from "../ironic/client.js";
 import { randomUuid, seededRandom } from "../random.js";
 import type { PlanNode } from "../ring/plan.js";
 import { integerFlag } from "./io.js";
+import { ConfigError } from "../config.js";
 
 /** The flags that say where an inventory comes from; exactly one source. */
 export const INVENTORY_OPTIONS = {
@@ -43,7 +44,7 @@ export async function loadInventory(values: {
     (k) => values[k] !== undefined,
   );
   if (given.length !== 1)
-    throw new Error(
+    throw new ConfigError(
       `name one inventory: --inventory FILE, --bridge URL, --ironic URL or --generate N (got ${given.length})`,
     );
   if (values.inventory !== undefined) {
@@ -58,7 +59,7 @@ export async function loadInventory(values: {
   }
   if (values.bridge !== undefined) {
     if (values.token === undefined)
-      throw new Error("--bridge needs --token (an admin token) or SHARDBRIDGE_TOKEN");
+      throw new ConfigError("--bridge needs --token (an admin token) or SHARDBRIDGE_TOKEN");
     const client = new BridgeClient(values.bridge, values.token, 30_000);
     return { nodes: await client.allNodes(), writable: { kind: "bridge", client }, describe: values.bridge };
   }

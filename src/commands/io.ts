@@ -1,4 +1,7 @@
+import type { z } from "zod";
 import { readTokensFile } from "../api/auth.js";
+import { ConfigError } from "../config.js";
+import { ValidationError, parseOrThrow } from "../domain/validation.js";
 
 /** Everything on stdin, as text (the commands that read node lists). */
 export async function readStdin(): Promise<string> {
@@ -17,7 +20,7 @@ export function integerFlag(
   if (value === undefined) return undefined;
   const n = Number(value);
   if (!Number.isInteger(n) || n < min || n > max)
-    throw new Error(`--${name}: must be an integer ${min}..${max}, got ${value}`);
+    throw new ConfigError(`--${name}: must be an integer ${min}..${max}, got ${value}`);
   return n;
 }
 
@@ -27,10 +30,10 @@ export function agentToken(id: string, token: string | undefined, tokensFile: st
   if (tokensFile !== undefined) {
     const file = readTokensFile(tokensFile);
     const entry = file.tokens.find((t) => t.role === "agent" && t.agent === id);
-    if (entry === undefined) throw new Error(`${tokensFile} holds no token for agent ${id}`);
+    if (entry === undefined) throw new ConfigError(`${tokensFile} holds no token for agent ${id}`);
     return entry.token;
   }
-  throw new Error("agent: pass --token, set SHARDBRIDGE_TOKEN, or --tokens-file");
+  throw new ConfigError("agent: pass --token, set SHARDBRIDGE_TOKEN, or --tokens-file");
 }
 
 /** The flags every command that acts as an agent takes: who, which shard, which bridge, which token. */
@@ -41,3 +44,13 @@ export const AGENT_FLAGS = {
   token: { type: "string", default: process.env.SHARDBRIDGE_TOKEN },
   "tokens-file": { type: "string" },
 } as const;
+
+/** Flag values checked with `schema`: a value it refuses is bad usage (exit 2), naming the flag. */
+export function flagsOrThrow<S extends z.ZodType>(schema: S, values: unknown): z.output<S> {
+  try {
+    return parseOrThrow(schema, values);
+  } catch (error) {
+    if (error instanceof ValidationError) throw new ConfigError(error.message);
+    throw error;
+  }
+}

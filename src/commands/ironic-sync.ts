@@ -3,6 +3,7 @@ import { BridgeClient } from "../agent/client.js";
 import { BULK_MAX_NODES } from "../domain/node.js";
 import { IronicClient } from "../ironic/client.js";
 import { toBridgeNodes } from "../ironic/sync.js";
+import { ConfigError } from "../config.js";
 
 export const IRONIC_SYNC_USAGE = `  ironic-sync  load nodes and their shard keys from Ironic into the bridge
              --ironic URL    Ironic's API (env SHARDBRIDGE_IRONIC_URL)
@@ -21,9 +22,9 @@ export async function ironicSyncCommand(argv: string[]): Promise<void> {
     },
   });
   if (values.ironic === undefined)
-    throw new Error("ironic-sync: pass --ironic URL or set SHARDBRIDGE_IRONIC_URL");
+    throw new ConfigError("ironic-sync: pass --ironic URL or set SHARDBRIDGE_IRONIC_URL");
   if (values.token === undefined)
-    throw new Error("ironic-sync: pass --token (an admin token) or set SHARDBRIDGE_TOKEN");
+    throw new ConfigError("ironic-sync: pass --token (an admin token) or set SHARDBRIDGE_TOKEN");
   const bridge = new BridgeClient(values.bridge!, values.token);
   // Ironic knows a node's instance but not its host: keep the host the bridge was told.
   const instanceHost = new Map((await bridge.allNodes()).map((n) => [n.uuid, n.instance_host]));

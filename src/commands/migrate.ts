@@ -2,12 +2,12 @@ import { parseArgs } from "node:util";
 import { z } from "zod";
 import { MemberList, RingKindName } from "../domain/ring.js";
 import { BULK_MAX_NODES } from "../domain/node.js";
-import { parseOrThrow } from "../domain/validation.js";
 import { buildRing } from "../ring/legacy.js";
 import { DEFAULT_MAX_PER_SHARD, currentAgentOf, planShards, type MigrationPlan } from "../ring/plan.js";
 import { INVENTORY_OPTIONS, INVENTORY_USAGE, loadInventory, type InventorySource } from "./inventory.js";
-import { integerFlag } from "./io.js";
+import { integerFlag, flagsOrThrow } from "./io.js";
 import { renderTable } from "../text/table.js";
+import { ConfigError } from "../config.js";
 
 export const MIGRATE_USAGE = `  migrate plan  shard keys for unsharded nodes such that moving from nova's ring to shards moves no node
              --agents a,b,c        the compute agents nova's ring spreads the nodes over today
@@ -48,7 +48,7 @@ async function apply(
 ): Promise<{ written: number; failed: string[] }> {
   const target = source.writable;
   if (target === null)
-    throw new Error("--apply writes where the inventory came from: plan from --bridge or --ironic");
+    throw new ConfigError("--apply writes where the inventory came from: plan from --bridge or --ironic");
   const shardOf = new Map(plan.shards.flatMap((s) => s.nodes.map((uuid) => [uuid, s.name] as const)));
   if (target.kind === "bridge") {
     // Re-read just before writing and change only the shard key; other fields are kept.
@@ -77,7 +77,8 @@ async function apply(
 
 export async function migrateCommand(argv: string[]): Promise<void> {
   const [sub, ...rest] = argv;
-  if (sub !== "plan") throw new Error(`migrate: unknown subcommand ${sub ?? "(none)"}; try: migrate plan`);
+  if (sub !== "plan")
+    throw new ConfigError(`migrate: unknown subcommand ${sub ?? "(none)"}; try: migrate plan`);
   const { values } = parseArgs({
     args: rest,
     options: {
@@ -91,8 +92,8 @@ export async function migrateCommand(argv: string[]): Promise<void> {
       apply: { type: "boolean", default: false },
     },
   });
-  if (values.apply && values["dry-run"]) throw new Error("--apply and --dry-run: choose one");
-  const flags = parseOrThrow(
+  if (values.apply && values["dry-run"]) throw new ConfigError("--apply and --dry-run: choose one");
+  const flags = flagsOrThrow(
     z.strictObject({
       agents: MemberList,
       ring: RingKindName,

@@ -1,10 +1,10 @@
 import { parseArgs } from "node:util";
 import { z } from "zod";
 import { MemberList, RingKindName, parseUuidLines } from "../domain/ring.js";
-import { parseOrThrow } from "../domain/validation.js";
 import { buildRing } from "../ring/legacy.js";
 import { NOVA_PARTITIONS, ToozRing } from "../ring/tooz.js";
-import { integerFlag, readStdin } from "./io.js";
+import { integerFlag, readStdin, flagsOrThrow } from "./io.js";
+import { ConfigError } from "../config.js";
 
 export const RING_USAGE = `  ring     map node UUIDs (stdin, one a line) onto members as nova's ring does; prints {"node": "member"}
              --members a,b,c   the compute hosts in the ring (lower-cased, as nova does)
@@ -26,7 +26,7 @@ export async function ringCommand(argv: string[]): Promise<void> {
       ignore: { type: "string" },
     },
   });
-  const { members, kind } = parseOrThrow(z.strictObject({ members: MemberList, kind: RingKindName }), {
+  const { members, kind } = flagsOrThrow(z.strictObject({ members: MemberList, kind: RingKindName }), {
     members: values.members ?? "",
     kind: values.kind,
   });
@@ -37,7 +37,7 @@ export async function ringCommand(argv: string[]): Promise<void> {
     .filter((m) => m !== "")
     .map((m) => m.toLowerCase());
   if (kind === "ketama" && (partitions !== undefined || replicas !== 1 || ignore.length > 0))
-    throw new Error("--partitions, --replicas and --ignore are tooz's; ketama takes none of them");
+    throw new ConfigError("--partitions, --replicas and --ignore are tooz's; ketama takes none of them");
   const nodes = parseUuidLines(await readStdin());
   const out: Record<string, string | string[] | null> = {};
   if (kind === "ketama") {

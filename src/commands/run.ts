@@ -3,9 +3,9 @@ import { logger } from "../log.js";
 import { z } from "zod";
 import { BridgeClient } from "../agent/client.js";
 import { AgentId, ShardName } from "../domain/names.js";
-import { ValidationError, parseOrThrow } from "../domain/validation.js";
 import { maxGraceMs, runSupervised } from "../run/supervisor.js";
-import { AGENT_FLAGS, agentToken, integerFlag } from "./io.js";
+import { ConfigError } from "../config.js";
+import { AGENT_FLAGS, agentToken, flagsOrThrow, integerFlag } from "./io.js";
 
 export const RUN_USAGE = `  run -- COMMAND [ARGS...]  run COMMAND (nova-compute) only while this host holds the shard's lease
              --id HOST       this physical host's agent id at the bridge
@@ -18,20 +18,9 @@ export const RUN_USAGE = `  run -- COMMAND [ARGS...]  run COMMAND (nova-compute)
              --restart       run COMMAND again when it exits while the lease is held (default: release and exit)
                   The child gets SHARDBRIDGE_SHARD, SHARDBRIDGE_TOKEN, SHARDBRIDGE_AGENT, OS_DEFAULT__HOST,
                   OS_IRONIC__SHARD and, when the bridge fronts an Ironic, OS_IRONIC__ENDPOINT_OVERRIDE (its
-                  fenced endpoint under the child's token). Bad input exits 2 before anything starts.
+                  fenced endpoint under the child's token). Bad input exits 2 before anything starts;
+                  a bridge not up yet is waited for.
 `;
-
-/** Refused before anything starts: the message, and exit 2. */
-class RunRefused extends Error {}
-
-/** Flag and token errors are bad input too. */
-function refusing<T>(read: () => T): T {
-  try {
-    return read();
-  } catch (error) {
-    throw new RunRefused(`run: ${(error as Error).message}`);
-  }
-}
 
 async function prepare(argv: string[]) {
   const { values, positionals } = parseArgs({
@@ -44,26 +33,24 @@ async function prepare(argv: string[]) {
       restart: { type: "boolean", default: false },
     },
   });
-  if (positionals.length === 0) throw new RunRefused("run: give the command to run after --");
-  const { id, shard, host } = parseOrThrow(
+  if (positionals.length === 0) throw new ConfigError("run: give the command to run after --");
+  const { id, shard, host } = flagsOrThrow(
     z.strictObject({ id: AgentId, shard: ShardName, host: AgentId.optional() }),
     { id: values.id, shard: values.shard, host: values.host },
   );
-  const [graceMs, token] = refusing(() => [
-    integerFlag("grace", values.grace, 0, 600_000),
-    agentToken(id, values.token, values["tokens-file"]),
-  ]);
+  const graceMs = integerFlag("grace", values.grace, 0, 600_000);
+  const token = agentToken(id, values.token, values["tokens-file"]);
   const client = new BridgeClient(values.bridge!, token);
   const info = await untilAnswered(values.bridge!, () => client.shard(shard));
   if (info === null)
-    throw new RunRefused(`run: the bridge knows no shard ${shard} (not defined, no nodes, never leased)`);
+    throw new ConfigError(`run: the bridge knows no shard ${shard} (not defined, no nodes, never leased)`);
   if (info.agents !== null && !info.agents.includes(id))
-    throw new RunRefused(
+    throw new ConfigError(
       `run: agent ${id} may not serve shard ${shard} (allowed: ${info.agents.join(", ")})`,
     );
   const most = maxGraceMs(info.lease_ttl_ms);
   if (graceMs !== undefined && graceMs > most)
-    throw new RunRefused(
+    throw new ConfigError(
       `run: --grace ${graceMs} ms is more than the lease leaves (${most} ms: TTL ${info.lease_ttl_ms} ms, ` +
         "the child must be gone before a standby can be granted the lease)",
     );
@@ -102,16 +89,9 @@ async function untilAnswered<T>(bridge: string, ask: () => Promise<T>): Promise<
   }
 }
 
+/** Bad input (exit 2, see src/cli.ts) is refused in `prepare`, before anything starts. */
 export async function runCommand(argv: string[]): Promise<void> {
-  let options;
-  try {
-    options = await prepare(argv);
-  } catch (error) {
-    if (!(error instanceof RunRefused || error instanceof ValidationError || error instanceof TypeError))
-      throw error;
-    process.stderr.write(`shardbridge ${error.message}\n`);
-    process.exit(2);
-  }
+  const options = await prepare(argv);
   const running = runSupervised(options);
   process.once("SIGTERM", running.stop);
   process.once("SIGINT", running.stop);

@@ -4,14 +4,13 @@ import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { createApp } from "../api/app.js";
 import { bridgeServer } from "../api/server.js";
-import { readJsonConfig } from "../config.js";
+import { ConfigError, readJsonConfig } from "../config.js";
 import { TokenAuthority, devTokens, parseTokens, readTokensFile } from "../api/auth.js";
 import { z } from "zod";
 import { IronicClient } from "../ironic/client.js";
 import { IronicOutbox } from "../ironic/outbox.js";
-import { integerFlag } from "./io.js";
+import { integerFlag, flagsOrThrow } from "./io.js";
 import { RingKindName } from "../domain/ring.js";
-import { parseOrThrow } from "../domain/validation.js";
 import { TraitRulesFile } from "../traits/inspection.js";
 import { DEFAULT_OWNERSHIP, OwnershipFile, OwnershipRegistry } from "../traits/ownership.js";
 import { logger } from "../log.js";
@@ -61,7 +60,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
     },
   });
   const legacy = {
-    kind: parseOrThrow(z.strictObject({ ring: RingKindName }), { ring: values.ring }).ring,
+    kind: flagsOrThrow(z.strictObject({ ring: RingKindName }), { ring: values.ring }).ring,
     rebuildMs: integerFlag("ring-rebuild", values["ring-rebuild"], 0, 86_400)! * 1000,
     serviceDownMs: integerFlag("service-down-time", values["service-down-time"], 1, 86_400)! * 1000,
   };
@@ -148,7 +147,7 @@ function loadAuthority(tokensFile: string | undefined, devFile: string | undefin
   if (tokensFile !== undefined) return TokenAuthority.fromFile(tokensFile);
   const inline = process.env.SHARDBRIDGE_TOKENS;
   if (inline !== undefined) return new TokenAuthority(parseTokens(inline, "SHARDBRIDGE_TOKENS"));
-  throw new Error(
+  throw new ConfigError(
     "no API tokens: pass --tokens FILE, set SHARDBRIDGE_TOKENS_FILE or SHARDBRIDGE_TOKENS, " +
       "or --dev-tokens FILE for a development bridge",
   );

@@ -5,6 +5,7 @@ import { simulate } from "../sim/simulate.js";
 import { reportTable } from "../sim/report.js";
 import { reportHtml } from "../sim/html.js";
 import { integerFlag } from "./io.js";
+import { ConfigError } from "../config.js";
 
 export const SIMULATE_USAGE = `  simulate SCENARIO  play a failover scenario (examples/scenarios/) under shards with leases and under
                      nova's ring, on a virtual clock: same scenario and seed, same result
@@ -42,7 +43,7 @@ export async function simulateCommand(argv: string[]): Promise<void> {
     },
   });
   if (positionals.length !== 1)
-    throw new Error("simulate: name one scenario file, e.g. examples/scenarios/single-crash.json");
+    throw new ConfigError("simulate: name one scenario file, e.g. examples/scenarios/single-crash.json");
   const file = positionals[0]!;
   let text: string;
   try {

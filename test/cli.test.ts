@@ -1,0 +1,202 @@
+import { expect } from "chai";
+import { spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { AgentProcess } from "./helpers/agent-process.js";
+import { startBridge } from "./helpers/bridge-process.js";
+import { runShardbridge } from "./helpers/cli.js";
+
+const COMMANDS = [
+  "serve",
+  "ironic-sync",
+  "inspection-watch",
+  "ring",
+  "compare",
+  "migrate",
+  "simulate",
+  "chaos",
+  "run",
+  "agent",
+];
+const ROOT = fileURLToPath(new URL("../", import.meta.url));
+
+/** The section of the top-level usage that belongs to `command` (its lines, up to the next command). */
+function sectionOf(usage: string, command: string): string {
+  const lines = usage.split("\n");
+  const start = lines.findIndex((l) => l.startsWith(`  ${command} `) || l === `  ${command}`);
+  const end = lines.findIndex((l, i) => i > start && /^ {2}\S/.test(l));
+  return lines.slice(start, end).join("\n");
+}
+
+/**
+ * The command line as operators know it from other tools: help per command, a version,
+ * logging they can set, and one meaning for each exit status — 0 done, 1 failed, 2 bad
+ * usage or configuration.
+ */
+describe("The shardbridge command line", function () {
+  this.timeout(120_000);
+
+  it("prints each command's usage on `COMMAND --help` and `help COMMAND`, exit 0, the same text the top-level list holds", async () => {
+    const top = await runShardbridge(["--help"]);
+    expect(top.status).to.equal(0);
+    const runs = await Promise.all(
+      COMMANDS.flatMap((c) => [runShardbridge([c, "--help"]), runShardbridge(["help", c])]),
+    );
+    COMMANDS.forEach((command, i) => {
+      const [own, viaHelp] = [runs[2 * i]!, runs[2 * i + 1]!];
+      expect(own.status, `${command} --help`).to.equal(0);
+      expect(own.stdout, `${command} --help`).to.include(`usage: shardbridge ${command}`);
+      expect(viaHelp.stdout, `help ${command}`).to.equal(own.stdout);
+      // One source: the command's section of the top-level usage, word for word.
+      expect(own.stdout, command).to.include(sectionOf(top.stdout, command));
+      expect(own.stdout).to.include("exit status: 0 done, 1 failed, 2 bad usage or configuration");
+    });
+    // `run` passes --help after -- to its command: it is not ours (here the bad --grace answers).
+    const runHelp = await runShardbridge([
+      "run",
+      "--id",
+      "h",
+      "--shard",
+      "s",
+      "--grace",
+      "x",
+      "--",
+      "x",
+      "--help",
+    ]);
+    expect(runHelp.status).to.equal(2);
+    expect(runHelp.stderr).to.match(/--grace: must be an integer/);
+  });
+
+  it("exits 2 on an unknown option for every command, and on an unknown command, naming it", async () => {
+    const runs = await Promise.all(COMMANDS.map((c) => runShardbridge([c, "--no-such-option"])));
+    COMMANDS.forEach((command, i) => {
+      expect(runs[i]!.status, command).to.equal(2);
+      expect(runs[i]!.stderr, command).to.include("--no-such-option");
+      expect(runs[i]!.stderr, command).to.include(`see shardbridge ${command} --help`);
+      expect(runs[i]!.stdout, command).to.equal("");
+    });
+    const unknown = await runShardbridge(["no-such-command"]);
+    expect(unknown.status).to.equal(2);
+    expect(unknown.stderr).to.include("unknown command: no-such-command");
+    expect((await runShardbridge(["help", "no-such-command"])).status).to.equal(2);
+  });
+
+  it("exits 2 on bad flag values and missing settings, 1 when the work itself fails", async () => {
+    const [partitions, members, noTokens, noIronic, grace, unreachable] = await Promise.all([
+      runShardbridge(["ring", "--members", "a", "--partitions", "0"]),
+      runShardbridge(["ring", "--members", ""]),
+      runShardbridge(["serve", "--port", "0", "--tokens", "/nonexistent/tokens.json"]),
+      runShardbridge(["ironic-sync", "--token", "x"]),
+      runShardbridge(["run", "--id", "h", "--shard", "s", "--grace", "5x", "--token", "t", "--", "true"]),
+      runShardbridge([
+        ...["ironic-sync", "--ironic", "http://127.0.0.1:1", "--bridge", "http://127.0.0.1:1"],
+        ...["--token", "x"],
+      ]),
+    ]);
+    expect(partitions.status, partitions.stderr).to.equal(2);
+    expect(partitions.stderr).to.match(/--partitions: must be an integer/);
+    expect(members.status, members.stderr).to.equal(2);
+    expect(noTokens.status, noTokens.stderr).to.equal(2);
+    expect(noTokens.stderr).to.match(/tokens file \/nonexistent\/tokens.json/);
+    expect(noIronic.status, noIronic.stderr).to.equal(2);
+    expect(grace.status, grace.stderr).to.equal(2);
+    // The work failing: a node list that is not one (the data, not the flags), a peer that is not there.
+    const notUuid = spawnSync(
+      process.execPath,
+      ["--import", "tsx", `${ROOT}src/cli.ts`, "ring", "--members", "a"],
+      {
+        input: "not-a-uuid\n",
+        encoding: "utf8",
+      },
+    );
+    expect(notUuid.status, notUuid.stderr).to.equal(1);
+    expect(unreachable.status, unreachable.stderr).to.equal(1);
+  });
+
+  it("prints its version and commit, and a running bridge reports the same on /healthz and /readyz", async () => {
+    const [long, short] = await Promise.all([runShardbridge(["--version"]), runShardbridge(["version"])]);
+    expect(long.status).to.equal(0);
+    expect(long.stdout).to.equal(short.stdout);
+    const pkg = JSON.parse(readFileSync(`${ROOT}package.json`, "utf8")) as { version: string };
+    const commit = spawnSync("git", ["-C", ROOT, "rev-parse", "--short=12", "HEAD"], { encoding: "utf8" });
+    const expected = commit.status === 0 ? ` (commit ${commit.stdout.trim()})` : "";
+    expect(long.stdout).to.equal(`shardbridge ${pkg.version}${expected}\n`);
+    const bridge = await startBridge({ shards: [], agents: [] });
+    try {
+      const health = (await (await fetch(`${bridge.url}/healthz`)).json()) as Record<string, unknown>;
+      expect(health).to.include({
+        status: "ok",
+        version: pkg.version,
+        commit: commit.status === 0 ? commit.stdout.trim() : null,
+      });
+      const ready = (await (await fetch(`${bridge.url}/readyz`)).json()) as Record<string, unknown>;
+      expect(ready).to.include({ version: pkg.version });
+    } finally {
+      await bridge.stop();
+    }
+  });
+
+  it("takes --log-level and --log-format on every command: text for a person, JSON for a machine, a bad value exit 2", async () => {
+    const agentArgs = ["agent", "--id", "compute-0", "--shard", "demo", "--bridge", "http://127.0.0.1:1"];
+    const text = AgentProcess.spawnCommand("text", process.execPath, [
+      ...["--import", "tsx", `${ROOT}src/cli.ts`, ...agentArgs, "--token", "0123456789abcdef"],
+      ...["--log-format", "text"],
+    ]);
+    const lines: string[] = [];
+    text.child.stdout!.on("data", (chunk: Buffer) =>
+      lines.push(...chunk.toString().split("\n").filter(Boolean)),
+    );
+    const deadline = performance.now() + 15_000;
+    while (lines.length === 0 && performance.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    await text.kill();
+    expect(lines[0]).to.match(
+      /^\d{4}-\d\d-\d\dT[\d:.]+Z info {2}start agent=compute-0 shard=demo bridge=http:\/\/127\.0\.0\.1:1 pid=\d+$/,
+    );
+
+    // JSON on a pipe by default; --log-level error keeps the warnings of an unreachable bridge out.
+    const quiet = AgentProcess.spawnCommand("quiet", process.execPath, [
+      ...["--import", "tsx", `${ROOT}src/cli.ts`, ...agentArgs, "--token", "0123456789abcdef"],
+      ...["--log-level=error"],
+    ]);
+    const loud = AgentProcess.spawnCommand("loud", process.execPath, [
+      ...["--import", "tsx", `${ROOT}src/cli.ts`, ...agentArgs, "--token", "0123456789abcdef"],
+    ]);
+    await loud.waitFor((e) => e.ev === "bridge-error", 15_000);
+    await new Promise((r) => setTimeout(r, 500));
+    await Promise.all([quiet.kill(), loud.kill()]);
+    expect(quiet.events, "lines at warn and info under --log-level error").to.deep.equal([]);
+    expect(loud.events[0]).to.include({ ev: "start", level: "info" });
+
+    const [level, format] = await Promise.all([
+      runShardbridge(["ring", "--members", "a", "--log-level", "loud"]),
+      runShardbridge(["serve", "--log-format", "xml"]),
+    ]);
+    expect(level.status).to.equal(2);
+    expect(level.stderr).to.match(/--log-level: must be one of error, warn, info/);
+    expect(format.status).to.equal(2);
+    expect(format.stderr).to.match(/--log-format: must be json or text, got xml/);
+  });
+
+  it("names the one apt-get line to run when test packages are missing and it is not root", function () {
+    if (process.getuid?.() !== 0) return this.skip();
+    // As nobody, with nothing on PATH: redis-server, setpriv and curl look missing.
+    const run = spawnSync(
+      "setpriv",
+      [
+        "--reuid=nobody",
+        "--regid=nogroup",
+        "--clear-groups",
+        "env",
+        "PATH=/nonexistent",
+        "/bin/bash",
+        "scripts/test-packages.sh",
+      ],
+      { cwd: ROOT, encoding: "utf8" },
+    );
+    expect(run.status).to.equal(1);
+    expect(run.stderr).to.match(
+      /sudo apt-get install -y --no-install-recommends redis-server redis-sentinel util-linux curl/,
+    );
+  });
+});
