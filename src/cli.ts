@@ -14,6 +14,7 @@ import { SIMULATE_USAGE, simulateCommand } from "./commands/simulate.js";
 import { ConfigError } from "./config.js";
 import { configureLogging, LOG_FORMATS, LOG_LEVELS, type LogFormat, type LogLevel } from "./log.js";
 import { ShardDefinitionError } from "./shards/definitions.js";
+import { StoreSpecError } from "./store/open.js";
 import { versionLine } from "./version.js";
 
 interface Command {
@@ -58,7 +59,12 @@ const commandUsage = (name: string) =>
 
 /** Bad usage or configuration: the operator's to fix, exit 2 (see COMMON). */
 function isUsageError(error: unknown): boolean {
-  if (error instanceof ConfigError || error instanceof ShardDefinitionError) return true;
+  if (
+    error instanceof ConfigError ||
+    error instanceof ShardDefinitionError ||
+    error instanceof StoreSpecError
+  )
+    return true;
   // node:util parseArgs: an unknown option, a missing value, a stray positional.
   const code = (error as { code?: unknown } | null)?.code;
   return typeof code === "string" && code.startsWith("ERR_PARSE_ARGS_");

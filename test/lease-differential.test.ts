@@ -1,5 +1,6 @@
 import { expect } from "chai";
 import fc from "fast-check";
+import type { StoreLineage } from "../src/lease/machine.js";
 import { MemoryBackend } from "../src/store/memory.js";
 import type { LeaseBackend } from "../src/store/port.js";
 import { RedisBackend } from "../src/store/redis/backend.js";
@@ -22,7 +23,9 @@ type Step =
   | { kind: "fence"; shard: number; token: number; advanceMs: number }
   | { kind: "read"; shard: number; advanceMs: number }
   | { kind: "heartbeat"; agent: number; shard: number; advanceMs: number }
-  | { kind: "agents"; advanceMs: number };
+  | { kind: "agents"; advanceMs: number }
+  /** the store's lineage changes: a restart from its files (0), a replica promoted (1) */
+  | { kind: "lineage"; promoted: number; advanceMs: number };
 
 const index = (n: number) => fc.nat({ max: n - 1 });
 // Mostly small steps so leases live across several operations; some jumps past any TTL;
@@ -92,6 +95,10 @@ const step: fc.Arbitrary<Step> = fc.oneof(
     }),
   },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("agents" as const), advanceMs: advance }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({ kind: fc.constant("lineage" as const), promoted: index(2), advanceMs: advance }),
+  },
 );
 
 function pickToken(seen: number[], choice: number): number {
@@ -116,6 +123,8 @@ function runStep(backend: LeaseBackend, s: Step, token: number): Promise<unknown
       return backend.heartbeat(AGENTS[s.agent]!, s.shard % 2 === 0 ? [SHARDS[s.shard]!] : []);
     case "agents":
       return backend.agents();
+    case "lineage":
+      return Promise.resolve(null); // the clock's lineage moved (see the test): nothing to call
   }
 }
 
@@ -123,12 +132,17 @@ describe("Lease differential: memory (state machine) vs redis (Lua)", function (
   this.timeout(120_000);
   let server: TestRedisServer;
   let redis: RedisBackend;
-  const clock = { nowUs: 0, bootUs: 0 };
+  const clock: { nowUs: number; bootUs: number; lineage: StoreLineage | undefined } = {
+    nowUs: 0,
+    bootUs: 0,
+    lineage: undefined,
+  };
+  const lineage = () => clock.lineage;
 
   before(async () => {
     server = await TestRedisServer.start();
     redis = await RedisBackend.connect(server.url, {
-      virtualClock: { nowUs: () => clock.nowUs, bootUs: () => clock.bootUs },
+      virtualClock: { nowUs: () => clock.nowUs, bootUs: () => clock.bootUs, lineage },
     });
   });
   after(async () => {
@@ -139,6 +153,8 @@ describe("Lease differential: memory (state machine) vs redis (Lua)", function (
   it("gives identical outcomes over 2,000 random sequences (seeded)", async () => {
     const admin = server.client();
     let steps = 0;
+    /** refusals and fences under a lineage hold: the rule must have been exercised */
+    let held = 0;
     try {
       await fc.assert(
         fc.asyncProperty(
@@ -146,20 +162,27 @@ describe("Lease differential: memory (state machine) vs redis (Lua)", function (
           // how long before the first step the store started: often within a TTL
           fc.integer({ min: 0, max: 10_000_000 }),
           fc.array(step, { minLength: 1, maxLength: 40 }),
-          async (startUs, uptimeUs, sequence) => {
+          // a store with no lineage (the memory store's kind), or a Redis lineage from the start
+          fc.boolean(),
+          async (startUs, uptimeUs, sequence, withLineage) => {
             await admin.flushdb();
             clock.nowUs = startUs;
             clock.bootUs = startUs - uptimeUs;
-            const memory = new MemoryBackend(() => clock.nowUs, clock.bootUs);
+            clock.lineage = withLineage ? { id: "lineage0", promoted: false } : undefined;
+            let lineages = 0;
+            const memory = new MemoryBackend(() => clock.nowUs, clock.bootUs, lineage);
             const tokens: number[] = [];
             for (const [i, s] of sequence.entries()) {
               clock.nowUs += s.advanceMs * 1000 + (i % 3); // odd microseconds too
+              if (s.kind === "lineage")
+                clock.lineage = { id: `lineage${++lineages}`, promoted: s.promoted === 1 };
               const token = "token" in s ? pickToken(tokens, s.token) : 0;
               const expected = await runStep(memory, s, token);
               const actual = await runStep(redis, s, token);
               expect(actual, `step ${i} ${JSON.stringify(s)} token ${token}`).to.deep.equal(expected);
-              const minted = (expected as { token?: number }).token;
+              const minted = (expected as { token?: number } | null)?.token;
               if (typeof minted === "number" && !tokens.includes(minted)) tokens.push(minted);
+              if (lineages > 0 && (expected as { reason?: string } | null)?.reason === "recovering") held++;
               steps++;
             }
           },
@@ -170,5 +193,6 @@ describe("Lease differential: memory (state machine) vs redis (Lua)", function (
       admin.disconnect();
     }
     expect(steps).to.be.greaterThan(10_000);
+    expect(held, "steps refused under a lineage hold").to.be.greaterThan(100);
   });
 });

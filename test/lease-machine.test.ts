@@ -78,8 +78,83 @@ describe("Lease state machine (pure)", () => {
     );
     expect(later.outcome).to.include({ ok: true, token: T0 + 6_000_000 });
     // A shard with history is not held back: its state survived, so nothing was forgotten.
-    const known = { lease: null, lastToken: 42 };
+    const known = { ...EMPTY_SHARD_STATE, lastToken: 42 };
     expect(transition(known, { kind: "acquire", agent: "a", ttlMs: 6000 }, clock).outcome).to.include({
+      ok: true,
+    });
+  });
+});
+
+describe("Lease state machine: a store that may have lost writes (lineage)", () => {
+  const T0 = 1_800_000_000_000_000;
+  const first = { id: "replid-1", promoted: false };
+  const promoted = { id: "replid-2", promoted: true };
+  const at = (nowUs: number, lineage = first) => ({ nowUs, bootUs: T0 - 3_600_000_000, lineage });
+
+  it("holds every write for one TTL after a promotion, then grants above every earlier token", () => {
+    const granted = transition(EMPTY_SHARD_STATE, { kind: "acquire", agent: "a", ttlMs: 6000 }, at(T0));
+    expect(granted.outcome).to.include({ ok: true });
+    expect(granted.state.lineage).to.equal("replid-1");
+    const old = (granted.outcome as { token: number }).token;
+    // The replica promoted has this state (replicated) or not: both are held.
+    for (const state of [granted.state, EMPTY_SHARD_STATE]) {
+      const noticed = transition(
+        state,
+        { kind: "acquire", agent: "b", ttlMs: 6000 },
+        at(T0 + 1000, promoted),
+      );
+      expect(noticed.outcome).to.deep.equal({
+        ok: false,
+        reason: "recovering",
+        current: null,
+        retryAfterMs: 6000,
+      });
+      const renew = transition(
+        noticed.state,
+        { kind: "renew", agent: "a", token: old, ttlMs: 6000 },
+        at(T0 + 2_000_000, promoted),
+      );
+      expect(renew.outcome).to.include({ ok: false, reason: "recovering", retryAfterMs: 4001 });
+      const fence = transition(noticed.state, { kind: "fence", token: old }, at(T0 + 2_000_000, promoted));
+      expect(fence.outcome).to.include({ allowed: false, reason: "recovering" });
+      const after = transition(
+        noticed.state,
+        { kind: "acquire", agent: "b", ttlMs: 6000 },
+        at(T0 + 1000 + 6_000_000, promoted),
+      );
+      expect(after.outcome).to.include({ ok: true, holder: "b" });
+      expect((after.outcome as { token: number }).token).to.be.above(old);
+    }
+  });
+
+  it("a restart from persistence (a new lineage, not promoted) holds what it wrote before", () => {
+    const granted = transition(EMPTY_SHARD_STATE, { kind: "acquire", agent: "a", ttlMs: 2000 }, at(T0));
+    const restarted = { id: "replid-3", promoted: false };
+    const renew = transition(
+      granted.state,
+      { kind: "renew", agent: "a", token: (granted.outcome as { token: number }).token, ttlMs: 2000 },
+      at(T0 + 500_000, restarted),
+    );
+    expect(renew.outcome).to.include({ ok: false, reason: "recovering", retryAfterMs: 2000 });
+    // A shard that lineage never wrote, on a store that continues no other: nothing to lose.
+    const fresh = transition(
+      EMPTY_SHARD_STATE,
+      { kind: "acquire", agent: "a", ttlMs: 2000 },
+      at(T0, restarted),
+    );
+    expect(fresh.outcome).to.include({ ok: true });
+  });
+
+  it("one lineage throughout: no hold, ever (the memory store has none at all)", () => {
+    let state = transition(EMPTY_SHARD_STATE, { kind: "acquire", agent: "a", ttlMs: 2000 }, at(T0)).state;
+    const token = state.lease!.token;
+    for (let i = 1; i <= 5; i++) {
+      const step = transition(state, { kind: "renew", agent: "a", token, ttlMs: 2000 }, at(T0 + i * 600_000));
+      expect(step.outcome).to.include({ ok: true });
+      state = step.state;
+    }
+    const memory = { nowUs: T0 + 10_000_000, bootUs: T0 - 3_600_000_000 };
+    expect(transition(state, { kind: "acquire", agent: "b", ttlMs: 2000 }, memory).outcome).to.include({
       ok: true,
     });
   });

@@ -21,7 +21,9 @@ import { openStore } from "../store/open.js";
 export const SERVE_USAGE = `  serve    run the bridge
              --port N        listen port (env SHARDBRIDGE_PORT, default 6390)
              --bind ADDR     listen address (env SHARDBRIDGE_BIND, default 127.0.0.1)
-             --store SPEC    "memory" (default) or redis://host:port/db (env SHARDBRIDGE_STORE)
+             --store SPEC    "memory" (default), redis://HOST:PORT/DB, redis+sentinel://HOST:PORT[,HOST:PORT...]/MASTER[/DB]
+                             or redis+cluster://HOST:PORT[,HOST:PORT...] (env SHARDBRIDGE_STORE); passwords
+                             from SHARDBRIDGE_REDIS_PASSWORD and SHARDBRIDGE_SENTINEL_PASSWORD, never the spec
              --shards DIR    shard definitions, one NAME.json each (env SHARDBRIDGE_SHARDS, default ./shards)
              --tokens FILE   API bearer tokens {"tokens":[{"role","token","agent"?}]} (env SHARDBRIDGE_TOKENS_FILE,
                              or the JSON itself in SHARDBRIDGE_TOKENS)

@@ -25,9 +25,18 @@ export interface Lease {
 export interface ShardLeaseState {
   lease: Lease | null;
   lastToken: number;
+  /** the store lineage (see StoreLineage) that last granted or renewed here; null: none recorded */
+  lineage: string | null;
+  /** nothing is granted, renewed or fenced through before this store time (µs): a lineage hold */
+  holdUntilUs: number;
 }
 
-export const EMPTY_SHARD_STATE: ShardLeaseState = Object.freeze({ lease: null, lastToken: 0 });
+export const EMPTY_SHARD_STATE: ShardLeaseState = Object.freeze({
+  lease: null,
+  lastToken: 0,
+  lineage: null,
+  holdUntilUs: 0,
+});
 
 export type LeaseOperation =
   | { kind: "acquire"; agent: string; ttlMs: number }
@@ -43,6 +52,21 @@ export type LeaseOperation =
 export interface StoreClockReading {
   nowUs: number;
   bootUs: number;
+  /** the store's lineage; absent for a store that is one process its whole life (memory) */
+  lineage?: StoreLineage;
+}
+
+/**
+ * Which history of writes the store serving now continues. A replica promoted after its
+ * master failed may lack the master's last writes (replication is asynchronous), and a
+ * server restarted from its persistence files may lack the last second: either may have
+ * forgotten a lease whose holder is still acting. Redis names the history: `master_replid`
+ * changes on a promotion and on every restart, and `second_repl_offset` is set on a
+ * server whose data continues another's (promoted).
+ */
+export interface StoreLineage {
+  id: string;
+  promoted: boolean;
 }
 
 /** Why an operation was refused. */
@@ -129,8 +153,53 @@ export function mintToken(lastToken: number, nowUs: number): number {
   return Math.max(lastToken + 1, nowUs);
 }
 
-function grant(state: ShardLeaseState, lease: Lease, nowUs: number): Transition<LeaseOutcome> {
-  const next: ShardLeaseState = { lease, lastToken: Math.max(state.lastToken, lease.token) };
+/**
+ * The wait a lineage change imposes on this shard (ms, 0: none), and the state that
+ * records it. A shard last written under another lineage — or with no record of one, on
+ * a store whose data continues another's — may have lost its last grant or renew: for
+ * one TTL from the first operation that notices, nothing is granted, renewed or fenced
+ * through, which outlasts any holder that acted on the lost write (it stops on its own
+ * within 2/3 TTL of its last renew). Tokens keep climbing across it as long as the new
+ * server's clock is not behind the old one's by more than that TTL (clocks kept by NTP).
+ * A shard this lineage never saw, on a store that continues no other, has nothing to
+ * lose: its first write records the lineage (the boot rule, recoveryWaitMs, covers a
+ * restart that lost every key).
+ */
+export function lineageHold(
+  state: ShardLeaseState,
+  ttlMs: number,
+  clock: StoreClockReading,
+): { state: ShardLeaseState; waitMs: number } {
+  const lineage = clock.lineage;
+  if (lineage === undefined) return { state, waitMs: 0 };
+  if (state.lineage === lineage.id || (state.lineage === null && !lineage.promoted)) {
+    const waitMs = Math.max(0, Math.ceil((state.holdUntilUs - clock.nowUs) / US_PER_MS));
+    return { state, waitMs };
+  }
+  const holdUntilUs = clock.nowUs + ttlMs * US_PER_MS;
+  return { state: { ...state, lineage: lineage.id, holdUntilUs }, waitMs: ttlMs };
+}
+
+/** The lineage a write records: the store's, or what the state had (memory: none). */
+const lineageOf = (state: ShardLeaseState, clock: StoreClockReading): string | null =>
+  clock.lineage?.id ?? state.lineage;
+
+function held(state: ShardLeaseState, waitMs: number): Transition<LeaseOutcome> {
+  return { outcome: { ok: false, reason: "recovering", current: null, retryAfterMs: waitMs }, state };
+}
+
+function grant(
+  state: ShardLeaseState,
+  lease: Lease,
+  nowUs: number,
+  lineage: string | null,
+): Transition<LeaseOutcome> {
+  const next: ShardLeaseState = {
+    lease,
+    lastToken: Math.max(state.lastToken, lease.token),
+    lineage,
+    holdUntilUs: state.holdUntilUs,
+  };
   // Spelled out, not spread: one object shape on the path the simulator runs millions of times.
   const outcome: LeaseOutcome = {
     ok: true,
@@ -154,12 +223,15 @@ export function recoveryWaitMs(state: ShardLeaseState, ttlMs: number, clock: Sto
 }
 
 function acquire(
-  state: ShardLeaseState,
+  given: ShardLeaseState,
   agent: string,
   ttlMs: number,
   clock: StoreClockReading,
 ): Transition<LeaseOutcome> {
   const nowUs = clock.nowUs;
+  const hold = lineageHold(given, ttlMs, clock);
+  if (hold.waitMs > 0) return held(hold.state, hold.waitMs);
+  const state = hold.state;
   const wait = recoveryWaitMs(state, ttlMs, clock);
   if (wait > 0) {
     return { outcome: { ok: false, reason: "recovering", current: null, retryAfterMs: wait }, state };
@@ -181,6 +253,7 @@ function acquire(
     state,
     { holder: agent, token, expiresAtUs: nowUs + ttlMs * US_PER_MS, sinceUs: nowUs, renewed: false },
     nowUs,
+    lineageOf(state, clock),
   );
 }
 
@@ -193,12 +266,19 @@ function holderMismatch(live: Lease | null, agent: string, token: number): Refus
 }
 
 function renew(
-  state: ShardLeaseState,
+  given: ShardLeaseState,
   agent: string,
   token: number,
   ttlMs: number,
-  nowUs: number,
+  clock: StoreClockReading,
 ): Transition<LeaseOutcome> {
+  const nowUs = clock.nowUs;
+  // Under a lineage hold the holder is told no: whatever it holds, the store may have
+  // forgotten a newer grant to another (see lineageHold). It stops; the shard is granted
+  // again when the hold ends.
+  const hold = lineageHold(given, ttlMs, clock);
+  if (hold.waitMs > 0) return held(hold.state, hold.waitMs);
+  const state = hold.state;
   const live = liveLease(state, nowUs);
   const mismatch = holderMismatch(live, agent, token);
   if (mismatch !== null) {
@@ -217,6 +297,7 @@ function renew(
       renewed: true,
     },
     nowUs,
+    lineageOf(state, clock),
   );
 }
 
@@ -235,12 +316,20 @@ function release(
   if (mismatch !== null) {
     return { outcome: { ok: false, reason: mismatch, current: view(live, nowUs) }, state };
   }
-  return { outcome: { ok: true, current: null }, state: { lease: null, lastToken: state.lastToken } };
+  return { outcome: { ok: true, current: null }, state: { ...state, lease: null } };
 }
 
-function fence(state: ShardLeaseState, token: number, nowUs: number): Transition<FenceOutcome> {
+function fence(state: ShardLeaseState, token: number, clock: StoreClockReading): Transition<FenceOutcome> {
+  const nowUs = clock.nowUs;
   const live = liveLease(state, nowUs);
   const current = view(live, nowUs);
+  // A fence starts no hold (it is a read, and names no TTL), but passes nothing under one,
+  // nor under a lineage the shard was not written in.
+  const lineage = clock.lineage;
+  const foreign =
+    lineage !== undefined && state.lineage !== lineage.id && (state.lineage !== null || lineage.promoted);
+  if (foreign || nowUs < state.holdUntilUs)
+    return { outcome: { allowed: false, reason: "recovering", current }, state };
   if (live === null) return { outcome: { allowed: false, reason: "expired", current }, state };
   if (live.token !== token) return { outcome: { allowed: false, reason: "stale_token", current }, state };
   return { outcome: { allowed: true, current }, state };
@@ -262,11 +351,11 @@ export function transition(
     case "acquire":
       return acquire(state, op.agent, op.ttlMs, clock);
     case "renew":
-      return renew(state, op.agent, op.token, op.ttlMs, nowUs);
+      return renew(state, op.agent, op.token, op.ttlMs, clock);
     case "release":
       return release(state, op.agent, op.token, nowUs);
     case "fence":
-      return fence(state, op.token, nowUs);
+      return fence(state, op.token, clock);
     case "read":
       return {
         outcome: { current: view(liveLease(state, nowUs), nowUs), lastToken: state.lastToken },

@@ -1,4 +1,4 @@
-import type { Redis } from "ioredis";
+import type { RedisClient } from "../redis/connect.js";
 import type { BareMetalNode } from "../domain/node.js";
 import type { KeyLayout } from "../redis/keys.js";
 import { runScript } from "../redis/scripts.js";
@@ -26,7 +26,7 @@ const POOL_FIELD = "~pool";
 /** The node registry in Redis (keys under `{nodes}`, see nodes-common.lua). */
 export class RedisNodes implements NodeBackend {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly keys: KeyLayout["nodes"],
   ) {}
 

@@ -1,7 +1,11 @@
 -- acquire(KEYS[1]=lease hash; ARGV: agent, ttl_ms)
 local agent, ttl = ARGV[1], tonumber(ARGV[2])
 local now = clock_us()
-local lease, last = load_state()
+local lease, last, known, hold = load_state()
+local held_ms = lineage_hold(known, hold, ttl, now)
+if held_ms > 0 then
+  return reply(0, 'recovering', false, now, held_ms)
+end
 if last == 0 then
   -- No history of this shard: if Redis started less than one TTL ago it may have lost a
   -- lease whose holder is still acting; wait that out (see recoveryWaitMs).
@@ -24,4 +28,5 @@ local token = math.max(last + 1, now)
 local granted = { holder = agent, token = token, exp = now + ttl * 1000, since = now }
 redis.call('HSET', key, 'holder', agent, 'token', str(token), 'exp', str(granted.exp), 'since', str(now),
   'last', str(token), 'renewed', '0')
+record_lineage()
 return reply(1, '', granted, now)

@@ -16,3 +16,13 @@ local function boot_us(now)
   local uptime_s = tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))
   return (math.floor(now / 1000000) - uptime_s + 1) * 1000000
 end
+
+-- The store's lineage (see StoreLineage in lease/machine.ts): master_replid, which changes
+-- on a promotion and on every restart, and whether this server's data continues another
+-- server's (second_repl_offset is set on a promoted replica, -1 otherwise).
+local function store_lineage()
+  local info = redis.call('INFO', 'replication')
+  local id = string.match(info, 'master_replid:(%w+)')
+  local second = tonumber(string.match(info, 'second_repl_offset:(%-?%d+)'))
+  return id, second ~= nil and second >= 0
+end

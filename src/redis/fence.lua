@@ -1,7 +1,12 @@
 -- fence(KEYS[1]=lease hash; ARGV: token): may a write under this token happen now?
 local token = tonumber(ARGV[1])
 local now = clock_us()
-local cur = live(load_state(), now)
+local lease, _, known, hold = load_state()
+local cur = live(lease, now)
+-- A fence starts no hold, but passes nothing under one, nor under a foreign lineage.
+if foreign_lineage(known) or now < hold then
+  return reply(0, 'recovering', cur, now)
+end
 if not cur then
   return reply(0, 'expired', cur, now)
 end

@@ -1,17 +1,44 @@
 -- Shared by every lease script; prepended to each at load time after the clock.
 -- KEYS[1] is the shard's lease hash: holder, token, exp (expiry, store us), since (when
 -- this lease began, store us), renewed ('1' once its holder renewed it), last (the
--- highest token ever minted for the shard; kept when the lease is released).
+-- highest token ever minted for the shard; kept when the lease is released), lineage
+-- (the store lineage that last granted or renewed) and hold (store us: nothing granted,
+-- renewed or fenced through before it).
 local key = KEYS[1]
 
 local function load_state()
-  local f = redis.call('HMGET', key, 'holder', 'token', 'exp', 'since', 'last', 'renewed')
+  local f = redis.call('HMGET', key, 'holder', 'token', 'exp', 'since', 'last', 'renewed', 'lineage', 'hold')
   local lease = false
   if f[1] then
     lease = { holder = f[1], token = tonumber(f[2]), exp = tonumber(f[3]), since = tonumber(f[4]),
       renewed = f[6] == '1' }
   end
-  return lease, tonumber(f[5]) or 0
+  return lease, tonumber(f[5]) or 0, f[7] or false, tonumber(f[8]) or 0
+end
+
+-- Whether the shard was written under another lineage than the store's now, or has no
+-- record of one on a store whose data continues another's (lineageHold in machine.ts).
+local function foreign_lineage(known)
+  local id, promoted = store_lineage()
+  if not id then return false, nil end
+  return known ~= id and (known or promoted), id
+end
+
+-- The wait (ms, 0: none) a lineage change imposes before a grant or a renew; noticing the
+-- change starts a hold of one TTL, recorded in the shard's hash.
+local function lineage_hold(known, hold, ttl, now)
+  local foreign, id = foreign_lineage(known)
+  if foreign then
+    redis.call('HSET', key, 'lineage', id, 'hold', str(now + ttl * 1000))
+    return ttl
+  end
+  return math.max(0, math.ceil((hold - now) / 1000))
+end
+
+-- A grant or a renew records the lineage it was made under.
+local function record_lineage()
+  local id = store_lineage()
+  if id then redis.call('HSET', key, 'lineage', id) end
 end
 
 -- A lease is dead from its expiry instant on.

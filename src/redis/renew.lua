@@ -1,7 +1,13 @@
 -- renew(KEYS[1]=lease hash; ARGV: agent, token, ttl_ms)
 local agent, token, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = clock_us()
-local cur = live(load_state(), now)
+local lease, _, known, hold = load_state()
+-- Under a lineage hold the holder is told no (see lineageHold in machine.ts).
+local held_ms = lineage_hold(known, hold, ttl, now)
+if held_ms > 0 then
+  return reply(0, 'recovering', false, now, held_ms)
+end
+local cur = live(lease, now)
 local why = mismatch(cur, agent, token)
 if why then
   -- An expired lease is never revived: a new lease must carry a new token.
@@ -9,4 +15,5 @@ if why then
 end
 cur.exp = now + ttl * 1000
 redis.call('HSET', key, 'exp', str(cur.exp), 'renewed', '1')
+record_lineage()
 return reply(1, '', cur, now)

@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import type { Redis } from "ioredis";
+import type { RedisClient } from "./connect.js";
 
 /** Which clock the scripts judge time by. Only the differential test uses "virtual". */
 export type ScriptClock = "server" | "virtual";
@@ -24,7 +24,7 @@ function lua(name: string): string {
  * EVALSHA and re-sent in full when Redis answers NOSCRIPT (after a restart or a
  * SCRIPT FLUSH), so callers never see that error.
  */
-export function defineScripts(redis: Redis, clock: ScriptClock): void {
+export function defineScripts(redis: RedisClient, clock: ScriptClock): void {
   // Every script starts with the clock and number helpers; lease scripts add their rules.
   const prelude = `${lua(clock === "server" ? "clock-server" : "clock-virtual")}\n${lua("numbers")}`;
   const leaseRules = lua("lease-common");
@@ -47,7 +47,7 @@ export function defineScripts(redis: Redis, clock: ScriptClock): void {
 
 /** Call a script defined by defineScripts; ioredis adds these methods at run time. */
 export function runScript(
-  redis: Redis,
+  redis: RedisClient,
   name: ScriptName,
   key: string | string[],
   args: Array<string | number>,
@@ -57,4 +57,32 @@ export function runScript(
   ];
   if (command === undefined) throw new Error(`script ${name} is not defined on this client`);
   return command.call(redis, ...(Array.isArray(key) ? key : [key]), ...args);
+}
+
+/**
+ * Run a script, then WAIT on the same connection (Redis 7 cannot WAIT inside a script):
+ * the script's reply, and how many replicas acknowledged every write before it within
+ * `timeoutMs`. One round trip: both go out together.
+ */
+export async function runScriptAcked(
+  redis: RedisClient,
+  name: ScriptName,
+  key: string | string[],
+  args: Array<string | number>,
+  replicas: number,
+  timeoutMs: number,
+): Promise<{ reply: unknown; acked: number }> {
+  const pipeline = redis.pipeline();
+  const command = (pipeline as unknown as Record<string, (...a: Array<string | number>) => unknown>)[
+    `sb_${name}`
+  ];
+  if (command === undefined) throw new Error(`script ${name} is not defined on this client`);
+  command.call(pipeline, ...(Array.isArray(key) ? key : [key]), ...args);
+  pipeline.wait(replicas, timeoutMs);
+  const [[scriptError, reply], [waitError, acked]] = (await pipeline.exec()) as Array<
+    [Error | null, unknown]
+  > as [[Error | null, unknown], [Error | null, unknown]];
+  if (scriptError !== null) throw scriptError;
+  if (waitError !== null) throw waitError;
+  return { reply, acked: Number(acked) };
 }

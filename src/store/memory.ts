@@ -4,6 +4,7 @@ import {
   type LeaseOperation,
   type OutcomeOf,
   type ShardLeaseState,
+  type StoreLineage,
 } from "../lease/machine.js";
 import { sortAgents } from "./agents.js";
 import { processClockUs, type ClockUs } from "./clock.js";
@@ -35,22 +36,29 @@ export class MemoryBackend implements LeaseBackend {
   /**
    * `bootUs`: when this store's state began, default now. Leases on shards it has no
    * history of are refused for one TTL after that (see recoveryWaitMs); pass an earlier
-   * time only where no agent can have held a lease before, as tests do.
+   * time only where no agent can have held a lease before, as tests do. `lineage`: none
+   * for a running bridge (this store is one process for its whole life); the differential
+   * test passes one to hold the lineage rules to the Lua.
    */
   constructor(
     private readonly clockUs: ClockUs = processClockUs,
     bootUs?: number,
+    private readonly lineage: () => StoreLineage | undefined = () => undefined,
   ) {
     this.bootUs = bootUs ?? clockUs();
   }
 
   private apply<Op extends LeaseOperation>(shard: string, op: Op): Promise<OutcomeOf<Op> & StoreTime> {
     const atUs = this.clockUs();
-    const { outcome, state } = transition(this.shards.get(shard) ?? EMPTY_SHARD_STATE, op, {
+    const before = this.shards.get(shard) ?? EMPTY_SHARD_STATE;
+    const lineage = this.lineage();
+    const { outcome, state } = transition(before, op, {
       nowUs: atUs,
       bootUs: this.bootUs,
+      ...(lineage !== undefined && { lineage }),
     });
-    if (state.lastToken !== 0) this.shards.set(shard, state);
+    // A transition answers the state it was given when it wrote nothing.
+    if (state !== before) this.shards.set(shard, state);
     return Promise.resolve({ ...outcome, atUs });
   }
 

@@ -3,31 +3,31 @@ import { MemoryNodes } from "../nodes/memory.js";
 import { MemoryBackend } from "./memory.js";
 import { RedisBackend, type RedisBackendOptions } from "./redis/backend.js";
 import { logger } from "../log.js";
+import { describeSpec, parseRedisSpec, REDIS_SPECS } from "../redis/connect.js";
 import { Store } from "./store.js";
 
-/** The URL without its password, fit for logs and error messages. */
-function redacted(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password !== "") parsed.password = "***";
-    return parsed.toString();
-  } catch {
-    return "(unparseable URL)";
-  }
-}
+/** A store spec that names no store shardbridge knows, or does not parse. */
+export class StoreSpecError extends Error {}
 
 /**
  * Open the store named by `spec`: "memory" (the embedded default, state in this process
- * only) or a Redis URL (redis://host:port/db, rediss:// for TLS).
+ * only) or Redis — one server (redis://host:port/db, rediss:// for TLS), a master
+ * managed by Sentinel (redis+sentinel://...) or a Cluster (redis+cluster://...).
  */
 export async function openStore(spec: string, options: RedisBackendOptions = {}): Promise<Store> {
   if (spec === "memory") return new Store(new MemoryBackend(), new MemoryNodes(), new MemoryTraits());
-  if (/^rediss?:\/\//.test(spec)) {
+  let topology;
+  try {
+    topology = parseRedisSpec(spec);
+  } catch (error) {
+    throw new StoreSpecError((error as Error).message);
+  }
+  if (topology !== null) {
     let backend: RedisBackend;
     try {
       backend = await RedisBackend.connect(spec, options);
     } catch (error) {
-      throw new Error(`cannot reach Redis at ${redacted(spec)}: ${(error as Error).message}`);
+      throw new Error(`cannot reach Redis at ${describeSpec(spec)}: ${(error as Error).message}`);
     }
     const nodes = backend.nodeBackend();
     const traits = backend.traitBackend();
@@ -45,5 +45,5 @@ export async function openStore(spec: string, options: RedisBackendOptions = {})
       });
     return new Store(backend, nodes, traits);
   }
-  throw new Error(`unknown store "${spec}": use "memory" or a redis:// URL`);
+  throw new StoreSpecError(`unknown store "${spec}": use "memory" or ${REDIS_SPECS}`);
 }

@@ -1,4 +1,4 @@
-import type { Redis } from "ioredis";
+import { scanKeys, type RedisClient } from "../redis/connect.js";
 import type { KeyLayout } from "../redis/keys.js";
 import { runScript } from "../redis/scripts.js";
 import {
@@ -29,7 +29,7 @@ export class RedisTraits implements TraitBackend {
   private readonly keys: KeyLayout["traits"];
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     layout: KeyLayout,
   ) {
     this.keys = layout.traits;
@@ -71,9 +71,7 @@ export class RedisTraits implements TraitBackend {
    */
   async migrate(): Promise<number> {
     let moved = 0;
-    let cursor = "0";
-    do {
-      const [next, keys] = await this.redis.scan(cursor, "MATCH", this.keys.legacyPattern, "COUNT", 1000);
+    for await (const keys of scanKeys(this.redis, this.keys.legacyPattern))
       for (const key of keys) {
         const json = await this.redis.hget(key, "record");
         const uuid = key.slice(this.keys.legacyRecord("").length);
@@ -82,8 +80,6 @@ export class RedisTraits implements TraitBackend {
         await this.redis.del(key);
         moved++;
       }
-      cursor = next;
-    } while (cursor !== "0");
     return moved;
   }
 

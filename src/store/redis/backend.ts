@@ -1,4 +1,4 @@
-import { Redis, type RedisOptions } from "ioredis";
+import type { RedisOptions } from "ioredis";
 import type {
   FenceOutcome,
   LeaseOutcome,
@@ -6,6 +6,7 @@ import type {
   ReadOutcome,
   RefusalReason,
   ReleaseOutcome,
+  StoreLineage,
 } from "../../lease/machine.js";
 import { sortAgents } from "../agents.js";
 import type {
@@ -20,15 +21,35 @@ import type {
 import { RedisNodes } from "../../nodes/redis.js";
 import { RedisTraits } from "../../traits/redis-store.js";
 import { keyLayout, type KeyLayout } from "../../redis/keys.js";
-import { defineScripts, runScript, type ScriptClock, type ScriptName } from "../../redis/scripts.js";
+import {
+  isReplicated,
+  parseRedisSpec,
+  redisClient,
+  RedisSpecError,
+  scanKeys,
+  type RedisClient,
+  type RedisTopology,
+} from "../../redis/connect.js";
+import {
+  defineScripts,
+  runScript,
+  runScriptAcked,
+  type ScriptClock,
+  type ScriptName,
+} from "../../redis/scripts.js";
 
 export interface RedisBackendOptions {
   /** key namespace, default "sb" */
   namespace?: string;
   /** how long one command may take before the caller sees an error, default 2000 ms */
   commandTimeoutMs?: number;
-  /** test-only: drive the scripts' clock from the caller (differential test) */
-  virtualClock?: { nowUs: () => number; bootUs: () => number };
+  /**
+   * On Sentinel and Cluster: how long a lease write waits for a replica to acknowledge it
+   * (WAIT) before it is refused as not done, default 250 ms.
+   */
+  replicaAckMs?: number;
+  /** test-only: drive the scripts' clock (and the store's lineage) from the caller (differential test) */
+  virtualClock?: { nowUs: () => number; bootUs: () => number; lineage?: () => StoreLineage | undefined };
 }
 
 /** The script reply shared by every lease script: see lease-common.lua. */
@@ -79,28 +100,46 @@ export function leaseConnectionOptions(commandTimeoutMs: number): RedisOptions {
   };
 }
 
+/**
+ * A lease write (acquire, renew, release) on a replicated store is answered as done only
+ * once a replica has it: a master that fails takes its unreplicated writes with it, and
+ * the replica promoted in its place would grant the shard again while the first holder
+ * still acts. No replica in time: the write is refused (the caller retries, the keeper
+ * stops at its deadline); a lease the store might forget is never reported.
+ */
+export class ReplicaAckError extends Error {}
+
 export class RedisBackend implements LeaseBackend {
   readonly kind = "redis" as const;
   private readonly keys: KeyLayout;
   private readonly virtualClock: RedisBackendOptions["virtualClock"];
+  /** WAIT after lease writes: on Sentinel and Cluster, not on a single server */
+  private readonly acks: { replicas: number; timeoutMs: number } | null;
 
   private constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
+    readonly topology: RedisTopology,
     options: RedisBackendOptions,
   ) {
     this.keys = keyLayout(options.namespace);
     this.virtualClock = options.virtualClock;
+    this.acks = isReplicated(topology) ? { replicas: 1, timeoutMs: options.replicaAckMs ?? 250 } : null;
     defineScripts(redis, options.virtualClock === undefined ? "server" : ("virtual" satisfies ScriptClock));
   }
 
-  /** Connect to `url` (redis://host:port/db) and wait until Redis answers. */
-  static async connect(url: string, options: RedisBackendOptions = {}): Promise<RedisBackend> {
-    const redis = new Redis(url, leaseConnectionOptions(options.commandTimeoutMs ?? 2000));
+  /**
+   * Connect to the store `spec` names (redis://, rediss://, redis+sentinel://,
+   * redis+cluster://: see connect.ts) and wait until it answers.
+   */
+  static async connect(spec: string, options: RedisBackendOptions = {}): Promise<RedisBackend> {
+    const topology = parseRedisSpec(spec);
+    if (topology === null) throw new RedisSpecError(`${spec}: not a Redis spec`);
+    const redis = redisClient(topology, leaseConnectionOptions(options.commandTimeoutMs ?? 2000));
     // ioredis reports reconnect attempts as 'error' events; without a listener Node would
     // print each one. Callers see errors through rejected commands instead.
     redis.on("error", () => undefined);
     await redis.connect();
-    return new RedisBackend(redis, options);
+    return new RedisBackend(redis, topology, options);
   }
 
   /** Node traits on this same connection. */
@@ -113,18 +152,56 @@ export class RedisBackend implements LeaseBackend {
     return new RedisNodes(this.redis, this.keys.nodes);
   }
 
-  private run(name: ScriptName, key: string | string[], args: Array<string | number>): Promise<unknown> {
+  /** A script's arguments, with the virtual clock's readings after them when there is one. */
+  private withClock(args: Array<string | number>): Array<string | number> {
     const clock = this.virtualClock;
-    const withClock = clock === undefined ? args : [...args, clock.bootUs(), clock.nowUs()];
-    return runScript(this.redis, name, key, withClock);
+    if (clock === undefined) return args;
+    const lineage = clock.lineage?.();
+    return [
+      ...args,
+      lineage?.promoted === true ? "1" : "0",
+      lineage?.id ?? "",
+      clock.bootUs(),
+      clock.nowUs(),
+    ];
+  }
+
+  private run(name: ScriptName, key: string | string[], args: Array<string | number>): Promise<unknown> {
+    return runScript(this.redis, name, key, this.withClock(args));
   }
 
   private async lease(name: ScriptName, shard: string, args: Array<string | number>): Promise<LeaseReply> {
     return (await this.run(name, this.keys.lease(shard), args)) as LeaseReply;
   }
 
+  /** A lease write: on a replicated store, answered as done only once a replica has it. */
+  private async leaseWrite(
+    name: ScriptName,
+    shard: string,
+    args: Array<string | number>,
+  ): Promise<LeaseReply> {
+    if (this.acks === null) return this.lease(name, shard, args);
+    const { replicas, timeoutMs } = this.acks;
+    const key = this.keys.lease(shard);
+    const { reply, acked } = await runScriptAcked(
+      this.redis,
+      name,
+      key,
+      this.withClock(args),
+      replicas,
+      timeoutMs,
+    );
+    const leaseReply = reply as LeaseReply;
+    if (leaseReply[0] === 1 && acked < replicas)
+      throw new ReplicaAckError(
+        `no replica acknowledged the ${name} of shard ${shard} within ${timeoutMs} ms: not done ` +
+          "(a failover now could forget it); retry",
+      );
+    return leaseReply;
+  }
+
   async acquire({ shard, agent, ttlMs }: AcquireInput) {
-    const outcome = decodeLease(await this.lease("acquire", shard, [agent, ttlMs]));
+    const outcome = decodeLease(await this.leaseWrite("acquire", shard, [agent, ttlMs]));
     // Into the directory before the grant is answered: a bridge that dies in between
     // leaves a lease whose holder never learned its token, so nothing relies on it yet.
     if (outcome.ok) await this.record(shard, agent);
@@ -138,11 +215,11 @@ export class RedisBackend implements LeaseBackend {
   }
 
   async renew({ shard, agent, token, ttlMs }: RenewInput) {
-    return decodeLease(await this.lease("renew", shard, [agent, token, ttlMs]));
+    return decodeLease(await this.leaseWrite("renew", shard, [agent, token, ttlMs]));
   }
 
   async release({ shard, agent, token }: ReleaseInput): Promise<ReleaseOutcome & StoreTime> {
-    const reply = await this.lease("release", shard, [agent, token]);
+    const reply = await this.leaseWrite("release", shard, [agent, token]);
     return withReason({ ok: reply[0] === 1, current: decodeView(reply), atUs: reply[5] }, reply[1]);
   }
 
@@ -213,9 +290,7 @@ export class RedisBackend implements LeaseBackend {
   async buildDirectory(): Promise<number> {
     if ((await this.redis.exists(this.keys.leases.shards)) === 1) return 0;
     let found = 0;
-    let cursor = "0";
-    do {
-      const [next, keys] = await this.redis.scan(cursor, "MATCH", this.keys.leasePattern, "COUNT", 1000);
+    for await (const keys of scanKeys(this.redis, this.keys.leasePattern))
       for (const key of keys) {
         const shard = this.keys.shardOfLeaseKey(key);
         const holder = await this.redis.hget(key, "holder");
@@ -223,8 +298,6 @@ export class RedisBackend implements LeaseBackend {
         else await this.redis.zadd(this.keys.leases.shards, 0, shard);
         found++;
       }
-      cursor = next;
-    } while (cursor !== "0");
     return found;
   }
 

@@ -1,0 +1,137 @@
+import { expect } from "chai";
+import { ReplicaAckError } from "../src/store/redis/backend.js";
+import { openStore } from "../src/store/open.js";
+import type { Store } from "../src/store/store.js";
+import { SentinelSetup } from "./helpers/redis-topology.js";
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Until `acquire` grants, polling every 100 ms: the outcomes on the way, and when it granted. */
+async function acquireWhenGranted(
+  store: Store,
+  shard: string,
+  agent: string,
+  ttlMs: number,
+  timeoutMs: number,
+) {
+  const started = performance.now();
+  const refusals: string[] = [];
+  for (;;) {
+    try {
+      const outcome = await store.acquire({ shard, agent, ttlMs });
+      if (outcome.ok) return { outcome, refusals, afterMs: performance.now() - started };
+      refusals.push(outcome.reason);
+    } catch (error) {
+      refusals.push(`error: ${(error as Error).message.slice(0, 60)}`);
+    }
+    if (performance.now() - started > timeoutMs)
+      throw new Error(
+        `${agent} not granted ${shard} within ${timeoutMs} ms: ${refusals.slice(-5).join(", ")}`,
+      );
+    await sleep(100);
+  }
+}
+
+/**
+ * Leases on Redis Sentinel (one master, two replicas, three sentinels, all real servers
+ * the harness starts): a lease write is answered only once a replica has it, and a
+ * replica promoted without the last grant holds every shard for a TTL instead of granting
+ * it to a second agent while the first still acts.
+ */
+describe("Leases on Redis Sentinel (real redis-server and redis-sentinel)", function () {
+  this.timeout(120_000);
+  let setup: SentinelSetup;
+  let store: Store;
+
+  beforeEach(async () => {
+    setup = await SentinelSetup.start({ replicas: 2, downAfterMs: 1000, failoverTimeoutMs: 3000 });
+    store = await openStore(setup.storeSpec(), { replicaAckMs: 250 });
+  });
+  afterEach(async () => {
+    await store?.close();
+    await setup?.stop();
+  });
+
+  it("grants and renews through the sentinels' master, each write acknowledged by a replica; none in time: refused, not reported", async () => {
+    // A store that just started holds shards it has no history of for one TTL (1 s here).
+    const { outcome } = await acquireWhenGranted(store, "s1", "a", 1000, 5000);
+    const renewed = await store.renew({ shard: "s1", agent: "a", token: outcome.token, ttlMs: 1000 });
+    expect(renewed).to.include({ ok: true, token: outcome.token });
+    const [r1, r2] = setup.servers().filter((s) => s.role === "replica");
+    for (const replica of [r1!, r2!])
+      expect(await setup.replicationOffset(replica.port)).to.be.greaterThan(0);
+
+    // Both replicas frozen: the write happens on the master alone, and is refused as not done.
+    setup.freeze(r1!.port);
+    setup.freeze(r2!.port);
+    try {
+      const started = performance.now();
+      const error = await store.renew({ shard: "s1", agent: "a", token: outcome.token, ttlMs: 1000 }).then(
+        () => null,
+        (e: unknown) => e as Error,
+      );
+      expect(error, "a renew no replica acknowledged was reported as done").to.not.equal(null);
+      expect((error as Error & { cause?: unknown }).cause).to.be.instanceOf(ReplicaAckError);
+      expect(performance.now() - started, "the wait is bounded").to.be.below(1500);
+    } finally {
+      setup.thaw(r1!.port);
+      setup.thaw(r2!.port);
+    }
+    await setup.waitUntilInSync(r1!.port);
+    const again = await store.renew({ shard: "s1", agent: "a", token: outcome.token, ttlMs: 1000 });
+    expect(again).to.include({ ok: true });
+  });
+
+  it("a replica promoted without the last grant holds the shard for a TTL: no second holder while the first acts, tokens still climb", async () => {
+    const ttlMs = 10_000;
+    const master = (await setup.currentMaster()).port;
+    const [withWrite, withoutWrite] = setup.servers().filter((s) => s.role === "replica");
+    // A store that just started holds a shard with no history for a TTL: give s1 a history
+    // with a short lease first (its boot hold is 1 s), handed back.
+    const first = await acquireWhenGranted(store, "s1", "a", 1000, 5000);
+    await store.release({ shard: "s1", agent: "a", token: first.outcome.token });
+
+    // The replica that will be promoted falls behind: frozen, with the replication stream
+    // filled so that what comes next waits in the master's memory and dies with it.
+    setup.freeze(withoutWrite!.port);
+    await setup.fillReplicationBuffers({ stalledReplicas: 1 });
+    const granted = await store.acquire({ shard: "s1", agent: "a", ttlMs });
+    expect(granted.ok, "a's grant, acknowledged by the other replica").to.equal(true);
+    const tokenOfA = (granted as { token: number }).token;
+    const grantedAt = performance.now();
+
+    // The replica that has the grant goes down with the master; the one without it is the
+    // only one left to promote.
+    setup.freeze(withWrite!.port);
+    await setup.kill(master);
+    setup.thaw(withoutWrite!.port);
+    const promotion = await setup.waitForNewMaster(master, 30_000);
+    expect(promotion.port).to.equal(withoutWrite!.port);
+    // The test proves something only if the grant really is missing there.
+    const promoted = setup.client(promotion.port);
+    expect(
+      await promoted.hget("sb:{shard:s1}:lease", "holder"),
+      "a's grant on the promoted replica",
+    ).to.equal(null);
+
+    // The other replica comes back (the sentinels make it a replica of the new master, its
+    // copy of a's grant replaced): writes can be acknowledged again.
+    setup.thaw(withWrite!.port);
+
+    // b asks over and over: every answer until one TTL after the store noticed is "recovering".
+    const b = await acquireWhenGranted(store, "s1", "b", ttlMs, 40_000);
+    const grantedToBMs = performance.now() - grantedAt;
+    console.log(
+      `      promoted after ${promotion.elapsedMs.toFixed(0)} ms; b granted ${grantedToBMs.toFixed(0)} ms after a's grant ` +
+        `(a's lease ran ${ttlMs} ms; refusals: ${[...new Set(b.refusals)].join(", ")})`,
+    );
+    expect(b.refusals, "b was held, not granted at once").to.include("recovering");
+    expect(grantedToBMs, "b granted while a's lease could still run").to.be.at.least(ttlMs);
+    expect(b.outcome.token, "tokens climb across the failover").to.be.above(tokenOfA);
+    // a, renewing now, hears it no longer holds the shard, and cannot pass the fence.
+    const renew = await store.renew({ shard: "s1", agent: "a", token: tokenOfA, ttlMs });
+    expect(renew.ok).to.equal(false);
+    expect((await store.fence({ shard: "s1", token: tokenOfA })).allowed).to.equal(false);
+    expect((await store.fence({ shard: "s1", token: b.outcome.token })).allowed).to.equal(true);
+  });
+});
