@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import { ValidationError } from "../src/domain/validation.js";
 import type { Store } from "../src/store/store.js";
-import { backendsUnderTest, useBackend } from "./helpers/backends.js";
+import { backendsUnderTest, redisClusterUnderTest, useBackend } from "./helpers/backends.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -18,7 +18,8 @@ async function expectInvalid(promise: Promise<unknown>, field: string): Promise<
   throw new Error(`expected a validation error on ${field}`);
 }
 
-for (const backend of backendsUnderTest()) {
+// On a real Redis Cluster too: every script must touch one slot, every scan each master.
+for (const backend of [...backendsUnderTest(), redisClusterUnderTest()]) {
   describe(`Store conformance: ${backend.name}`, function () {
     const ctx = useBackend(backend);
     let store: Store;

@@ -7,6 +7,7 @@ import { processClockUs } from "../../src/store/clock.js";
 import { MemoryBackend } from "../../src/store/memory.js";
 import { Store } from "../../src/store/store.js";
 import { TestRedisServer } from "./redis-server.js";
+import { ClusterSetup } from "./redis-topology.js";
 
 /**
  * A store backend under test: how to get a fresh store, how to make it lose every key
@@ -14,7 +15,7 @@ import { TestRedisServer } from "./redis-server.js";
  * how many keys it holds (to prove refused requests wrote nothing).
  */
 export interface BackendUnderTest {
-  name: "memory" | "redis";
+  name: "memory" | "redis" | "redis-cluster";
   /** may take up to LONGEST_TEST_TTL_S + a few seconds the first time */
   before(): Promise<void>;
   after(): Promise<void>;
@@ -156,6 +157,52 @@ export function redisUnderTest(): BackendUnderTest {
 }
 
 export const backendsUnderTest = (): BackendUnderTest[] => [memoryUnderTest(), redisUnderTest()];
+
+/**
+ * The store on a real Redis Cluster (three masters, a replica each: lease writes wait for
+ * it), for the suites that must hold on Cluster too. Started on first use, old enough that
+ * no lease waits out a boot hold; every master flushed for a fresh store.
+ */
+export function redisClusterUnderTest(): BackendUnderTest {
+  let setup: ClusterSetup | undefined;
+  const opened: Store[] = [];
+  const onMasters = async <T>(
+    each: (admin: ReturnType<ClusterSetup["client"]>) => Promise<T>,
+  ): Promise<T[]> => {
+    const masters = (await setup!.masters()).sort((a, b) => a.port - b.port);
+    return Promise.all(masters.map((m) => each(setup!.client(m.port))));
+  };
+  const flush = () => onMasters((admin) => admin.flushall());
+  return {
+    name: "redis-cluster",
+    before: async () => {
+      setup = await ClusterSetup.start({ masters: 3, replicasPerMaster: 1 });
+      const [first] = await setup.masters();
+      const admin = setup.client(first!.port);
+      for (;;) {
+        const uptime = Number(/uptime_in_seconds:(\d+)/.exec(await admin.info("server"))?.[1]);
+        if (uptime > LONGEST_TEST_TTL_S + 1) break;
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    },
+    after: async () => {
+      await Promise.all(opened.splice(0).map((s) => s.close()));
+      await setup?.stop();
+    },
+    fresh: async () => {
+      await flush();
+      const store = await openStore(setup!.storeSpec());
+      opened.push(store);
+      return store;
+    },
+    loseEverything: async (store) => {
+      await flush();
+      return store;
+    },
+    storedKeys: async () => (await onMasters((admin) => admin.dbsize())).reduce((a, b) => a + b, 0),
+    state: async () => JSON.stringify(await onMasters((admin) => redisState(admin))),
+  };
+}
 
 /**
  * Register the hooks a suite needs to run against `backend`: set it up once, a fresh
