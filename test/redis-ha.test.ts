@@ -2,6 +2,8 @@ import { expect } from "chai";
 import { ReplicaAckError } from "../src/store/redis/backend.js";
 import { openStore } from "../src/store/open.js";
 import type { Store } from "../src/store/store.js";
+import { AgentProcess } from "./helpers/agent-process.js";
+import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { SentinelSetup } from "./helpers/redis-topology.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -133,5 +135,91 @@ describe("Leases on Redis Sentinel (real redis-server and redis-sentinel)", func
     expect(renew.ok).to.equal(false);
     expect((await store.fence({ shard: "s1", token: tokenOfA })).allowed).to.equal(false);
     expect((await store.fence({ shard: "s1", token: b.outcome.token })).allowed).to.equal(true);
+  });
+});
+
+/**
+ * Two bridges on one Sentinel-managed Redis, three reference agents on one shard (two on
+ * one bridge, one on the other), and the master killed -9: by the agents' own logs never
+ * two active at once, tokens rising at every new holder, and a holder again soon after
+ * the promotion (Sentinel's failover, then at most one hold of a TTL, then a poll).
+ */
+describe("Two bridges on Redis Sentinel, agents on one shard, the master killed -9 (real processes)", function () {
+  this.timeout(180_000);
+  const TTL_MS = 3000;
+  let setup: SentinelSetup;
+  let bridges: BridgeProcess[] = [];
+  let agents: AgentProcess[] = [];
+
+  before(async () => {
+    setup = await SentinelSetup.start({ replicas: 2, downAfterMs: 1000, failoverTimeoutMs: 3000 });
+    for (let i = 0; i < 2; i++)
+      bridges.push(
+        await startBridge({
+          shards: [{ name: "rack-s", lease_ttl_ms: TTL_MS }],
+          agents: ["host-a", "host-b", "host-c"],
+          store: setup.storeSpec(),
+        }),
+      );
+  });
+  after(async () => {
+    for (const a of agents) await a.kill();
+    for (const b of bridges) await b.stop();
+    await setup?.stop();
+    agents = [];
+    bridges = [];
+  });
+
+  /** Each agent's spells of acting, from its own log: [from, to) wall-clock ms, and the token. */
+  const spells = () =>
+    agents.flatMap((a) => {
+      const out: Array<{ agent: string; token: number; from: number; to: number }> = [];
+      let open: { token: number; from: number } | null = null;
+      for (const e of a.events) {
+        const at = Date.parse(String(e.timestamp));
+        if (e.ev === "active") open = { token: Number(e.token), from: at };
+        if ((e.ev === "lost" || e.ev === "released") && open !== null) {
+          out.push({ agent: a.name, ...open, to: at });
+          open = null;
+        }
+      }
+      if (open !== null) out.push({ agent: a.name, ...open, to: Infinity });
+      return out;
+    });
+
+  it("never two agents active, tokens rising, a holder again within failover + TTL + hold + 2 s", async () => {
+    const join = (agent: string, bridge: BridgeProcess) =>
+      AgentProcess.cli(agent, [
+        ...["agent", "--id", agent, "--shard", "rack-s", "--bridge", bridge.url],
+        ...["--token", bridge.tokenOf(agent)],
+      ]);
+    agents = [join("host-a", bridges[0]!), join("host-b", bridges[1]!), join("host-c", bridges[0]!)];
+    await Promise.race(agents.map((a) => a.waitFor((e) => e.ev === "active", 20_000)));
+    await sleep(TTL_MS); // a few renews through both bridges
+    const master = (await setup.currentMaster()).port;
+    await setup.kill(master);
+    const killedAt = Date.now();
+    const promotion = await setup.waitForNewMaster(master, 30_000);
+    // Wait for an agent to become active after the kill.
+    const deadline = performance.now() + promotion.agreedMs + 2 * TTL_MS + 10_000;
+    while (!spells().some((s) => s.from > killedAt) && performance.now() < deadline) await sleep(100);
+    const after = spells().filter((s) => s.from > killedAt);
+    expect(after.length, "an agent active again after the failover").to.be.greaterThan(0);
+    const backMs = Math.min(...after.map((s) => s.from)) - killedAt;
+    console.log(
+      `      promoted ${promotion.elapsedMs.toFixed(0)} ms after kill -9; a holder again ${backMs} ms after it ` +
+        `(spells: ${spells()
+          .map((s) => `${s.agent}/${s.token}`)
+          .join(", ")})`,
+    );
+    expect(backMs).to.be.below(promotion.agreedMs + 2 * TTL_MS + 2000);
+    await sleep(TTL_MS);
+    const all = spells().sort((x, y) => x.from - y.from);
+    for (let i = 1; i < all.length; i++) {
+      expect(all[i]!.from, `${all[i]!.agent} active before ${all[i - 1]!.agent} stopped`).to.be.at.least(
+        all[i - 1]!.to,
+      );
+      expect(all[i]!.token, "tokens rise at every new holder").to.be.above(all[i - 1]!.token);
+    }
   });
 });
