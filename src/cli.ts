@@ -11,6 +11,7 @@ import { RING_USAGE, ringCommand } from "./commands/ring.js";
 import { RUN_USAGE, runCommand } from "./commands/run.js";
 import { SERVE_USAGE, serveCommand } from "./commands/serve.js";
 import { SIMULATE_USAGE, simulateCommand } from "./commands/simulate.js";
+import { STATUS_USAGE, statusCommand } from "./commands/status.js";
 import { ConfigError } from "./config.js";
 import { configureLogging, LOG_FORMATS, LOG_LEVELS, type LogFormat, type LogLevel } from "./log.js";
 import { ShardDefinitionError } from "./shards/definitions.js";
@@ -26,6 +27,7 @@ interface Command {
 /** In the order the usage lists them. */
 const COMMANDS: Record<string, Command> = {
   serve: { usage: SERVE_USAGE, run: serveCommand },
+  status: { usage: STATUS_USAGE, run: statusCommand },
   "ironic-sync": { usage: IRONIC_SYNC_USAGE, run: ironicSyncCommand },
   "inspection-watch": { usage: INSPECTION_WATCH_USAGE, run: inspectionWatchCommand },
   ring: { usage: RING_USAGE, run: ringCommand },

@@ -8,6 +8,7 @@ import { runShardbridge } from "./helpers/cli.js";
 
 const COMMANDS = [
   "serve",
+  "status",
   "ironic-sync",
   "inspection-watch",
   "ring",

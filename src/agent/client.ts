@@ -21,7 +21,7 @@ export class BridgeError extends Error {
   }
 }
 
-interface WireLease {
+export interface WireLease {
   holder: string;
   /** null where the bridge does not show it: another agent's lease, to an agent */
   token: number | null;
@@ -78,6 +78,25 @@ export interface ShardInfo {
  * token, a timeout per request). It is a LeaseClient, so a LeaseKeeper runs on it as it
  * runs on a Store.
  */
+/** One row of GET /v1/shards. */
+export interface ShardSummary {
+  name: string;
+  count: number;
+  description: string | null;
+  lease: WireLease | null;
+}
+
+/** One row of GET /v1/agents. */
+export interface AgentSummary {
+  id: string;
+  last_seen: string | null;
+  age_ms: number | null;
+  up: boolean;
+  shards: string[];
+  serves: string[];
+  legacy_pool: boolean;
+}
+
 export class BridgeClient implements LeaseClient {
   constructor(
     private readonly baseUrl: string,
@@ -130,6 +149,21 @@ export class BridgeClient implements LeaseClient {
     if (answer.status === 404) return null;
     if (answer.status !== 200) this.fail(answer);
     return answer.json as ShardInfo;
+  }
+
+  /** GET /v1/shards: every shard with its node count and live lease (tokens for admin only). */
+  async shards(): Promise<ShardSummary[]> {
+    const answer = await this.request("GET", "/v1/shards");
+    if (answer.status !== 200) this.fail(answer);
+    return (answer.json as { shards: ShardSummary[] }).shards;
+  }
+
+  /** GET /v1/agents: every agent the bridge heard from, and what it holds. */
+  async agents(): Promise<{ agents: AgentSummary[]; downAfterMs: number }> {
+    const answer = await this.request("GET", "/v1/agents");
+    if (answer.status !== 200) this.fail(answer);
+    const json = answer.json as { agents: AgentSummary[]; down_after_ms: number };
+    return { agents: json.agents, downAfterMs: json.down_after_ms };
   }
 
   async acquire({ shard, agent }: { shard: string; agent: string }): Promise<LeaseOutcome> {

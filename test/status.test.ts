@@ -1,0 +1,103 @@
+import { expect } from "chai";
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { BridgeClient } from "../src/agent/client.js";
+import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
+import { runShardbridge } from "./helpers/cli.js";
+import { acquireWhenReady } from "./helpers/leases.js";
+
+const CLI = fileURLToPath(new URL("../src/cli.ts", import.meta.url));
+
+/** `shardbridge status` against a real bridge: the operator's one command for who holds what. */
+describe("shardbridge status", function () {
+  this.timeout(60_000);
+  let bridge: BridgeProcess;
+  let token: number;
+  let holder: BridgeClient;
+  const admin = () => bridge.tokens.tokens.find((t) => t.role === "admin")!.token;
+
+  before(async () => {
+    bridge = await startBridge({
+      shards: [
+        { name: "rack-a", lease_ttl_ms: 6000 },
+        { name: "rack-b", lease_ttl_ms: 6000 },
+      ],
+      agents: ["host-a", "host-b"],
+    });
+    const a = (holder = new BridgeClient(bridge.url, bridge.tokenOf("host-a")));
+    token = await acquireWhenReady(a, "rack-a", "host-a");
+    await a.heartbeat("host-a", ["rack-a"]);
+    await new BridgeClient(bridge.url, bridge.tokenOf("host-b")).heartbeat("host-b", ["rack-a", "rack-b"]);
+  });
+  after(async () => bridge?.stop());
+  // host-a keeps its lease as an agent would (the TTL is 6 s).
+  beforeEach(async () => {
+    expect(await holder.renew({ shard: "rack-a", agent: "host-a", token })).to.include({ ok: true });
+  });
+
+  it("prints shards with holder, token, time left and since, and agents up with what they hold", async () => {
+    const run = await runShardbridge(["status", "--bridge", bridge.url, "--token", admin()]);
+    expect(run.status, run.stderr).to.equal(0);
+    const lines = run.stdout.split("\n");
+    expect(lines[0]).to.match(/1 of 2 shards held, 2 of 2 agents up/);
+    const rackA = lines.find((l) => l.startsWith("rack-a"))!;
+    expect(rackA).to.match(
+      new RegExp(
+        `^rack-a\\s+0\\s+host-a\\s+${token}\\s+\\d\\.\\d s\\s+\\d\\d:\\d\\d:\\d\\d \\(\\d+ s ago\\)$`,
+      ),
+    );
+    expect(lines.find((l) => l.startsWith("rack-b"))).to.match(/^rack-b\s+0\s+-\s+-\s+-\s+-$/);
+    expect(lines.find((l) => l.startsWith("host-a"))).to.match(/^host-a\s+up\s+rack-a\s+rack-a\s+\d+ s ago$/);
+    expect(lines.find((l) => l.startsWith("host-b"))).to.match(
+      /^host-b\s+up\s+-\s+rack-a,rack-b\s+\d+ s ago$/,
+    );
+  });
+
+  it("hides lease tokens from a token that is not admin, and answers JSON with --json", async () => {
+    const other = await runShardbridge([
+      "status",
+      "--bridge",
+      bridge.url,
+      "--token",
+      bridge.tokenOf("host-b"),
+    ]);
+    expect(other.status, other.stderr).to.equal(0);
+    expect(other.stdout).to.include("(hidden)").and.not.include(String(token));
+    const json = await runShardbridge(["status", "--bridge", bridge.url, "--token", admin(), "--json"]);
+    const snapshot = JSON.parse(json.stdout) as {
+      shards: Array<{ name: string; lease: { token: number } | null }>;
+    };
+    expect(snapshot.shards.find((s) => s.name === "rack-a")!.lease!.token).to.equal(token);
+  });
+
+  it("--watch redraws: one picture after another into a pipe, each with its own time", async () => {
+    const child = spawn(process.execPath, [
+      "--import",
+      "tsx",
+      CLI,
+      "status",
+      "--bridge",
+      bridge.url,
+      "--token",
+      admin(),
+      "--watch",
+      "1",
+      "--json",
+    ]);
+    const lines: string[] = [];
+    child.stdout.on("data", (c: Buffer) => lines.push(...c.toString().split("\n").filter(Boolean)));
+    const deadline = performance.now() + 20_000;
+    while (lines.length < 2 && performance.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    child.kill("SIGKILL");
+    expect(lines.length).to.be.at.least(2);
+    const [first, second] = lines.map((l) => JSON.parse(l) as { at: string });
+    expect(Date.parse(second!.at) - Date.parse(first!.at)).to.be.within(900, 3000);
+  });
+
+  it("exits 2 without a token, 1 when the bridge does not answer", async () => {
+    const none = await runShardbridge(["status", "--bridge", bridge.url], { SHARDBRIDGE_TOKEN: "" });
+    expect(none.status).to.equal(2);
+    const gone = await runShardbridge(["status", "--bridge", "http://127.0.0.1:1", "--token", "x"]);
+    expect(gone.status).to.equal(1);
+  });
+});
