@@ -78,6 +78,17 @@ export interface ShardInfo {
  * token, a timeout per request). It is a LeaseClient, so a LeaseKeeper runs on it as it
  * runs on a Store.
  */
+/** GET /v1/shards/{shard}/feed: entries after the cursor, or a resync when some were trimmed. */
+export interface FeedAnswer {
+  cursor: string | null;
+  entries: FeedEntry[];
+  resync?: {
+    reason: string;
+    resume_after: string | null;
+    nodes: Array<{ node: string; traits: string[]; generation: number }>;
+  };
+}
+
 /** One row of GET /v1/shards. */
 export interface ShardSummary {
   name: string;
@@ -194,10 +205,10 @@ export class BridgeClient implements LeaseClient {
   }
 
   /** The shard's trait feed after its acknowledged cursor (only the holder, with its token). */
-  async readFeed(shard: string, token: number): Promise<{ cursor: string | null; entries: FeedEntry[] }> {
+  async readFeed(shard: string, token: number): Promise<FeedAnswer> {
     const answer = await this.request("GET", `/v1/shards/${shard}/feed?token=${token}`);
     if (answer.status !== 200) this.fail(answer);
-    return answer.json as { cursor: string | null; entries: FeedEntry[] };
+    return answer.json as FeedAnswer;
   }
 
   /** Acknowledge feed entries up to `id` under the holder's token. */

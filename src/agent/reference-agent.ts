@@ -55,7 +55,17 @@ export function runReferenceAgent(options: ReferenceAgentOptions): { stop: () =>
     if (token === null || feedBusy) return;
     feedBusy = true;
     try {
-      const { entries } = await client.readFeed(shard, token);
+      const { entries, resync } = await client.readFeed(shard, token);
+      if (resync !== undefined) {
+        // Away longer than the feed keeps: take the shard's whole picture, then go on
+        // after the entry it was taken at.
+        log.warn("traits-resync", { reason: resync.reason, nodes: resync.nodes.length });
+        for (const { node, traits, generation } of resync.nodes)
+          log.info("traits", { node, traits, generation });
+        if (resync.resume_after !== null && keeper.token() === token)
+          await client.ackFeed(shard, token, resync.resume_after);
+        return;
+      }
       for (const entry of entries)
         log.info("traits", {
           node: entry.node,

@@ -51,8 +51,8 @@ export function feedRoutes(store: Store, traits: TraitService): Router {
   router.get("/v1/shards/:shard/feed", requireRole("agent", "admin"), async (req, res) => {
     const [{ shard }, query] = parseBoth([ShardPath, req.params], [ReadQuery, req.query]);
     await assertHolder(store, res, shard, query.token);
-    const { cursor, entries } = await traits.readFeed(shard, query.limit);
-    res.json({ shard, cursor, entries });
+    const { cursor, entries, resync } = await traits.readFeed(shard, query.limit);
+    res.json({ shard, cursor, entries, ...(resync !== undefined && { resync }) });
   });
 
   router.post("/v1/shards/:shard/feed/ack", requireRole("agent", "admin"), async (req, res) => {

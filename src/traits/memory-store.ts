@@ -1,6 +1,8 @@
 import {
   EMPTY_TRAIT_RECORD,
+  FEED_MAX_ENTRIES,
   compareFeedIds,
+  type FeedRead,
   type DeliveryRecord,
   type FeedAppend,
   type FeedEntry,
@@ -14,7 +16,12 @@ export class MemoryTraits implements TraitBackend {
   private readonly deliveries = new Map<string, { outcome: string; expiresAt: number }>();
   private readonly feeds = new Map<string, FeedEntry[]>();
   private readonly cursors = new Map<string, string>();
+  /** per shard, the newest entry trimmed off its feed */
+  private readonly trimmed = new Map<string, string>();
   private feedSeq = 0;
+
+  /** `feedMaxEntries`: entries a feed keeps (tests pass a small bound). */
+  constructor(private readonly feedMaxEntries = FEED_MAX_ENTRIES) {}
 
   async read(uuid: string): Promise<TraitRecord> {
     return structuredClone(this.records.get(uuid) ?? EMPTY_TRAIT_RECORD);
@@ -37,15 +44,24 @@ export class MemoryTraits implements TraitBackend {
   async appendFeed(shard: string, entry: Omit<FeedEntry, "id">): Promise<void> {
     const entries = this.feeds.get(shard) ?? [];
     entries.push({ id: `0-${++this.feedSeq}`, ...structuredClone(entry) });
+    if (entries.length > this.feedMaxEntries) {
+      const dropped = entries.splice(0, entries.length - this.feedMaxEntries);
+      this.trimmed.set(shard, dropped.at(-1)!.id);
+    }
     this.feeds.set(shard, entries);
   }
 
-  async readFeed(shard: string, limit: number): Promise<{ cursor: string | null; entries: FeedEntry[] }> {
+  async readFeed(shard: string, limit: number): Promise<FeedRead> {
     const cursor = this.cursors.get(shard) ?? null;
-    const after = (this.feeds.get(shard) ?? []).filter(
-      (e) => cursor === null || compareFeedIds(e.id, cursor) > 0,
-    );
-    return { cursor, entries: structuredClone(after.slice(0, limit)) };
+    const feed = this.feeds.get(shard) ?? [];
+    const after = feed.filter((e) => cursor === null || compareFeedIds(e.id, cursor) > 0);
+    const trimmed = this.trimmed.get(shard);
+    return {
+      cursor,
+      entries: structuredClone(after.slice(0, limit)),
+      trimmedPastCursor: trimmed !== undefined && (cursor === null || compareFeedIds(trimmed, cursor) > 0),
+      newest: feed.at(-1)?.id ?? null,
+    };
   }
 
   async ack(shard: string, id: string): Promise<string | null> {

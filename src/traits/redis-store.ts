@@ -3,18 +3,15 @@ import type { KeyLayout } from "../redis/keys.js";
 import { runScript } from "../redis/scripts.js";
 import {
   EMPTY_TRAIT_RECORD,
+  FEED_MAX_ENTRIES,
+  compareFeedIds,
+  type FeedRead,
   type DeliveryRecord,
   type FeedAppend,
   type FeedEntry,
   type TraitBackend,
   type TraitRecord,
 } from "./store-port.js";
-
-/**
- * Feed entries kept per shard (approximately: Redis trims whole stream nodes). An agent
- * away for more changes than this needs a full resync.
- */
-const FEED_MAX_ENTRIES = 100_000;
 
 /** A record as stored: its generation (what the commit script compares), a tab, its JSON. */
 const encode = (record: TraitRecord) => `${record.generation}\t${JSON.stringify(record)}`;
@@ -31,6 +28,8 @@ export class RedisTraits implements TraitBackend {
   constructor(
     private readonly redis: RedisClient,
     layout: KeyLayout,
+    /** entries a feed keeps, approximately (tests pass a small bound) */
+    private readonly feedMaxEntries = FEED_MAX_ENTRIES,
   ) {
     this.keys = layout.traits;
   }
@@ -57,7 +56,7 @@ export class RedisTraits implements TraitBackend {
       String(expected),
       encode(next),
       feed ? JSON.stringify(feed.entry) : "",
-      String(FEED_MAX_ENTRIES),
+      String(this.feedMaxEntries),
       delivery?.answer ?? "",
       String(delivery?.ttlSeconds ?? 0),
     ];
@@ -84,16 +83,45 @@ export class RedisTraits implements TraitBackend {
   }
 
   async appendFeed(shard: string, entry: Omit<FeedEntry, "id">): Promise<void> {
-    const maxLength = String(FEED_MAX_ENTRIES);
+    const maxLength = String(this.feedMaxEntries);
     await this.redis.xadd(this.keys.feed(shard), "MAXLEN", "~", maxLength, "*", "e", JSON.stringify(entry));
   }
 
-  async readFeed(shard: string, limit: number): Promise<{ cursor: string | null; entries: FeedEntry[] }> {
+  async readFeed(shard: string, limit: number): Promise<FeedRead> {
+    const feed = this.keys.feed(shard);
     const cursor = await this.redis.get(this.keys.cursor(shard));
     const from = cursor === null ? "-" : `(${cursor}`;
-    const raw = await this.redis.xrange(this.keys.feed(shard), from, "+", "COUNT", limit);
+    const raw = await this.redis.xrange(feed, from, "+", "COUNT", limit);
     const entries = raw.map(([id, fields]) => ({ id, ...(JSON.parse(fields[1]!) as Omit<FeedEntry, "id">) }));
-    return { cursor, entries };
+    const { trimmed, first, newest } = await this.streamEnds(feed);
+    // Every trimmed entry is older than the oldest kept one: a cursor behind that may have
+    // missed some. (When only the cursor's own entry went, the resync is needless but safe.)
+    const trimmedPastCursor =
+      trimmed && (cursor === null || (first !== null && compareFeedIds(cursor, first) < 0));
+    return { cursor, entries, trimmedPastCursor, newest };
+  }
+
+  /**
+   * Whether a stream was ever trimmed (Redis counts every entry added; fewer are left),
+   * its oldest and its newest entry. (XINFO's max-deleted-entry-id would name the newest
+   * trimmed id, but Redis 7.0 moves it on XDEL only, not on trimming: measured.)
+   */
+  private async streamEnds(
+    key: string,
+  ): Promise<{ trimmed: boolean; first: string | null; newest: string | null }> {
+    let info: unknown[];
+    try {
+      info = (await this.redis.xinfo("STREAM", key)) as unknown[];
+    } catch {
+      return { trimmed: false, first: null, newest: null }; // no such stream yet
+    }
+    const field = (name: string) => info[info.indexOf(name) + 1];
+    const idOf = (entry: unknown) => (entry as [string, unknown] | null)?.[0] ?? null;
+    return {
+      trimmed: Number(field("entries-added")) > Number(field("length")),
+      first: idOf(field("first-entry")),
+      newest: idOf(field("last-entry")),
+    };
   }
 
   async ack(shard: string, id: string): Promise<string | null> {

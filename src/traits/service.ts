@@ -2,7 +2,7 @@ import type { NodeRegistry, ShardMove } from "../nodes/registry.js";
 import { fromStore } from "../domain/store-errors.js";
 import { applyDeltas, deltasToward, formatDelta, type DeltaProblem, type TraitDelta } from "./delta.js";
 import type { OwnershipRegistry } from "./ownership.js";
-import type { TraitBackend, TraitRecord } from "./store-port.js";
+import type { FeedEntry, TraitBackend, TraitRecord } from "./store-port.js";
 
 /** The source name inspection results are applied as. */
 export const INSPECTOR = "inspector";
@@ -23,6 +23,21 @@ export interface DeliveryMemory {
   id: string;
   ttlSeconds: number;
   answerOf(outcome: TraitOutcome): string;
+}
+
+/** A shard's current traits, for an agent whose feed cursor fell behind what the feed keeps. */
+export interface FeedResync {
+  reason: string;
+  /** acknowledge this id once the snapshot is applied; null: the feed is empty */
+  resume_after: string | null;
+  nodes: Array<{ node: string; traits: string[]; generation: number }>;
+}
+
+/** What the active agent reads from its shard's feed. */
+export interface FeedAnswer {
+  cursor: string | null;
+  entries: FeedEntry[];
+  resync?: FeedResync;
 }
 
 /** A CAS that keeps losing means heavy contention on one node; give up and say so. */
@@ -91,8 +106,31 @@ export class TraitService {
     }
   }
 
-  readFeed(shard: string, limit: number) {
-    return fromStore(() => this.backend.readFeed(shard, limit));
+  /**
+   * `shard`'s feed after its cursor. When entries after the cursor were trimmed away (an
+   * agent away for more than the feed keeps), no silent gap: the answer is a resync
+   * instead — every node of the shard with its current traits, and the entry to resume
+   * after. The newest entry is read before the traits, so a change committed in between
+   * comes again after it; deltas are idempotent, so applying it twice is harmless.
+   */
+  async readFeed(shard: string, limit: number): Promise<FeedAnswer> {
+    const read = await fromStore(() => this.backend.readFeed(shard, limit));
+    if (!read.trimmedPastCursor) return { cursor: read.cursor, entries: read.entries };
+    const nodes: FeedResync["nodes"] = [];
+    for await (const page of this.nodes.pages({ kind: "places", places: [shard] }))
+      for (const { uuid } of page) {
+        const record = await fromStore(() => this.backend.read(uuid));
+        nodes.push({ node: uuid, traits: Object.keys(record.holders).sort(), generation: record.generation });
+      }
+    return {
+      cursor: read.cursor,
+      entries: [],
+      resync: {
+        reason: "entries after the cursor were trimmed from the feed",
+        resume_after: read.newest,
+        nodes,
+      },
+    };
   }
 
   ack(shard: string, id: string): Promise<string | null> {

@@ -17,6 +17,26 @@ export interface FeedEntry {
   snapshot?: boolean;
 }
 
+/**
+ * Entries a shard's feed keeps (approximately on Redis, which trims whole stream nodes).
+ * An agent whose cursor falls behind the oldest kept entry resyncs from a snapshot.
+ */
+export const FEED_MAX_ENTRIES = 100_000;
+
+/** What a read of a shard's feed finds after its cursor. */
+export interface FeedRead {
+  cursor: string | null;
+  entries: FeedEntry[];
+  /**
+   * Entries after the cursor were trimmed away: the entries are not the whole story, and
+   * the reader needs the shard's current traits (TraitService.readFeed gives them). Also
+   * when nothing was ever acknowledged and the feed was trimmed.
+   */
+  trimmedPastCursor: boolean;
+  /** the newest entry now, the id a resync resumes after; null for an empty feed */
+  newest: string | null;
+}
+
 /** Compare two feed ids ("<ms>-<seq>", as Redis streams number entries). */
 export function compareFeedIds(a: string, b: string): number {
   const [am, as] = a.split("-").map(Number) as [number, number];
@@ -60,8 +80,8 @@ export interface TraitBackend {
   ): Promise<boolean>;
   /** append an entry to `shard`'s feed (a snapshot for a node that moved in) */
   appendFeed(shard: string, entry: Omit<FeedEntry, "id">): Promise<void>;
-  /** entries of `shard`'s feed after its acknowledged cursor, oldest first */
-  readFeed(shard: string, limit: number): Promise<{ cursor: string | null; entries: FeedEntry[] }>;
+  /** entries of `shard`'s feed after its acknowledged cursor, oldest first (see FeedRead) */
+  readFeed(shard: string, limit: number): Promise<FeedRead>;
   /**
    * Move `shard`'s cursor forward to `id`, an entry of its feed (never back: an id at or
    * behind the cursor leaves it where it is). Answers the cursor, or null — and moves

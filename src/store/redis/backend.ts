@@ -48,6 +48,8 @@ export interface RedisBackendOptions {
    * (WAIT) before it is refused as not done, default 250 ms.
    */
   replicaAckMs?: number;
+  /** entries a shard's trait feed keeps (default FEED_MAX_ENTRIES; tests pass a small bound) */
+  feedMaxEntries?: number;
   /** test-only: drive the scripts' clock (and the store's lineage) from the caller (differential test) */
   virtualClock?: { nowUs: () => number; bootUs: () => number; lineage?: () => StoreLineage | undefined };
 }
@@ -115,6 +117,7 @@ export class RedisBackend implements LeaseBackend {
   private readonly virtualClock: RedisBackendOptions["virtualClock"];
   /** WAIT after lease writes: on Sentinel and Cluster, not on a single server */
   private readonly acks: { replicas: number; timeoutMs: number } | null;
+  private readonly feedMaxEntries: number | undefined;
 
   private constructor(
     private readonly redis: RedisClient,
@@ -124,6 +127,7 @@ export class RedisBackend implements LeaseBackend {
     this.keys = keyLayout(options.namespace);
     this.virtualClock = options.virtualClock;
     this.acks = isReplicated(topology) ? { replicas: 1, timeoutMs: options.replicaAckMs ?? 250 } : null;
+    this.feedMaxEntries = options.feedMaxEntries;
     defineScripts(redis, options.virtualClock === undefined ? "server" : ("virtual" satisfies ScriptClock));
   }
 
@@ -144,7 +148,7 @@ export class RedisBackend implements LeaseBackend {
 
   /** Node traits on this same connection. */
   traitBackend(): RedisTraits {
-    return new RedisTraits(this.redis, this.keys);
+    return new RedisTraits(this.redis, this.keys, this.feedMaxEntries);
   }
 
   /** The node registry on this same connection. */
