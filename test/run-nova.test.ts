@@ -269,9 +269,13 @@ describe("shardbridge run with a nova-compute stand-in (real oslo.config, openst
     it("SIGTERM to the active supervisor: the stand-in is stopped, the lease handed back, the standby's starts at once", async () => {
       const { active, standby } = await h.pair();
       active.signal("SIGTERM");
-      const next = await h.takeover(standby, performance.now(), 1500);
+      const next = await h.takeover(standby, performance.now(), TTL_MS + 1000);
       await active.exited();
       expect(active.child.exitCode).to.equal(0);
+      expect(
+        active.events.map((e) => e.ev),
+        "handed back, not run out",
+      ).to.include("released");
       console.log(`      standby's child started ${next.startedMs.toFixed(0)} ms after SIGTERM`);
       await h.expectSafe();
     });
@@ -284,7 +288,11 @@ describe("shardbridge run with a nova-compute stand-in (real oslo.config, openst
       const exitedAt = performance.now();
       expect(active.child.exitCode).to.equal(3);
       expect(existsSync(once)).to.equal(false);
-      const next = await h.takeover(standby, exitedAt, 1500);
+      expect(
+        active.events.map((e) => e.ev),
+        "handed back, not run out",
+      ).to.include("released");
+      const next = await h.takeover(standby, exitedAt, TTL_MS + 1000);
       console.log(
         `      standby's child started ${next.startedMs.toFixed(0)} ms after the first supervisor exited`,
       );

@@ -1,7 +1,7 @@
 import { parseArgs } from "node:util";
 import { logger } from "../log.js";
 import { z } from "zod";
-import { BridgeClient } from "../agent/client.js";
+import { BridgeClient, BridgeError } from "../agent/client.js";
 import { AgentId, ShardName } from "../domain/names.js";
 import { maxGraceMs, runSupervised } from "../run/supervisor.js";
 import { ConfigError } from "../config.js";
@@ -80,8 +80,10 @@ async function untilAnswered<T>(bridge: string, ask: () => Promise<T>): Promise<
     try {
       return await ask();
     } catch (error) {
-      // fetch rejects with a TypeError when it reaches nobody; an HTTP answer is a BridgeError.
-      if (!(error instanceof TypeError)) throw error;
+      // fetch rejects with a TypeError when it reaches nobody; a bridge that answers 503
+      // has lost its store for a moment (Redis restarting). Any other answer is final.
+      const transient = error instanceof TypeError || (error instanceof BridgeError && error.status === 503);
+      if (!transient) throw error;
       if (attempt === 1 || attempt % 10 === 0)
         logger.warn("bridge-unreachable", { bridge, error: String(error.cause ?? error), attempt });
       await new Promise((r) => setTimeout(r, Math.min(2000, 100 * attempt)));
