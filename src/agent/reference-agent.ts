@@ -15,6 +15,8 @@ export interface ReferenceAgentOptions {
   nodesEveryMs?: number;
   /** how often an active agent reads its shard's trait feed */
   feedEveryMs?: number;
+  /** while another holds the lease, ask at most this often (the keeper's default: 500 ms) */
+  standbyPollMs?: number;
 }
 
 /**
@@ -28,7 +30,13 @@ export function runReferenceAgent(options: ReferenceAgentOptions): { stop: () =>
   const client = new BridgeClient(options.bridge, options.token);
   // Ask for the longest TTL: the shard's definition decides, and the keeper times itself
   // by what it is granted.
-  const keeper = new LeaseKeeper({ client, shard, agent: id, ttlMs: LEASE_TTL_MAX_MS });
+  const keeper = new LeaseKeeper({
+    client,
+    shard,
+    agent: id,
+    ttlMs: LEASE_TTL_MAX_MS,
+    ...(options.standbyPollMs !== undefined && { standbyPollMs: options.standbyPollMs }),
+  });
   const log = logger.child({ agent: id, shard });
 
   const listNodes = async () => {

@@ -1,7 +1,7 @@
 import { parseArgs } from "node:util";
 import { z } from "zod";
 import { runReferenceAgent } from "../agent/reference-agent.js";
-import { AGENT_FLAGS, agentToken, flagsOrThrow } from "./io.js";
+import { AGENT_FLAGS, STANDBY_POLL_USAGE, agentToken, flagsOrThrow, standbyPollMs } from "./io.js";
 import { AgentId, ShardName } from "../domain/names.js";
 
 /** `shardbridge agent`: the reference compute agent. */
@@ -11,7 +11,7 @@ export const AGENT_USAGE = `  agent    run the reference compute agent for one s
              --bridge URL    the bridge (default http://127.0.0.1:6390)
              --token T       this agent's bearer token (env SHARDBRIDGE_TOKEN), or
              --tokens-file F take it from a tokens file (the agent entry for --id)
-`;
+${STANDBY_POLL_USAGE}`;
 
 export async function agentCommand(argv: string[]): Promise<void> {
   const { values } = parseArgs({ args: argv, options: AGENT_FLAGS });
@@ -19,11 +19,13 @@ export async function agentCommand(argv: string[]): Promise<void> {
     id: values.id,
     shard: values.shard,
   });
+  const pollMs = standbyPollMs(values["standby-poll"]);
   const running = runReferenceAgent({
     id,
     shard,
     bridge: values.bridge!,
     token: agentToken(id, values.token, values["tokens-file"]),
+    ...(pollMs !== undefined && { standbyPollMs: pollMs }),
   });
   const stop = () => void running.stop().then(() => process.exit(0));
   process.once("SIGTERM", stop);

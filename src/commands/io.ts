@@ -43,7 +43,17 @@ export const AGENT_FLAGS = {
   bridge: { type: "string", default: process.env.SHARDBRIDGE_URL ?? "http://127.0.0.1:6390" },
   token: { type: "string", default: process.env.SHARDBRIDGE_TOKEN },
   "tokens-file": { type: "string" },
+  "standby-poll": { type: "string" },
 } as const;
+
+/** The usage line of --standby-poll, shared by the commands that take AGENT_FLAGS. */
+export const STANDBY_POLL_USAGE = `             --standby-poll MS  while another holds the lease, ask this often at most (jittered to
+                             half of it; default 500): longer polls load the store less, and cost a failover up to MS
+`;
+
+/** --standby-poll: 50 ms to 60 s, or undefined for the keeper's default. */
+export const standbyPollMs = (value: string | undefined): number | undefined =>
+  integerFlag("standby-poll", value, 50, 60_000);
 
 /** Flag values checked with `schema`: a value it refuses is bad usage (exit 2), naming the flag. */
 export function flagsOrThrow<S extends z.ZodType>(schema: S, values: unknown): z.output<S> {

@@ -5,7 +5,14 @@ import { BridgeClient, BridgeError } from "../agent/client.js";
 import { AgentId, ShardName } from "../domain/names.js";
 import { maxGraceMs, runSupervised } from "../run/supervisor.js";
 import { ConfigError } from "../config.js";
-import { AGENT_FLAGS, agentToken, flagsOrThrow, integerFlag } from "./io.js";
+import {
+  AGENT_FLAGS,
+  STANDBY_POLL_USAGE,
+  agentToken,
+  flagsOrThrow,
+  integerFlag,
+  standbyPollMs,
+} from "./io.js";
 
 export const RUN_USAGE = `  run -- COMMAND [ARGS...]  run COMMAND (nova-compute) only while this host holds the shard's lease
              --id HOST       this physical host's agent id at the bridge
@@ -16,7 +23,7 @@ export const RUN_USAGE = `  run -- COMMAND [ARGS...]  run COMMAND (nova-compute)
              --host NAME     nova's [DEFAULT]host for the child, the same on every host (default SHARD-ironic)
              --grace MS      TERM-to-KILL time when the lease is lost (default and maximum: TTL/3 - 250 ms)
              --restart       run COMMAND again when it exits while the lease is held (default: release and exit)
-                  The child gets SHARDBRIDGE_SHARD, SHARDBRIDGE_TOKEN, SHARDBRIDGE_AGENT, OS_DEFAULT__HOST,
+${STANDBY_POLL_USAGE}                  The child gets SHARDBRIDGE_SHARD, SHARDBRIDGE_TOKEN, SHARDBRIDGE_AGENT, OS_DEFAULT__HOST,
                   OS_IRONIC__SHARD and, when the bridge fronts an Ironic, OS_IRONIC__ENDPOINT_OVERRIDE (its
                   fenced endpoint under the child's token). Bad input exits 2 before anything starts;
                   a bridge not up yet is waited for.
@@ -39,6 +46,7 @@ async function prepare(argv: string[]) {
     { id: values.id, shard: values.shard, host: values.host },
   );
   const graceMs = integerFlag("grace", values.grace, 0, 600_000);
+  const pollMs = standbyPollMs(values["standby-poll"]);
   const token = agentToken(id, values.token, values["tokens-file"]);
   const client = new BridgeClient(values.bridge!, token);
   const info = await untilAnswered(values.bridge!, () => client.shard(shard));
@@ -63,6 +71,7 @@ async function prepare(argv: string[]) {
     graceMs,
     restart: values.restart!,
     command: positionals,
+    ...(pollMs !== undefined && { standbyPollMs: pollMs }),
     ...(info.ironic_endpoint !== null && {
       ironicEndpoint: (leaseToken: number) =>
         new URL(info.ironic_endpoint!.replace("{token}", String(leaseToken)), values.bridge!).href,

@@ -41,6 +41,8 @@ export interface RunOptions {
   command: string[];
   /** the fenced Ironic endpoint for this shard under a token, when the bridge has one */
   ironicEndpoint?: (token: number) => string;
+  /** while another holds the lease, ask at most this often (the keeper's default: 500 ms) */
+  standbyPollMs?: number;
 }
 
 const WATCHDOG = fileURLToPath(new URL("./watchdog.sh", import.meta.url));
@@ -61,7 +63,13 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
   const { id, shard } = options;
   const log = logger.child({ agent: id, shard });
   const client = new BridgeClient(options.bridge, options.token);
-  const keeper = new LeaseKeeper({ client, shard, agent: id, ttlMs: LEASE_TTL_MAX_MS });
+  const keeper = new LeaseKeeper({
+    client,
+    shard,
+    agent: id,
+    ttlMs: LEASE_TTL_MAX_MS,
+    ...(options.standbyPollMs !== undefined && { standbyPollMs: options.standbyPollMs }),
+  });
   const nowMs = () => performance.now();
   const graceFor = () => Math.min(options.graceMs ?? Infinity, maxGraceMs(keeper.ttlMs));
 
