@@ -1,4 +1,5 @@
 import { EventEmitter } from "node:events";
+import { LEASE_TTL_MAX_MS } from "../domain/lease.js";
 import type { LeaseOutcome, LeaseView, RefusalReason, ReleaseOutcome } from "../lease/machine.js";
 import {
   initialKeeperState,
@@ -204,4 +205,24 @@ export class LeaseKeeper extends EventEmitter<KeeperEvents> {
     this.releasing.add(done);
     void done.finally(() => this.releasing.delete(done));
   }
+}
+
+/**
+ * The keeper an agent process runs for its shard over the bridge: it asks for the longest
+ * TTL (the shard's definition decides, and the keeper times itself by what it is granted)
+ * and, standing by, polls as often as `standbyPollMs` says (default 500 ms).
+ */
+export function bridgeKeeper(
+  client: LeaseClient,
+  shard: string,
+  agent: string,
+  standbyPollMs?: number,
+): LeaseKeeper {
+  return new LeaseKeeper({
+    client,
+    shard,
+    agent,
+    ttlMs: LEASE_TTL_MAX_MS,
+    ...(standbyPollMs !== undefined && { standbyPollMs }),
+  });
 }

@@ -1,7 +1,6 @@
-import { LEASE_TTL_MAX_MS } from "../domain/lease.js";
 import { logger } from "../log.js";
 import { BridgeClient, BridgeError } from "./client.js";
-import { LeaseKeeper } from "./lease-keeper.js";
+import { bridgeKeeper } from "./lease-keeper.js";
 import { logTransition } from "./transition-log.js";
 
 export interface ReferenceAgentOptions {
@@ -28,15 +27,7 @@ export interface ReferenceAgentOptions {
 export function runReferenceAgent(options: ReferenceAgentOptions): { stop: () => Promise<void> } {
   const { id, shard } = options;
   const client = new BridgeClient(options.bridge, options.token);
-  // Ask for the longest TTL: the shard's definition decides, and the keeper times itself
-  // by what it is granted.
-  const keeper = new LeaseKeeper({
-    client,
-    shard,
-    agent: id,
-    ttlMs: LEASE_TTL_MAX_MS,
-    ...(options.standbyPollMs !== undefined && { standbyPollMs: options.standbyPollMs }),
-  });
+  const keeper = bridgeKeeper(client, shard, id, options.standbyPollMs);
   const log = logger.child({ agent: id, shard });
 
   const listNodes = async () => {

@@ -2,9 +2,9 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { BridgeClient } from "../agent/client.js";
-import { LeaseKeeper } from "../agent/lease-keeper.js";
+import { bridgeKeeper } from "../agent/lease-keeper.js";
 import { logTransition } from "../agent/transition-log.js";
-import { LEASE_TTL_MAX_MS, renewDeadlineMs } from "../domain/lease.js";
+import { renewDeadlineMs } from "../domain/lease.js";
 import { logger } from "../log.js";
 import { ChildCgroup } from "./cgroup.js";
 import { ChildGroup, exitStatus, type ChildExit } from "./child.js";
@@ -63,13 +63,7 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
   const { id, shard } = options;
   const log = logger.child({ agent: id, shard });
   const client = new BridgeClient(options.bridge, options.token);
-  const keeper = new LeaseKeeper({
-    client,
-    shard,
-    agent: id,
-    ttlMs: LEASE_TTL_MAX_MS,
-    ...(options.standbyPollMs !== undefined && { standbyPollMs: options.standbyPollMs }),
-  });
+  const keeper = bridgeKeeper(client, shard, id, options.standbyPollMs);
   const nowMs = () => performance.now();
   const graceFor = () => Math.min(options.graceMs ?? Infinity, maxGraceMs(keeper.ttlMs));
 
