@@ -11,8 +11,7 @@ const json = winston.format.combine(winston.format.timestamp(), winston.format.j
 
 /** A value as it reads after `key=`: bare when it has no space or quote, JSON otherwise. */
 function fieldText(value: unknown): string {
-  const text = typeof value === "string" ? value : JSON.stringify(value);
-  return typeof value === "string" && /^[^\s"=]+$/.test(value) ? text : JSON.stringify(value);
+  return typeof value === "string" && /^[^\s"=]+$/.test(value) ? value : JSON.stringify(value);
 }
 
 /** "2026-12-01T16:47:05.380Z info  active agent=compute-1 shard=rack-a token=42": for a person at a terminal. */
@@ -21,7 +20,6 @@ const text = winston.format.combine(
   winston.format.printf((info) => {
     const { timestamp, level, message, ...fields } = info;
     const rest = Object.entries(fields)
-      .filter(([key]) => typeof key === "string")
       .map(([key, value]) => `${key}=${fieldText(value)}`)
       .join(" ");
     return `${String(timestamp)} ${level.padEnd(5)} ${String(message)}${rest === "" ? "" : ` ${rest}`}`;

@@ -91,9 +91,12 @@ export class RedisTraits implements TraitBackend {
     const feed = this.keys.feed(shard);
     const cursor = await this.redis.get(this.keys.cursor(shard));
     const from = cursor === null ? "-" : `(${cursor}`;
-    const raw = await this.redis.xrange(feed, from, "+", "COUNT", limit);
+    // The entries and the stream's ends in one round trip, not two.
+    const [raw, { trimmed, first, newest }] = await Promise.all([
+      this.redis.xrange(feed, from, "+", "COUNT", limit),
+      this.streamEnds(feed),
+    ]);
     const entries = raw.map(([id, fields]) => ({ id, ...(JSON.parse(fields[1]!) as Omit<FeedEntry, "id">) }));
-    const { trimmed, first, newest } = await this.streamEnds(feed);
     // Every trimmed entry is older than the oldest kept one: a cursor behind that may have
     // missed some. (When only the cursor's own entry went, the resync is needless but safe.)
     const trimmedPastCursor =

@@ -170,7 +170,16 @@ export function redisClusterUnderTest(): BackendUnderTest {
     each: (admin: ReturnType<ClusterSetup["client"]>) => Promise<T>,
   ): Promise<T[]> => {
     const masters = (await setup!.masters()).sort((a, b) => a.port - b.port);
-    return Promise.all(masters.map((m) => each(setup!.client(m.port))));
+    return Promise.all(
+      masters.map(async (m) => {
+        const admin = setup!.client(m.port);
+        try {
+          return await each(admin);
+        } finally {
+          admin.disconnect(); // one per call: the suite would otherwise hold hundreds open
+        }
+      }),
+    );
   };
   const flush = () => onMasters((admin) => admin.flushall());
   return {
