@@ -1,10 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { ShardPath } from "./paths.js";
 import { Router } from "express";
-import { z } from "zod";
-import { FencingToken } from "../domain/lease.js";
-import { AgentId } from "../domain/names.js";
-import { parseBoth, parseOrThrow } from "../domain/validation.js";
+import { parseOrThrow, ValidationError } from "../domain/validation.js";
 import type { LeaseView } from "../lease/machine.js";
 import type { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
@@ -25,9 +22,28 @@ import { SMALL_BODY } from "./limits.js";
 import type { BridgeMetrics } from "./metrics.js";
 import { serveRaw, type RawAnswer } from "./raw-route.js";
 
-const AcquireBody = z.strictObject({ agent: AgentId, token: FencingToken.optional() });
-const ReleaseBody = z.strictObject({ agent: AgentId, token: FencingToken });
-const FenceBody = z.strictObject({ token: FencingToken });
+/** The body fields of each lease write; the path gives the shard, the catalog the TTL. */
+const ACQUIRE_FIELDS = new Set(["agent", "token"]);
+const RELEASE_FIELDS = new Set(["agent", "token"]);
+const FENCE_FIELDS = new Set(["token"]);
+
+/**
+ * The body as the fields of a lease request. Their values are the Store's to check (its
+ * parse is the request's one validation); here only which fields an agent may send: the
+ * shard and the TTL are never the caller's.
+ */
+function bodyFields(rawBody: unknown, allowed: ReadonlySet<string>): Record<string, unknown> {
+  const body = asBodyObject(rawBody);
+  const unknown = Object.keys(body).filter((key) => !allowed.has(key));
+  if (unknown.length > 0)
+    throw new ValidationError(
+      unknown.map((field) => ({
+        field,
+        reason: `is not a field of this request (send ${[...allowed].join(", ")})`,
+      })),
+    );
+  return body;
+}
 
 /** 409 naming the live holder and its time left, or why no lease can be had now. */
 function refusal(
@@ -71,37 +87,29 @@ interface LeaseContext {
   metrics: BridgeMetrics;
 }
 
-/** The shard and body of a lease write an agent makes for itself, both checked, and its right to. */
-function agentRequest<B extends { agent: string }>(
-  principal: Principal,
-  shardParam: string,
-  schema: z.ZodType<B>,
-  rawBody: unknown,
-): { shard: string; body: B } {
-  const [{ shard }, body] = parseBoth([ShardPath, { shard: shardParam }], [schema, asBodyObject(rawBody)]);
-  assertActsAs(principal, body.agent);
-  return { shard, body };
-}
-
 /** POST /v1/shards/{shard}/lease: acquire (no token) or renew (under `token`). */
 async function acquireOrRenew(
   { store, catalog, metrics }: LeaseContext,
   principal: Principal,
-  shardParam: string,
+  shard: string,
   rawBody: unknown,
 ): Promise<RawAnswer> {
-  const { shard, body } = agentRequest(principal, shardParam, AcquireBody, rawBody);
-  if (!catalog.mayServe(shard, body.agent)) throw notAllowed(shard, body.agent);
-  const request = { shard, agent: body.agent, ttlMs: catalog.ttlMsFor(shard) };
+  const { agent, token } = bodyFields(rawBody, ACQUIRE_FIELDS);
+  // Checked on the parsed request, before the store is touched.
+  const admit = (input: { shard: string; agent: string }) => {
+    assertActsAs(principal, input.agent);
+    if (!catalog.mayServe(input.shard, input.agent)) throw notAllowed(input.shard, input.agent);
+  };
+  const request = { shard, agent: agent as string, ttlMs: catalog.ttlMsFor(shard) };
   let outcome;
-  if (body.token === undefined) {
-    outcome = await store.acquire(request);
+  if (token === undefined) {
+    outcome = await store.acquire(request, admit);
     const label = metrics.shardLabel(shard);
     if (outcome.ok) metrics.leaseAcquired.inc({ shard: label });
     else metrics.leaseRefused.inc({ shard: label, reason: outcome.reason });
   } else {
     const started = performance.now();
-    outcome = await store.renew({ ...request, token: body.token });
+    outcome = await store.renew({ ...request, token: token as number }, admit);
     metrics.renewSeconds.observe((performance.now() - started) / 1000);
     if (!outcome.ok) metrics.leaseLost.inc({ shard: metrics.shardLabel(shard), reason: outcome.reason });
   }
@@ -117,11 +125,13 @@ async function acquireOrRenew(
 async function release(
   { store }: LeaseContext,
   principal: Principal,
-  shardParam: string,
+  shard: string,
   rawBody: unknown,
 ): Promise<RawAnswer> {
-  const { shard, body } = agentRequest(principal, shardParam, ReleaseBody, rawBody);
-  const outcome = await store.release({ shard, agent: body.agent, token: body.token });
+  const { agent, token } = bodyFields(rawBody, RELEASE_FIELDS);
+  const outcome = await store.release({ shard, agent: agent as string, token: token as number }, (input) =>
+    assertActsAs(principal, input.agent),
+  );
   if (!outcome.ok) throw refusal(shard, outcome.reason, outcome.current, seesTokens(principal));
   return { status: 204 };
 }
@@ -130,11 +140,11 @@ async function release(
 async function fence(
   { store }: LeaseContext,
   principal: Principal,
-  shardParam: string,
+  shard: string,
   rawBody: unknown,
 ): Promise<RawAnswer> {
-  const [{ shard }, body] = parseBoth([ShardPath, { shard: shardParam }], [FenceBody, asBodyObject(rawBody)]);
-  const outcome = await store.fence({ shard, token: body.token });
+  const { token } = bodyFields(rawBody, FENCE_FIELDS);
+  const outcome = await store.fence({ shard, token: token as number });
   // Another agent's live token is refused as the feed refuses it (an agent acts as itself
   // only); any other token just does not pass, which tells nothing GET lease does not.
   if (outcome.allowed) assertOwnLease(principal, shard, outcome.current);

@@ -9,11 +9,13 @@ export class StoreUnavailableError extends Error {
   }
 }
 
-/** Run a store call, turning its failure into a StoreUnavailableError. */
-export async function fromStore<T>(call: () => Promise<T>): Promise<T> {
+/** Run a store call, turning its failure into a StoreUnavailableError (one promise, no extra await: every renew pays it). */
+export function fromStore<T>(call: () => Promise<T>): Promise<T> {
   try {
-    return await call();
+    return call().catch((error: unknown) => {
+      throw new StoreUnavailableError(error);
+    });
   } catch (error) {
-    throw new StoreUnavailableError(error);
+    return Promise.reject(new StoreUnavailableError(error));
   }
 }

@@ -2,7 +2,7 @@
 local agent, ttl = ARGV[1], tonumber(ARGV[2])
 local now = clock_us()
 local lease, last, known, hold = load_state()
-local held_ms = lineage_hold(known, hold, ttl, now)
+local held_ms, lineage = lineage_hold(known, hold, ttl, now)
 if held_ms > 0 then
   return reply(0, 'recovering', false, now, held_ms)
 end
@@ -27,6 +27,5 @@ end
 local token = math.max(last + 1, now)
 local granted = { holder = agent, token = token, exp = now + ttl * 1000, since = now }
 redis.call('HSET', key, 'holder', agent, 'token', str(token), 'exp', str(granted.exp), 'since', str(now),
-  'last', str(token), 'renewed', '0')
-record_lineage()
+  'last', str(token), 'renewed', '0', unpack(lineage_fields(lineage, known)))
 return reply(1, '', granted, now)

@@ -24,21 +24,26 @@ local function foreign_lineage(known)
   return known ~= id and (known or promoted), id
 end
 
--- The wait (ms, 0: none) a lineage change imposes before a grant or a renew; noticing the
--- change starts a hold of one TTL, recorded in the shard's hash.
+-- The wait (ms, 0: none) a lineage change imposes before a grant or a renew, and the
+-- store's lineage now (nil: none), read once per script (INFO costs the script more than
+-- every other call in it). Noticing the change starts a hold of one TTL, recorded in the
+-- shard's hash.
 local function lineage_hold(known, hold, ttl, now)
   local foreign, id = foreign_lineage(known)
   if foreign then
     redis.call('HSET', key, 'lineage', id, 'hold', str(now + ttl * 1000))
-    return ttl
+    return ttl, id
   end
-  return math.max(0, math.ceil((hold - now) / 1000))
+  return math.max(0, math.ceil((hold - now) / 1000)), id
 end
 
--- A grant or a renew records the lineage it was made under.
-local function record_lineage()
-  local id = store_lineage()
-  if id then redis.call('HSET', key, 'lineage', id) end
+-- A grant or a renew records the lineage it was made under: the HSET field and value to
+-- add to its write, none when the hash already names that lineage.
+local function lineage_fields(id, known)
+  if id and id ~= known then
+    return { 'lineage', id }
+  end
+  return {}
 end
 
 -- A lease is dead from its expiry instant on.

@@ -16,7 +16,7 @@ import type { NodeBackend } from "../nodes/port.js";
 import type { TraitBackend } from "../traits/store-port.js";
 import { fromStore } from "../domain/store-errors.js";
 import type { LeaseView } from "../lease/machine.js";
-import type { LeaseBackend } from "./port.js";
+import type { AcquireInput, LeaseBackend, ReleaseInput, RenewInput } from "./port.js";
 
 const ReadRequest = z.strictObject({ shard: ShardName });
 /** An agent's heartbeat, and the shards it serves (none: it is in nova's legacy ring pool). */
@@ -28,6 +28,13 @@ export const HeartbeatRequest = z.strictObject({
     .default([])
     .transform((shards) => [...new Set(shards)].sort()),
 });
+
+/**
+ * A caller's own check of a request the Store has parsed, made before any I/O: an HTTP
+ * route's authorization (the agent acts as itself, may serve the shard). It throws to
+ * refuse. The Store's parse is the request's one validation; the caller judges its result.
+ */
+export type Admit<T> = (input: T) => void;
 
 /**
  * The Store port every caller uses. It validates each request (throwing a
@@ -52,18 +59,21 @@ export class Store {
     return this.backend.kind;
   }
 
-  async acquire(args: AcquireArgs) {
+  async acquire(args: AcquireArgs, admit?: Admit<AcquireInput>) {
     const input = parseOrThrow(AcquireRequest, args);
+    admit?.(input);
     return fromStore(() => this.backend.acquire(input));
   }
 
-  async renew(args: RenewArgs) {
+  async renew(args: RenewArgs, admit?: Admit<RenewInput>) {
     const input = parseOrThrow(RenewRequest, args);
+    admit?.(input);
     return fromStore(() => this.backend.renew(input));
   }
 
-  async release(args: ReleaseArgs) {
+  async release(args: ReleaseArgs, admit?: Admit<ReleaseInput>) {
     const input = parseOrThrow(ReleaseRequest, args);
+    admit?.(input);
     return fromStore(() => this.backend.release(input));
   }
 
