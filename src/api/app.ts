@@ -18,7 +18,7 @@ import { OwnershipRegistry } from "../traits/ownership.js";
 import type { TraitRule } from "../traits/inspection.js";
 import { TraitService } from "../traits/service.js";
 import { feedRoutes } from "./feed.js";
-import { inspectorRoutes } from "./inspector.js";
+import { traitRoutes, webhookRoute } from "./inspector.js";
 import { fencedIronic } from "./fenced-ironic.js";
 import { leaseRoutes, leaseWrites } from "./leases.js";
 import { bodyPolicy } from "./limits.js";
@@ -119,7 +119,7 @@ export function createApp(
     version: () => store.nodes.poolVersion(),
   });
   app.use(agentRoutes(store, catalog, pool, assignments, serviceDownMs));
-  app.use(inspectorRoutes(traits, decoder, inspector.secret));
+  app.use(traitRoutes(traits));
   app.use(feedRoutes(store, traits));
   app.use((req) => {
     throw new HttpError([
@@ -133,8 +133,9 @@ export function createApp(
   });
   app.use(errorHandler((message, meta) => logger.error(message, meta)));
   const writes = leaseWrites({ store, catalog, metrics, authority });
+  const webhook = webhookRoute({ service: traits, decoder, secret: inspector.secret, metrics, authority });
   const proxy = ironicUrl === undefined ? () => false : fencedIronic({ store, catalog, metrics, ironicUrl });
   return (req, res) => {
-    if (!writes(req, res) && !proxy(req, res)) app(req, res);
+    if (!writes(req, res) && !webhook(req, res) && !proxy(req, res)) app(req, res);
   };
 }

@@ -5,6 +5,7 @@ import { TestRedisServer } from "../helpers/redis-server.js";
 import { acquireWhenReady } from "../helpers/leases.js";
 import { renewLoop } from "./renew-loop.js";
 import { closedLoop, printTable } from "./stats.js";
+import { nodeUuid } from "./uuids.js";
 
 /**
  * The bridge service on a private redis-server, the bridge in its own process (as it
@@ -19,8 +20,6 @@ const RENEWS = Number(process.env.BENCH_HTTP_RENEWS ?? 20_000);
 const NODES = 100_000;
 const NODES_PER_SHARD = 1000;
 const BULK = 20_000; // the API's most per request
-
-const uuid = (n: number) => `00000000-0000-4000-8000-${n.toString(16).padStart(12, "0")}`;
 
 async function usedMemory(redis: TestRedisServer): Promise<number> {
   const admin = redis.client();
@@ -53,7 +52,7 @@ export async function bridgeBench(): Promise<void> {
     const started = performance.now();
     for (let from = 0; from < NODES; from += BULK) {
       const nodes = Array.from({ length: BULK }, (_, i) => ({
-        uuid: uuid(from + i + 1),
+        uuid: nodeUuid(from + i + 1),
         shard: `rack-${Math.floor((from + i) / NODES_PER_SHARD)}`,
         name: `node-${from + i}`,
         conductor_group: "",

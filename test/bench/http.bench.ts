@@ -14,6 +14,7 @@ import {
 } from "./load.js";
 import { acquireWhenReady } from "../helpers/leases.js";
 import { printTable } from "./stats.js";
+import { nodeUuid } from "./uuids.js";
 
 /**
  * The bridge over HTTP, driven by wrk (C; it costs a fraction of a core for what one Node
@@ -53,8 +54,6 @@ const RENEWERS = Array.from({ length: RENEW_AGENTS }, (_, i) => `agent-${i}`);
 const FLEET_AGENT = "fleet-0";
 const LEGACY_AGENTS = ["legacy-0", "legacy-1", "legacy-2", "legacy-3"];
 
-const uuid = (n: number) => `00000000-0000-4000-8000-${n.toString(16).padStart(12, "0")}`;
-
 /** The mixed fleet: 98,000 unsharded (1,000 of them with an instance on a legacy agent), 2 × 1,000 sharded. */
 function fleet(): Array<{
   uuid: string;
@@ -70,7 +69,7 @@ function fleet(): Array<{
     // every 98th unsharded node has an instance: 1,000 of 98,000
     const withInstance = !sharded && unsharded++ % ((NODES - NODES / SHARDED_EVERY) / INSTANCE_NODES) === 0;
     return {
-      uuid: uuid(i + 1),
+      uuid: nodeUuid(i + 1),
       name: `node-${i}`,
       shard,
       conductor_group: "",
@@ -87,6 +86,40 @@ async function usedMemory(redis: TestRedisServer): Promise<number> {
   } finally {
     admin.disconnect();
   }
+}
+
+/**
+ * What each kind of key costs per node (MEMORY USAGE, every key, summed by the part of its
+ * name that says what it holds: d: records, a: all-nodes index, u: unsharded pool, s: a
+ * shard's index, h: instance hosts, ...), and each kind's encodings: a listpack is the
+ * compact one, a skiplist costs about three times as much per entry.
+ */
+async function memoryByKind(redis: TestRedisServer, nodes: number): Promise<Array<[string, number]>> {
+  const admin = redis.client();
+  const kinds = new Map<string, { keys: number; bytes: number; encodings: Set<string> }>();
+  try {
+    let cursor = "0";
+    do {
+      const [next, keys] = await admin.scan(cursor, "COUNT", 1000);
+      cursor = next;
+      for (const key of keys) {
+        const kind = /\{nodes\}:([a-z~]+)/.exec(key)?.[1] ?? key.replace(/^[^:]*:/, "").split(":")[0]!;
+        const entry = kinds.get(kind) ?? { keys: 0, bytes: 0, encodings: new Set<string>() };
+        entry.keys += 1;
+        entry.bytes += Number(await admin.memory("USAGE", key, "SAMPLES", "0"));
+        entry.encodings.add(String(await admin.object("ENCODING", key)));
+        kinds.set(kind, entry);
+      }
+    } while (cursor !== "0");
+  } finally {
+    admin.disconnect();
+  }
+  return [...kinds]
+    .sort(([, a], [, b]) => b.bytes - a.bytes)
+    .map(([kind, { keys, bytes, encodings }]) => [
+      `  keys "${kind}" (${keys.toLocaleString("en-US")}: ${[...encodings].join(", ")}), bytes per node`,
+      bytes / nodes,
+    ]);
 }
 
 const json = (token: string) => ({ authorization: `Bearer ${token}`, "content-type": "application/json" });
@@ -312,6 +345,7 @@ export async function httpBench(): Promise<void> {
     note("bulk load, redis");
     const bulkRedisS = await onRedis.load();
     const memoryLoaded = await usedMemory(redis);
+    const memoryKinds = await memoryByKind(redis, NODES);
     note("bulk load, memory");
     const bulkMemoryS = await onMemory.load();
     await onRedis.heartbeats();
@@ -525,7 +559,8 @@ export async function httpBench(): Promise<void> {
         ["bulk load, redis, s", bulkRedisS],
         ["bulk load, memory, s", bulkMemoryS],
         ["Redis used_memory before the load, bytes", memoryBefore],
-        ["Redis bytes per node after the bulk load", (memoryLoaded - memoryBefore) / NODES],
+        ["Redis bytes per node after the bulk load (goal < 300)", (memoryLoaded - memoryBefore) / NODES],
+        ...memoryKinds,
         ["Redis bytes per node after every run", (memoryAfter - memoryBefore) / NODES],
         ["bench wall time, s", (performance.now() - t0) / 1000],
       ],
