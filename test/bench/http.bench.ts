@@ -122,6 +122,19 @@ async function memoryByKind(redis: TestRedisServer, nodes: number): Promise<Arra
     ]);
 }
 
+/**
+ * The bridge's own event-loop delay since the last scrape of its /metrics (prom-client's
+ * monitorEventLoopDelay, reset by each scrape), in ms. It times a 10 ms timer, so an idle
+ * loop reads 10 ms and one held for h ms reads up to h + 10: "no request holds the loop
+ * for more than 10 ms" is a max of at most 20.
+ */
+async function loopDelay(url: string): Promise<{ maxMs: number; p99Ms: number }> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const read = (name: string) =>
+    Number(new RegExp(`^shardbridge_nodejs_${name} (\\S+)$`, "m").exec(text)?.[1]) * 1000;
+  return { maxMs: read("eventloop_lag_max_seconds"), p99Ms: read("eventloop_lag_p99_seconds") };
+}
+
 const json = (token: string) => ({ authorization: `Bearer ${token}`, "content-type": "application/json" });
 
 /** One bridge with everything the rows need: the fleet loaded, heartbeats, leases held. */
@@ -385,10 +398,10 @@ export async function httpBench(): Promise<void> {
     note("renew, memory");
     const renewMemory = await renew(onMemory);
 
-    const nodeList = async (rig: Rig) => {
+    const nodeList = async (rig: Rig, connections = LIST_CONNECTIONS) => {
       const run = await wrk(rig.pid, {
         url: rig.bridge.url,
-        connections: LIST_CONNECTIONS,
+        connections,
         requests: [rig.nodeListRequest()],
       });
       await rig.checkNodeList(); // the lease was live all along: still 1,000 nodes
@@ -398,6 +411,11 @@ export async function httpBench(): Promise<void> {
     const listRedis = await nodeList(onRedis);
     note("node list, memory");
     const listMemory = await nodeList(onMemory);
+    // One caller at a time: each call's own latency, without the queue behind the others.
+    note("node list, one caller, redis");
+    const listRedisOne = await nodeList(onRedis, 1);
+    note("node list, one caller, memory");
+    const listMemoryOne = await nodeList(onMemory, 1);
 
     // The renew probe alone, then beside the heavy reads.
     const besides = async (rig: Rig) => {
@@ -419,12 +437,14 @@ export async function httpBench(): Promise<void> {
       await settle();
       const alone = await measure([rig.pid], async () => ({ result: await runWrk(probe) }));
       await settle();
+      await loopDelay(rig.bridge.url); // a scrape resets the bridge's own record of it
       const beside = await measure([rig.pid], async () => {
         const both = await probeBeside(heavy, probe);
         return { result: both.probe, beside: both.heavy };
       });
+      const delay = await loopDelay(rig.bridge.url);
       await rig.checkNodeList();
-      return { alone, beside };
+      return { alone, beside, delay };
     };
     note("renew probe alone and beside the heavy load, redis");
     const probeRedis = await besides(onRedis);
@@ -459,7 +479,10 @@ export async function httpBench(): Promise<void> {
       floorRow(what, run, ">= 0.5x floor", vsFloor(run) >= 0.5 ? "yes" : "no");
     const listRow = (what: string, run: Run) =>
       floorRow(what, run, "p99 < 5 ms", run.result.p99Ms < 5 ? "yes" : "no");
-    const besideRows = (store: string, p: { alone: Run; beside: Run }) => [
+    const besideRows = (
+      store: string,
+      p: { alone: Run; beside: Run; delay: { maxMs: number; p99Ms: number } },
+    ) => [
       row(
         `renew probe alone, ${store} (${PROBE_CONNECTIONS} conns, ${PROBE_PAUSE_MS} ms pause)`,
         p.alone,
@@ -486,6 +509,18 @@ export async function httpBench(): Promise<void> {
         "",
         "",
       ],
+      [
+        `  the bridge's event-loop delay meanwhile (10 ms timer)`,
+        "",
+        "",
+        p.delay.p99Ms,
+        p.delay.maxMs,
+        "",
+        "",
+        "max <= 10+10 ms",
+        p.delay.maxMs <= 20 ? "yes" : "no",
+        "",
+      ],
     ];
     const rows = [
       row(`node:http JSON echo, floor (${RENEW_AGENTS} conns)`, floor, "1.00 (baseline)", "", ""),
@@ -495,6 +530,8 @@ export async function httpBench(): Promise<void> {
       floorRow(`GET /v1/shards, redis (${HEAVY_CONNECTIONS} conns)`, shardList),
       listRow(`GET /v1/agents/{id}/nodes, redis (${LIST_CONNECTIONS} conns)`, listRedis),
       listRow(`GET /v1/agents/{id}/nodes, memory (${LIST_CONNECTIONS} conns)`, listMemory),
+      listRow("GET /v1/agents/{id}/nodes, redis (1 conn)", listRedisOne),
+      listRow("GET /v1/agents/{id}/nodes, memory (1 conn)", listMemoryOne),
       ...besideRows("redis", probeRedis),
       ...besideRows("memory", probeMemory),
     ];
@@ -526,6 +563,8 @@ export async function httpBench(): Promise<void> {
       ["renew, memory", renewMemory],
       ["node list, redis", listRedis],
       ["node list, memory", listMemory],
+      ["node list, 1 conn, redis", listRedisOne],
+      ["node list, 1 conn, memory", listMemoryOne],
     ];
     printTable(
       "CPU during each run, % of one core (2 cores): wrk itself, the server under test, redis-server, and the rest of " +
