@@ -133,6 +133,13 @@ for (const backend of backendsUnderTest()) {
         body: JSON.stringify(payload),
       });
       expect(unsigned.status).to.equal(401);
+      // Matched as express would match it: a trailing slash reaches the webhook, not a 404.
+      const slashed = await fetch(`${ctx.base}/v1/inspector/webhook/`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${TEST_TOKENS.inspector}` },
+        body: JSON.stringify(payload),
+      });
+      expect(slashed.status).to.equal(401);
       expect((await send(payload, { token: TEST_TOKENS.agent("compute-0") })).status).to.equal(403);
       expect((await traitsOf()).generation).to.equal(1);
     });

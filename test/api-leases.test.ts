@@ -42,6 +42,17 @@ for (const backend of backendsUnderTest()) {
       const extra = await call(`${ctx.base}/v1/shards/s1/lease`, "POST", { agent: "a", ttl: 5 });
       expect(extra.status).to.equal(400);
       expect(extra.body.errors[0].detail).to.match(/ttl/);
+      // A field an agent may not send is named beside the other findings, in one answer.
+      const both = await call(`${ctx.base}/v1/shards/no%20spaces/lease`, "POST", { agent: "", ttl: 5 });
+      expect(both.status).to.equal(400);
+      expect(both.body.errors.map((e: { field: string }) => e.field).sort()).to.deep.equal([
+        "agent",
+        "shard",
+        "ttl",
+      ]);
+      const renewExtra = await call(`${ctx.base}/v1/shards/s1/lease`, "POST", { agent: "a", token: 1, x: 1 });
+      expect(renewExtra.status).to.equal(400);
+      expect(renewExtra.body.errors.map((e: { field: string }) => e.field)).to.deep.equal(["x"]);
       const typed = await call(`${ctx.base}/v1/shards/s1/fence`, "POST", { token: "12" });
       expect(typed.status).to.equal(400);
       expect(typed.body.errors[0].field).to.equal("token");

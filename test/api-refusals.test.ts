@@ -292,6 +292,21 @@ for (const backend of backendsUnderTest()) {
         });
       }
 
+      for (const path of ["/v1/shards/rack-b/fence", "/v1/inspector/webhook"]) {
+        it(`a caller without a valid token on ${path}: 401 before its body has arrived, the connection closed`, async () => {
+          const before = await state();
+          const answer = await rawRequest(
+            ctx.base,
+            head(path, "Content-Length: 60000\r\n").replace(TEST_TOKENS.admin, "not-a-token-of-this-bridge"),
+            '{"token":',
+          );
+          expect(answer.status).to.equal(401);
+          expect(answer.afterMs).to.be.below(2000);
+          expect(answer.closed).to.equal(true);
+          expect(await state()).to.equal(before);
+        });
+      }
+
       it("a chunked body is refused as soon as it passes the limit, before it ends", async () => {
         const chunk = "x".repeat(64 * 1024);
         // 1.1 MiB of chunks, and no final chunk: the body never ends.

@@ -113,7 +113,9 @@ export function webhookRoute(
   context: WebhookContext,
 ): (req: IncomingMessage, res: ServerResponse) => boolean {
   return (req, res) => {
-    if (req.method !== "POST" || (req.url ?? "").split("?")[0] !== WEBHOOK_PATH) return false;
+    // As express matches a path: any case, one trailing slash allowed.
+    const path = (req.url ?? "").split("?")[0]!.replace(/\/$/, "").toLowerCase();
+    if (req.method !== "POST" || path !== WEBHOOK_PATH) return false;
     serveRaw(req, res, WEBHOOK_PATH, context.metrics, "(path)", async () => {
       // Authenticated before a byte of the body is read.
       const principal = principalFrom(context.authority, req.headers.authorization);

@@ -1,10 +1,10 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { ShardPath } from "./paths.js";
 import { Router } from "express";
-import { parseOrThrow, ValidationError } from "../domain/validation.js";
+import { parseOrThrow, ValidationError, type FieldIssue } from "../domain/validation.js";
 import type { LeaseView } from "../lease/machine.js";
 import type { ShardCatalog } from "../shards/definitions.js";
-import type { Store } from "../store/store.js";
+import type { Admit, Store } from "../store/store.js";
 import {
   assertActsAs,
   assertOwnLease,
@@ -28,21 +28,40 @@ const RELEASE_FIELDS = new Set(["agent", "token"]);
 const FENCE_FIELDS = new Set(["token"]);
 
 /**
- * The body as the fields of a lease request. Their values are the Store's to check (its
- * parse is the request's one validation); here only which fields an agent may send: the
- * shard and the TTL are never the caller's.
+ * A lease write's body. Its values are the Store's to check (its parse is the request's
+ * one validation); here only which fields an agent may send: the shard and the TTL are
+ * never the caller's. A field it may not send is reported together with whatever the
+ * Store's parse refuses, in one answer, and nothing is written.
  */
-function bodyFields(rawBody: unknown, allowed: ReadonlySet<string>): Record<string, unknown> {
-  const body = asBodyObject(rawBody);
-  const unknown = Object.keys(body).filter((key) => !allowed.has(key));
-  if (unknown.length > 0)
-    throw new ValidationError(
-      unknown.map((field) => ({
+class LeaseBody {
+  readonly fields: Record<string, unknown>;
+  private readonly unknown: FieldIssue[];
+
+  constructor(rawBody: unknown, allowed: ReadonlySet<string>) {
+    this.fields = asBodyObject(rawBody);
+    this.unknown = Object.keys(this.fields)
+      .filter((key) => !allowed.has(key))
+      .map((field) => ({
         field,
         reason: `is not a field of this request (send ${[...allowed].join(", ")})`,
-      })),
-    );
-  return body;
+      }));
+  }
+
+  /** Run the Store write `call`, which hands `admit` (the route's own check) to the Store. */
+  async write<T, I>(call: (admit: Admit<I>) => Promise<T>, admit: Admit<I> = () => undefined): Promise<T> {
+    if (this.unknown.length === 0) return call(admit);
+    // Refused in any case; the Store's parse runs first so that its findings join ours.
+    const refused = new ValidationError(this.unknown);
+    try {
+      return await call(() => {
+        throw refused;
+      });
+    } catch (error) {
+      if (error instanceof ValidationError && error !== refused)
+        throw new ValidationError([...this.unknown, ...error.issues]);
+      throw error;
+    }
+  }
 }
 
 /** 409 naming the live holder and its time left, or why no lease can be had now. */
@@ -94,7 +113,8 @@ async function acquireOrRenew(
   shard: string,
   rawBody: unknown,
 ): Promise<RawAnswer> {
-  const { agent, token } = bodyFields(rawBody, ACQUIRE_FIELDS);
+  const body = new LeaseBody(rawBody, ACQUIRE_FIELDS);
+  const { agent, token } = body.fields;
   // Checked on the parsed request, before the store is touched.
   const admit = (input: { shard: string; agent: string }) => {
     assertActsAs(principal, input.agent);
@@ -103,13 +123,16 @@ async function acquireOrRenew(
   const request = { shard, agent: agent as string, ttlMs: catalog.ttlMsFor(shard) };
   let outcome;
   if (token === undefined) {
-    outcome = await store.acquire(request, admit);
+    outcome = await body.write((admitted) => store.acquire(request, admitted), admit);
     const label = metrics.shardLabel(shard);
     if (outcome.ok) metrics.leaseAcquired.inc({ shard: label });
     else metrics.leaseRefused.inc({ shard: label, reason: outcome.reason });
   } else {
     const started = performance.now();
-    outcome = await store.renew({ ...request, token: token as number }, admit);
+    outcome = await body.write(
+      (admitted) => store.renew({ ...request, token: token as number }, admitted),
+      admit,
+    );
     metrics.renewSeconds.observe((performance.now() - started) / 1000);
     if (!outcome.ok) metrics.leaseLost.inc({ shard: metrics.shardLabel(shard), reason: outcome.reason });
   }
@@ -128,9 +151,11 @@ async function release(
   shard: string,
   rawBody: unknown,
 ): Promise<RawAnswer> {
-  const { agent, token } = bodyFields(rawBody, RELEASE_FIELDS);
-  const outcome = await store.release({ shard, agent: agent as string, token: token as number }, (input) =>
-    assertActsAs(principal, input.agent),
+  const body = new LeaseBody(rawBody, RELEASE_FIELDS);
+  const { agent, token } = body.fields;
+  const outcome = await body.write(
+    (admitted) => store.release({ shard, agent: agent as string, token: token as number }, admitted),
+    (input: { agent: string }) => assertActsAs(principal, input.agent),
   );
   if (!outcome.ok) throw refusal(shard, outcome.reason, outcome.current, seesTokens(principal));
   return { status: 204 };
@@ -143,8 +168,10 @@ async function fence(
   shard: string,
   rawBody: unknown,
 ): Promise<RawAnswer> {
-  const { token } = bodyFields(rawBody, FENCE_FIELDS);
-  const outcome = await store.fence({ shard, token: token as number });
+  const body = new LeaseBody(rawBody, FENCE_FIELDS);
+  const outcome = await body.write((admitted) =>
+    store.fence({ shard, token: body.fields.token as number }, admitted),
+  );
   // Another agent's live token is refused as the feed refuses it (an agent acts as itself
   // only); any other token just does not pass, which tells nothing GET lease does not.
   if (outcome.allowed) assertOwnLease(principal, shard, outcome.current);

@@ -48,6 +48,12 @@ export function serveRaw(
       error instanceof URIError
         ? new ValidationError([{ field: pathField, reason: "is not valid percent-encoding" }])
         : error;
+    // Refused before its body had all arrived (a 401 on a request still sending megabytes):
+    // the connection closes after the answer rather than read a body nobody wants.
+    if (!req.complete) {
+      res.setHeader("connection", "close");
+      res.once("finish", () => res.socket?.destroySoon());
+    }
     const answer = errorAnswer(failed, (req.url ?? "").split("?")[0]!, (message, meta) =>
       logger.error(message, { ...meta, request_id: requestId }),
     );

@@ -16,7 +16,7 @@ import type { NodeBackend } from "../nodes/port.js";
 import type { TraitBackend } from "../traits/store-port.js";
 import { fromStore } from "../domain/store-errors.js";
 import type { LeaseView } from "../lease/machine.js";
-import type { AcquireInput, LeaseBackend, ReleaseInput, RenewInput } from "./port.js";
+import type { AcquireInput, FenceInput, LeaseBackend, ReleaseInput, RenewInput } from "./port.js";
 
 const ReadRequest = z.strictObject({ shard: ShardName });
 /** An agent's heartbeat, and the shards it serves (none: it is in nova's legacy ring pool). */
@@ -77,8 +77,9 @@ export class Store {
     return fromStore(() => this.backend.release(input));
   }
 
-  async fence(args: FenceArgs) {
+  async fence(args: FenceArgs, admit?: Admit<FenceInput>) {
     const input = parseOrThrow(FenceRequest, args);
+    admit?.(input);
     return fromStore(() => this.backend.fence(input));
   }
 
