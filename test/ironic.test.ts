@@ -23,7 +23,8 @@ describe("Ironic: trait sink and inventory sync against the real Ironic API", fu
   before(() => {
     ironic = ironicPeer.peer;
     client = new IronicClient(ironic.endpoint);
-    outbox = new IronicOutbox(client);
+    // Short retries: the give-up case below waits them out.
+    outbox = new IronicOutbox(client, 3, 100);
   });
 
   const ctx = useApp(memoryUnderTest(), (store) =>
@@ -100,6 +101,45 @@ describe("Ironic: trait sink and inventory sync against the real Ironic API", fu
     const traits = await client.traits(node);
     expect(traits).to.not.include("CUSTOM_DEV_VENDORID_8086");
     expect(traits).to.include("CUSTOM_SET_BY_SOMEONE_ELSE");
+  });
+
+  it("reports delivery to Ironic: lag while a batch waits, and each batch's outcome, in the API and /metrics", async () => {
+    const delivery = async () => (await call(`${ctx.base}/v1/ironic/delivery`, "GET")).body;
+    const before = await delivery();
+    expect(before).to.include({ configured: true, durable: false });
+    // A node the bridge has and Ironic does not: every attempt fails, then it is given up.
+    const ghost = "5c4e6f1a-0000-4000-8000-00000000dead";
+    await call(`${ctx.base}/v1/nodes/bulk`, "POST", {
+      nodes: [{ uuid: ghost, name: null, shard: "rack-a", conductor_group: "", instance_host: null }],
+    });
+    expect(
+      (await postWebhook(ctx.base, { kind: "inspection", node: ghost, sequence: 1, data: inspection }))
+        .status,
+    ).to.equal(200);
+    const waiting = await delivery();
+    expect(waiting.pending_changes).to.equal(6);
+    await new Promise((r) => setTimeout(r, 50));
+    expect((await delivery()).oldest_pending_ms).to.be.at.least(40);
+    await outbox.idle();
+    const after = await delivery();
+    expect(after).to.include({ pending_changes: 0, oldest_pending_ms: 0 });
+    expect(after.batches.given_up).to.equal(before.batches.given_up + 1);
+    expect(after.batches.retried).to.equal(before.batches.retried + 2);
+    expect(after.batches.delivered).to.equal(before.batches.delivered);
+
+    // A real node: delivered, and its wait lands in the histogram.
+    const node = await createIronicNode(ironic.endpoint, { name: "sink-lag", shard: "rack-a" });
+    await call(`${ctx.base}/v1/nodes/bulk`, "POST", { nodes: toBridgeNodes(await client.nodes()) });
+    await postWebhook(ctx.base, { kind: "inspection", node, sequence: 1, data: inspection });
+    await outbox.idle();
+    expect((await delivery()).batches.delivered).to.equal(before.batches.delivered + 1);
+    const metrics = await (await fetch(`${ctx.base}/metrics`)).text();
+    expect(metrics).to.match(/^shardbridge_ironic_pending_changes 0$/m);
+    expect(metrics).to.match(
+      new RegExp(`^shardbridge_ironic_batches_total\\{outcome="given_up"\\} ${after.batches.given_up}$`, "m"),
+    );
+    // Each test's app has its own registry: this one saw one delivery (the ghost's never landed).
+    expect(Number(/^shardbridge_ironic_delivery_seconds_count (\d+)$/m.exec(metrics)?.[1])).to.equal(1);
   });
 
   it("counts removing a trait Ironic does not have (404) as done", async () => {

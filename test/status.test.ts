@@ -4,6 +4,7 @@ import { fileURLToPath } from "node:url";
 import { BridgeClient } from "../src/agent/client.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { runShardbridge } from "./helpers/cli.js";
+import { statusTable } from "../src/commands/status.js";
 import { acquireWhenReady } from "./helpers/leases.js";
 
 const CLI = fileURLToPath(new URL("../src/cli.ts", import.meta.url));
@@ -40,6 +41,7 @@ describe("shardbridge status", function () {
     expect(run.status, run.stderr).to.equal(0);
     const lines = run.stdout.split("\n");
     expect(lines[0]).to.match(/1 of 2 shards held, 2 of 2 agents up/);
+    expect(lines[1]).to.equal("Ironic delivery: not configured (no --ironic)");
     const rackA = lines.find((l) => l.startsWith("rack-a"))!;
     expect(rackA).to.match(
       new RegExp(
@@ -66,8 +68,10 @@ describe("shardbridge status", function () {
     const json = await runShardbridge(["status", "--bridge", bridge.url, "--token", admin(), "--json"]);
     const snapshot = JSON.parse(json.stdout) as {
       shards: Array<{ name: string; lease: { token: number } | null }>;
+      ironic: unknown;
     };
     expect(snapshot.shards.find((s) => s.name === "rack-a")!.lease!.token).to.equal(token);
+    expect(snapshot.ironic).to.deep.equal({ configured: false });
   });
 
   it("--watch redraws: one picture after another into a pipe, each with its own time", async () => {
@@ -99,5 +103,27 @@ describe("shardbridge status", function () {
     expect(none.status).to.equal(2);
     const gone = await runShardbridge(["status", "--bridge", "http://127.0.0.1:1", "--token", "x"]);
     expect(gone.status).to.equal(1);
+  });
+});
+
+describe("shardbridge status: the Ironic line", () => {
+  it("puts the delivery lag first, then what became of each batch", () => {
+    const text = statusTable({
+      at: "2026-12-01T12:00:00.000Z",
+      shards: [],
+      agents: [],
+      down_after_ms: 30_000,
+      ironic: {
+        configured: true,
+        durable: false,
+        pending_changes: 6,
+        oldest_pending_ms: 2_460,
+        batches: { delivered: 3, retried: 2, given_up: 1 },
+      },
+    });
+    expect(text.split("\n")[1]).to.equal(
+      "Ironic delivery: 6 trait changes pending, the oldest 2.5 s; 3 batches delivered, 2 retried, 1 given up" +
+        " (kept in the bridge's memory only)",
+    );
   });
 });

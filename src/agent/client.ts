@@ -90,6 +90,17 @@ export interface FeedAnswer {
 }
 
 /** One row of GET /v1/shards. */
+/** How trait changes stand on their way to Ironic (GET /v1/ironic/delivery). */
+export type IronicDelivery =
+  | { configured: false }
+  | {
+      configured: true;
+      durable: boolean;
+      pending_changes: number;
+      oldest_pending_ms: number;
+      batches: { delivered: number; retried: number; given_up: number };
+    };
+
 export interface ShardSummary {
   name: string;
   count: number;
@@ -167,6 +178,13 @@ export class BridgeClient implements LeaseClient {
     const answer = await this.request("GET", "/v1/shards");
     if (answer.status !== 200) this.fail(answer);
     return (answer.json as { shards: ShardSummary[] }).shards;
+  }
+
+  /** GET /v1/ironic/delivery: trait changes on their way to Ironic. */
+  async ironicDelivery(): Promise<IronicDelivery> {
+    const answer = await this.request("GET", "/v1/ironic/delivery");
+    if (answer.status !== 200) this.fail(answer);
+    return answer.json as IronicDelivery;
   }
 
   /** GET /v1/agents: every agent the bridge heard from, and what it holds. */

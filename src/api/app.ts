@@ -18,6 +18,7 @@ import { OwnershipRegistry } from "../traits/ownership.js";
 import type { TraitRule } from "../traits/inspection.js";
 import { TraitService } from "../traits/service.js";
 import { feedRoutes } from "./feed.js";
+import { ironicDeliveryRoutes } from "./ironic-delivery.js";
 import { traitRoutes, webhookRoute } from "./inspector.js";
 import { fencedIronic } from "./fenced-ironic.js";
 import { leaseRoutes, leaseWrites } from "./leases.js";
@@ -63,6 +64,7 @@ export function createApp(
   const app = express();
   app.disable("x-powered-by");
   const metrics = new BridgeMetrics(store);
+  if (ironic !== undefined) metrics.watchIronic(ironic);
   app.use(metrics.middleware());
   // A strong hash of every answer, for caching nobody does here: not worth its cost per renew.
   app.set("etag", false);
@@ -121,6 +123,7 @@ export function createApp(
   app.use(agentRoutes(store, catalog, pool, assignments, serviceDownMs));
   app.use(traitRoutes(traits));
   app.use(feedRoutes(store, traits));
+  app.use(ironicDeliveryRoutes(ironic));
   app.use((req) => {
     throw new HttpError([
       {

@@ -1,5 +1,6 @@
 import { Router, type RequestHandler } from "express";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { IronicOutbox } from "../ironic/outbox.js";
 import type { Store } from "../store/store.js";
 
 const MAX_SHARD_LABELS = 2000;
@@ -82,6 +83,47 @@ export class BridgeMetrics {
           this.set({ shard: shard ?? "None" }, count);
       },
     });
+  }
+
+  /** Delivery to Ironic: what waits and for how long, what was delivered, retried, given up. */
+  watchIronic(outbox: IronicOutbox): void {
+    const registers = [this.registry];
+    new Gauge({
+      name: "shardbridge_ironic_pending_changes",
+      help: "Trait changes committed and not yet in Ironic",
+      registers,
+      collect() {
+        this.set(outbox.stats().pendingChanges);
+      },
+    });
+    new Gauge({
+      name: "shardbridge_ironic_oldest_pending_seconds",
+      help: "How long the oldest trait change not yet in Ironic has waited (0: none waits)",
+      registers,
+      collect() {
+        this.set(outbox.stats().oldestPendingMs / 1000);
+      },
+    });
+    new Counter({
+      name: "shardbridge_ironic_batches_total",
+      help: "One node's trait changes from one commit, by outcome (delivered, retried, given_up)",
+      labelNames: ["outcome"],
+      registers,
+      collect() {
+        const { delivered, retried, givenUp } = outbox.stats();
+        this.reset();
+        this.inc({ outcome: "delivered" }, delivered);
+        this.inc({ outcome: "retried" }, retried);
+        this.inc({ outcome: "given_up" }, givenUp);
+      },
+    });
+    const lag = new Histogram({
+      name: "shardbridge_ironic_delivery_seconds",
+      help: "From a trait change's commit to Ironic having it",
+      buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60, 300],
+      registers,
+    });
+    outbox.onDelivered = (waitedMs) => lag.observe(waitedMs / 1000);
   }
 
   /** Per route, method and status: the counter and histogram children, looked up once. */

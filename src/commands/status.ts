@@ -1,14 +1,15 @@
 import { parseArgs } from "node:util";
-import { BridgeClient, type AgentSummary, type ShardSummary } from "../agent/client.js";
+import { BridgeClient, type AgentSummary, type IronicDelivery, type ShardSummary } from "../agent/client.js";
 import { ConfigError } from "../config.js";
 import { renderTable } from "../text/table.js";
 import { integerFlag } from "./io.js";
 
-export const STATUS_USAGE = `  status   which agent holds which shard, since when and for how long more; which agents are up
+export const STATUS_USAGE = `  status   which agent holds which shard, since when and for how long more; which agents are up;
+             how far delivery to Ironic lags
              --bridge URL    the bridge (default $SHARDBRIDGE_URL or http://127.0.0.1:6390)
              --token T       an admin token shows lease tokens, any other hides them (env SHARDBRIDGE_TOKEN)
              --watch [S]     redraw every S seconds (default 2), in place on a terminal
-             --json          one JSON document {"at","shards","agents"} (with --watch: one a line)
+             --json          one JSON document {"at","shards","agents","ironic"} (with --watch: one a line)
 `;
 
 /** What one look at the bridge found. */
@@ -17,6 +18,21 @@ export interface StatusSnapshot {
   shards: ShardSummary[];
   agents: AgentSummary[];
   down_after_ms: number;
+  ironic: IronicDelivery;
+}
+
+/** One line on delivery to Ironic: its lag first, what an operator acts on. */
+function ironicLine(ironic: IronicDelivery): string {
+  if (!ironic.configured) return "Ironic delivery: not configured (no --ironic)";
+  const { pending_changes: pending, oldest_pending_ms: oldestMs, batches } = ironic;
+  const waiting =
+    pending === 0
+      ? "nothing pending"
+      : `${pending} trait changes pending, the oldest ${(oldestMs / 1000).toFixed(1)} s`;
+  return (
+    `Ironic delivery: ${waiting}; ${batches.delivered} batches delivered, ${batches.retried} retried, ` +
+    `${batches.given_up} given up${ironic.durable ? "" : " (kept in the bridge's memory only)"}`
+  );
 }
 
 /** "42 s ago", "3 min ago", "2 h ago": how long before `now` an ISO time was. */
@@ -56,13 +72,17 @@ export function statusTable(snapshot: StatusSnapshot): string {
   const up = snapshot.agents.filter((a) => a.up).length;
   return (
     `${snapshot.at}  ${held} of ${snapshot.shards.length} shards held, ${up} of ${snapshot.agents.length} agents up ` +
-    `(down after ${snapshot.down_after_ms / 1000} s silent)\n\n${shards}\n${agents}`
+    `(down after ${snapshot.down_after_ms / 1000} s silent)\n${ironicLine(snapshot.ironic)}\n\n${shards}\n${agents}`
   );
 }
 
 async function look(client: BridgeClient): Promise<StatusSnapshot> {
-  const [shards, { agents, downAfterMs }] = await Promise.all([client.shards(), client.agents()]);
-  return { at: new Date().toISOString(), shards, agents, down_after_ms: downAfterMs };
+  const [shards, { agents, downAfterMs }, ironic] = await Promise.all([
+    client.shards(),
+    client.agents(),
+    client.ironicDelivery(),
+  ]);
+  return { at: new Date().toISOString(), shards, agents, down_after_ms: downAfterMs, ironic };
 }
 
 /** `shardbridge status`: the bridge's view of shards and agents, once or redrawn. */
