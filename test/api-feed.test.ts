@@ -37,6 +37,30 @@ for (const backend of backendsUnderTest()) {
       await call(`${ctx.base}/v1/nodes/${POOL_NODE}`, "PUT", wholeNode({}));
     });
 
+    it("GET /v1/shards shows how long the oldest unacknowledged change has waited, 0 once read", async () => {
+      const lagOf = async (name: string) =>
+        (
+          (await call(`${ctx.base}/v1/shards`, "GET")).body.shards as Array<{
+            name: string;
+            feed_lag_ms: number | null;
+          }>
+        ).find((s) => s.name === name)!.feed_lag_ms;
+      expect(await lagOf("rack-a")).to.equal(0);
+      expect(await lagOf("None")).to.equal(null);
+      const token = await lease("compute-0");
+      await change(NODE, ["+CUSTOM_LAG_1"]);
+      await new Promise((r) => setTimeout(r, 120));
+      await change(NODE, ["+CUSTOM_LAG_2"]);
+      const lag = await lagOf("rack-a");
+      // The oldest unread entry's age, not the newest's.
+      expect(lag).to.be.within(100, 5000);
+      const [first, second] = (await read("compute-0", token)).body.entries;
+      await ack("compute-0", token, first.id);
+      expect(await lagOf("rack-a")).to.be.below(lag!);
+      await ack("compute-0", token, second.id);
+      expect(await lagOf("rack-a")).to.equal(0);
+    });
+
     it("delivers applied deltas in order; acknowledged ones are not delivered again", async () => {
       const token = await lease("compute-0");
       await change(NODE, ["+CUSTOM_A"]);

@@ -45,10 +45,10 @@ describe("shardbridge status", function () {
     const rackA = lines.find((l) => l.startsWith("rack-a"))!;
     expect(rackA).to.match(
       new RegExp(
-        `^rack-a\\s+0\\s+host-a\\s+${token}\\s+\\d\\.\\d s\\s+\\d\\d:\\d\\d:\\d\\d \\(\\d+ s ago\\)$`,
+        `^rack-a\\s+0\\s+host-a\\s+${token}\\s+\\d\\.\\d s\\s+\\d\\d:\\d\\d:\\d\\d \\(\\d+ s ago\\)\\s+caught up$`,
       ),
     );
-    expect(lines.find((l) => l.startsWith("rack-b"))).to.match(/^rack-b\s+0\s+-\s+-\s+-\s+-$/);
+    expect(lines.find((l) => l.startsWith("rack-b"))).to.match(/^rack-b\s+0\s+-\s+-\s+-\s+-\s+caught up$/);
     expect(lines.find((l) => l.startsWith("host-a"))).to.match(/^host-a\s+up\s+rack-a\s+rack-a\s+\d+ s ago$/);
     expect(lines.find((l) => l.startsWith("host-b"))).to.match(
       /^host-b\s+up\s+-\s+rack-a,rack-b\s+\d+ s ago$/,

@@ -106,6 +106,8 @@ export interface ShardSummary {
   count: number;
   description: string | null;
   lease: WireLease | null;
+  /** how long the oldest change its holder has not acknowledged has waited (0: none; null: the unsharded pool) */
+  feed_lag_ms: number | null;
 }
 
 /** One row of GET /v1/agents. */

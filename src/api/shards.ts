@@ -5,7 +5,7 @@ import { ShardPath } from "./paths.js";
 import type { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
 import { seesTokens, principalOf } from "./auth.js";
-import { knownShards, liveLeases } from "../shards/queries.js";
+import { feedLags, knownShards, liveLeases } from "../shards/queries.js";
 import { leaseJson } from "./views.js";
 
 /** How Ironic names the unsharded pool in GET /v1/shards: the string "None". */
@@ -14,7 +14,8 @@ export const UNSHARDED_NAME = "None";
 /**
  * GET /v1/shards, answered like Ironic's ({"shards":[{"name","count"}]}, most nodes
  * first, unsharded nodes under "None"), plus what an operator needs at a glance: each
- * shard's active holder, its token, time left and since when, and its description.
+ * shard's active holder, its token, time left and since when, its description, and how
+ * long the oldest trait change its holder has not acknowledged has waited (feed_lag_ms).
  * Defined or leased shards with no nodes are listed too (count 0): a definition nobody
  * uses, or a lease on a shard without nodes, is worth seeing.
  */
@@ -25,7 +26,7 @@ export function shardRoutes(store: Store, catalog: ShardCatalog, frontsIronic = 
     const showTokens = seesTokens(principalOf(res));
     const nodeCounts = await store.nodes.counts();
     const known = await knownShards(store, catalog, nodeCounts);
-    const leases = await liveLeases(store, known);
+    const [leases, lags] = await Promise.all([liveLeases(store, known), feedLags(store, [...known])]);
     const counts = new Map<string | null, number>([...known].map((shard) => [shard, 0]));
     for (const { shard, count } of nodeCounts) counts.set(shard, count);
     const shards = [...counts].map(([shard, count]) => {
@@ -35,6 +36,8 @@ export function shardRoutes(store: Store, catalog: ShardCatalog, frontsIronic = 
         count,
         description: shard === null ? "" : (catalog.get(shard)?.description ?? ""),
         lease: lease === undefined ? null : leaseJson(lease, showTokens),
+        // the unsharded pool has no feed: nobody is active for it
+        feed_lag_ms: shard === null ? null : (lags.get(shard) ?? 0),
       };
     });
     shards.sort((a, b) => b.count - a.count || a.name.localeCompare(b.name));

@@ -4,8 +4,8 @@ import { ConfigError } from "../config.js";
 import { renderTable } from "../text/table.js";
 import { integerFlag } from "./io.js";
 
-export const STATUS_USAGE = `  status   which agent holds which shard, since when and for how long more; which agents are up;
-             how far delivery to Ironic lags
+export const STATUS_USAGE = `  status   which agent holds which shard, since when and for how long more, and how far its
+             holder lags behind its trait feed; which agents are up; how far delivery to Ironic lags
              --bridge URL    the bridge (default $SHARDBRIDGE_URL or http://127.0.0.1:6390)
              --token T       an admin token shows lease tokens, any other hides them (env SHARDBRIDGE_TOKEN)
              --watch [S]     redraw every S seconds (default 2), in place on a terminal
@@ -48,7 +48,7 @@ function ago(iso: string | null, nowMs: number): string {
 export function statusTable(snapshot: StatusSnapshot): string {
   const now = Date.parse(snapshot.at);
   const shards = renderTable(
-    ["SHARD", "NODES", "HOLDER", "TOKEN", "LEFT", "SINCE"],
+    ["SHARD", "NODES", "HOLDER", "TOKEN", "LEFT", "SINCE", "FEED LAG"],
     snapshot.shards.map((s) => [
       s.name,
       s.count,
@@ -56,6 +56,11 @@ export function statusTable(snapshot: StatusSnapshot): string {
       s.lease === null ? "-" : (s.lease.token ?? "(hidden)"),
       s.lease === null ? "-" : `${(s.lease.ttl_ms / 1000).toFixed(1)} s`,
       s.lease === null ? "-" : `${s.lease.since.slice(11, 19)} (${ago(s.lease.since, now)})`,
+      s.feed_lag_ms === null
+        ? "-"
+        : s.feed_lag_ms === 0
+          ? "caught up"
+          : `${(s.feed_lag_ms / 1000).toFixed(1)} s`,
     ]),
   );
   const agents = renderTable(

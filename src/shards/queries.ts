@@ -2,6 +2,8 @@ import type { LeaseView } from "../lease/machine.js";
 import type { ShardCount } from "../nodes/port.js";
 import { SERVICE_DOWN_TIME_MS, legacyPoolMembers } from "../ring/membership.js";
 import type { Store } from "../store/store.js";
+import { fromStore } from "../domain/store-errors.js";
+import { feedIdMs } from "../traits/store-port.js";
 import type { ShardCatalog } from "./definitions.js";
 
 /*
@@ -35,6 +37,23 @@ export async function liveLeases(store: Store, shards: Iterable<string>): Promis
     }),
   );
   return leases;
+}
+
+/**
+ * Per shard, how long the oldest trait change its active agent has not yet acknowledged
+ * has waited, ms (0: it has read everything): the feed's lag. A Redis feed's entry ids
+ * carry Redis's clock, judged here by the bridge's: the two are assumed in step to well
+ * within a second, as on one NTP-synced network.
+ */
+export async function feedLags(
+  store: Store,
+  shards: readonly string[],
+  nowMs = Date.now(),
+): Promise<Map<string, number>> {
+  const unread = await fromStore(() => store.traits.firstUnread(shards));
+  return new Map(
+    shards.map((shard, i) => [shard, unread[i] == null ? 0 : Math.max(0, nowMs - feedIdMs(unread[i]!))]),
+  );
 }
 
 /** The live lease of every shard the bridge knows of. */

@@ -18,7 +18,9 @@ export class MemoryTraits implements TraitBackend {
   private readonly cursors = new Map<string, string>();
   /** per shard, the newest entry trimmed off its feed */
   private readonly trimmed = new Map<string, string>();
-  private feedSeq = 0;
+  /** the last feed id's two parts: ids are "<ms>-<seq>" as Redis stream ids are, never going back */
+  private lastMs = 0;
+  private lastSeq = 0;
 
   /** `feedMaxEntries`: entries a feed keeps (tests pass a small bound). */
   constructor(private readonly feedMaxEntries = FEED_MAX_ENTRIES) {}
@@ -43,12 +45,28 @@ export class MemoryTraits implements TraitBackend {
 
   async appendFeed(shard: string, entry: Omit<FeedEntry, "id">): Promise<void> {
     const entries = this.feeds.get(shard) ?? [];
-    entries.push({ id: `0-${++this.feedSeq}`, ...structuredClone(entry) });
+    entries.push({ id: this.nextFeedId(), ...structuredClone(entry) });
     if (entries.length > this.feedMaxEntries) {
       const dropped = entries.splice(0, entries.length - this.feedMaxEntries);
       this.trimmed.set(shard, dropped.at(-1)!.id);
     }
     this.feeds.set(shard, entries);
+  }
+
+  /** The next feed id: the wall clock's ms, as Redis mints stream ids (a clock stepping back stays put). */
+  private nextFeedId(): string {
+    const now = Date.now();
+    if (now > this.lastMs) [this.lastMs, this.lastSeq] = [now, 0];
+    else this.lastSeq += 1;
+    return `${this.lastMs}-${this.lastSeq}`;
+  }
+
+  async firstUnread(shards: readonly string[]): Promise<Array<string | null>> {
+    return shards.map((shard) => {
+      const cursor = this.cursors.get(shard);
+      const feed = this.feeds.get(shard) ?? [];
+      return feed.find((e) => cursor === undefined || compareFeedIds(e.id, cursor) > 0)?.id ?? null;
+    });
   }
 
   async readFeed(shard: string, limit: number): Promise<FeedRead> {

@@ -127,6 +127,21 @@ export class RedisTraits implements TraitBackend {
     };
   }
 
+  async firstUnread(shards: readonly string[]): Promise<Array<string | null>> {
+    if (shards.length === 0) return [];
+    // Two round trips for any number of shards: every cursor, then the entry after each.
+    const cursors = await this.redis.mget(...shards.map((shard) => this.keys.cursor(shard)));
+    const reads = this.redis.pipeline();
+    shards.forEach((shard, i) =>
+      reads.xrange(this.keys.feed(shard), cursors[i] === null ? "-" : `(${cursors[i]}`, "+", "COUNT", 1),
+    );
+    const answers = (await reads.exec()) ?? [];
+    return answers.map(([error, entries]) => {
+      if (error !== null) throw error;
+      return (entries as Array<[string, string[]]>)[0]?.[0] ?? null;
+    });
+  }
+
   async ack(shard: string, id: string): Promise<string | null> {
     const keys = [this.keys.cursor(shard), this.keys.feed(shard)];
     return (await runScript(this.redis, "feed-ack", keys, [id])) as string | null;

@@ -37,6 +37,9 @@ export interface FeedRead {
   newest: string | null;
 }
 
+/** When a feed entry was appended, ms since the epoch: the first part of its id. */
+export const feedIdMs = (id: string): number => Number(id.slice(0, id.indexOf("-")));
+
 /** Compare two feed ids ("<ms>-<seq>", as Redis streams number entries). */
 export function compareFeedIds(a: string, b: string): number {
   const [am, as] = a.split("-").map(Number) as [number, number];
@@ -82,6 +85,11 @@ export interface TraitBackend {
   appendFeed(shard: string, entry: Omit<FeedEntry, "id">): Promise<void>;
   /** entries of `shard`'s feed after its acknowledged cursor, oldest first (see FeedRead) */
   readFeed(shard: string, limit: number): Promise<FeedRead>;
+  /**
+   * Per shard, the oldest entry of its feed after its cursor (null: none, the agent has
+   * read everything). Its id's first part is the time it was appended (ms): the feed's lag.
+   */
+  firstUnread(shards: readonly string[]): Promise<Array<string | null>>;
   /**
    * Move `shard`'s cursor forward to `id`, an entry of its feed (never back: an id at or
    * behind the cursor leaves it where it is). Answers the cursor, or null — and moves
