@@ -226,6 +226,20 @@ for (const backend of [...backendsUnderTest(), redisClusterUnderTest()]) {
       });
     });
 
+    describe("trait records", () => {
+      it("reads many in one call, in the order asked, an unknown node's as empty", async () => {
+        const [a, b] = ["7b0e1d2c-b4a5-4697-8877-66554433aa01", "7b0e1d2c-b4a5-4697-8877-66554433aa02"];
+        const next = { holders: { CUSTOM_X: "inspector" }, generation: 1, lastOrder: { inspector: 1 } };
+        expect(await store.traits.commit(b, 0, next)).to.equal(true);
+        expect(await store.traits.readMany([b, a, b])).to.deep.equal([
+          next,
+          { holders: {}, generation: 0, lastOrder: {} },
+          next,
+        ]);
+        expect(await store.traits.readMany([])).to.deep.equal([]);
+      });
+    });
+
     describe("agent liveness", () => {
       it("records heartbeats by store time and lists agents with their age", async () => {
         const first = await store.heartbeat("compute-b");

@@ -29,6 +29,10 @@ export class MemoryTraits implements TraitBackend {
     return structuredClone(this.records.get(uuid) ?? EMPTY_TRAIT_RECORD);
   }
 
+  async readMany(uuids: readonly string[]): Promise<TraitRecord[]> {
+    return uuids.map((uuid) => structuredClone(this.records.get(uuid) ?? EMPTY_TRAIT_RECORD));
+  }
+
   async commit(
     uuid: string,
     expected: number,

@@ -39,6 +39,16 @@ export class RedisTraits implements TraitBackend {
     return stored === null ? structuredClone(EMPTY_TRAIT_RECORD) : decode(stored);
   }
 
+  async readMany(uuids: readonly string[]): Promise<TraitRecord[]> {
+    if (uuids.length === 0) return [];
+    const reads = this.redis.pipeline();
+    for (const uuid of uuids) reads.hget(this.keys.bucket(uuid), uuid);
+    return ((await reads.exec()) ?? []).map(([error, stored]) => {
+      if (error !== null) throw error;
+      return stored === null ? structuredClone(EMPTY_TRAIT_RECORD) : decode(stored as string);
+    });
+  }
+
   async commit(
     uuid: string,
     expected: number,

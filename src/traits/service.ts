@@ -40,6 +40,9 @@ export interface FeedAnswer {
   resync?: FeedResync;
 }
 
+/** Trait records read per round trip when nodes that moved shards are snapshotted. */
+const SNAPSHOT_READ_PAGE = 1000;
+
 /** A CAS that keeps losing means heavy contention on one node; give up and say so. */
 const MAX_ATTEMPTS = 8;
 
@@ -92,17 +95,21 @@ export class TraitService {
    * feed, so its active agent starts from the full picture rather than later deltas.
    */
   async snapshotMoves(moves: ShardMove[]): Promise<void> {
-    for (const { uuid, to } of moves) {
-      const record = await fromStore(() => this.backend.read(uuid));
-      const traits = Object.keys(record.holders).sort();
-      if (traits.length === 0) continue;
-      const entry = {
-        node: uuid,
-        deltas: traits.map((t) => `+${t}`),
-        generation: record.generation,
-        snapshot: true,
-      };
-      await fromStore(() => this.backend.appendFeed(to, entry));
+    for (let i = 0; i < moves.length; i += SNAPSHOT_READ_PAGE) {
+      const page = moves.slice(i, i + SNAPSHOT_READ_PAGE);
+      const records = await fromStore(() => this.backend.readMany(page.map((m) => m.uuid)));
+      for (const [j, { uuid, to }] of page.entries()) {
+        const record = records[j]!;
+        const traits = Object.keys(record.holders).sort();
+        if (traits.length === 0) continue;
+        const entry = {
+          node: uuid,
+          deltas: traits.map((t) => `+${t}`),
+          generation: record.generation,
+          snapshot: true,
+        };
+        await fromStore(() => this.backend.appendFeed(to, entry));
+      }
     }
   }
 
@@ -117,11 +124,17 @@ export class TraitService {
     const read = await fromStore(() => this.backend.readFeed(shard, limit));
     if (!read.trimmedPastCursor) return { cursor: read.cursor, entries: read.entries };
     const nodes: FeedResync["nodes"] = [];
-    for await (const page of this.nodes.pages({ kind: "places", places: [shard] }))
-      for (const { uuid } of page) {
-        const record = await fromStore(() => this.backend.read(uuid));
-        nodes.push({ node: uuid, traits: Object.keys(record.holders).sort(), generation: record.generation });
-      }
+    // A page of the shard's nodes at a time, its records in one round trip each.
+    for await (const page of this.nodes.pages({ kind: "places", places: [shard] })) {
+      const records = await fromStore(() => this.backend.readMany(page.map((n) => n.uuid)));
+      page.forEach(({ uuid }, i) =>
+        nodes.push({
+          node: uuid,
+          traits: Object.keys(records[i]!.holders).sort(),
+          generation: records[i]!.generation,
+        }),
+      );
+    }
     return {
       cursor: read.cursor,
       entries: [],

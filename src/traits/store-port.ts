@@ -69,6 +69,8 @@ export const EMPTY_TRAIT_RECORD: TraitRecord = Object.freeze({ holders: {}, gene
  */
 export interface TraitBackend {
   read(uuid: string): Promise<TraitRecord>;
+  /** the records of `uuids`, in their order, in one round trip (a page of a shard's nodes) */
+  readMany(uuids: readonly string[]): Promise<TraitRecord[]>;
   /**
    * Store `next` if the stored generation is still `expected`, and in the same atomic
    * step append `feed.entry` to `feed.shard`'s feed and remember `delivery`; answers
