@@ -25,7 +25,7 @@ export async function openStore(spec: string, options: RedisBackendOptions = {})
   if (topology !== null) {
     let backend: RedisBackend;
     try {
-      backend = await RedisBackend.connect(spec, options);
+      backend = await RedisBackend.connect(topology, options);
     } catch (error) {
       throw new Error(`cannot reach Redis at ${describeSpec(spec)}: ${(error as Error).message}`);
     }

@@ -135,9 +135,13 @@ export class RedisBackend implements LeaseBackend {
    * Connect to the store `spec` names (redis://, rediss://, redis+sentinel://,
    * redis+cluster://: see connect.ts) and wait until it answers.
    */
-  static async connect(spec: string, options: RedisBackendOptions = {}): Promise<RedisBackend> {
-    const topology = parseRedisSpec(spec);
-    if (topology === null) throw new RedisSpecError(`${spec}: not a Redis spec`);
+  static async connect(
+    target: string | RedisTopology,
+    options: RedisBackendOptions = {},
+  ): Promise<RedisBackend> {
+    // A spec is parsed here; a caller that parsed it already (openStore) hands the topology.
+    const topology = typeof target === "string" ? parseRedisSpec(target) : target;
+    if (topology === null) throw new RedisSpecError(`${String(target)}: not a Redis spec`);
     const redis = redisClient(topology, leaseConnectionOptions(options.commandTimeoutMs ?? 2000));
     // ioredis reports reconnect attempts as 'error' events; without a listener Node would
     // print each one. Callers see errors through rejected commands instead.
