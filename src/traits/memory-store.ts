@@ -10,6 +10,24 @@ import {
   type TraitRecord,
 } from "./store-port.js";
 
+/**
+ * The index of the first entry of `feed` after `cursor` (0 for none: the whole feed;
+ * feed.length when nothing is after it). Ids only increase along a feed, so this is a
+ * binary search: a feed keeps up to 100,000 entries, and a scan of them on every read,
+ * acknowledgement and GET /v1/shards would hold the event loop.
+ */
+function indexAfter(feed: readonly FeedEntry[], cursor: string | null): number {
+  if (cursor === null) return 0;
+  let low = 0;
+  let high = feed.length;
+  while (low < high) {
+    const middle = (low + high) >>> 1;
+    if (compareFeedIds(feed[middle]!.id, cursor) > 0) high = middle;
+    else low = middle + 1;
+  }
+  return low;
+}
+
 /** Traits in this process's memory (the embedded store). */
 export class MemoryTraits implements TraitBackend {
   private readonly records = new Map<string, TraitRecord>();
@@ -67,20 +85,19 @@ export class MemoryTraits implements TraitBackend {
 
   async firstUnread(shards: readonly string[]): Promise<Array<string | null>> {
     return shards.map((shard) => {
-      const cursor = this.cursors.get(shard);
       const feed = this.feeds.get(shard) ?? [];
-      return feed.find((e) => cursor === undefined || compareFeedIds(e.id, cursor) > 0)?.id ?? null;
+      return feed[indexAfter(feed, this.cursors.get(shard) ?? null)]?.id ?? null;
     });
   }
 
   async readFeed(shard: string, limit: number): Promise<FeedRead> {
     const cursor = this.cursors.get(shard) ?? null;
     const feed = this.feeds.get(shard) ?? [];
-    const after = feed.filter((e) => cursor === null || compareFeedIds(e.id, cursor) > 0);
+    const from = indexAfter(feed, cursor);
     const trimmed = this.trimmed.get(shard);
     return {
       cursor,
-      entries: structuredClone(after.slice(0, limit)),
+      entries: structuredClone(feed.slice(from, from + limit)),
       trimmedPastCursor: trimmed !== undefined && (cursor === null || compareFeedIds(trimmed, cursor) > 0),
       newest: feed.at(-1)?.id ?? null,
     };
@@ -89,7 +106,8 @@ export class MemoryTraits implements TraitBackend {
   async ack(shard: string, id: string): Promise<string | null> {
     const cursor = this.cursors.get(shard);
     if (cursor !== undefined && compareFeedIds(id, cursor) <= 0) return cursor;
-    if (!(this.feeds.get(shard) ?? []).some((e) => e.id === id)) return null;
+    const feed = this.feeds.get(shard) ?? [];
+    if (feed[indexAfter(feed, id) - 1]?.id !== id) return null;
     this.cursors.set(shard, id);
     return id;
   }
