@@ -89,7 +89,6 @@ export interface FeedAnswer {
   };
 }
 
-/** One row of GET /v1/shards. */
 /** How trait changes stand on their way to Ironic (GET /v1/ironic/delivery). */
 export type IronicDelivery =
   | { configured: false }
@@ -101,6 +100,7 @@ export type IronicDelivery =
       batches: { delivered: number; retried: number; given_up: number };
     };
 
+/** One row of GET /v1/shards. */
 export interface ShardSummary {
   name: string;
   count: number;

@@ -21,14 +21,15 @@ export interface StatusSnapshot {
   ironic: IronicDelivery;
 }
 
+/** A duration as the tables show it: "5.4 s". */
+const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+
 /** One line on delivery to Ironic: its lag first, what an operator acts on. */
 function ironicLine(ironic: IronicDelivery): string {
   if (!ironic.configured) return "Ironic delivery: not configured (no --ironic)";
   const { pending_changes: pending, oldest_pending_ms: oldestMs, batches } = ironic;
   const waiting =
-    pending === 0
-      ? "nothing pending"
-      : `${pending} trait changes pending, the oldest ${(oldestMs / 1000).toFixed(1)} s`;
+    pending === 0 ? "nothing pending" : `${pending} trait changes pending, the oldest ${seconds(oldestMs)}`;
   return (
     `Ironic delivery: ${waiting}; ${batches.delivered} batches delivered, ${batches.retried} retried, ` +
     `${batches.given_up} given up${ironic.durable ? "" : " (kept in the bridge's memory only)"}`
@@ -54,13 +55,9 @@ export function statusTable(snapshot: StatusSnapshot): string {
       s.count,
       s.lease?.holder ?? "-",
       s.lease === null ? "-" : (s.lease.token ?? "(hidden)"),
-      s.lease === null ? "-" : `${(s.lease.ttl_ms / 1000).toFixed(1)} s`,
+      s.lease === null ? "-" : seconds(s.lease.ttl_ms),
       s.lease === null ? "-" : `${s.lease.since.slice(11, 19)} (${ago(s.lease.since, now)})`,
-      s.feed_lag_ms === null
-        ? "-"
-        : s.feed_lag_ms === 0
-          ? "caught up"
-          : `${(s.feed_lag_ms / 1000).toFixed(1)} s`,
+      s.feed_lag_ms === null ? "-" : s.feed_lag_ms === 0 ? "caught up" : seconds(s.feed_lag_ms),
     ]),
   );
   const agents = renderTable(

@@ -44,11 +44,16 @@ export class MemoryTraits implements TraitBackend {
   constructor(private readonly feedMaxEntries = FEED_MAX_ENTRIES) {}
 
   async read(uuid: string): Promise<TraitRecord> {
-    return structuredClone(this.records.get(uuid) ?? EMPTY_TRAIT_RECORD);
+    return this.recordOf(uuid);
   }
 
   async readMany(uuids: readonly string[]): Promise<TraitRecord[]> {
-    return uuids.map((uuid) => structuredClone(this.records.get(uuid) ?? EMPTY_TRAIT_RECORD));
+    return uuids.map((uuid) => this.recordOf(uuid));
+  }
+
+  /** A copy of `uuid`'s record (a caller's change must not reach the store's), empty for none yet. */
+  private recordOf(uuid: string): TraitRecord {
+    return structuredClone(this.records.get(uuid) ?? EMPTY_TRAIT_RECORD);
   }
 
   async commit(

@@ -16,6 +16,17 @@ import {
 /** A record as stored: its generation (what the commit script compares), a tab, its JSON. */
 const encode = (record: TraitRecord) => `${record.generation}\t${JSON.stringify(record)}`;
 const decode = (stored: string) => JSON.parse(stored.slice(stored.indexOf("\t") + 1)) as TraitRecord;
+/** A record as read: the stored one, or a fresh empty one for a node with none yet. */
+const recordOf = (stored: string | null): TraitRecord =>
+  stored === null ? structuredClone(EMPTY_TRAIT_RECORD) : decode(stored);
+
+/** A pipeline's replies in order; the first failed command's error is thrown. */
+async function repliesOf(pipeline: ReturnType<RedisClient["pipeline"]>): Promise<unknown[]> {
+  return ((await pipeline.exec()) ?? []).map(([error, reply]) => {
+    if (error !== null) throw error;
+    return reply;
+  });
+}
 
 /**
  * Traits in Redis: each node's record in a bucket (a small hash per uuid prefix, as the
@@ -35,18 +46,14 @@ export class RedisTraits implements TraitBackend {
   }
 
   async read(uuid: string): Promise<TraitRecord> {
-    const stored = await this.redis.hget(this.keys.bucket(uuid), uuid);
-    return stored === null ? structuredClone(EMPTY_TRAIT_RECORD) : decode(stored);
+    return recordOf(await this.redis.hget(this.keys.bucket(uuid), uuid));
   }
 
   async readMany(uuids: readonly string[]): Promise<TraitRecord[]> {
     if (uuids.length === 0) return [];
     const reads = this.redis.pipeline();
     for (const uuid of uuids) reads.hget(this.keys.bucket(uuid), uuid);
-    return ((await reads.exec()) ?? []).map(([error, stored]) => {
-      if (error !== null) throw error;
-      return stored === null ? structuredClone(EMPTY_TRAIT_RECORD) : decode(stored as string);
-    });
+    return (await repliesOf(reads)).map((stored) => recordOf(stored as string | null));
   }
 
   async commit(
@@ -145,11 +152,7 @@ export class RedisTraits implements TraitBackend {
     shards.forEach((shard, i) =>
       reads.xrange(this.keys.feed(shard), cursors[i] === null ? "-" : `(${cursors[i]}`, "+", "COUNT", 1),
     );
-    const answers = (await reads.exec()) ?? [];
-    return answers.map(([error, entries]) => {
-      if (error !== null) throw error;
-      return (entries as Array<[string, string[]]>)[0]?.[0] ?? null;
-    });
+    return (await repliesOf(reads)).map((entries) => (entries as Array<[string, string[]]>)[0]?.[0] ?? null);
   }
 
   async ack(shard: string, id: string): Promise<string | null> {
