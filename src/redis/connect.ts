@@ -1,4 +1,5 @@
 import { Cluster, Redis, type RedisOptions } from "ioredis";
+import { coalesceWrites } from "./coalesce.js";
 
 /** A connection to the store: one server (or a Sentinel-managed master), or a Redis Cluster. */
 export type RedisClient = Redis | Cluster;
@@ -67,6 +68,12 @@ export function describeSpec(spec: string): string {
  * SHARDBRIDGE_REDIS_PASSWORD, the sentinels' from SHARDBRIDGE_SENTINEL_PASSWORD.
  */
 export function redisClient(topology: RedisTopology, base: RedisOptions): RedisClient {
+  const client = clientFor(topology, base);
+  coalesceWrites(client);
+  return client;
+}
+
+function clientFor(topology: RedisTopology, base: RedisOptions): RedisClient {
   const password = process.env.SHARDBRIDGE_REDIS_PASSWORD || undefined;
   switch (topology.kind) {
     case "single":
