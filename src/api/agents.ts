@@ -10,10 +10,11 @@ import { assertActsAs, principalOf } from "./auth.js";
 import { bodyObject } from "./body.js";
 import { holdersOf, liveLeasesOfAll } from "../shards/queries.js";
 import type { NodeRegistry } from "../nodes/registry.js";
+import type { BareMetalNode } from "../domain/node.js";
 import type { LegacyAssignments } from "../ring/assignment.js";
 import { SERVICE_DOWN_TIME_MS, legacyPoolMembers, servesNoShard } from "../ring/membership.js";
 import type { LegacyPool } from "../ring/pool.js";
-import { streamJsonList, type ListPage } from "./stream.js";
+import { prefetched, streamJsonList, type ListPage } from "./stream.js";
 import { ShardNodesCache } from "./shard-nodes.js";
 import { leaseJson, nodeJson } from "./views.js";
 
@@ -48,13 +49,14 @@ const NodesQuery = z.strictObject({
 async function* agentNodes(
   nodes: NodeRegistry,
   shardNodes: ShardNodesCache,
-  agent: string,
   leases: Array<[string, LeaseView]>,
+  versions: ReadonlyMap<string, number>,
+  instancePages: AsyncIterable<BareMetalNode[]>,
   ringShare: readonly string[],
 ): AsyncGenerator<ListPage> {
   for (const [shard, lease] of leases) {
     const extra = `,"token":${lease.token},"via":"lease"`;
-    const joined = await shardNodes.joined(shard, extra);
+    const joined = await shardNodes.joined(shard, extra, versions.get(shard));
     if (joined !== null) {
       if (joined.length > 0) yield joined;
       continue;
@@ -62,7 +64,7 @@ async function* agentNodes(
     for await (const page of nodes.pages({ kind: "places", places: [shard] }))
       yield page.map((node) => nodeJson(node, extra));
   }
-  for await (const page of nodes.pages({ kind: "instance", host: agent }))
+  for await (const page of instancePages)
     yield page.map((node) => nodeJson(node, ',"token":null,"via":"instance"'));
   for (let i = 0; i < ringShare.length; i += RING_PAGE) {
     const page = await nodes.getMany(ringShare.slice(i, i + RING_PAGE));
@@ -151,7 +153,16 @@ export function agentRoutes(
         { field: "token", reason: "required for an agent: the fencing tokens it holds" },
       ]);
     }
-    const [held, seen] = await Promise.all([store.leasesOf(agent), store.agent(agent)]);
+    // Two round trips to the store before the answer starts, whatever the agent holds: the
+    // shards it was granted, its record and its first instance page together; then those
+    // shards' leases and node-list versions together.
+    const instancePages = prefetched(store.nodes.pages({ kind: "instance", host: agent }));
+    const [granted, seen] = await Promise.all([store.grantedShards(agent), store.agent(agent)]);
+    const [held, versionList] = await Promise.all([
+      store.liveLeasesAmong(agent, granted),
+      store.nodes.placeVersions(granted),
+    ]);
+    const versions = new Map(granted.map((shard, i) => [shard, versionList[i]!]));
     const mine = [...held]
       .filter(([, lease]) => presented === undefined || presented.includes(lease.token))
       .sort(([a], [b]) => (a < b ? -1 : 1));
@@ -169,7 +180,12 @@ export function agentRoutes(
         built_at: ringed === null ? null : new Date(ringed.snapshot.builtAtMs).toISOString(),
       },
     };
-    await streamJsonList(res, head, "nodes", agentNodes(store.nodes, shardNodes, agent, mine, share));
+    await streamJsonList(
+      res,
+      head,
+      "nodes",
+      agentNodes(store.nodes, shardNodes, mine, versions, instancePages, share),
+    );
   });
 
   return router;
