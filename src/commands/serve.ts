@@ -120,8 +120,10 @@ export async function serveCommand(argv: string[]): Promise<void> {
   const shutdown = (signal: string) => {
     logger.info("shutting down", { signal });
     // Stop accepting, let requests in flight finish, drop idle keep-alive connections
-    // (agents reconnect to whichever bridge answers), then close the store.
+    // (agents reconnect to whichever bridge answers) and end the status pages' streams
+    // (they reconnect the same way), then close the store.
     server.close(() => void store.close().then(() => process.exit(0)));
+    app.close();
     server.closeIdleConnections();
     setTimeout(() => process.exit(0), 5000).unref();
   };
