@@ -115,6 +115,12 @@ describe("Status page: the model the page draws", () => {
       ["rack-c", "-", "-", null, "caught up"],
     ]);
     expect(model.shards[0]!.left_fraction).to.be.closeTo(5 / 6, 1e-9);
+    expect(model.shards.map((s) => s.unsharded)).to.deep.equal([false, false, false]);
+    const pool = pageModel(
+      snapshot({ shards: [{ name: "None", count: 35, description: "", lease: null, feed_lag_ms: null }] }),
+      () => 6000,
+    ).shards[0]!;
+    expect(pool).to.include({ shard: "None", unsharded: true, held: false, health: null });
     expect(model.shards[0]!.since).to.equal("03:00:00 (10 s ago)");
     expect(JSON.stringify(model)).not.to.include("1234");
     expect(model.agents).to.deep.equal([

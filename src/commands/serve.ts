@@ -114,7 +114,8 @@ export async function serveCommand(argv: string[]): Promise<void> {
     process.stderr.write(
       `shardbridge listening on ${where} (store: ${store.kind}, ${catalog.definitions.length} shard definitions)\n` +
         `  connect an agent:  node dist/cli.js agent --id compute-0 --shard demo --bridge ${where} ${tokens}\n` +
-        `  list shards:       curl -s -H "Authorization: Bearer ADMIN_TOKEN" ${where}/v1/shards\n`,
+        `  list shards:       curl -s -H "Authorization: Bearer ADMIN_TOKEN" ${where}/v1/shards\n` +
+        `  status page:       ${where}/ui (log in with a viewer or admin token)\n`,
     );
   });
   const shutdown = (signal: string) => {

@@ -24,6 +24,8 @@ export type LeaseHealth = "renewing" | "late" | "ending";
 
 export interface PageShard extends Omit<ShardRow, "token"> {
   held: boolean;
+  /** the unsharded nodes ("None"): nova's ring places them, no lease is ever held on them */
+  unsharded: boolean;
   /** time left as a fraction of the shard's TTL, 0..1 (0 when nobody holds it) */
   left_fraction: number;
   health: LeaseHealth | null;
@@ -69,6 +71,8 @@ export function pageModel(snapshot: StatusSnapshot, ttlMsOf: (shard: string) => 
       return {
         ...row,
         held: s.lease !== null,
+        // GET /v1/shards gives the unsharded pool, and only it, no feed
+        unsharded: s.feed_lag_ms === null,
         left_fraction: fraction,
         health: s.lease === null ? null : health(fraction),
         ttl: `${ttlMs / 1000} s`,

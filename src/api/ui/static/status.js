@@ -60,10 +60,10 @@ function fillShard(row, s) {
   cell(row, 1, s.nodes);
   cell(row, 2, s.holder).classList.toggle("none", !s.held);
   const left = row.cells[3];
-  left.dataset.health = s.health ?? "free";
+  left.dataset.health = s.unsharded ? "unsharded" : (s.health ?? "free");
   // A width set through the CSSOM, which the Content-Security-Policy allows (no style attribute).
   left.querySelector(".fill").style.width = `${(s.left_fraction * 100).toFixed(1)}%`;
-  const text = s.held ? `${s.left} of ${s.ttl}` : "free";
+  const text = s.held ? `${s.left} of ${s.ttl}` : s.unsharded ? "nova's ring" : "free";
   const label = left.querySelector("span");
   if (label.textContent !== text) label.textContent = text;
   cell(row, 4, s.since);
