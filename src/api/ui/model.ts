@@ -1,3 +1,5 @@
+import type { AgentSummary, ShardSummary } from "../../agent/client.js";
+import { yieldToLoop } from "../../loop.js";
 import {
   agentRow,
   headline,
@@ -11,7 +13,7 @@ import {
 /*
  * What the status page draws, built here from a status snapshot with the same words as
  * `shardbridge status` (status-view.ts): the page's script only puts these strings and
- * numbers into the DOM. Pure.
+ * numbers into the DOM. Pure but for encodePageModel, which lets the event loop run.
  */
 
 /**
@@ -52,32 +54,71 @@ function health(fraction: number): LeaseHealth {
   return "ending";
 }
 
-/**
- * The page's model of `snapshot`; `ttlMsOf` gives a shard's TTL (its definition's). Lease
- * tokens are left out whoever looks: the page is for a screen on a wall.
- */
-export function pageModel(snapshot: StatusSnapshot, ttlMsOf: (shard: string) => number): PageModel {
-  const now = Date.parse(snapshot.at);
+/** The words at the top of the page. */
+function pageHead(snapshot: StatusSnapshot): Omit<PageModel, "shards" | "agents"> {
   const { ironic } = snapshot;
   return {
     at: snapshot.at,
     headline: headline(snapshot),
     ironic: ironicLine(ironic),
     ironic_lag_ms: ironic.configured && ironic.pending_changes > 0 ? ironic.oldest_pending_ms : null,
-    shards: snapshot.shards.map((s) => {
-      const { token: _token, ...row } = shardRow(s, now);
-      const ttlMs = ttlMsOf(s.name);
-      const fraction = s.lease === null ? 0 : Math.min(1, Math.max(0, s.lease.ttl_ms / ttlMs));
-      return {
-        ...row,
-        held: s.lease !== null,
-        // GET /v1/shards gives the unsharded pool, and only it, no feed
-        unsharded: s.feed_lag_ms === null,
-        left_fraction: fraction,
-        health: s.lease === null ? null : health(fraction),
-        ttl: `${ttlMs / 1000} s`,
-      };
-    }),
-    agents: snapshot.agents.map((a) => ({ ...agentRow(a, now), up: a.up })),
   };
+}
+
+/** A shard's row; `ttlMs` its TTL (its definition's). No lease token, whoever looks: the page is for a screen on a wall. */
+function pageShard(s: ShardSummary, nowMs: number, ttlMs: number): PageShard {
+  const { token: _token, ...row } = shardRow(s, nowMs);
+  const fraction = s.lease === null ? 0 : Math.min(1, Math.max(0, s.lease.ttl_ms / ttlMs));
+  return {
+    ...row,
+    held: s.lease !== null,
+    // GET /v1/shards gives the unsharded pool, and only it, no feed
+    unsharded: s.feed_lag_ms === null,
+    left_fraction: fraction,
+    health: s.lease === null ? null : health(fraction),
+    ttl: `${ttlMs / 1000} s`,
+  };
+}
+
+const pageAgent = (a: AgentSummary, nowMs: number): PageAgent => ({ ...agentRow(a, nowMs), up: a.up });
+
+/** The page's model of `snapshot`; `ttlMsOf` gives a shard's TTL (its definition's). */
+export function pageModel(snapshot: StatusSnapshot, ttlMsOf: (shard: string) => number): PageModel {
+  const now = Date.parse(snapshot.at);
+  return {
+    ...pageHead(snapshot),
+    shards: snapshot.shards.map((s) => pageShard(s, now, ttlMsOf(s.name))),
+    agents: snapshot.agents.map((a) => pageAgent(a, now)),
+  };
+}
+
+/** Rows built and encoded between two turns of the event loop. */
+const ROWS_PER_TURN = 250;
+
+/**
+ * pageModel(snapshot) as JSON text, the same, built and encoded ROWS_PER_TURN rows at a
+ * time with the event loop let run between: a fleet of thousands of shards and agents
+ * costs tens of ms to describe, and every renew waits behind the one loop meanwhile.
+ */
+export async function encodePageModel(
+  snapshot: StatusSnapshot,
+  ttlMsOf: (shard: string) => number,
+): Promise<string> {
+  const now = Date.parse(snapshot.at);
+  const list = async <T>(items: readonly T[], row: (item: T) => unknown) => {
+    const parts: string[] = [];
+    for (let i = 0; i < items.length; i += ROWS_PER_TURN) {
+      if (i > 0) await yieldToLoop();
+      parts.push(
+        items
+          .slice(i, i + ROWS_PER_TURN)
+          .map((item) => JSON.stringify(row(item)))
+          .join(","),
+      );
+    }
+    return `[${parts.join(",")}]`;
+  };
+  const shards = await list(snapshot.shards, (s) => pageShard(s, now, ttlMsOf(s.name)));
+  const agents = await list(snapshot.agents, (a) => pageAgent(a, now));
+  return `${JSON.stringify(pageHead(snapshot)).slice(0, -1)},"shards":${shards},"agents":${agents}}`;
 }

@@ -1,6 +1,6 @@
 import { logger } from "../../log.js";
 import type { StatusSnapshot } from "../status-view.js";
-import { pageModel } from "./model.js";
+import { encodePageModel } from "./model.js";
 import { leaseLook, leaseTransitions, type LeaseLook, type LeaseTransition } from "./transitions.js";
 
 /** One open page: where its server-sent events go. */
@@ -20,9 +20,18 @@ export interface WatcherOptions {
   now?: () => number;
 }
 
-/** A server-sent event: `event`, its JSON `data` on one line, and an id where given. */
-const sse = (event: string, data: unknown, id?: number) =>
-  `${id === undefined ? "" : `id: ${id}\n`}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
+/** A server-sent event: `event`, its `json` on one line, and an id where given. */
+const sseText = (event: string, json: string, id?: number) =>
+  `${id === undefined ? "" : `id: ${id}\n`}event: ${event}\ndata: ${json}\n\n`;
+const sse = (event: string, data: unknown, id?: number) => sseText(event, JSON.stringify(data), id);
+
+/**
+ * What one page may cost per second in snapshots, bytes: a snapshot of 1,000 shards and
+ * 1,000 agents is about 300 KiB, and every open page gets each one. Past this the looks
+ * come less often than `periodMs` (a bridge's sockets and its one event loop serve the
+ * lease renewals too); up to about 400 shards and agents they come every `periodMs`.
+ */
+export const SNAPSHOT_BYTES_PER_SECOND = 256 * 1024;
 
 /**
  * The status page's one timer on this bridge, whatever the number of pages open: every
@@ -30,7 +39,9 @@ const sse = (event: string, data: unknown, id?: number) =>
  * /v1/ironic/delivery make) once, derives lease transitions by comparing it with the look
  * before, and pushes both to every open page as server-sent events, each encoded once.
  * It looks only while a page is open (and `lingerMs` after), one look at a time: a look
- * slower than the period delays the next, never overlaps it.
+ * slower than the period delays the next, never overlaps it; a large fleet's looks come
+ * less often (SNAPSHOT_BYTES_PER_SECOND), and its snapshot is encoded a few hundred rows
+ * per turn of the event loop.
  *
  * A page that does not read fast enough is skipped, not buffered for: it gets the latest
  * snapshot and the whole history once it drains.
@@ -127,7 +138,7 @@ export class StatusWatcher {
         text += sse("transition", numbered, numbered.seq);
       }
       this.history.splice(0, Math.max(0, this.history.length - this.historySize));
-      this.latest = sse("snapshot", pageModel(snapshot, this.ttlMsOf));
+      this.latest = sseText("snapshot", await encodePageModel(snapshot, this.ttlMsOf));
       this.broadcast(text + this.latest);
     } catch (error) {
       // The store is down or slow: say so on every page and keep the last picture; the
@@ -142,7 +153,8 @@ export class StatusWatcher {
       (this.lastViewerLeftMs === null || this.now() - this.lastViewerLeftMs >= this.lingerMs);
     if (lingering) this.latest = null; // a page opened after a pause waits for a fresh look
     if (this.closed || lingering) return;
-    this.timer = setTimeout(() => void this.tick(), this.periodMs);
+    const sizeDelayMs = ((this.latest?.length ?? 0) / SNAPSHOT_BYTES_PER_SECOND) * 1000;
+    this.timer = setTimeout(() => void this.tick(), Math.max(this.periodMs, sizeDelayMs));
     // The pages' sockets keep a server alive; this timer alone must not keep a process.
     this.timer.unref();
   }
