@@ -77,7 +77,8 @@ function assertSameOrigin(req: Request): void {
   } catch {
     host = "";
   }
-  if (host !== req.get("host"))
+  // Behind a proxy that rewrites Host, the host the browser used is in X-Forwarded-Host.
+  if (host !== req.get("host") && host !== req.get("x-forwarded-host"))
     throw new HttpError([
       {
         status: 403,
