@@ -8,11 +8,11 @@ import type { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
 import { assertActsAs, principalOf } from "./auth.js";
 import { bodyObject } from "./body.js";
-import { holdersOf, liveLeasesOfAll } from "../shards/queries.js";
+import { agentsOverview, leaseCensus } from "./overview.js";
 import type { NodeRegistry } from "../nodes/registry.js";
 import type { BareMetalNode } from "../domain/node.js";
 import type { LegacyAssignments } from "../ring/assignment.js";
-import { SERVICE_DOWN_TIME_MS, legacyPoolMembers, servesNoShard } from "../ring/membership.js";
+import { SERVICE_DOWN_TIME_MS, servesNoShard } from "../ring/membership.js";
 import type { LegacyPool } from "../ring/pool.js";
 import { prefetched, streamJsonList, type ListPage } from "./stream.js";
 import { ShardNodesCache } from "./shard-nodes.js";
@@ -113,34 +113,8 @@ export function agentRoutes(
   });
 
   router.get("/v1/agents", async (_req, res) => {
-    const [seen, leases] = await Promise.all([store.agents(), liveLeasesOfAll(store, catalog)]);
-    const held = new Map<string, string[]>();
-    for (const [shard, lease] of leases)
-      held.set(lease.holder, [...(held.get(lease.holder) ?? []), shard].sort());
-    const pool = new Set(legacyPoolMembers(seen, holdersOf(leases), serviceDownMs));
-    const agents = seen.map((s) => ({
-      id: s.agent,
-      last_seen: new Date(s.lastSeenMs).toISOString(),
-      age_ms: s.ageMs,
-      up: s.ageMs <= serviceDownMs,
-      shards: held.get(s.agent) ?? [],
-      serves: s.serves,
-      legacy_pool: pool.has(s.agent.toLowerCase()),
-    }));
-    // A holder that never sent a heartbeat still shows: it holds shards.
-    for (const [agent, shards] of held) {
-      if (!seen.some((s) => s.agent === agent))
-        agents.push({
-          id: agent,
-          last_seen: "",
-          age_ms: -1,
-          up: false,
-          shards,
-          serves: [],
-          legacy_pool: false,
-        });
-    }
-    res.json({ agents, down_after_ms: serviceDownMs });
+    const { leases } = await leaseCensus(store, catalog);
+    res.json({ agents: await agentsOverview(store, leases, serviceDownMs), down_after_ms: serviceDownMs });
   });
 
   router.get("/v1/agents/:id/nodes", async (req, res) => {

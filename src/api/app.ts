@@ -9,7 +9,10 @@ import { legacyPoolLoader } from "../shards/queries.js";
 import { LegacyAssignments } from "../ring/assignment.js";
 import { LegacyPool, type LegacyPoolOptions } from "../ring/pool.js";
 import { SERVICE_DOWN_TIME_MS } from "../ring/membership.js";
-import { authenticate, type TokenAuthority } from "./auth.js";
+import { authenticate, viewersRead, type TokenAuthority } from "./auth.js";
+import { agentsOverview, deliveryOverview, leaseCensus, shardsOverview } from "./overview.js";
+import { uiRoutes } from "./ui/routes.js";
+import { StatusWatcher } from "./ui/watcher.js";
 import { readBody, parseJsonBody } from "./body.js";
 import { DecodePool } from "./decode/pool.js";
 import { HttpError, errorHandler } from "./errors.js";
@@ -46,9 +49,10 @@ export interface AppOptions {
 
 /**
  * The bridge's HTTP API as one request listener: the lease writes agents make several
- * times a second (see leaseWrites), then express for everything else.
+ * times a second (see leaseWrites), then express for everything else. `close` ends what
+ * would keep a server's close waiting: the status pages' event streams.
  */
-export type BridgeApp = (req: IncomingMessage, res: ServerResponse) => void;
+export type BridgeApp = ((req: IncomingMessage, res: ServerResponse) => void) & { close(): void };
 
 export function createApp(
   store: Store,
@@ -99,9 +103,28 @@ export function createApp(
     }
   });
   app.use(metrics.routes());
+  const serviceDownMs = legacy.serviceDownMs ?? SERVICE_DOWN_TIME_MS;
+  // The status page: one look at the store per period for all its open pages, with
+  // tokens (they tell a new lease from a renewed one; the page never shows them).
+  const watcher = new StatusWatcher(
+    async () => {
+      const census = await leaseCensus(store, catalog);
+      const [shards, agents] = await Promise.all([
+        shardsOverview(store, catalog, census, true),
+        agentsOverview(store, census.leases, serviceDownMs),
+      ]);
+      const at = new Date().toISOString();
+      return { at, shards, agents, down_after_ms: serviceDownMs, ironic: deliveryOverview(ironic) };
+    },
+    (shard) => catalog.ttlMsFor(shard),
+  );
+  // Its own login (a session cookie), so it comes before the bearer token check.
+  const ui = uiRoutes(authority, watcher);
+  app.use(ui);
   // Everything below needs a bearer token; health checks and metrics above do not.
   // Authenticate first: nobody without a token makes the bridge read a body.
   app.use(authenticate(authority));
+  app.use(viewersRead());
   app.use(readBody((req) => bodyPolicy(req.path).limit));
   app.use((req, res, next) => (bodyPolicy(req.path).parseHere ? parseJsonBody(req, res, next) : next()));
   app.use(leaseRoutes(store));
@@ -112,7 +135,6 @@ export function createApp(
   // Large bodies (a bulk, an inspection result) are decoded off the event loop.
   const decoder = new DecodePool(inspector.rules);
   app.use(nodeRoutes(store.nodes, traits, decoder));
-  const serviceDownMs = legacy.serviceDownMs ?? SERVICE_DOWN_TIME_MS;
   const pool = new LegacyPool(legacyPoolLoader(store, catalog, serviceDownMs), legacy);
   const assignments = new LegacyAssignments({
     pages: async function* () {
@@ -138,7 +160,8 @@ export function createApp(
   const writes = leaseWrites({ store, catalog, metrics, authority });
   const webhook = webhookRoute({ service: traits, decoder, secret: inspector.secret, metrics, authority });
   const proxy = ironicUrl === undefined ? () => false : fencedIronic({ store, catalog, metrics, ironicUrl });
-  return (req, res) => {
+  const listener = (req: IncomingMessage, res: ServerResponse) => {
     if (!writes(req, res) && !webhook(req, res) && !proxy(req, res)) app(req, res);
   };
+  return Object.assign(listener, { close: () => ui.close() });
 }

@@ -41,12 +41,14 @@ export async function startBridge(options: {
   env?: NodeJS.ProcessEnv;
   /** more `serve` flags */
   args?: string[];
+  /** the tokens file's content (default: fresh dev tokens for `agents`), e.g. another bridge's */
+  tokens?: TokensFile;
 }): Promise<BridgeProcess> {
   const dir = mkdtempSync(join(tmpdir(), "sb-bridge-"));
   mkdirSync(join(dir, "shards"));
   for (const shard of options.shards)
     writeFileSync(join(dir, "shards", `${shard.name}.json`), JSON.stringify(shard));
-  const tokens = devTokens(options.agents);
+  const tokens = options.tokens ?? devTokens(options.agents);
   const tokensFile = join(dir, "tokens.json");
   writeFileSync(tokensFile, JSON.stringify(tokens));
   const port = await freePort();

@@ -11,7 +11,11 @@ export async function listen(app: BridgeApp): Promise<{ url: string; close: () =
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://127.0.0.1:${port}`,
-    close: () => new Promise((resolve) => server.close(() => resolve())),
+    close: () =>
+      new Promise((resolve) => {
+        server.close(() => resolve());
+        app.close(); // status pages left open would hold the close
+      }),
   };
 }
 
