@@ -46,7 +46,7 @@ describe("Leases on Redis Sentinel (real redis-server and redis-sentinel)", func
   let store: Store;
 
   beforeEach(async () => {
-    setup = await SentinelSetup.start({ replicas: 2, downAfterMs: 1000, failoverTimeoutMs: 3000 });
+    setup = await SentinelSetup.start({ replicas: 2, failoverTimeoutMs: 3000 });
     store = await openStore(setup.storeSpec(), { replicaAckMs: 250 });
   });
   afterEach(async () => {
@@ -150,19 +150,25 @@ describe("Two bridges on Redis Sentinel, agents on one shard, a fault of the mas
   let setup: SentinelSetup;
   let bridges: BridgeProcess[] = [];
   let agents: AgentProcess[] = [];
+  /** wall-clock ms of the fault, for the timeline printed when a test fails */
+  let faultAt = 0;
 
   beforeEach(async () => {
-    setup = await SentinelSetup.start({ replicas: 2, downAfterMs: 1000, failoverTimeoutMs: 3000 });
+    faultAt = 0;
+    setup = await SentinelSetup.start({ replicas: 2, failoverTimeoutMs: 3000 });
     for (let i = 0; i < 2; i++)
       bridges.push(
         await startBridge({
           shards: [{ name: "rack-s", lease_ttl_ms: TTL_MS }],
           agents: ["host-a", "host-b", "host-c"],
           store: setup.storeSpec(),
+          // every request with its status: what each bridge answered during the fault
+          env: { SHARDBRIDGE_LOG_LEVEL: "debug" },
         }),
       );
   });
-  afterEach(async () => {
+  afterEach(async function () {
+    if (this.currentTest?.state === "failed" && faultAt > 0) console.log(timeline(faultAt - 2000));
     for (const a of agents) await a.kill();
     for (const b of bridges) await b.stop();
     await setup?.stop();
@@ -186,6 +192,67 @@ describe("Two bridges on Redis Sentinel, agents on one shard, a fault of the mas
       if (open !== null) out.push({ agent: a.name, ...open, to: Infinity });
       return out;
     });
+
+  /**
+   * What every participant saw from `sinceMs` on, in time order, ms relative to the fault:
+   * the agents' own events (transitions, refusals with retry_after_ms, bridge errors),
+   * each bridge's answers (runs of one status per path folded into one line) and errors,
+   * and the Redis and sentinel logs (promotion, resyncs).
+   */
+  function timeline(sinceMs: number): string {
+    const rows: Array<{ at: number; who: string; text: string }> = [];
+    const field = (e: Record<string, unknown>, ...names: string[]) =>
+      names
+        .filter((n) => e[n] !== undefined && e[n] !== null)
+        .map((n) => `${n}=${typeof e[n] === "string" ? (e[n] as string) : JSON.stringify(e[n])}`)
+        .join(" ");
+    for (const a of agents)
+      for (const e of a.events) {
+        if (e.ev === "nodes" || e.ev === "traits") continue;
+        rows.push({
+          at: Date.parse(String(e.timestamp)),
+          who: a.name,
+          text: `${e.ev} ${field(e, "token", "reason", "holder", "ttl_ms", "retry_after_ms", "detail", "op", "error")}`,
+        });
+      }
+    bridges.forEach((bridge, i) => {
+      // one line per run of one answer (path and status) without a gap of a second
+      const runs: Array<{ key: string; from: number; to: number; count: number; ms: number }> = [];
+      const open = new Map<string, (typeof runs)[number]>();
+      for (const e of bridge.serve.events) {
+        const at = Date.parse(String(e.timestamp));
+        if (e.ev !== "request" && e.ev !== "slow request") {
+          rows.push({ at, who: `bridge${i}`, text: `${e.ev} ${field(e, "error", "path")}` });
+          continue;
+        }
+        const key = `${String(e.path).replace(/^\/v1\/shards\/rack-s\/lease/, "lease")} ${String(e.status)}`;
+        const run = open.get(key);
+        if (run !== undefined && at - run.to <= 1000) {
+          run.to = at;
+          run.count++;
+          run.ms = Math.max(run.ms, Number(e.ms));
+        } else {
+          const fresh = { key, from: at, to: at, count: 1, ms: Number(e.ms) };
+          runs.push(fresh);
+          open.set(key, fresh);
+        }
+      }
+      for (const run of runs) {
+        const span = run.to > run.from ? ` until ${run.to - faultAt}` : "";
+        rows.push({
+          at: run.from,
+          who: `bridge${i}`,
+          text: `${run.key} x${run.count}${span} (max ${run.ms} ms)`,
+        });
+      }
+    });
+    for (const line of setup.logsSince(sinceMs)) rows.push({ ...line, who: line.source });
+    return rows
+      .filter((r) => r.at >= sinceMs)
+      .sort((x, y) => x.at - y.at)
+      .map((r) => `      ${String(r.at - faultAt).padStart(7)} ${r.who.padEnd(15)} ${r.text}`)
+      .join("\n");
+  }
 
   const faults: Array<[string, (master: number) => Promise<void>]> = [
     ["killed -9", (master) => setup.kill(master)],
@@ -214,7 +281,7 @@ describe("Two bridges on Redis Sentinel, agents on one shard, a fault of the mas
       await Promise.race(agents.map((a) => a.waitFor((e) => e.ev === "active", 20_000)));
       await sleep(TTL_MS); // a few renews through both bridges
       const master = (await setup.currentMaster()).port;
-      const faultAt = Date.now();
+      faultAt = Date.now();
       await fault(master);
       const promotion = await setup.waitForNewMaster(master, 30_000);
       const deadline = performance.now() + 2 * TTL_MS + 15_000;
