@@ -23,6 +23,7 @@ import { RedisTraits } from "../../traits/redis-store.js";
 import { keyLayout, type KeyLayout } from "../../redis/keys.js";
 import {
   isReplicated,
+  keepConnected,
   parseRedisSpec,
   redisClient,
   RedisSpecError,
@@ -118,6 +119,8 @@ export class RedisBackend implements LeaseBackend {
   /** WAIT after lease writes: on Sentinel and Cluster, not on a single server */
   private readonly acks: { replicas: number; timeoutMs: number } | null;
   private readonly feedMaxEntries: number | undefined;
+  /** set by close(): the connection is not to be started again */
+  private closed = false;
 
   private constructor(
     private readonly redis: RedisClient,
@@ -147,7 +150,9 @@ export class RedisBackend implements LeaseBackend {
     // print each one. Callers see errors through rejected commands instead.
     redis.on("error", () => undefined);
     await redis.connect();
-    return new RedisBackend(redis, topology, options);
+    const backend = new RedisBackend(redis, topology, options);
+    keepConnected(redis, () => backend.closed);
+    return backend;
   }
 
   /** Node traits on this same connection. */
@@ -200,12 +205,27 @@ export class RedisBackend implements LeaseBackend {
       timeoutMs,
     );
     const leaseReply = reply as LeaseReply;
-    if (leaseReply[0] === 1 && acked < replicas)
+    if (leaseReply[0] === 1 && acked < replicas) {
+      if (name === "acquire") await this.takeBack(shard, leaseReply);
       throw new ReplicaAckError(
         `no replica acknowledged the ${name} of shard ${shard} within ${timeoutMs} ms: not done ` +
           "(a failover now could forget it); retry",
       );
+    }
     return leaseReply;
+  }
+
+  /**
+   * Hand back a grant that no replica acknowledged: its holder hears a refusal and never
+   * acts on it, and left in place it would hold the shard for a TTL against everyone,
+   * its own holder included (a lease it never renewed), after the replicas are back. No
+   * WAIT: if the master dies before the release reaches a replica, the replica has the
+   * grant (nobody acts on it; it runs out) or not even that. Best effort: on an error the
+   * grant runs out by itself.
+   */
+  private async takeBack(shard: string, grant: LeaseReply): Promise<void> {
+    const [, , holder, token] = grant;
+    await this.lease("release", shard, [holder, token]).catch(() => undefined);
   }
 
   async acquire({ shard, agent, ttlMs }: AcquireInput) {
@@ -314,6 +334,7 @@ export class RedisBackend implements LeaseBackend {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     this.redis.disconnect();
   }
 }
