@@ -246,15 +246,7 @@ describe("Redis topology harness", function () {
       return client;
     }
 
-    /** The master owning the slot of `key`, with its replicas. */
-    async function ownerOf(key: string) {
-      const slot = Number(await setup.client(setup.nodes[0]!.port).call("CLUSTER", "KEYSLOT", key));
-      const owner = (await setup.masters()).find((m) =>
-        m.slots.some(([from, to]) => from <= slot && slot <= to),
-      );
-      if (owner === undefined) throw new Error(`no master owns slot ${slot}`);
-      return { slot, ...owner };
-    }
+    const ownerOf = (key: string) => setup.ownerOf(key);
 
     beforeEach(async function () {
       this.timeout(30_000);

@@ -317,6 +317,14 @@ function removeDataFiles(dir: string): void {
   rmSync(join(dir, "dump.rdb"), { force: true });
 }
 
+/** The log lines of `processes` from `sinceMs` (wall clock) on, in time order. */
+function logsSince(processes: RedisProcess[], sinceMs: number): LogLine[] {
+  return processes
+    .flatMap((p) => p.logLines())
+    .filter((line) => line.at >= sinceMs)
+    .sort((a, b) => a.at - b.at);
+}
+
 /** The processes of one setup, by port. */
 class ProcessGroup {
   private readonly byPort = new Map<number, RedisProcess>();
@@ -716,10 +724,7 @@ export class SentinelSetup {
 
   /** Every process's log lines from `sinceMs` (wall clock) on, in time order: what happened during a fault. */
   logsSince(sinceMs: number): LogLine[] {
-    return [...this.dataNodes.all(), ...this.sentinelNodes.all()]
-      .flatMap((p) => p.logLines())
-      .filter((line) => line.at >= sinceMs)
-      .sort((a, b) => a.at - b.at);
+    return logsSince([...this.dataNodes.all(), ...this.sentinelNodes.all()], sinceMs);
   }
 
   /** INFO replication of a data node, field by field (role, master_replid, offsets, ...). */
@@ -998,6 +1003,18 @@ export class ClusterSetup {
       }));
   }
 
+  /** The master owning the slot of `key` (CLUSTER KEYSLOT), with its replicas. */
+  async ownerOf(key: string): Promise<{ slot: number; port: number; id: string; replicaPorts: number[] }> {
+    const [first] = this.livePorts();
+    if (first === undefined) throw new Error("no cluster node is running");
+    const slot = Number(await ask(first, "CLUSTER", "KEYSLOT", key));
+    const owner = (await this.masters()).find((m) =>
+      m.slots.some(([from, to]) => from <= slot && slot <= to),
+    );
+    if (owner === undefined) throw new Error(`no master owns slot ${slot}`);
+    return { slot, port: owner.port, id: owner.id, replicaPorts: owner.replicaPorts };
+  }
+
   /**
    * Wait until the cluster serves every slot from a running node: every live node says
    * cluster_state:ok with all slots ok and knows every node, all live nodes agree on
@@ -1084,6 +1101,11 @@ export class ClusterSetup {
     });
     await this.waitForClusterOk(Math.max(1, timeoutMs - (performance.now() - startedAt)));
     return { oldMasterPort, elapsedMs: performance.now() - startedAt };
+  }
+
+  /** Every node's log lines from `sinceMs` (wall clock) on, in time order. */
+  logsSince(sinceMs: number): LogLine[] {
+    return logsSince(this.group.all(), sinceMs);
   }
 
   /** The cluster nodes as processes. */
