@@ -186,6 +186,42 @@ describe("Leases on Redis Sentinel (real redis-server and redis-sentinel)", func
   });
 });
 
+/**
+ * Leases on Redis Cluster (three masters with a replica each, real servers): a lease
+ * write follows the shard's slot to its new master after CLUSTER FAILOVER by itself.
+ */
+describe("Leases on Redis Cluster (real redis-server cluster)", function () {
+  this.timeout(120_000);
+  let setup: ClusterSetup;
+  let store: Store;
+
+  before(async function () {
+    this.timeout(60_000);
+    setup = await ClusterSetup.start({ masters: 3, replicasPerMaster: 1 });
+    store = await openStore(setup.storeSpec(), { replicaAckMs: 250 });
+  });
+  after(async () => {
+    await store?.close();
+    await setup?.stop();
+  });
+
+  it("after CLUSTER FAILOVER of the shard's master, lease writes alone find the new master: held a TTL, then granted", async () => {
+    const first = await acquireWhenGranted(store, "s1", "a", 1000, 15_000);
+    const owner = await setup.ownerOf("sb:{shard:s1}:lease");
+    await setup.failover(owner.replicaPorts[0]!);
+    // Nothing but lease writes from here (an agent renewing, a standby asking): the old
+    // master answers MOVED, and no other command is there to make the client look again.
+    const renew = await store.renew({ shard: "s1", agent: "a", token: first.outcome.token, ttlMs: 1000 });
+    expect(renew.ok, "a renew just after the promotion").to.equal(false);
+    const b = await acquireWhenGranted(store, "s1", "b", 1000, 10_000);
+    expect(
+      b.refusals.filter((r) => r.startsWith("error")),
+      "errors on the way",
+    ).to.deep.equal([]);
+    expect(b.outcome.token).to.be.above(first.outcome.token);
+  });
+});
+
 /** A replicated store the fault tests run on: its spec, its servers' logs, and stop. */
 interface FaultyStore {
   storeSpec(): string;
