@@ -109,3 +109,21 @@ export async function runScriptAcked(
     return { reply, acked: Number(acked) };
   }
 }
+
+/**
+ * WAIT for `replicas` to acknowledge every write this connection made to the node that
+ * holds `key`: how many did within `timeoutMs`. The key routes it on a Cluster (a keyless
+ * WAIT would go to any node); on a failover in between, none.
+ */
+export async function waitForReplicas(
+  redis: RedisClient,
+  key: string,
+  replicas: number,
+  timeoutMs: number,
+): Promise<number> {
+  const [, [waitError, acked]] = (await redis.pipeline().exists(key).wait(replicas, timeoutMs).exec()) as [
+    [Error | null, unknown],
+    [Error | null, unknown],
+  ];
+  return waitError === null ? Number(acked) : 0;
+}
