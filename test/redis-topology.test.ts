@@ -52,9 +52,12 @@ describe("Redis topology harness", function () {
       const client = new Redis({
         sentinels: setup.sentinels,
         name: setup.masterName,
-        // Reconnect quickly while the sentinels still name a dead master.
+        // Reconnect quickly while the sentinels still name a dead master, and keep a
+        // command queued across all those attempts (ioredis gives up after 20 by
+        // default: 2 s here, less than a promotion takes).
         retryStrategy: () => 100,
         sentinelRetryStrategy: () => 100,
+        maxRetriesPerRequest: null,
         ...options,
       });
       client.on("error", () => undefined);
