@@ -16,6 +16,7 @@ const benches: Record<string, () => Promise<void>> = {
   inspector: inspectorBench,
   fenced: async () => (await import("./fenced.bench.js")).fencedBench(),
   failover: async () => (await import("./failover.bench.js")).failoverBench(),
+  ha: async () => (await import("./ha.bench.js")).haBench(),
   ring: ringBench,
   sim: simBench,
 };
