@@ -27,6 +27,7 @@ import { BridgeMetrics } from "./metrics.js";
 import { nodeRoutes } from "./nodes.js";
 import { shardRoutes } from "./shards.js";
 import { versionInfo } from "../version.js";
+import { expressRoutes, type MountedRoute } from "./routes.js";
 
 /** Free unsharded nodes read per store call while nova's ring share is computed. */
 const FREE_PAGE = 1000;
@@ -46,9 +47,12 @@ export interface AppOptions {
 
 /**
  * The bridge's HTTP API as one request listener: the lease writes agents make several
- * times a second (see leaseWrites), then express for everything else.
+ * times a second (see leaseWrites), then express for everything else. `routes`: every
+ * route it serves, read from express's router and the raw routes' own tables.
  */
-export type BridgeApp = (req: IncomingMessage, res: ServerResponse) => void;
+export type BridgeApp = ((req: IncomingMessage, res: ServerResponse) => void) & {
+  readonly routes: readonly MountedRoute[];
+};
 
 export function createApp(
   store: Store,
@@ -137,8 +141,13 @@ export function createApp(
   app.use(errorHandler((message, meta) => logger.error(message, meta)));
   const writes = leaseWrites({ store, catalog, metrics, authority });
   const webhook = webhookRoute({ service: traits, decoder, secret: inspector.secret, metrics, authority });
-  const proxy = ironicUrl === undefined ? () => false : fencedIronic({ store, catalog, metrics, ironicUrl });
-  return (req, res) => {
-    if (!writes(req, res) && !webhook(req, res) && !proxy(req, res)) app(req, res);
+  const raw = [writes, webhook];
+  if (ironicUrl !== undefined) raw.push(fencedIronic({ store, catalog, metrics, ironicUrl }));
+  const listener = (req: IncomingMessage, res: ServerResponse) => {
+    for (const route of raw) if (route(req, res)) return;
+    app(req, res);
   };
+  return Object.assign(listener, {
+    routes: [...raw.flatMap((route) => route.routes), ...expressRoutes(app)],
+  });
 }
