@@ -27,6 +27,7 @@ import { BridgeMetrics } from "./metrics.js";
 import { nodeRoutes } from "./nodes.js";
 import { shardRoutes } from "./shards.js";
 import { versionInfo } from "../version.js";
+import { openApiText } from "./openapi/document.js";
 import { expressRoutes, type MountedRoute } from "./routes.js";
 
 /** Free unsharded nodes read per store call while nova's ring share is computed. */
@@ -48,7 +49,8 @@ export interface AppOptions {
 /**
  * The bridge's HTTP API as one request listener: the lease writes agents make several
  * times a second (see leaseWrites), then express for everything else. `routes`: every
- * route it serves, read from express's router and the raw routes' own tables.
+ * route it serves, read from express's router and the raw routes' own tables — what the
+ * OpenAPI document must list (test/openapi.test.ts holds the two together).
  */
 export type BridgeApp = ((req: IncomingMessage, res: ServerResponse) => void) & {
   readonly routes: readonly MountedRoute[];
@@ -103,7 +105,12 @@ export function createApp(
     }
   });
   app.use(metrics.routes());
-  // Everything below needs a bearer token; health checks and metrics above do not.
+  // The API's description, as open as /healthz: it says what every install of this
+  // version serves, and holds no token, shard or node (see openapi/operations.ts).
+  app.get("/openapi.json", (_req, res) => {
+    res.type("application/json").send(openApiText());
+  });
+  // Everything below needs a bearer token; health checks, metrics and the document above do not.
   // Authenticate first: nobody without a token makes the bridge read a body.
   app.use(authenticate(authority));
   app.use(readBody((req) => bodyPolicy(req.path).limit));
