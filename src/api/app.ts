@@ -154,7 +154,9 @@ export function createApp(
     for (const route of raw) if (route(req, res)) return;
     app(req, res);
   };
-  return Object.assign(listener, {
-    routes: [...raw.flatMap((route) => route.routes), ...expressRoutes(app)],
-  });
+  // Read when asked (the contract test), not at start: a route added in a form that cannot
+  // be listed fails that test, never a bridge starting up.
+  return Object.defineProperty(listener, "routes", {
+    get: (): MountedRoute[] => [...raw.flatMap((route) => route.routes), ...expressRoutes(app)],
+  }) as BridgeApp;
 }
