@@ -106,9 +106,11 @@ export function createApp(
   });
   app.use(metrics.routes());
   // The API's description, as open as /healthz: it says what every install of this
-  // version serves, and holds no token, shard or node (see openapi/operations.ts).
+  // version serves, and holds no token, shard or node (see openapi/operations.ts). Built
+  // here, once per process (tens of ms), so no request holds the event loop building it.
+  const openApi = openApiText();
   app.get("/openapi.json", (_req, res) => {
-    res.type("application/json").send(openApiText());
+    res.type("application/json").send(openApi);
   });
   // Everything below needs a bearer token; health checks, metrics and the document above do not.
   // Authenticate first: nobody without a token makes the bridge read a body.

@@ -76,14 +76,24 @@ export class ApiContract {
   /** The pointer of every answer schema the document holds. */
   answerSchemas(): string[] {
     const pointers: string[] = [];
+    const add = (at: string, response: Json) => {
+      for (const type of Object.keys(response.content ?? {}))
+        pointers.push(`${at}/content/${escape(type)}/schema`);
+    };
     for (const [template, item] of Object.entries(this.document.paths as Record<string, Json>))
       for (const [method, operation] of Object.entries(item))
         for (const [status, response] of Object.entries(operation.responses as Record<string, Json>))
-          for (const type of Object.keys(response.content ?? {}))
-            pointers.push(
-              `/paths/${escape(template)}/${method}/responses/${status}/content/${escape(type)}/schema`,
-            );
+          add(`/paths/${escape(template)}/${method}/responses/${status}`, response);
+    for (const [name, response] of Object.entries(this.document.components.responses as Record<string, Json>))
+      add(`/components/responses/${name}`, response);
     return pointers;
+  }
+
+  /** A response object and where it is: itself, or the component its $ref names. */
+  private resolved(at: string, response: Json): { at: string; response: Json } {
+    const name = /^#\/components\/responses\/(.+)$/.exec(response.$ref ?? "")?.[1];
+    if (name === undefined) return { at, response };
+    return { at: `/components/responses/${name}`, response: this.document.components.responses[name] };
   }
 
   /** Whether the header `ref` (a header object or a $ref to one) says it is always sent. */
@@ -145,16 +155,19 @@ export class ApiContract {
     const { template, operation } = found;
     const method = exchange.method.toUpperCase();
     const documented = operation.responses[String(exchange.status)] as Json | undefined;
-    const response = documented ?? (operation.responses.default as Json | undefined);
-    if (response === undefined)
+    const key = documented !== undefined ? String(exchange.status) : "default";
+    if (operation.responses[key] === undefined)
       throw new Error(
         `${where}: status ${exchange.status} is not documented for ${method} ${template} ` +
           `(documented: ${Object.keys(operation.responses).join(", ")}); body ${exchange.text.slice(0, 500)}`,
       );
+    const { at, response } = this.resolved(
+      `/paths/${escape(template)}/${found.key}/responses/${key}`,
+      operation.responses[key],
+    );
     for (const [name, header] of Object.entries((response.headers ?? {}) as Record<string, Json>))
       if (this.required(header) && !exchange.headers.has(name))
         throw new Error(`${where}: the header ${name}, documented as always sent, is missing`);
-    const key = documented !== undefined ? String(exchange.status) : "default";
     this.seen.add(`${method} ${template} ${key}`);
     if (response.content === undefined) {
       if (key !== "default" && exchange.text !== "" && method !== "HEAD")
@@ -166,11 +179,7 @@ export class ApiContract {
     const type = types.find((t) => t === contentType || t === "*/*");
     if (type === undefined)
       throw new Error(`${where}: content type ${contentType} is not documented (${types.join(", ")})`);
-    this.expectValid(
-      `/paths/${escape(template)}/${found.key}/responses/${key}/content/${escape(type)}/schema`,
-      body,
-      where,
-    );
+    this.expectValid(`${at}/content/${escape(type)}/schema`, body, where);
   }
 
   private expectValid(pointer: string, body: unknown, where: string): void {

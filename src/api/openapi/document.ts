@@ -14,6 +14,36 @@ import { fromZod, HEADERS, PARAMETERS, SCHEMAS, SECURITY_SCHEMES, type JsonSchem
 
 const SIG = "https://specs.openstack.org/openstack/api-sig/guidelines/errors.html";
 
+/** Refusals many operations answer alike; where an operation's is exactly one of these, it refers to it (components.responses). */
+const COMMON: Record<string, { status: number; refusal: Refusal }> = {
+  Unauthenticated: {
+    status: 401,
+    refusal: { description: "no bearer token, or an unknown one", codes: ["auth.unauthenticated"] },
+  },
+  BodyTooLarge: {
+    status: 413,
+    refusal: { description: "the body is over the limit", codes: ["body.too_large"] },
+  },
+  BodyNotDecoded: {
+    status: 415,
+    refusal: {
+      description: "a content encoding or charset the bridge does not decode",
+      codes: ["body.invalid"],
+    },
+  },
+  InternalError: {
+    status: 500,
+    refusal: { description: "a bug: the log has it under the same request id", codes: ["internal"] },
+  },
+  StoreUnavailable: {
+    status: 503,
+    refusal: {
+      description: "the store did not answer (Redis down, a timeout)",
+      codes: ["store.unavailable"],
+    },
+  },
+};
+
 /** The refusals an operation shares with every other of its kind, by status. */
 function sharedRefusals(op: Operation): Record<number, Refusal> {
   const shared: Record<number, Refusal> = {};
@@ -22,7 +52,7 @@ function sharedRefusals(op: Operation): Record<number, Refusal> {
   };
   const { access } = op;
   if (access.kind === "bearer" || access.kind === "webhook") {
-    add(401, { description: "no bearer token, or an unknown one", codes: ["auth.unauthenticated"] });
+    add(401, COMMON.Unauthenticated!.refusal);
     const roles = access.kind === "webhook" ? ["inspector"] : access.roles;
     if (roles.length < ALL_ROLES.length)
       add(403, { description: `a role other than ${roles.join(" or ")}`, codes: ["auth.forbidden"] });
@@ -36,18 +66,11 @@ function sharedRefusals(op: Operation): Record<number, Refusal> {
     });
   if (op.body !== undefined) {
     if (op.body !== "any") add(400, { description: "the body is not JSON", codes: ["body.malformed"] });
-    add(413, { description: "the body is over the limit", codes: ["body.too_large"] });
-    add(415, {
-      description: "a content encoding or charset the bridge does not decode",
-      codes: ["body.invalid"],
-    });
+    add(413, COMMON.BodyTooLarge!.refusal);
+    add(415, COMMON.BodyNotDecoded!.refusal);
   }
-  add(500, { description: "a bug: the log has it under the same request id", codes: ["internal"] });
-  if (op.store !== false)
-    add(503, {
-      description: "the store did not answer (Redis down, a timeout)",
-      codes: ["store.unavailable"],
-    });
+  add(500, COMMON.InternalError!.refusal);
+  if (op.store !== false) add(503, COMMON.StoreUnavailable!.refusal);
   return shared;
 }
 
@@ -171,7 +194,11 @@ function operationObject(op: Operation): JsonSchema {
   const responses = Object.fromEntries(
     Object.entries(answers)
       .sort(([a], [b]) => (a === "default" ? 1 : b === "default" ? -1 : Number(a) - Number(b)))
-      .map(([status, answer]) => [status, response(status === "default" ? 0 : Number(status), answer, op)]),
+      .map(([status, answer]) => {
+        const built = response(status === "default" ? 0 : Number(status), answer, op);
+        const common = COMMON_BY_TEXT.get(JSON.stringify(built));
+        return [status, common === undefined ? built : { $ref: `#/components/responses/${common}` }];
+      }),
   );
   const limit = bodyPolicy(op.path).limit;
   return {
@@ -194,6 +221,17 @@ function operationObject(op: Operation): JsonSchema {
     responses,
   };
 }
+
+/** The common refusals as a bearer operation answers them: components.responses. */
+const COMMON_RESPONSES = Object.fromEntries(
+  Object.entries(COMMON).map(([name, { status, refusal }]) => [
+    name,
+    response(status, refusal, { access: { kind: "bearer", roles: ALL_ROLES } } as Operation),
+  ]),
+);
+const COMMON_BY_TEXT = new Map(
+  Object.entries(COMMON_RESPONSES).map(([name, built]) => [JSON.stringify(built), name]),
+);
 
 function build(): JsonSchema {
   const paths: Record<string, Record<string, JsonSchema>> = {};
@@ -233,6 +271,7 @@ function build(): JsonSchema {
     paths,
     components: {
       schemas: SCHEMAS,
+      responses: COMMON_RESPONSES,
       parameters: PARAMETERS,
       headers: HEADERS,
       securitySchemes: SECURITY_SCHEMES,
