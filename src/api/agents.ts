@@ -18,12 +18,12 @@ import { prefetched, streamJsonList, type ListPage } from "./stream.js";
 import { ShardNodesCache } from "./shard-nodes.js";
 import { leaseJson, nodeJson } from "./views.js";
 
-const AgentPath = z.strictObject({ id: AgentId });
+export const AgentPath = z.strictObject({ id: AgentId });
 /**
  * `shards` must be given: [] puts the agent in nova's legacy ring pool, so a body left
  * empty by accident must not (the ring would hand a sharded agent unsharded nodes).
  */
-const HeartbeatBody = z.strictObject({
+export const HeartbeatBody = z.strictObject({
   shards: z.array(z.unknown(), {
     error: (issue) =>
       issue.input === undefined
@@ -31,7 +31,7 @@ const HeartbeatBody = z.strictObject({
         : "must be a list of shard names",
   }),
 });
-const NodesQuery = z.strictObject({
+export const NodesQuery = z.strictObject({
   token: z
     .string({ error: "must be a comma-separated list of fencing tokens" })
     // Empty: the agent holds no lease (a legacy pool member asking for its ring's nodes).

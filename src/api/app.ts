@@ -30,6 +30,8 @@ import { BridgeMetrics } from "./metrics.js";
 import { nodeRoutes } from "./nodes.js";
 import { shardRoutes } from "./shards.js";
 import { versionInfo } from "../version.js";
+import { openApiText } from "./openapi/document.js";
+import { expressRoutes, type MountedRoute } from "./routes.js";
 
 /** Free unsharded nodes read per store call while nova's ring share is computed. */
 const FREE_PAGE = 1000;
@@ -49,10 +51,15 @@ export interface AppOptions {
 
 /**
  * The bridge's HTTP API as one request listener: the lease writes agents make several
- * times a second (see leaseWrites), then express for everything else. `close` ends what
- * would keep a server's close waiting: the status pages' event streams.
+ * times a second (see leaseWrites), then express for everything else. `routes`: every
+ * route it serves, read from express's router and the raw routes' own tables — what the
+ * OpenAPI document must list (test/openapi.test.ts holds the two together). `close` ends
+ * what would keep a server's close waiting: the status pages' event streams.
  */
-export type BridgeApp = ((req: IncomingMessage, res: ServerResponse) => void) & { close(): void };
+export type BridgeApp = ((req: IncomingMessage, res: ServerResponse) => void) & {
+  readonly routes: readonly MountedRoute[];
+  close(): void;
+};
 
 export function createApp(
   store: Store,
@@ -103,6 +110,13 @@ export function createApp(
     }
   });
   app.use(metrics.routes());
+  // The API's description, as open as /healthz: it says what every install of this
+  // version serves, and holds no token, shard or node (see openapi/operations.ts). Built
+  // here, once per process (tens of ms), so no request holds the event loop building it.
+  const openApi = openApiText();
+  app.get("/openapi.json", (_req, res) => {
+    res.type("application/json").send(openApi);
+  });
   const serviceDownMs = legacy.serviceDownMs ?? SERVICE_DOWN_TIME_MS;
   // The status page: one look at the store per period for all its open pages, with
   // tokens (they tell a new lease from a renewed one; the page never shows them).
@@ -121,7 +135,8 @@ export function createApp(
   // Its own login (a session cookie), so it comes before the bearer token check.
   const ui = uiRoutes(authority, watcher);
   app.use(ui);
-  // Everything below needs a bearer token; health checks and metrics above do not.
+  // Everything below needs a bearer token; health checks, metrics, the document and the
+  // page's own login above do not.
   // Authenticate first: nobody without a token makes the bridge read a body.
   app.use(authenticate(authority));
   app.use(viewersRead());
@@ -159,9 +174,15 @@ export function createApp(
   app.use(errorHandler((message, meta) => logger.error(message, meta)));
   const writes = leaseWrites({ store, catalog, metrics, authority });
   const webhook = webhookRoute({ service: traits, decoder, secret: inspector.secret, metrics, authority });
-  const proxy = ironicUrl === undefined ? () => false : fencedIronic({ store, catalog, metrics, ironicUrl });
+  const raw = [writes, webhook];
+  if (ironicUrl !== undefined) raw.push(fencedIronic({ store, catalog, metrics, ironicUrl }));
   const listener = (req: IncomingMessage, res: ServerResponse) => {
-    if (!writes(req, res) && !webhook(req, res) && !proxy(req, res)) app(req, res);
+    for (const route of raw) if (route(req, res)) return;
+    app(req, res);
   };
-  return Object.assign(listener, { close: () => ui.close() });
+  // Read when asked (the contract test), not at start: a route added in a form that cannot
+  // be listed fails that test, never a bridge starting up.
+  return Object.defineProperty(Object.assign(listener, { close: () => ui.close() }), "routes", {
+    get: (): MountedRoute[] => [...raw.flatMap((route) => route.routes), ...expressRoutes(app)],
+  }) as BridgeApp;
 }
