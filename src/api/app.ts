@@ -13,7 +13,7 @@ import { authenticate, type TokenAuthority } from "./auth.js";
 import { readBody, parseJsonBody } from "./body.js";
 import { DecodePool } from "./decode/pool.js";
 import { HttpError, errorHandler } from "./errors.js";
-import type { IronicOutbox } from "../ironic/outbox.js";
+import type { IronicDelivery } from "../ironic/delivery.js";
 import { OwnershipRegistry } from "../traits/ownership.js";
 import type { TraitRule } from "../traits/inspection.js";
 import { TraitService } from "../traits/service.js";
@@ -36,8 +36,8 @@ export interface AppOptions {
   catalog?: ShardCatalog;
   /** trait rules, ownership and the webhook secret; defaults: no rules, compute's ownership, no secret */
   inspector?: { rules: TraitRule[]; ownership: OwnershipRegistry; secret?: string | undefined };
-  /** where applied trait changes go in Ironic, if anywhere */
-  ironic?: IronicOutbox;
+  /** the delivery of applied trait changes to Ironic, if any: commits queue them for it */
+  ironic?: IronicDelivery;
   /** the Ironic API the fenced endpoint (/fenced/{shard}/lease-{token}/ironic) forwards to */
   ironicUrl?: string;
   /** the legacy ring pool: ring kind, rebuild period, service down time, clock */
@@ -106,9 +106,10 @@ export function createApp(
   app.use((req, res, next) => (bodyPolicy(req.path).parseHere ? parseJsonBody(req, res, next) : next()));
   app.use(leaseRoutes(store));
   app.use(shardRoutes(store, catalog, ironicUrl !== undefined));
-  const traits = new TraitService(store.traits, store.nodes, inspector.ownership, (node, deltas) =>
-    ironic?.push(node, deltas),
-  );
+  const traits = new TraitService(store.traits, store.nodes, inspector.ownership, {
+    toIronic: ironic !== undefined,
+    onApplied: () => ironic?.nudge(),
+  });
   // Large bodies (a bulk, an inspection result) are decoded off the event loop.
   const decoder = new DecodePool(inspector.rules);
   app.use(nodeRoutes(store.nodes, traits, decoder));

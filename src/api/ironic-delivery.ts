@@ -1,22 +1,40 @@
 import { Router } from "express";
-import type { IronicOutbox } from "../ironic/outbox.js";
+import type { IronicDelivery } from "../ironic/delivery.js";
 
 /**
  * GET /v1/ironic/delivery: how trait changes stand on their way to Ironic (any role that
- * reads): `configured` false when the bridge has no Ironic to deliver to.
+ * reads): `configured` false when the bridge has no Ironic to deliver to. The queue's
+ * figures are the store's (every bridge on it answers the same); `this_bridge` is the
+ * answering bridge's own part.
  */
-export function ironicDeliveryRoutes(outbox: IronicOutbox | undefined): Router {
+export function ironicDeliveryRoutes(delivery: IronicDelivery | undefined): Router {
   const router = Router();
-  router.get("/v1/ironic/delivery", (_req, res) => {
-    if (outbox === undefined) return void res.json({ configured: false });
-    const { pendingChanges, oldestPendingMs, delivered, retried, givenUp } = outbox.stats();
+  router.get("/v1/ironic/delivery", async (_req, res) => {
+    if (delivery === undefined) return void res.json({ configured: false });
+    const { durable, queue, layout, worker } = await delivery.stats();
     res.json({
       configured: true,
-      // In this process only: a bridge that dies loses what is pending (see IronicOutbox).
-      durable: false,
-      pending_changes: pendingChanges,
-      oldest_pending_ms: oldestPendingMs,
-      batches: { delivered, retried, given_up: givenUp },
+      // true: the queue is in the store and outlives any bridge; false: in this process only.
+      durable,
+      pending_changes: queue.pendingChanges,
+      oldest_pending_ms: queue.oldestPendingMs,
+      // A batch: one commit's changes for one node (or, past the bound, a node's folded ones).
+      batches: { delivered: queue.delivered, retried: queue.retried, given_up: queue.given_up },
+      coalesced_changes: queue.coalesced,
+      queue: {
+        partitions: layout.partitions,
+        partition_bound: layout.partitionBound,
+        queued_batches: queue.queuedEntries,
+        folded_nodes: queue.mergedNodes,
+      },
+      live_bridges: queue.liveWorkers,
+      this_bridge: worker,
+      undeliverable: queue.undeliverable.map(({ node, deltas, reason, atMs }) => ({
+        node,
+        changes: deltas,
+        reason,
+        at: new Date(atMs).toISOString(),
+      })),
     });
   });
   return router;

@@ -3,6 +3,7 @@ import type { BridgeApp } from "../../src/api/app.js";
 import { listen } from "./http.js";
 import { MemoryNodes } from "../../src/nodes/memory.js";
 import { openStore } from "../../src/store/open.js";
+import type { RedisBackendOptions } from "../../src/store/redis/backend.js";
 import { processClockUs } from "../../src/store/clock.js";
 import { MemoryBackend } from "../../src/store/memory.js";
 import { Store } from "../../src/store/store.js";
@@ -14,12 +15,16 @@ import { ClusterSetup } from "./redis-topology.js";
  * (a Redis restart without persistence, or a restarted bridge process for memory), and
  * how many keys it holds (to prove refused requests wrote nothing).
  */
+/** What a suite may set on a fresh store. */
+export type FreshOptions = Pick<RedisBackendOptions, "ironicQueueMax">;
+
 export interface BackendUnderTest {
   name: "memory" | "redis" | "redis-cluster";
   /** may take up to LONGEST_TEST_TTL_S + a few seconds the first time */
   before(): Promise<void>;
   after(): Promise<void>;
-  fresh(): Promise<Store>;
+  /** `options`: bounds a suite sets smaller than a bridge's (Redis and memory alike) */
+  fresh(options?: FreshOptions): Promise<Store>;
   loseEverything(store: Store): Promise<Store>;
   storedKeys(store: Store): Promise<number>;
   /**
@@ -68,7 +73,12 @@ export function memoryUnderTest(): BackendUnderTest {
     before: async () => undefined,
     after: async () => undefined,
     // A store that started long ago: no recovery wait (test/lease-recovery covers that).
-    fresh: async () => new Store(new MemoryBackend(processClockUs, 0), new MemoryNodes(), new MemoryTraits()),
+    fresh: async (options = {}) =>
+      new Store(
+        new MemoryBackend(processClockUs, 0),
+        new MemoryNodes(),
+        new MemoryTraits(undefined, options.ironicQueueMax),
+      ),
     loseEverything: async () =>
       new Store(new MemoryBackend(processClockUs, 0), new MemoryNodes(), new MemoryTraits()),
     storedKeys: async (store) => {
@@ -113,8 +123,8 @@ export async function stopSharedServer(): Promise<void> {
 export function redisUnderTest(): BackendUnderTest {
   let server: TestRedisServer | undefined;
   const opened: Store[] = [];
-  const open = async () => {
-    const store = await openStore(server!.url);
+  const open = async (options: FreshOptions = {}) => {
+    const store = await openStore(server!.url, options);
     opened.push(store);
     return store;
   };
@@ -131,9 +141,9 @@ export function redisUnderTest(): BackendUnderTest {
     after: async () => {
       await Promise.all(opened.splice(0).map((s) => s.close()));
     },
-    fresh: async () => {
+    fresh: async (options) => {
       await flush();
-      return open();
+      return open(options);
     },
     loseEverything: async (store) => {
       await flush();
@@ -198,9 +208,9 @@ export function redisClusterUnderTest(): BackendUnderTest {
       await Promise.all(opened.splice(0).map((s) => s.close()));
       await setup?.stop();
     },
-    fresh: async () => {
+    fresh: async (options) => {
       await flush();
-      const store = await openStore(setup!.storeSpec());
+      const store = await openStore(setup!.storeSpec(), options);
       opened.push(store);
       return store;
     },
@@ -217,7 +227,7 @@ export function redisClusterUnderTest(): BackendUnderTest {
  * Register the hooks a suite needs to run against `backend`: set it up once, a fresh
  * store before each test, tear down after. Read the store from the returned object.
  */
-export function useBackend(backend: BackendUnderTest): { readonly store: Store } {
+export function useBackend(backend: BackendUnderTest, options?: FreshOptions): { readonly store: Store } {
   const context = { store: undefined as unknown as Store };
   before(function () {
     this.timeout(30_000);
@@ -225,7 +235,7 @@ export function useBackend(backend: BackendUnderTest): { readonly store: Store }
   });
   after(() => backend.after());
   beforeEach(async () => {
-    context.store = await backend.fresh();
+    context.store = await backend.fresh(options);
   });
   return context;
 }
