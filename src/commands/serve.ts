@@ -42,8 +42,9 @@ export const SERVE_USAGE = `  serve    run the bridge
                                     credentials only: SHARDBRIDGE_IRONIC_TOKEN is never added there). The changes
                                     wait in a queue in the store (on Redis it outlives the bridge; every bridge on
                                     the store needs the same --ironic)
-             --ironic-owner-ttl S   seconds a bridge owns a part of that queue without renewing (default 15): after
-                                    a bridge dies, another takes its part over within about this long
+             --ironic-owner-ttl S   seconds a bridge owns a part of that queue without renewing (default 20): after
+                                    a bridge dies, another takes its part over within about this long; an Ironic
+                                    call times out after a quarter of it
              --ironic-concurrency N Ironic calls in flight at once from this bridge (default 8)
              --ironic-queue-max N   changes (one commit's for one node) the queue holds before it folds further
                                     changes per node and trait, last one winning (default 100000)
@@ -63,7 +64,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
       "trait-rules": { type: "string" },
       ownership: { type: "string" },
       ironic: { type: "string", default: process.env.SHARDBRIDGE_IRONIC_URL },
-      "ironic-owner-ttl": { type: "string", default: "15" },
+      "ironic-owner-ttl": { type: "string", default: "20" },
       "ironic-concurrency": { type: "string", default: "8" },
       "ironic-queue-max": { type: "string", default: String(IRONIC_QUEUE_MAX_ENTRIES) },
       ring: { type: "string", default: "tooz" },

@@ -19,7 +19,7 @@ export interface IronicDeliveryOptions {
   endpoint: string;
   authToken?: string | undefined;
   /**
-   * A partition owner's lease TTL (default 15 s). It renews at a third of it and stops
+   * A partition owner's lease TTL (default 20 s). It renews at a third of it and stops
    * delivering at two thirds; an Ironic call times out at a quarter of it (see mayCall).
    */
   ownerTtlMs?: number;
@@ -42,7 +42,7 @@ export interface IronicDeliveryOptions {
   retry?: Partial<RetryPolicy>;
 }
 
-export const DEFAULT_OWNER_TTL_MS = 15_000;
+export const DEFAULT_OWNER_TTL_MS = 20_000;
 
 /** This bridge's own part of the work (the queue's figures are store-wide). */
 export interface WorkerStats {

@@ -99,7 +99,7 @@ let shared: Promise<TestRedisServer> | undefined;
  * first use and old enough that no lease waits out its recovery period (a just-started
  * Redis refuses leases on unknown shards for one TTL). Stopped when the test run exits.
  */
-function sharedServer(): Promise<TestRedisServer> {
+export function sharedServer(): Promise<TestRedisServer> {
   shared ??= (async () => {
     const server = await TestRedisServer.start();
     const admin = server.client();
