@@ -1,5 +1,6 @@
 import { Router } from "express";
 import type { IronicDelivery } from "../ironic/delivery.js";
+import { fromStore } from "../domain/store-errors.js";
 
 /**
  * GET /v1/ironic/delivery: how trait changes stand on their way to Ironic (any role that
@@ -11,7 +12,8 @@ export function ironicDeliveryRoutes(delivery: IronicDelivery | undefined): Rout
   const router = Router();
   router.get("/v1/ironic/delivery", async (_req, res) => {
     if (delivery === undefined) return void res.json({ configured: false });
-    const { durable, queue, layout, worker } = await delivery.stats();
+    // The queue's figures are the store's: a store away answers 503, as every store read does.
+    const { durable, queue, layout, worker } = await fromStore(() => delivery.stats());
     res.json({
       configured: true,
       // true: the queue is in the store and outlives any bridge; false: in this process only.

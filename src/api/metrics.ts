@@ -5,6 +5,12 @@ import type { Store } from "../store/store.js";
 
 const MAX_SHARD_LABELS = 2000;
 
+/** What the Ironic gauges show before the store was ever read. */
+const EMPTY_STATS = {
+  queue: { pendingChanges: 0, oldestPendingMs: 0, coalesced: 0 },
+  worker: { partitions: [], delivered: 0, retried: 0, given_up: 0 },
+};
+
 /**
  * Prometheus metrics of one bridge (a registry per app, so tests can build many apps).
  * Lease counters are counted where the API decides, label values are bounded: shards
@@ -92,13 +98,21 @@ export class BridgeMetrics {
    */
   watchIronic(delivery: IronicDelivery): void {
     const registers = [this.registry];
-    // One store read serves every gauge of a scrape.
-    let latest: { at: number; stats: Promise<DeliveryStats> } | undefined;
-    const stats = () => {
-      if (latest === undefined || performance.now() - latest.at > 500)
-        latest = { at: performance.now(), stats: delivery.stats() };
+    // One store read serves every gauge of a scrape. A store away leaves them as they were:
+    // the rest of /metrics still answers (and /readyz says the store is away).
+    let latest: { at: number; stats: Promise<DeliveryStats | null> } | undefined;
+    let lastGood: DeliveryStats | null = null;
+    const read = () => {
+      if (latest === undefined || performance.now() - latest.at > 500) {
+        const stats = delivery.stats().then(
+          (fresh) => (lastGood = fresh),
+          () => lastGood,
+        );
+        latest = { at: performance.now(), stats };
+      }
       return latest.stats;
     };
+    const stats = async () => (await read()) ?? EMPTY_STATS;
     new Gauge({
       name: "shardbridge_ironic_pending_changes",
       help: "Trait changes committed and not yet in Ironic (the store's queue)",

@@ -244,6 +244,7 @@ export class IronicDelivery {
     try {
       const { partitions } = await this.queueLayout();
       const live = await this.queue.heartbeat(this.worker, this.ttlMs);
+      if (this.stopping) return;
       const share = fairShare(partitions, live);
       const held = [...this.keepers].filter(([, k]) => k.status === "active").map(([p]) => p);
       const resting = this.resting;
@@ -273,6 +274,7 @@ export class IronicDelivery {
   }
 
   private compete(partition: number): void {
+    if (this.stopping) return;
     const keeper = new LeaseKeeper({
       client: this.owners,
       shard: `partition-${partition}`,
@@ -292,7 +294,7 @@ export class IronicDelivery {
   /** Owned: read the partition from its start, after any earlier run of it has ended. */
   private async begin(partition: number, keeper: LeaseKeeper, token: number): Promise<void> {
     await this.runs.get(partition)?.settled();
-    if (keeper.token() === null || this.keepers.get(partition) !== keeper) return;
+    if (this.stopping || keeper.token() === null || this.keepers.get(partition) !== keeper) return;
     logger.info("ironic-partition-owned", { partition, token, worker: this.worker });
     const run = new PartitionRun(partition, keeper);
     // A partition that only this process ever delivered (the embedded store's, first

@@ -14,6 +14,7 @@ const benches: Record<string, () => Promise<void>> = {
   http: async () => (await import("./http.bench.js")).httpBench(),
   inspector: inspectorBench,
   fenced: async () => (await import("./fenced.bench.js")).fencedBench(),
+  "ironic-delivery": async () => (await import("./ironic-delivery.bench.js")).ironicDeliveryBench(),
   failover: async () => (await import("./failover.bench.js")).failoverBench(),
   ring: ringBench,
   sim: simBench,
