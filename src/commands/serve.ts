@@ -156,7 +156,8 @@ export async function serveCommand(argv: string[]): Promise<void> {
     const delivered = ironic?.stop() ?? Promise.resolve();
     server.close(() => void delivered.then(() => store.close()).then(() => process.exit(0)));
     server.closeIdleConnections();
-    setTimeout(() => process.exit(0), 5000).unref();
+    // Ironic calls in flight end within a quarter of the owner TTL before the hand-over.
+    setTimeout(() => process.exit(0), 5000 + (ironic === undefined ? 0 : delivery.ownerTtlMs / 4)).unref();
   };
   process.once("SIGTERM", () => shutdown("SIGTERM"));
   process.once("SIGINT", () => shutdown("SIGINT"));
