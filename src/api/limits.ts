@@ -29,7 +29,11 @@ export const FENCED_BODY: BodyPolicy = { limit: 8 * MiB, parseHere: false };
 /** Every other body: a lease call, a node, a patch, an ack. */
 export const SMALL_BODY: BodyPolicy = { limit: 64 * KiB, parseHere: true };
 
+/** The status page's login form: a token and little else; read by its route, not parsed as JSON. */
+export const LOGIN_FORM_BODY: BodyPolicy = { limit: 4 * KiB, parseHere: false };
+
 export const BULK_PATH = "/v1/nodes/bulk";
+export const LOGIN_PATH = "/ui/login";
 export const WEBHOOK_PATH = "/v1/inspector/webhook";
 const HEARTBEAT_PATH = /^\/v1\/agents\/[^/]+\/heartbeat$/;
 
@@ -37,5 +41,6 @@ export function bodyPolicy(path: string): BodyPolicy {
   if (path === BULK_PATH) return BULK_BODY;
   if (path === WEBHOOK_PATH) return WEBHOOK_BODY;
   if (HEARTBEAT_PATH.test(path)) return HEARTBEAT_BODY;
+  if (path === LOGIN_PATH) return LOGIN_FORM_BODY;
   return SMALL_BODY;
 }

@@ -1,7 +1,11 @@
 import { readFileSync } from "node:fs";
-import express, { Router, type Request, type Response } from "express";
+import { Router, type Request, type Response } from "express";
+import { z } from "zod";
+import { parseOrThrow } from "../../domain/validation.js";
 import { PAGE_ROLES, type TokenAuthority } from "../auth.js";
+import { readRequestBody } from "../body.js";
 import { HttpError } from "../errors.js";
+import { bodyPolicy, LOGIN_PATH } from "../limits.js";
 import type { StatusWatcher } from "./watcher.js";
 
 /*
@@ -17,10 +21,13 @@ import type { StatusWatcher } from "./watcher.js";
 export const SESSION_COOKIE = "shardbridge_page";
 /** How long a login lasts. */
 export const SESSION_MS = 12 * 3600 * 1000;
+/** How long a page waits to reconnect after a lost connection (the bridge restarting): the stream's first field. */
+export const RECONNECT_MS = 2000;
 /** Open pages per bridge; more are refused (503) rather than each costing a socket and its writes. */
 export const MAX_VIEWERS = 64;
 
-const CSP = [
+/** Every /ui answer's Content-Security-Policy: scripts, styles and images of the page's own files only. */
+export const CSP = [
   "default-src 'none'",
   "script-src 'self'",
   "style-src 'self'",
@@ -31,11 +38,31 @@ const CSP = [
   "base-uri 'none'",
 ].join("; ");
 
-const STATIC_TYPES: Record<string, string> = {
+/** The page's files (GET /ui/static/{file}) and the type each is served as. */
+export const STATIC_TYPES: Record<string, string> = {
   "status.js": "text/javascript; charset=utf-8",
   "page.css": "text/css; charset=utf-8",
   "icon.svg": "image/svg+xml",
 };
+
+/**
+ * The {file} of GET /ui/static/{file}: a name shaped like one of the page's files (a 400
+ * naming `file` otherwise, so `../x` or a NUL never reaches the lookup); a well-formed
+ * name the page has no file of is a 404.
+ */
+export const StaticPath = z.strictObject({
+  file: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,63}\.[a-z0-9]{1,8}$/, {
+    error: "must be a file name of the page: letters, digits, - or _, then an extension (status.js)",
+  }),
+});
+
+/**
+ * The login form as a browser posts it (application/x-www-form-urlencoded). Other fields
+ * are ignored: the form is ours, and a field a browser adds is no reason to refuse a login.
+ */
+export const LoginForm = z.object({
+  token: z.string().trim().min(1),
+});
 
 /** The page's files, read once: they ship beside this module (npm run build copies them). */
 function readStatic(): { html: Record<"status" | "login", string>; assets: Map<string, Buffer> } {
@@ -89,6 +116,36 @@ function assertSameOrigin(req: Request): void {
     ]);
 }
 
+/**
+ * A 303 to `path`, without the short HTML or text body express's redirect writes: a
+ * browser follows the Location and shows nothing of it.
+ */
+function seeOther(res: Response, path: string): void {
+  res.status(303).set("location", path).end();
+}
+
+const FORM_TYPE = "application/x-www-form-urlencoded";
+
+/**
+ * The login form's fields, read as every body of the API is (bodyPolicy's limit: a 413
+ * before a byte is read when Content-Length says more; a 415 for an encoding or charset
+ * other than UTF-8 as it is), and a 415 for a body that is not a form. No body: no fields.
+ */
+async function readForm(req: Request, res: Response): Promise<Record<string, string>> {
+  const raw = await readRequestBody(req, res, bodyPolicy(req.path).limit);
+  if (raw.length === 0) return {};
+  if (req.get("content-type")?.split(";")[0]!.trim().toLowerCase() !== FORM_TYPE)
+    throw new HttpError([
+      {
+        status: 415,
+        code: "shardbridge.body.invalid",
+        title: "Body not accepted",
+        detail: `send the login form as ${FORM_TYPE}`,
+      },
+    ]);
+  return Object.fromEntries(new URLSearchParams(raw.toString("utf8")));
+}
+
 const escapeHtml = (text: string) =>
   text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
 
@@ -98,7 +155,6 @@ export function uiRoutes(authority: TokenAuthority, watcher: StatusWatcher): Rou
   const open = new Set<Response>();
   const sessionOf = (req: Request) => authority.pageSession(cookie(req, SESSION_COOKIE), Date.now());
   const page = (res: Response, status: number, text: string) => {
-    secureHeaders(res);
     res.status(status).set("cache-control", "no-store").type("html").send(text);
   };
   /** The login form, with one of our own sentences above it (never request data). */
@@ -112,59 +168,63 @@ export function uiRoutes(authority: TokenAuthority, watcher: StatusWatcher): Rou
       ),
     );
 
+  // Every /ui answer, refusals and redirects included, carries the page's security headers.
+  // (Mounted at the root and filtered here: a middleware under a path could not be listed
+  // route by route, see expressRoutes.)
+  router.use((req, res, next) => {
+    if (req.path === "/ui" || req.path.startsWith("/ui/")) secureHeaders(res);
+    next();
+  });
+
   router.get("/ui", (req, res) => {
-    if (sessionOf(req) === null) return void res.redirect(303, "/ui/login");
+    if (sessionOf(req) === null) return seeOther(res, "/ui/login");
     page(res, 200, html.status);
   });
 
   router.get("/ui/login", (_req, res) => login(res, 200));
 
-  router.post(
-    "/ui/login",
-    express.urlencoded({ extended: false, limit: "4kb", parameterLimit: 4 }),
-    (req, res) => {
-      assertSameOrigin(req);
-      const token = typeof req.body?.token === "string" ? req.body.token.trim() : "";
-      if (token === "") return login(res, 400, "Enter a viewer or admin token.");
-      let value: string;
-      try {
-        value = authority.openPageSession(token, Date.now() + SESSION_MS);
-      } catch (error) {
-        if (!(error instanceof HttpError)) throw error;
-        const status = error.errors[0]!.status;
-        return login(
-          res,
-          status,
-          status === 401
-            ? "That token is not known to this bridge."
-            : `This page is for ${PAGE_ROLES.join(" and ")} tokens; an agent's or the inspector's token does not open it.`,
-        );
-      }
-      // Secure where a TLS proxy in front says the page is served over https.
-      const secure = req.get("x-forwarded-proto") === "https" ? "; Secure" : "";
-      res.set(
-        "set-cookie",
-        `${SESSION_COOKIE}=${value}; Path=/ui; Max-Age=${SESSION_MS / 1000}; HttpOnly; SameSite=Strict${secure}`,
+  router.post(LOGIN_PATH, async (req, res) => {
+    assertSameOrigin(req);
+    const form = LoginForm.safeParse(await readForm(req, res));
+    if (!form.success) return login(res, 400, "Enter a viewer or admin token.");
+    let value: string;
+    try {
+      value = authority.openPageSession(form.data.token, Date.now() + SESSION_MS);
+    } catch (error) {
+      if (!(error instanceof HttpError)) throw error;
+      const status = error.errors[0]!.status;
+      return login(
+        res,
+        status,
+        status === 401
+          ? "That token is not known to this bridge."
+          : `This page is for ${PAGE_ROLES.join(" and ")} tokens; an agent's or the inspector's token does not open it.`,
       );
-      res.redirect(303, "/ui");
-    },
-  );
+    }
+    // Secure where a TLS proxy in front says the page is served over https.
+    const secure = req.get("x-forwarded-proto") === "https" ? "; Secure" : "";
+    res.set(
+      "set-cookie",
+      `${SESSION_COOKIE}=${value}; Path=/ui; Max-Age=${SESSION_MS / 1000}; HttpOnly; SameSite=Strict${secure}`,
+    );
+    seeOther(res, "/ui");
+  });
 
   router.post("/ui/logout", (req, res) => {
     assertSameOrigin(req);
     res.set("set-cookie", `${SESSION_COOKIE}=; Path=/ui; Max-Age=0; HttpOnly; SameSite=Strict`);
-    res.redirect(303, "/ui/login");
+    seeOther(res, "/ui/login");
   });
 
   router.get("/ui/static/:file", (req, res) => {
-    const asset = assets.get(req.params.file);
+    const { file } = parseOrThrow(StaticPath, req.params);
+    const asset = assets.get(file);
     if (asset === undefined)
       throw new HttpError([
         { status: 404, code: "shardbridge.route.not_found", title: "No such file", detail: req.path },
       ]);
-    secureHeaders(res);
     // Files of this build: revalidated, so an upgraded bridge serves its own script.
-    res.set({ "content-type": STATIC_TYPES[req.params.file]!, "cache-control": "no-cache" }).send(asset);
+    res.set({ "content-type": STATIC_TYPES[file]!, "cache-control": "no-cache" }).send(asset);
   });
 
   router.get("/ui/events", (req, res) => {
@@ -187,7 +247,6 @@ export function uiRoutes(authority: TokenAuthority, watcher: StatusWatcher): Rou
           detail: `this bridge serves at most ${MAX_VIEWERS} open status pages`,
         },
       ]);
-    secureHeaders(res);
     res.status(200).set({
       "content-type": "text/event-stream; charset=utf-8",
       "cache-control": "no-store",
@@ -195,8 +254,7 @@ export function uiRoutes(authority: TokenAuthority, watcher: StatusWatcher): Rou
       "x-accel-buffering": "no",
     });
     res.flushHeaders();
-    // Reconnect 2 s after a lost connection (the bridge restarting).
-    res.write("retry: 2000\n\n");
+    res.write(`retry: ${RECONNECT_MS}\n\n`);
     open.add(res);
     watcher.add(res);
     // The session ends while the page is open: end the stream; the page's reconnect is refused (401).
