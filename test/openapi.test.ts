@@ -5,12 +5,13 @@ import { createApp } from "../src/api/app.js";
 import { IronicDelivery } from "../src/ironic/delivery.js";
 import { openApiDocument } from "../src/api/openapi/document.js";
 import { expressRoutes } from "../src/api/routes.js";
+import { MAX_VIEWERS, SESSION_COOKIE, STATIC_TYPES } from "../src/api/ui/routes.js";
 import { ShardCatalog } from "../src/shards/definitions.js";
 import { backendsUnderTest, memoryUnderTest, useApp } from "./helpers/backends.js";
 import { exampleInspector } from "./helpers/examples.js";
 import { listen, postWebhook, TEST_TOKENS, testAuthority, wholeNode } from "./helpers/http.js";
 import { createIronicNode, useIronicPeer } from "./helpers/ironic-peer.js";
-import { apiContract, checkedText } from "./helpers/openapi.js";
+import { apiContract, checkedStart, checkedText } from "./helpers/openapi.js";
 import { freePort } from "./helpers/redis-server.js";
 
 const document = openApiDocument() as any;
@@ -27,11 +28,12 @@ const OPERATIONS: Documented[] = Object.entries(document.paths as Record<string,
 const isFenced = (op: Documented) => op.path.startsWith("/fenced/");
 
 /**
- * The answers every operation must have been seen giving: its successes (Ironic's, for
- * the fenced endpoint: `default`) and its main refusals. 413, 415, 500, 502 and 503 are
- * documented for many and exercised here for some (and 503 by api-store-outage).
+ * The answers every operation must have been seen giving: its successes and redirects
+ * (Ironic's, for the fenced endpoint: `default`) and its main refusals. 413, 415, 500,
+ * 502 and 503 are documented for many and exercised here for some (and 503 by
+ * api-store-outage).
  */
-const MAIN = /^(2\d\d|default|400|401|403|404|409|422)$/;
+const MAIN = /^(2\d\d|3\d\d|default|400|401|403|404|409|422)$/;
 
 function unseen(ops: Documented[]): string[] {
   const { seen } = apiContract();
@@ -51,6 +53,7 @@ const ROLE_TOKENS = {
   admin: TEST_TOKENS.admin,
   inspector: TEST_TOKENS.inspector,
   agent: TEST_TOKENS.agent("compute-0"),
+  viewer: TEST_TOKENS.viewer,
 } as const;
 
 /** A path template with its parameters filled: `values` first, else the document's examples. */
@@ -71,7 +74,8 @@ async function send(
   const headers: Record<string, string> = { ...options.headers };
   const token = options.token === undefined ? TEST_TOKENS.admin : options.token;
   if (token !== null) headers.authorization = `Bearer ${token}`;
-  const init: RequestInit = { method, headers };
+  // A redirect is an answer of its own (the status page's 303s), checked as it comes.
+  const init: RequestInit = { method, headers, redirect: "manual" };
   if (options.body !== undefined) {
     headers["content-type"] ??= "application/json";
     init.body = typeof options.body === "string" ? options.body : JSON.stringify(options.body);
@@ -94,24 +98,48 @@ const BODIES: Record<string, unknown> = {
   "POST /v1/shards/{shard}/feed/ack": { token: 1, id: "1-0" },
 };
 /** A path parameter's value that breaks its rule. */
-const BAD_PARAMETER: Record<string, string> = { shard: "bad%20name", uuid: "not-a-uuid", id: "%01" };
+const BAD_PARAMETER: Record<string, string> = {
+  shard: "bad%20name",
+  uuid: "not-a-uuid",
+  id: "%01",
+  file: "..%2Fpage.css",
+};
 
-/** 401 without a token, 403 for each role the operation does not take. */
+/** 401 without a credential, 403 for each role the operation does not take. */
 async function refusesWhoMayNot(base: string, ops: Documented[]): Promise<void> {
   for (const op of ops) {
-    if (op.operation.responses["401"] === undefined) continue;
+    // (the login form's 401 is about the token in the form: the page test has it)
+    if (op.operation.security.length === 0 || op.operation.responses["401"] === undefined) continue;
     const path = fill(op.path);
     const anonymous = await send(base, op.method, path, { token: null });
     expect(anonymous.status, `${op.method} ${op.path} without a token`).to.equal(401);
     expect(anonymous.body.errors[0].code).to.equal("shardbridge.auth.unauthenticated");
     const roles: string[] | undefined = op.operation.security[0]?.bearer;
+    // With a body the operation would take: the role alone is what is refused.
+    const body = BODIES[`${op.method} ${op.path}`];
     for (const [role, token] of Object.entries(ROLE_TOKENS)) {
       if (roles === undefined || roles.includes(role)) continue;
-      const refused = await send(base, op.method, path, { token });
+      const refused = await send(base, op.method, path, { token, ...(body !== undefined && { body }) });
       expect(refused.status, `${op.method} ${op.path} as ${role}`).to.equal(403);
       expect(refused.body.errors[0].code).to.equal("shardbridge.auth.forbidden");
     }
   }
+}
+
+/**
+ * A viewer gets past the role checks of every operation whose security lists it: no 401,
+ * no 403 (a 404 for an example node nobody stored is an answer about the node).
+ */
+async function viewerReads(base: string, ops: Documented[]): Promise<string[]> {
+  const read: string[] = [];
+  for (const op of ops) {
+    const roles: string[] | undefined = op.operation.security[0]?.bearer;
+    if (roles?.includes("viewer") !== true) continue;
+    const answer = await send(base, op.method, fill(op.path), { token: TEST_TOKENS.viewer });
+    expect(answer.status, `${op.method} ${op.path} as a viewer: ${answer.text}`).to.be.oneOf([200, 404]);
+    read.push(`${op.method} ${op.path}`);
+  }
+  return read;
 }
 
 /** 400 naming the parameter, for each operation's first path parameter broken. */
@@ -167,6 +195,23 @@ describe("OpenAPI document", function () {
     expect(roles("post", "/v1/inspector/webhook")).to.deep.equal([
       { bearer: ["inspector"], webhookSignature: [], webhookTimestamp: [] },
     ]);
+    expect(roles("get", "/v1/shards")).to.deep.equal([{ bearer: ["admin", "agent", "inspector", "viewer"] }]);
+    // an agent's own reads and the lease writes are not a viewer's
+    expect(roles("get", "/v1/agents/{id}/nodes")).to.deep.equal([{ bearer: ["agent", "admin"] }]);
+    expect(roles("get", "/v1/shards/{shard}/feed")).to.deep.equal([{ bearer: ["agent", "admin"] }]);
+    // the page: its session cookie, named as the code names it, for the roles the page is for
+    expect(document.components.securitySchemes.pageSession).to.include({
+      type: "apiKey",
+      in: "cookie",
+      name: SESSION_COOKIE,
+    });
+    expect(roles("get", "/ui/events")).to.deep.equal([{ pageSession: ["viewer", "admin"] }]);
+    expect(roles("get", "/ui")).to.deep.equal([{ pageSession: ["viewer", "admin"] }, {}]);
+    expect(roles("post", "/ui/login")).to.deep.equal([]);
+    expect(Object.keys(document.paths["/ui/login"].post.requestBody.content)).to.deep.equal([
+      "application/x-www-form-urlencoded",
+    ]);
+    expect(document.paths["/ui/login"].post.requestBody.description).to.equal("At most 4 KiB.");
     expect(roles("get", "/healthz")).to.deep.equal([]);
     expect(roles("get", "/openapi.json")).to.deep.equal([]);
     expect(document.paths["/v1/shards/{shard}/lease"].post.description).to.match(
@@ -245,6 +290,59 @@ describe("OpenAPI document", function () {
     expect(() =>
       contract.check({ ...refusal(401, { code: "shardbridge.auth.unauthenticated" }), url: "/v1/shards" }),
     ).to.throw(/WWW-Authenticate/);
+
+    // The page's answers: a redirect's Location and cookie, its security headers, HTML refusals.
+    const csp = document.components.headers.ContentSecurityPolicy.schema.const as string;
+    const pageHeaders = (more: Record<string, string>) =>
+      new Headers({ "x-request-id": "r-2", "content-security-policy": csp, ...more });
+    const cookie = `${SESSION_COOKIE}=abc.1700000000.def; Path=/ui; Max-Age=43200; HttpOnly; SameSite=Strict`;
+    const loggedIn = {
+      method: "POST",
+      url: "/ui/login",
+      status: 303,
+      headers: pageHeaders({ location: "/ui", "set-cookie": cookie }),
+      text: "",
+    };
+    expect(() => contract.check(loggedIn)).not.to.throw();
+    expect(() =>
+      contract.check({ ...loggedIn, headers: pageHeaders({ location: "/ui/login", "set-cookie": cookie }) }),
+    ).to.throw(/Location does not match/);
+    expect(() =>
+      contract.check({
+        ...loggedIn,
+        headers: pageHeaders({ location: "/ui", "set-cookie": cookie.replace("HttpOnly; ", "") }),
+      }),
+    ).to.throw(/Set-Cookie does not match/);
+    expect(() => contract.check({ ...loggedIn, headers: pageHeaders({ "set-cookie": cookie }) })).to.throw(
+      /Location, documented as always sent, is missing/,
+    );
+    expect(() => contract.check({ ...loggedIn, text: "See Other. Redirecting to /ui" })).to.throw(
+      /without a body/,
+    );
+    const formAgain = {
+      method: "POST",
+      url: "/ui/login",
+      status: 401,
+      headers: pageHeaders({ "content-type": "text/html; charset=utf-8" }),
+      text: "<!doctype html><form></form>",
+    };
+    expect(() => contract.check(formAgain)).not.to.throw();
+    expect(() =>
+      contract.check({
+        ...formAgain,
+        headers: new Headers({ "x-request-id": "r-3", "content-type": "text/html" }),
+      }),
+    ).to.throw(/Content-Security-Policy/);
+    // the login's 401 is the form, not the API's JSON refusal
+    expect(() =>
+      contract.check({
+        ...formAgain,
+        headers: pageHeaders({ "content-type": "application/json" }),
+        text: JSON.stringify({
+          errors: [{ status: 401, code: "shardbridge.auth.unauthenticated", title: "t", detail: "d" }],
+        }),
+      }),
+    ).to.throw(/content type application\/json is not documented/);
   });
 });
 
@@ -285,8 +383,20 @@ for (const backend of backendsUnderTest()) {
       expect(served.body).to.deep.equal(document);
     });
 
-    it("401 without a token and 403 for each role an operation does not take", async () => {
+    it("401 without a token and 403 for each role an operation does not take, writing nothing", async () => {
+      const before = await backend.state(ctx.store);
       await refusesWhoMayNot(ctx.base, ops);
+      expect(await backend.state(ctx.store)).to.equal(before);
+    });
+
+    it("a viewer reads what the document gives it, and only with GET", async () => {
+      const read = await viewerReads(ctx.base, ops);
+      expect(read).to.have.length.greaterThan(0);
+      expect(read).to.include.members(["GET /v1/shards", "GET /v1/agents", "GET /v1/ironic/delivery"]);
+      expect(read.every((op) => op.startsWith("GET "))).to.equal(true);
+      // An agent's own reads are not a viewer's: its node list acts as the agent.
+      expect(read).not.to.include("GET /v1/agents/{id}/nodes");
+      expect(read).not.to.include("GET /v1/shards/{shard}/feed");
     });
 
     it("400 naming the path parameter that breaks its rule", async () => {
@@ -522,6 +632,129 @@ for (const backend of backendsUnderTest()) {
       expectStatus(await send(ctx.base, "POST", ack, { token: as("compute-1"), body: { token, id } }), 403);
       const badId = await send(ctx.base, "POST", ack, { body: { token, id: "latest" } });
       expect(badId.body.errors[0].field).to.equal("id");
+    });
+
+    it("the status page: log in, the page, its files and events, log out, and the refusals", async () => {
+      const base = ctx.base;
+      const FORM = { "content-type": "application/x-www-form-urlencoded" };
+      const logIn = (token: string, headers: Record<string, string> = {}) =>
+        send(base, "POST", "/ui/login", {
+          token: null,
+          body: new URLSearchParams({ token }).toString(),
+          headers: { ...FORM, ...headers },
+        });
+      const formAgain = (answer: { text: string; headers: Headers }) => {
+        expect(answer.text).to.include('<form method="post" action="/ui/login">');
+        expect(answer.headers.get("set-cookie"), "a refusal sets no cookie").to.equal(null);
+      };
+
+      // Without a session: to the login form; the form.
+      const noSession = await send(base, "GET", "/ui", { token: null });
+      expectStatus(noSession, 303);
+      expect(noSession.headers.get("location")).to.equal("/ui/login");
+      expect(noSession.text).to.equal("");
+      const form = await send(base, "GET", "/ui/login", { token: null });
+      expectStatus(form, 200);
+      expect(form.text).to.include('name="token"');
+
+      // Refused logins: the form again, with the reason, and no cookie.
+      const refusals: Array<[string, number, string]> = [
+        ["", 400, "Enter a viewer or admin token."],
+        ["not-a-token-of-this-bridge", 401, "not known to this bridge"],
+        [as("compute-0"), 403, "viewer and admin tokens"],
+        [TEST_TOKENS.inspector, 403, "viewer and admin tokens"],
+      ];
+      for (const [token, status, reason] of refusals) {
+        const refused = await logIn(token);
+        expect(refused.status, `login with ${token || "no token"}`).to.equal(status);
+        expect(refused.text).to.include(reason);
+        formAgain(refused);
+      }
+      // No body at all is no token either; a body that is not a form, or over 4 KiB, is refused as the API refuses.
+      formAgain(await send(base, "POST", "/ui/login", { token: null }));
+      const json = await send(base, "POST", "/ui/login", {
+        token: null,
+        body: { token: TEST_TOKENS.viewer },
+      });
+      expectStatus(json, 415);
+      expect(json.body.errors[0].code).to.equal("shardbridge.body.invalid");
+      const tooLarge = await logIn("x".repeat(5000));
+      expectStatus(tooLarge, 413);
+      expect(tooLarge.body.errors[0].code).to.equal("shardbridge.body.too_large");
+      // A form posted from a page of another origin: 403 before the token is looked at.
+      const crossOrigin = await logIn(TEST_TOKENS.viewer, { origin: "https://elsewhere.example" });
+      expectStatus(crossOrigin, 403);
+      expect(crossOrigin.body.errors[0].code).to.equal("shardbridge.auth.forbidden");
+      expect(crossOrigin.headers.get("set-cookie")).to.equal(null);
+
+      // The page's files; a name of no file's shape is a 400 naming `file`, an unknown one 404.
+      for (const [file, type] of Object.entries(STATIC_TYPES)) {
+        const got = await send(base, "GET", `/ui/static/${file}`, { token: null });
+        expectStatus(got, 200);
+        expect(got.headers.get("content-type")).to.equal(type);
+      }
+      expectStatus(await send(base, "GET", "/ui/static/nothing.js", { token: null }), 404);
+      const walk = await send(base, "GET", "/ui/static/..%2Fstatus.html", { token: null });
+      expect(walk.body.errors.map((e: { field?: string }) => e.field)).to.deep.equal(["file"]);
+
+      // The events need a session: none, or a cookie nobody signed, is 401.
+      for (const cookie of [undefined, `${SESSION_COOKIE}=forged.9999999999.bWFj`]) {
+        const refused = await send(base, "GET", "/ui/events", {
+          token: TEST_TOKENS.viewer, // a bearer token is not a page session
+          ...(cookie !== undefined && { headers: { cookie } }),
+        });
+        expectStatus(refused, 401);
+        expect(refused.body.errors[0].code).to.equal("shardbridge.auth.unauthenticated");
+      }
+
+      // A viewer and an admin log in (as a browser posts from the page: same origin) and read.
+      for (const token of [TEST_TOKENS.viewer, TEST_TOKENS.admin]) {
+        const loggedIn = await logIn(token, { origin: base });
+        expectStatus(loggedIn, 303);
+        expect(loggedIn.headers.get("location")).to.equal("/ui");
+        const cookie = loggedIn.headers.get("set-cookie")!.split(";")[0]!;
+        const page = await send(base, "GET", "/ui", { token: null, headers: { cookie } });
+        expectStatus(page, 200);
+        expect(page.text).to.include('src="/ui/static/status.js"');
+        // The event stream's first bytes: the retry field and the first event (the history).
+        const url = `${base}/ui/events`;
+        const stream = await fetch(url, { headers: { cookie } });
+        const start = await checkedStart("GET", url, stream, (text) => text.split("\n\n").length > 2);
+        expect(stream.status).to.equal(200);
+        expect(start).to.match(/^retry: \d+\n\nevent: history\ndata: \[/);
+        // The session cookie opens the page and nothing else: the API answers it 401.
+        expectStatus(await send(base, "GET", "/v1/shards", { token: null, headers: { cookie } }), 401);
+      }
+
+      // Past the open pages a bridge serves: 503 until one closes.
+      const cookie = (await logIn(TEST_TOKENS.viewer)).headers.get("set-cookie")!.split(";")[0]!;
+      const streams = await Promise.all(
+        Array.from({ length: MAX_VIEWERS }, async () => {
+          const abort = new AbortController();
+          const res = await fetch(`${base}/ui/events`, { headers: { cookie }, signal: abort.signal });
+          expect(res.status).to.equal(200);
+          return abort;
+        }),
+      );
+      try {
+        const full = await send(base, "GET", "/ui/events", { token: null, headers: { cookie } });
+        expectStatus(full, 503);
+        expect(full.body.errors[0].code).to.equal("shardbridge.ui.too_many_viewers");
+      } finally {
+        for (const abort of streams) abort.abort();
+      }
+
+      // Log out: the cookie cleared (refused from another origin).
+      const foreign = await send(base, "POST", "/ui/logout", {
+        token: null,
+        headers: { origin: "https://elsewhere.example" },
+      });
+      expectStatus(foreign, 403);
+      expect(foreign.headers.get("set-cookie")).to.equal(null);
+      const out = await send(base, "POST", "/ui/logout", { token: null, headers: { cookie } });
+      expectStatus(out, 303);
+      expect(out.headers.get("location")).to.equal("/ui/login");
+      expect(out.headers.get("set-cookie")).to.match(new RegExp(`^${SESSION_COOKIE}=; .*Max-Age=0`));
     });
 
     it("Ironic delivery without an Ironic", async () => {

@@ -45,6 +45,7 @@ export async function call(
 export const TEST_TOKENS = {
   admin: "admin-token-0123456789",
   inspector: "inspector-token-0123456789",
+  viewer: "viewer-token-0123456789",
   agent: (agent: string) => `agent-token-${agent}-0123456789`,
 };
 export const TEST_AGENTS = ["compute-0", "compute-1", "compute-a", "compute-b", "compute-9"];
@@ -54,6 +55,7 @@ export function testAuthority(): TokenAuthority {
     tokens: [
       { role: "admin", token: TEST_TOKENS.admin },
       { role: "inspector", token: TEST_TOKENS.inspector },
+      { role: "viewer", token: TEST_TOKENS.viewer },
       ...TEST_AGENTS.map((agent) => ({ role: "agent" as const, agent, token: TEST_TOKENS.agent(agent) })),
     ],
   });

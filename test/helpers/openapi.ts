@@ -70,6 +70,8 @@ export class ApiContract {
     // fall inside whatever a test is timing.
     for (const pointer of this.answerSchemas()) this.validator(pointer);
     this.validator("/components/schemas/Error");
+    for (const header of Object.values(this.document.components.headers as Record<string, Json>))
+      this.compiled(header.schema);
   }
 
   /** The pointer of every answer schema the document holds. */
@@ -95,10 +97,10 @@ export class ApiContract {
     return { at: `/components/responses/${name}`, response: this.document.components.responses[name] };
   }
 
-  /** Whether the header `ref` (a header object or a $ref to one) says it is always sent. */
-  private required(header: Json): boolean {
+  /** A header object: itself, or the component its $ref names. */
+  private header(header: Json): Json {
     const name = /^#\/components\/headers\/(.+)$/.exec(header.$ref ?? "")?.[1];
-    return (name === undefined ? header : this.document.components.headers[name]).required === true;
+    return name === undefined ? header : this.document.components.headers[name];
   }
 
   /**
@@ -115,6 +117,11 @@ export class ApiContract {
         .reduce((node: any, segment) => node?.[segment], this.document),
     );
     if (schema === undefined) throw new Error(`the document has nothing at ${pointer}`);
+    return this.compiled(schema);
+  }
+
+  /** The validator of `schema` (its references already bundled), compiled once. */
+  private compiled(schema: Json): ValidateFunction {
     const key = JSON.stringify(schema);
     let validate = this.validators.get(key);
     if (validate === undefined) {
@@ -164,9 +171,20 @@ export class ApiContract {
       `/paths/${escape(template)}/${found.key}/responses/${key}`,
       operation.responses[key],
     );
-    for (const [name, header] of Object.entries((response.headers ?? {}) as Record<string, Json>))
-      if (this.required(header) && !exchange.headers.has(name))
-        throw new Error(`${where}: the header ${name}, documented as always sent, is missing`);
+    for (const [name, ref] of Object.entries((response.headers ?? {}) as Record<string, Json>)) {
+      const header = this.header(ref);
+      const value = exchange.headers.get(name);
+      if (value === null) {
+        if (header.required === true)
+          throw new Error(`${where}: the header ${name}, documented as always sent, is missing`);
+        continue;
+      }
+      const validate = this.compiled(header.schema);
+      if (!validate(value))
+        throw new Error(
+          `${where}: the header ${name} does not match the document: ${this.ajv.errorsText(validate.errors)}; got ${value}`,
+        );
+    }
     this.seen.add(`${method} ${template} ${key}`);
     if (response.content === undefined) {
       if (key !== "default" && exchange.text !== "" && method !== "HEAD")
@@ -219,6 +237,35 @@ export function apiContract(): ApiContract {
 /** Read a fetch answer whole and check it against the document; answers its text. */
 export async function checkedText(method: string, url: string, res: Response): Promise<string> {
   const text = await res.text();
+  checkReceived(method, url, res, text);
+  return text;
+}
+
+/**
+ * Read the start of an answer that does not end by itself (an event stream) until
+ * `enough` says so, or it ends; stop reading (the connection closes) and check the answer
+ * with what was read as its body. Answers the text read.
+ */
+export async function checkedStart(
+  method: string,
+  url: string,
+  res: Response,
+  enough: (text: string) => boolean,
+): Promise<string> {
+  const reader = res.body!.getReader();
+  const decoder = new TextDecoder();
+  let text = "";
+  while (!enough(text)) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    text += decoder.decode(value, { stream: true });
+  }
+  await reader.cancel();
+  checkReceived(method, url, res, text);
+  return text;
+}
+
+function checkReceived(method: string, url: string, res: Response, text: string): void {
   const { pathname, search } = new URL(url);
   apiContract().check({
     method,
@@ -227,5 +274,4 @@ export async function checkedText(method: string, url: string, res: Response): P
     headers: res.headers,
     text,
   });
-  return text;
 }

@@ -1,6 +1,14 @@
 import { versionInfo } from "../../version.js";
 import { bodyPolicy } from "../limits.js";
-import { ALL_ROLES, OPERATIONS, type Operation, type Refusal, type Success } from "./operations.js";
+import { PAGE_ROLES } from "../auth.js";
+import {
+  ALL_ROLES,
+  OPERATIONS,
+  type Media,
+  type Operation,
+  type Refusal,
+  type Success,
+} from "./operations.js";
 import { fromZod, HEADERS, PARAMETERS, SCHEMAS, SECURITY_SCHEMES, type JsonSchema } from "./schemas.js";
 
 /**
@@ -8,8 +16,9 @@ import { fromZod, HEADERS, PARAMETERS, SCHEMAS, SECURITY_SCHEMES, type JsonSchem
  * from the table of operations (operations.ts) and the components (schemas.ts): request
  * schemas come from the zod schemas the routes validate with, so the document cannot say
  * other than validation does. Here the rules every operation of a kind shares: who may
- * call it (security, and 401/403), what a body or a parameter adds (400, 413, 415), and
- * what any operation may answer (500, and 503 when it reaches the store).
+ * call it (security, and 401/403), what a body or a parameter adds (400, 413, 415), what
+ * any operation may answer (500, and 503 when it reaches the store), and what every page
+ * route sends (its security headers; a form posted from another origin refused).
  */
 
 const SIG = "https://specs.openstack.org/openstack/api-sig/guidelines/errors.html";
@@ -51,6 +60,20 @@ function sharedRefusals(op: Operation): Record<number, Refusal> {
     shared[status] = shared[status] === undefined ? refusal : merge(shared[status]!, refusal);
   };
   const { access } = op;
+  if (access.kind === "page") {
+    if (access.session === "required")
+      add(401, {
+        description: "no page session, or a lapsed or forged one: log in at `/ui/login`",
+        codes: ["auth.unauthenticated"],
+      });
+    // assertSameOrigin: a browser names the page a form comes from
+    if (op.method === "post")
+      add(403, {
+        description:
+          "posted from a page of another origin (`Origin` names a host other than `Host` and `X-Forwarded-Host`)",
+        codes: ["auth.forbidden"],
+      });
+  }
   if (access.kind === "bearer" || access.kind === "webhook") {
     add(401, COMMON.Unauthenticated!.refusal);
     const roles = access.kind === "webhook" ? ["inspector"] : access.roles;
@@ -64,8 +87,9 @@ function sharedRefusals(op: Operation): Record<number, Refusal> {
       description: "a field breaks a rule: one error per field, each naming it in `field`",
       codes: ["validation", ...(op.parameters !== undefined ? ["request.invalid"] : [])],
     });
-  if (op.body !== undefined) {
-    if (op.body !== "any") add(400, { description: "the body is not JSON", codes: ["body.malformed"] });
+  if (op.body !== undefined || op.form !== undefined) {
+    if (op.body !== undefined && op.body !== "any")
+      add(400, { description: "the body is not JSON", codes: ["body.malformed"] });
     add(413, COMMON.BodyTooLarge!.refusal);
     add(415, COMMON.BodyNotDecoded!.refusal);
   }
@@ -76,11 +100,17 @@ function sharedRefusals(op: Operation): Record<number, Refusal> {
 
 function merge(a: Refusal, b: Refusal): Refusal {
   const codes = [...new Set([...(a.codes ?? []), ...(b.codes ?? [])])];
+  const content = [...(a.content ?? []), ...(b.content ?? [])].filter(
+    (media, i, all) => all.findIndex((other) => other.type === media.type) === i,
+  );
+  const headers = { ...a.headers, ...b.headers };
   return {
     description: `${a.description}; ${b.description}`,
     ...(codes.length > 0 && { codes }),
     ...((a.schema ?? b.schema) !== undefined && { schema: (a.schema ?? b.schema)! }),
     ...((a.ironic === true || b.ironic === true) && { ironic: true }),
+    ...(content.length > 0 && { content }),
+    ...(Object.keys(headers).length > 0 && { headers }),
   };
 }
 
@@ -106,15 +136,29 @@ function errorsWith(status: number, codes: readonly string[]): JsonSchema {
 
 const requestIdHeader = { "X-Request-Id": { $ref: "#/components/headers/RequestId" } };
 
+/** A response's content: its JSON schema, if any, then its bodies of other types. */
+function contentOf(json: JsonSchema | undefined, other: readonly Media[] = []): JsonSchema | undefined {
+  const media = [...(json !== undefined ? [{ type: "application/json", schema: json }] : []), ...other];
+  if (new Set(media.map((m) => m.type)).size !== media.length)
+    throw new Error(`two bodies of one type: ${media.map((m) => m.type).join(", ")}`);
+  return media.length === 0
+    ? undefined
+    : Object.fromEntries(media.map(({ type, schema }) => [type, { schema }]));
+}
+
 /** A response object: `status` 0 for `default` (a success). */
 function response(status: number, answer: Success | Refusal, op: Operation): JsonSchema {
   const headers: Record<string, unknown> = { ...requestIdHeader };
-  if (status === 401)
+  if (status === 401 && (op.access.kind === "bearer" || op.access.kind === "webhook"))
     headers["WWW-Authenticate"] = {
       $ref: `#/components/headers/${op.access.kind === "webhook" ? "WwwAuthenticateBearerOnly" : "WwwAuthenticate"}`,
     };
   // A delivery seen before gets its first answer again, whatever it was.
   if (op.access.kind === "webhook") headers["X-Shardbridge-Replay"] = { $ref: "#/components/headers/Replay" };
+  // Every /ui answer, refusals and redirects too (ui/routes.ts sets them ahead of the routes).
+  if (op.access.kind === "page")
+    headers["Content-Security-Policy"] = { $ref: "#/components/headers/ContentSecurityPolicy" };
+  Object.assign(headers, answer.headers);
   if (status >= 400) {
     const refusal = answer as Refusal;
     const own = refusal.codes === undefined ? undefined : errorsWith(status, refusal.codes);
@@ -124,20 +168,35 @@ function response(status: number, answer: Success | Refusal, op: Operation): Jso
       ...(refusal.ironic === true ? [{ $ref: "#/components/schemas/IronicError" }] : []),
     ];
     const codes = refusal.codes?.map((code) => `\`shardbridge.${code}\``).join(", ");
+    const content = contentOf(
+      shapes.length === 0 ? undefined : shapes.length === 1 ? shapes[0] : { anyOf: shapes },
+      refusal.content,
+    );
     return {
       description: codes === undefined ? refusal.description : `${refusal.description} (${codes})`,
       headers,
-      content: { "application/json": { schema: shapes.length === 1 ? shapes[0] : { anyOf: shapes } } },
+      ...(content !== undefined && { content }),
     };
   }
   const success = answer as Success;
-  const content =
-    success.schema !== undefined
-      ? { "application/json": { schema: { $ref: `#/components/schemas/${success.schema}` } } }
-      : success.content !== undefined
-        ? { [success.content.type]: { schema: success.content.schema } }
-        : undefined;
+  const content = contentOf(
+    success.schema === undefined ? undefined : { $ref: `#/components/schemas/${success.schema}` },
+    success.content,
+  );
   return { description: success.description, headers, ...(content !== undefined && { content }) };
+}
+
+/** A page route's security: the session cookie, as the route needs it. */
+function pageSecurity(session: "none" | "optional" | "required"): { security: JsonSchema[]; roles: string } {
+  const requirement = { pageSession: [...PAGE_ROLES] };
+  const cookie = `a page session (the \`${SECURITY_SCHEMES.pageSession.name}\` cookie \`POST /ui/login\` sets for a ${PAGE_ROLES.map((r) => `\`${r}\``).join(" or ")} token)`;
+  if (session === "none") return { security: [], roles: "No credential." };
+  if (session === "optional")
+    return {
+      security: [requirement, {}],
+      roles: `With ${cookie}, or without (then a redirect to the login).`,
+    };
+  return { security: [requirement], roles: `Needs ${cookie}.` };
 }
 
 /** Who may call: the security requirement, and the same in words. */
@@ -157,6 +216,8 @@ function security(op: Operation): { security: JsonSchema[]; roles: string } {
         roles:
           "Roles: `inspector`, with the delivery signed (X-Shardbridge-Timestamp, X-Shardbridge-Signature).",
       };
+    case "page":
+      return pageSecurity(op.access.session);
     case "bearer": {
       const { roles, actsAs } = op.access;
       const named = roles.map((role) =>
@@ -201,6 +262,18 @@ function operationObject(op: Operation): JsonSchema {
       }),
   );
   const limit = bodyPolicy(op.path).limit;
+  const body: { type: string; schema: JsonSchema; required: boolean; passed?: true } | undefined =
+    op.form !== undefined
+      ? {
+          type: "application/x-www-form-urlencoded",
+          schema: { $ref: `#/components/schemas/${op.form}` },
+          required: true,
+        }
+      : op.body === "any"
+        ? { type: "*/*", schema: {}, required: false, passed: true }
+        : op.body !== undefined
+          ? { type: "application/json", schema: { $ref: `#/components/schemas/${op.body}` }, required: true }
+          : undefined;
   return {
     operationId: op.id,
     tags: [op.tag],
@@ -208,14 +281,11 @@ function operationObject(op: Operation): JsonSchema {
     description: [op.description, roles].filter((part) => part !== undefined).join("\n\n"),
     security: requirement,
     ...(op.parameters !== undefined || op.query !== undefined ? { parameters: parameters(op) } : {}),
-    ...(op.body !== undefined && {
+    ...(body !== undefined && {
       requestBody: {
-        required: op.body !== "any",
-        description: `At most ${limit / 1024} KiB${op.body === "any" ? ", passed to Ironic as it is" : ""}.`,
-        content:
-          op.body === "any"
-            ? { "*/*": { schema: {} } }
-            : { "application/json": { schema: { $ref: `#/components/schemas/${op.body}` } } },
+        required: body.required,
+        description: `At most ${limit / 1024} KiB${body.passed === true ? ", passed to Ironic as it is" : ""}.`,
+        content: { [body.type]: { schema: body.schema } },
       },
     }),
     responses,
@@ -238,6 +308,10 @@ function build(): JsonSchema {
   for (const op of OPERATIONS) {
     const item = (paths[op.path] ??= {});
     if (item[op.method] !== undefined) throw new Error(`${op.method} ${op.path} is in the table twice`);
+    // viewersRead refuses a viewer anything but GET and HEAD, whatever the table says.
+    const reads = op.method === "get" || op.method === "head";
+    if (op.access.kind === "bearer" && op.access.roles.includes("viewer") && !reads)
+      throw new Error(`${op.method} ${op.path} lists the viewer role, which reads only`);
     item[op.method] = operationObject(op);
   }
   const { version } = versionInfo();
@@ -251,6 +325,7 @@ function build(): JsonSchema {
         "Per-shard active/passive leases with fencing tokens between OpenStack Ironic and nova-compute, node assignment by shard key, and inspection trait deltas.",
         "JSON in, JSON out; unknown fields are refused. Every `/v1` route takes `Authorization: Bearer <token>`, checked before the body is read. " +
           `Every refusal has the OpenStack API-SIG shape (${SIG}): \`{"errors":[{"status","code","title","detail",…}]}\`, the first error's status the answer's; a refused request writes nothing. ` +
+          "The status page's routes (`/ui`) are for a browser: HTML, its files and server-sent events, a login form that sets a session cookie (`pageSession`) in place of the bearer token, and refusals of the form as the form again, in HTML. " +
           "Besides the answers listed per operation, any request may get `404 shardbridge.route.not_found` (no such route), and Node's parser answers `400 shardbridge.request.malformed`, `408 shardbridge.request.timeout` or `431 shardbridge.request.headers_too_large` before any route, in the same shape.",
         "The narrative (the lease model, tokens and roles, the trait feed, the fenced Ironic endpoint) is docs/API.md.",
       ].join("\n\n"),
@@ -263,6 +338,10 @@ function build(): JsonSchema {
       { name: "agents", description: "Agents' heartbeats and node lists" },
       { name: "traits", description: "Inspection results, trait deltas and each shard's trait feed" },
       { name: "ironic", description: "Delivery of trait changes to Ironic" },
+      {
+        name: "status page",
+        description: "The operator's page (`/ui`): a login form, a session cookie, the page and its events",
+      },
       {
         name: "fenced Ironic",
         description: "A reverse proxy to Ironic whose writes pass only under a live lease",

@@ -1,9 +1,10 @@
 import type { z } from "zod";
 import { NodeListQuery } from "../../domain/node.js";
 import { NodesQuery } from "../agents.js";
-import type { Role } from "../auth.js";
+import { PAGE_ROLES, type Role } from "../auth.js";
 import { ReadQuery } from "../feed.js";
-import type { PARAMETERS, SCHEMAS } from "./schemas.js";
+import { MAX_VIEWERS, RECONNECT_MS, SESSION_MS, STATIC_TYPES } from "../ui/routes.js";
+import type { JsonSchema, PARAMETERS, SCHEMAS } from "./schemas.js";
 
 /**
  * Who may call an operation:
@@ -11,32 +12,50 @@ import type { PARAMETERS, SCHEMAS } from "./schemas.js";
  * - `bearer`: a bearer token of one of `roles`; `actsAs`: an agent only as itself (the
  *   agent id in the path or body), admin for any;
  * - `webhook`: the inspector's bearer token and the HMAC signature headers;
- * - `ironic`: no bridge token: the caller's own Ironic credentials pass through.
+ * - `ironic`: no bridge token: the caller's own Ironic credentials pass through;
+ * - `page`: the status page's routes, for a browser: no bearer token, but the page's
+ *   session cookie, which `session` says the route needs (`none`), answers differently
+ *   without (`optional`: a redirect to the login), or refuses without (`required`: 401).
  */
 export type Access =
   | { kind: "public" }
   | { kind: "bearer"; roles: readonly Role[]; actsAs?: boolean }
   | { kind: "webhook" }
-  | { kind: "ironic" };
+  | { kind: "ironic" }
+  | { kind: "page"; session: "none" | "optional" | "required" };
 
-/**
- * A success answer (a status below 400, or `default`): a component schema as JSON, or
- * `content` of another type; neither: no body (204), or any (Ironic's, passed on).
- */
-export interface Success {
+/** A body of one media type and its schema. */
+export interface Media {
+  type: string;
+  schema: JsonSchema;
+}
+
+/** What any answer may say besides its description. */
+interface Answer {
   description: string;
-  schema?: keyof typeof SCHEMAS;
-  content?: { type: string; schema: Record<string, unknown> };
+  /** bodies of media types other than the JSON of `schema` or `codes` (a page, a script, an event stream) */
+  content?: readonly Media[];
+  /** headers the answer sends besides those every answer of its kind does (a redirect's Location): header objects or $refs */
+  headers?: Record<string, JsonSchema>;
 }
 
 /**
- * A refusal (a status from 400) in the API-SIG shape, with the `shardbridge.` codes it may carry. The builder
- * adds the refusals every operation of a kind shares (401, 403, 400, 413, 415, 500, 503):
- * list here only what is the operation's own. `schema`: a body of another shape instead
- * (readyz's), `ironic`: or Ironic's own error passed on by the fenced endpoint.
+ * A success answer (a status below 400, or `default`): a component schema as JSON, and/or
+ * `content` of other types; neither: no body (204, a redirect), or any (Ironic's, passed on).
  */
-export interface Refusal {
-  description: string;
+export interface Success extends Answer {
+  schema?: keyof typeof SCHEMAS;
+}
+
+/**
+ * A refusal (a status from 400): in the API-SIG shape with the `shardbridge.` codes it may
+ * carry (`codes`), a body of another JSON shape (`schema`: readyz's), Ironic's own error
+ * passed on by the fenced endpoint (`ironic`), or a body of another type (`content`: the
+ * login form again, as HTML) — one or several of these, as the operation answers them.
+ * The builder adds the refusals every operation of a kind shares (401, 403, 400, 413,
+ * 415, 500, 503): list here only what is the operation's own.
+ */
+export interface Refusal extends Answer {
   codes?: readonly string[];
   schema?: keyof typeof SCHEMAS;
   ironic?: true;
@@ -56,18 +75,39 @@ export interface Operation {
   query?: { schema: z.ZodObject; describe: Record<string, string> };
   /** the request body's component schema; `any`: forwarded as it is (the fenced endpoint) */
   body?: keyof typeof SCHEMAS | "any";
+  /**
+   * a form body (application/x-www-form-urlencoded, as a browser posts it) and its
+   * component schema; what the form's fields break is the operation's own refusal
+   */
+  form?: keyof typeof SCHEMAS;
   answers: Record<number, Success | Refusal> & { default?: Success };
   /** false: the operation never touches the store, so never answers 503 store.unavailable */
   store?: false;
 }
 
 /** Every role a bearer token can have. */
-export const ALL_ROLES: readonly Role[] = ["admin", "agent", "inspector"];
+export const ALL_ROLES: readonly Role[] = ["admin", "agent", "inspector", "viewer"];
 const READ: Access = { kind: "bearer", roles: ALL_ROLES };
 const AS_AGENT: Access = { kind: "bearer", roles: ["agent", "admin"], actsAs: true };
 const ADMIN: Access = { kind: "bearer", roles: ["admin"] };
 const LEASE_HOLDER: Access = { kind: "bearer", roles: ["agent", "admin"] };
 const NO_NODE: Refusal = { description: "no such node", codes: ["node.not_found"] };
+
+/** A page of the status page: fixed HTML (each starts so), never data of the request. */
+const HTML: Media = { type: "text/html", schema: { type: "string", pattern: "^<!doctype html>" } };
+/** The login form again, with a sentence of the bridge's own above it, and no cookie set. */
+const FORM_AGAIN = (why: string): Refusal => ({
+  description: `${why}: the login form again`,
+  content: [HTML],
+});
+/** A 303 to `to` (no body), with other headers of its own. */
+const seeOther = (to: string, description: string, headers: Record<string, JsonSchema> = {}): Success => ({
+  description,
+  headers: {
+    Location: { description: `\`${to}\``, required: true, schema: { const: to } },
+    ...headers,
+  },
+});
 
 /** What the fenced endpoint answers: Ironic's answer, or its own refusals (`reaches`: a request that can reach Ironic). */
 function fencedAnswers(write: boolean, reaches: boolean): Operation["answers"] {
@@ -182,7 +222,7 @@ export const OPERATIONS: Operation[] = [
     answers: {
       200: {
         description: "Prometheus text exposition",
-        content: { type: "text/plain", schema: { type: "string" } },
+        content: [{ type: "text/plain", schema: { type: "string" } }],
       },
     },
   },
@@ -198,14 +238,20 @@ export const OPERATIONS: Operation[] = [
     answers: {
       200: {
         description: "the OpenAPI 3.1 document of this API",
-        content: {
-          type: "application/json",
-          schema: {
-            type: "object",
-            required: ["openapi", "info", "paths"],
-            properties: { openapi: { const: "3.1.0" }, info: { type: "object" }, paths: { type: "object" } },
+        content: [
+          {
+            type: "application/json",
+            schema: {
+              type: "object",
+              required: ["openapi", "info", "paths"],
+              properties: {
+                openapi: { const: "3.1.0" },
+                info: { type: "object" },
+                paths: { type: "object" },
+              },
+            },
           },
-        },
+        ],
       },
     },
     store: false,
@@ -525,6 +571,112 @@ export const OPERATIONS: Operation[] = [
     access: READ,
     answers: {
       200: { description: "pending changes, the oldest's wait, batches", schema: "IronicDelivery" },
+    },
+    store: false,
+  },
+
+  // ----- the status page
+  {
+    method: "get",
+    path: "/ui",
+    id: "statusPage",
+    tag: "status page",
+    summary: "The status page, or a redirect to its login",
+    description:
+      "Fixed HTML with no data in it: the page's script fills it from `GET /ui/events`, and the Content-Security-Policy allows scripts and styles from the page's own files only.",
+    access: { kind: "page", session: "optional" },
+    answers: {
+      200: { description: "the page", content: [HTML] },
+      303: seeOther("/ui/login", "no session (none, lapsed, or forged): to the login form"),
+    },
+    store: false,
+  },
+  {
+    method: "get",
+    path: "/ui/login",
+    id: "loginForm",
+    tag: "status page",
+    summary: "The login form",
+    access: { kind: "page", session: "none" },
+    answers: { 200: { description: "the form: one field, `token`", content: [HTML] } },
+    store: false,
+  },
+  {
+    method: "post",
+    path: "/ui/login",
+    id: "logIn",
+    tag: "status page",
+    summary: "Log in with a viewer's or admin's token: a session cookie for the page",
+    description: `The cookie holds no token: \`<id>.<expiry>.<HMAC-SHA256 of both under a key derived from the token>\`, so it opens the page and nothing else (the API answers it as no credentials), lapses after ${SESSION_MS / 3_600_000} hours, is accepted by every bridge with the same tokens file, and stops working when its token leaves the file. Tokens of the roles ${PAGE_ROLES.map((r) => `\`${r}\``).join(" and ")} open the page. A refusal is the form again (HTML, no cookie), but for a cross-origin post and a body that is not read (JSON, as the API refuses).`,
+    access: { kind: "page", session: "none" },
+    form: "LoginForm",
+    answers: {
+      303: seeOther("/ui", "logged in: the session cookie, and to the page", {
+        "Set-Cookie": { $ref: "#/components/headers/SetPageSession" },
+      }),
+      400: FORM_AGAIN("no token given"),
+      401: FORM_AGAIN("a token this bridge does not know"),
+      403: FORM_AGAIN("an agent's or the inspector's token (the page is not theirs)"),
+      415: { description: "a body that is not a form", codes: ["body.invalid"] },
+    },
+    store: false,
+  },
+  {
+    method: "post",
+    path: "/ui/logout",
+    id: "logOut",
+    tag: "status page",
+    summary: "Log out: the session cookie cleared",
+    description:
+      "Clears the cookie in this browser. Nothing is stored to revoke, so a copy of the cookie taken elsewhere lasts until its expiry; taking its token out of the tokens file ends every session of that token.",
+    access: { kind: "page", session: "none" },
+    answers: {
+      303: seeOther("/ui/login", "the cookie cleared, and to the login form", {
+        "Set-Cookie": { $ref: "#/components/headers/ClearPageSession" },
+      }),
+    },
+    store: false,
+  },
+  {
+    method: "get",
+    path: "/ui/static/{file}",
+    id: "pageFile",
+    tag: "status page",
+    summary: "One of the page's files: its script, style and icon",
+    description: "Files of this build, revalidated on each use (`Cache-Control: no-cache`).",
+    access: { kind: "page", session: "none" },
+    parameters: ["file"],
+    answers: {
+      200: {
+        description: "the file",
+        content: [...new Set(Object.values(STATIC_TYPES).map((type) => type.split(";")[0]!))].map((type) => ({
+          type,
+          schema: { type: "string" },
+        })),
+      },
+      404: { description: "a well-formed name the page has no file of", codes: ["route.not_found"] },
+    },
+    store: false,
+  },
+  {
+    method: "get",
+    path: "/ui/events",
+    id: "pageEvents",
+    tag: "status page",
+    summary: "The page's data, as server-sent events, while the session lasts",
+    description: `Starts with \`retry: ${RECONNECT_MS}\` (reconnect ${RECONNECT_MS / 1000} s after a lost connection), then events named \`history\` (the last transitions), \`transition\`, \`snapshot\` (every look at the store, 500 ms or less often for a large fleet) and \`trouble\` (a look failed), each \`data\` one JSON object: docs/API.md lists their fields. Never a fencing token. The stream ends when the session lapses; the page's reconnect is then refused (401).`,
+    access: { kind: "page", session: "required" },
+    answers: {
+      200: {
+        description: "the event stream",
+        content: [
+          { type: "text/event-stream", schema: { type: "string", pattern: `^retry: ${RECONNECT_MS}\n\n` } },
+        ],
+      },
+      503: {
+        description: `${MAX_VIEWERS} pages are open on this bridge already`,
+        codes: ["ui.too_many_viewers"],
+      },
     },
     store: false,
   },

@@ -8,6 +8,7 @@ import { AckBody } from "../feed.js";
 import { HeartbeatBody } from "../agents.js";
 import { LeaseWriteBodies } from "../leases.js";
 import { WebhookPayload } from "../decode/webhook.js";
+import { CSP, LoginForm, SESSION_COOKIE, SESSION_MS, STATIC_TYPES, StaticPath } from "../ui/routes.js";
 
 /** A JSON Schema (2020-12, OpenAPI 3.1's dialect) as a plain object. */
 export type JsonSchema = Record<string, unknown>;
@@ -62,6 +63,7 @@ export const SCHEMAS = {
   },
   FeedAck: fromZod(AckBody),
   WebhookPayload: fromZod(WebhookPayload),
+  LoginForm: fromZod(LoginForm),
 
   // ----- answers
   /** A live lease; `token` null but for admin and the holder's own answers. */
@@ -290,6 +292,14 @@ export const PARAMETERS = {
     // matches paths against the document reads this mark).
     "x-shardbridge-rest-of-path": true,
   },
+  file: {
+    name: "file",
+    in: "path",
+    required: true,
+    description: `One of the page's files: ${Object.keys(STATIC_TYPES).join(", ")}.`,
+    schema: (fromZod(StaticPath).properties as Record<string, JsonSchema>).file,
+    example: "status.js",
+  },
 } as const;
 
 export const HEADERS = {
@@ -310,6 +320,27 @@ export const HEADERS = {
     description: "The bearer challenge, when the bearer token is at fault (not for a signature refusal).",
     schema: text,
   },
+  /** what POST /ui/login sets: the session, for the page's paths only, out of scripts' reach */
+  SetPageSession: {
+    description: `The page session: \`${SESSION_COOKIE}=<id>.<expiry>.<mac>; Path=/ui; Max-Age=${SESSION_MS / 1000}; HttpOnly; SameSite=Strict\`, with \`; Secure\` when \`X-Forwarded-Proto: https\` says a TLS proxy serves the page.`,
+    required: true,
+    schema: {
+      type: "string",
+      pattern: `^${SESSION_COOKIE}=[A-Za-z0-9_-]+\\.\\d+\\.[A-Za-z0-9_-]+; Path=/ui; Max-Age=${SESSION_MS / 1000}; HttpOnly; SameSite=Strict(; Secure)?$`,
+    },
+  },
+  ClearPageSession: {
+    description: "The page session's cookie, emptied and expired.",
+    required: true,
+    schema: { const: `${SESSION_COOKIE}=; Path=/ui; Max-Age=0; HttpOnly; SameSite=Strict` },
+  },
+  /** every /ui answer's, with X-Content-Type-Options, X-Frame-Options and Referrer-Policy */
+  ContentSecurityPolicy: {
+    description:
+      "The page's policy: scripts, styles and images from its own files only, no frames. Sent with `X-Content-Type-Options: nosniff`, `X-Frame-Options: DENY`, `Referrer-Policy: no-referrer`.",
+    required: true,
+    schema: { const: CSP },
+  },
   Replay: {
     description:
       "`true` when this answer is the first answer to a delivery id seen before; nothing was applied again.",
@@ -322,9 +353,18 @@ export const SECURITY_SCHEMES = {
     type: "http",
     scheme: "bearer",
     description:
-      "A token from the bridge's tokens file (`--tokens FILE`), each with one role: `admin`, `inspector`, or " +
-      "`agent` bound to one agent id. Each operation's security requirement lists the roles it takes " +
+      "A token from the bridge's tokens file (`--tokens FILE`), each with one role: `admin`, `inspector`, " +
+      "`agent` bound to one agent id, or `viewer` (reads only: any method but GET and HEAD is 403 before " +
+      "the body is read). Each operation's security requirement lists the roles it takes " +
       "(OpenAPI 3.1: role names for a scheme that is not OAuth).",
+  },
+  pageSession: {
+    type: "apiKey",
+    in: "cookie",
+    name: SESSION_COOKIE,
+    description:
+      "The status page's session, set by `POST /ui/login` for a `viewer`'s or `admin`'s token (the roles in each requirement): " +
+      "a signed expiry holding no token, good for the `/ui` routes only.",
   },
   webhookSignature: {
     type: "apiKey",
