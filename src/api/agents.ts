@@ -8,10 +8,11 @@ import type { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
 import { assertActsAs, principalOf } from "./auth.js";
 import { bodyObject } from "./body.js";
-import { holdersOf, liveLeasesOfAll } from "../shards/queries.js";
+import { inServiceOf, legacyPoolNow } from "../shards/queries.js";
 import type { NodeRegistry } from "../nodes/registry.js";
+import type { BareMetalNode } from "../domain/node.js";
 import type { LegacyAssignments } from "../ring/assignment.js";
-import { SERVICE_DOWN_TIME_MS, legacyPoolMembers, servesNoShard } from "../ring/membership.js";
+import { SERVICE_DOWN_TIME_MS, servesNoShard } from "../ring/membership.js";
 import type { LegacyPool } from "../ring/pool.js";
 import { streamJsonList, type ListPage } from "./stream.js";
 import { ShardNodesCache } from "./shard-nodes.js";
@@ -40,10 +41,14 @@ const NodesQuery = z.strictObject({
 });
 
 /**
- * An agent's nodes, page by page: the nodes of each shard it holds (with the token its
- * writes carry), the unsharded nodes whose instance is on it, and its share of nova's
- * ring, each node read again so one that left the pool since the share was computed is
- * not listed. Every page is one bounded store call: O(the answer).
+ * An agent's nodes, page by page: the unsharded nodes whose instance is on it, its share
+ * of nova's ring (each node read again, so one that left the pool since the share was
+ * computed is not listed), then the nodes of each shard it holds (with the token its
+ * writes carry). Unsharded nodes come first on purpose: a node that moves from the pool
+ * into one of the agent's shards while the list is read (the switch from the ring to
+ * shards, see src/ring/membership.ts) is then seen in the pool, in the shard, or both —
+ * never in neither; one seen in both is listed once, from the pool. Every page is one
+ * bounded store call: O(the answer).
  */
 async function* agentNodes(
   nodes: NodeRegistry,
@@ -52,25 +57,28 @@ async function* agentNodes(
   leases: Array<[string, LeaseView]>,
   ringShare: readonly string[],
 ): AsyncGenerator<ListPage> {
+  const unsharded = new Set<string>();
+  for await (const page of nodes.pages({ kind: "instance", host: agent })) {
+    for (const node of page) unsharded.add(node.uuid);
+    yield page.map((node) => nodeJson(node, ',"token":null,"via":"instance"'));
+  }
+  for (let i = 0; i < ringShare.length; i += RING_PAGE) {
+    const page = (await nodes.getMany(ringShare.slice(i, i + RING_PAGE))).filter(
+      (node) => node !== null && node.shard === null && node.instance_host === null,
+    ) as BareMetalNode[];
+    for (const node of page) unsharded.add(node.uuid);
+    yield page.map((node) => nodeJson(node, ',"token":null,"via":"ring"'));
+  }
   for (const [shard, lease] of leases) {
     const extra = `,"token":${lease.token},"via":"lease"`;
-    const joined = await shardNodes.joined(shard, extra);
+    // The cached shard is whole JSON: used only when no pool node can be in it twice.
+    const joined = unsharded.size === 0 ? await shardNodes.joined(shard, extra) : null;
     if (joined !== null) {
       if (joined.length > 0) yield joined;
       continue;
     }
     for await (const page of nodes.pages({ kind: "places", places: [shard] }))
-      yield page.map((node) => nodeJson(node, extra));
-  }
-  for await (const page of nodes.pages({ kind: "instance", host: agent }))
-    yield page.map((node) => nodeJson(node, ',"token":null,"via":"instance"'));
-  for (let i = 0; i < ringShare.length; i += RING_PAGE) {
-    const page = await nodes.getMany(ringShare.slice(i, i + RING_PAGE));
-    yield page.flatMap((node) =>
-      node !== null && node.shard === null && node.instance_host === null
-        ? [nodeJson(node, ',"token":null,"via":"ring"')]
-        : [],
-    );
+      yield page.flatMap((node) => (unsharded.has(node.uuid) ? [] : [nodeJson(node, extra)]));
   }
 }
 
@@ -111,11 +119,8 @@ export function agentRoutes(
   });
 
   router.get("/v1/agents", async (_req, res) => {
-    const [seen, leases] = await Promise.all([store.agents(), liveLeasesOfAll(store, catalog)]);
-    const held = new Map<string, string[]>();
-    for (const [shard, lease] of leases)
-      held.set(lease.holder, [...(held.get(lease.holder) ?? []), shard].sort());
-    const pool = new Set(legacyPoolMembers(seen, holdersOf(leases), serviceDownMs));
+    const { members, seen, held } = await legacyPoolNow(store, catalog, serviceDownMs);
+    const pool = new Set(members);
     const agents = seen.map((s) => ({
       id: s.agent,
       last_seen: new Date(s.lastSeenMs).toISOString(),
@@ -156,7 +161,10 @@ export function agentRoutes(
       .filter(([, lease]) => presented === undefined || presented.includes(lease.token))
       .sort(([a], [b]) => (a < b ? -1 : 1));
     // In the legacy pool whether or not the others count it as up: nova adds its own host.
-    const inPool = servesNoShard(agent, seen?.serves, new Set(held.size > 0 ? [agent] : []));
+    // The node counts are read only for an agent that serves or holds some shard.
+    const serving = (seen?.serves.length ?? 0) + held.size > 0;
+    const inPool =
+      !serving || servesNoShard(seen?.serves, held.keys(), inServiceOf(catalog, await store.nodes.counts()));
     const ringed = inPool ? await pool.ringFor(agent) : null;
     const share = ringed === null ? [] : await assignments.shareOf(ringed.ring, agent);
     const head = {

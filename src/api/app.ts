@@ -3,6 +3,8 @@ import express from "express";
 import { logger } from "../log.js";
 import { logRequest, requestIdOf } from "./request-log.js";
 import { ShardCatalog } from "../shards/definitions.js";
+import { StoredDefinitions } from "../shards/stored-definitions.js";
+import { definitionRoutes } from "./definitions.js";
 import type { Store } from "../store/store.js";
 import { agentRoutes } from "./agents.js";
 import { legacyPoolLoader } from "../shards/queries.js";
@@ -104,7 +106,11 @@ export function createApp(
   app.use(authenticate(authority));
   app.use(readBody((req) => bodyPolicy(req.path).limit));
   app.use((req, res, next) => (bodyPolicy(req.path).parseHere ? parseJsonBody(req, res, next) : next()));
+  // The store's definitions join the files' in the catalog, read again when they change.
+  const stored = new StoredDefinitions(store, catalog).start();
+  void stored.refresh().catch(() => undefined); // the timer retries and logs
   app.use(leaseRoutes(store));
+  app.use(definitionRoutes(stored, catalog));
   app.use(shardRoutes(store, catalog, ironicUrl !== undefined));
   const traits = new TraitService(store.traits, store.nodes, inspector.ownership, (node, deltas) =>
     ironic?.push(node, deltas),

@@ -13,7 +13,8 @@ export type ScriptName =
   | (typeof LEASE_SCRIPTS)[number]
   | (typeof AGENT_SCRIPTS)[number]
   | (typeof NODE_SCRIPTS)[number]
-  | (typeof TRAIT_SCRIPTS)[number];
+  | (typeof TRAIT_SCRIPTS)[number]
+  | "definitions-write";
 
 function lua(name: string): string {
   return readFileSync(new URL(`./${name}.lua`, import.meta.url), "utf8");
@@ -43,6 +44,7 @@ export function defineScripts(redis: RedisClient, clock: ScriptClock): void {
   }
   redis.defineCommand("sb_traits-commit", { numberOfKeys: 3, lua: lua("traits-commit") });
   redis.defineCommand("sb_feed-ack", { numberOfKeys: 2, lua: lua("feed-ack") });
+  redis.defineCommand("sb_definitions-write", { numberOfKeys: 2, lua: lua("definitions-write") });
 }
 
 /** Call a script defined by defineScripts; ioredis adds these methods at run time. */

@@ -17,6 +17,7 @@ import type { TraitBackend } from "../traits/store-port.js";
 import { fromStore } from "../domain/store-errors.js";
 import type { LeaseView } from "../lease/machine.js";
 import type { AcquireInput, FenceInput, LeaseBackend, ReleaseInput, RenewInput } from "./port.js";
+import { MemoryDefinitions, type DefinitionBackend } from "./definitions.js";
 
 const ReadRequest = z.strictObject({ shard: ShardName });
 /** An agent's heartbeat, and the shards it serves (none: it is in nova's legacy ring pool). */
@@ -45,12 +46,15 @@ export type Admit<T> = (input: T) => void;
 export class Store {
   /** the node registry, on the same store as the leases */
   readonly nodes: NodeRegistry;
+  private readonly closers: Array<() => void> = [];
 
   constructor(
     readonly backend: LeaseBackend,
     nodes: NodeBackend,
     /** node traits, on the same store (used by the trait service) */
     readonly traits: TraitBackend,
+    /** shard definitions written through the API (parsed in src/shards/definitions.ts) */
+    readonly definitions: DefinitionBackend = new MemoryDefinitions(),
   ) {
     this.nodes = new NodeRegistry(nodes);
   }
@@ -129,7 +133,13 @@ export class Store {
     return this.backend.ping();
   }
 
+  /** `stop` runs when the store is closed: what reads it on a timer stops with it. */
+  onClose(stop: () => void): void {
+    this.closers.push(stop);
+  }
+
   async close() {
+    for (const stop of this.closers.splice(0)) stop();
     return this.backend.close();
   }
 }
