@@ -26,6 +26,9 @@ export async function ironicSyncCommand(argv: string[]): Promise<void> {
   if (values.token === undefined)
     throw new ConfigError("ironic-sync: pass --token (an admin token) or set SHARDBRIDGE_TOKEN");
   const bridge = new BridgeClient(values.bridge!, values.token);
+  // The definitions' version before Ironic is read: if it moves before a write, a
+  // migration may have written newer shard keys than this sync read (see below).
+  const { version } = await bridge.shardDefinitions();
   // Ironic knows a node's instance but not its host: keep the host the bridge was told.
   const instanceHost = new Map((await bridge.allNodes()).map((n) => [n.uuid, n.instance_host]));
   const nodes = toBridgeNodes(
@@ -35,6 +38,14 @@ export async function ironicSyncCommand(argv: string[]): Promise<void> {
   let created = 0;
   let updated = 0;
   for (let i = 0; i < nodes.length; i += BULK_MAX_NODES) {
+    // `migrate apply` writes its keys to Ironic, then changes the shard definitions, then
+    // writes the bridge: a sync that read Ironic before those keys must not write its older
+    // ones over the bridge's. Its definitions version moved meanwhile: stop, write no more.
+    if ((await bridge.shardDefinitions()).version !== version)
+      throw new Error(
+        `shard definitions changed while this sync read Ironic (a migration may be under way): ` +
+          `${i} of ${nodes.length} nodes written, the rest not; run ironic-sync again`,
+      );
     const answer = await bridge.bulkUpsert(nodes.slice(i, i + BULK_MAX_NODES));
     created += answer.created;
     updated += answer.updated;
