@@ -11,7 +11,9 @@ import { compareEvents } from "../src/ring/compare.js";
 import { buildRing } from "../src/ring/legacy.js";
 import { currentAgentOf, planShards, type MigrationPlan, type PlanNode } from "../src/ring/plan.js";
 import { ToozRing } from "../src/ring/tooz.js";
-import { memoryUnderTest, useApp } from "./helpers/backends.js";
+import { BridgeClient } from "../src/agent/client.js";
+import { bridgeKeeper, type LeaseKeeper } from "../src/agent/lease-keeper.js";
+import { backendsUnderTest, memoryUnderTest, useApp } from "./helpers/backends.js";
 import { call, TEST_TOKENS, testAuthority, wholeNode } from "./helpers/http.js";
 import { createIronicNode, useIronicPeer } from "./helpers/ironic-peer.js";
 import { runShardbridge } from "./helpers/cli.js";
@@ -292,107 +294,115 @@ describe("migrate plan --apply to the real Ironic API (PATCH shard, API 1.82)", 
   });
 });
 
-describe("The switch from nova's ring to shards, checked at every instant (node by node)", function () {
-  this.timeout(120_000);
-  const ctx = useApp(memoryUnderTest(), (store) =>
-    createApp(store, { authority: testAuthority(), legacy: { rebuildMs: 0 } }),
-  );
-  const agents = ["compute-a", "compute-b", "compute-9"];
-  const as = (agent: string) => TEST_TOKENS.agent(agent);
-
-  /** Every agent's list as it asks for it (its own token, the tokens it holds). */
-  const listsNow = async (tokens: Map<string, number[]>) => {
-    const lists = new Map<string, Set<string>>();
-    for (const agent of agents) {
-      const res = await call(
-        `${ctx.base}/v1/agents/${agent}/nodes?token=${(tokens.get(agent) ?? []).join(",")}`,
-        "GET",
-        undefined,
-        as(agent),
-      );
-      expect(res.status).to.equal(200);
-      lists.set(agent, new Set(res.body.nodes.map((n: { uuid: string }) => n.uuid)));
-    }
-    return lists;
-  };
-  /** What is wrong at this instant: a planned node not listed by its agent, or listed by another. */
-  const violations = (lists: Map<string, Set<string>>, plan: MigrationPlan) =>
-    plan.shards.flatMap((shard) =>
-      shard.nodes.flatMap((uuid) => {
-        const by = agents.filter((a) => lists.get(a)!.has(uuid));
-        return by.length === 1 && by[0] === shard.active ? [] : [`${uuid}: ${by.join("+") || "nobody"}`];
-      }),
+for (const backend of backendsUnderTest())
+  describe(`The switch from nova's ring to shards, checked at every instant (node by node): ${backend.name}`, function () {
+    this.timeout(120_000);
+    const ctx = useApp(backend, (store) =>
+      createApp(store, { authority: testAuthority(), legacy: { rebuildMs: 0 } }),
     );
+    const agents = ["compute-a", "compute-b", "compute-9"];
+    const as = (agent: string) => TEST_TOKENS.agent(agent);
 
-  /** The fleet planned, its shards defined (`filling` or not), each held and declared by its agent. */
-  async function setUp(filling: boolean): Promise<{ plan: MigrationPlan; tokens: Map<string, number[]> }> {
-    const nodes = fleet(21, 90, (i) => (i < 6 ? { instance_host: "compute-b" } : {}));
-    await call(`${ctx.base}/v1/nodes/bulk`, "POST", { nodes: nodes.map(wholeNode) });
-    const plan = planShards(nodes, buildRing("tooz", agents), { maxPerShard: 12 });
-    for (const shard of plan.shards) {
-      const put = await call(`${ctx.base}/v1/shard-definitions/${shard.name}`, "PUT", {
-        agents: [shard.active],
-        lease_ttl_ms: 300_000, // no renewals needed within the test
-        filling,
-      });
-      expect(put.status).to.equal(201);
-    }
-    // Each agent takes its planned shards' leases and declares them: they carry no nodes yet.
-    const tokens = new Map<string, number[]>();
-    for (const agent of agents) {
-      const mine = plan.shards.filter((s) => s.active === agent).map((s) => s.name);
-      await call(`${ctx.base}/v1/agents/${agent}/heartbeat`, "POST", { shards: mine }, as(agent));
-      for (const shard of mine) {
-        const lease = await call(`${ctx.base}/v1/shards/${shard}/lease`, "POST", { agent }, as(agent));
-        expect(lease.status, JSON.stringify(lease.body)).to.equal(200);
-        tokens.set(agent, [...(tokens.get(agent) ?? []), lease.body.token]);
+    /** Each agent's keepers, one per planned shard, renewing as an agent does. */
+    const keepers = new Map<string, LeaseKeeper[]>();
+    afterEach(async () => {
+      await Promise.all([...keepers.values()].flat().map((k) => k.stop()));
+      keepers.clear();
+    });
+    const tokensOf = (agent: string) =>
+      (keepers.get(agent) ?? []).flatMap((k) => (k.token() === null ? [] : [k.token()!]));
+
+    /** Every agent's list as it asks for it (its own token, the tokens it holds). */
+    const listsNow = async () => {
+      const lists = new Map<string, Set<string>>();
+      for (const agent of agents) {
+        const res = await call(
+          `${ctx.base}/v1/agents/${agent}/nodes?token=${tokensOf(agent).join(",")}`,
+          "GET",
+          undefined,
+          as(agent),
+        );
+        expect(res.status).to.equal(200);
+        lists.set(agent, new Set(res.body.nodes.map((n: { uuid: string }) => n.uuid)));
       }
-    }
-    return { plan, tokens };
-  }
+      return lists;
+    };
+    /** What is wrong at this instant: a planned node not listed by its agent, or listed by another. */
+    const violations = (lists: Map<string, Set<string>>, plan: MigrationPlan) =>
+      plan.shards.flatMap((shard) =>
+        shard.nodes.flatMap((uuid) => {
+          const by = agents.filter((a) => lists.get(a)!.has(uuid));
+          return by.length === 1 && by[0] === shard.active ? [] : [`${uuid}: ${by.join("+") || "nobody"}`];
+        }),
+      );
 
-  it("with the planned shards marked filling, every planned node is listed by exactly its agent after every single write", async () => {
-    const { plan, tokens } = await setUp(true);
-    // The trap of issue 15: holding a planned shard's lease must not take the agent out of the pool.
-    expect(violations(await listsNow(tokens), plan)).to.deep.equal([]);
-    let instants = 0;
-    // Node by node, interleaving agents, as a concurrent ironic-sync might copy them.
-    const moves = plan.shards.flatMap((s) => s.nodes.map((uuid, i) => ({ uuid, shard: s.name, i })));
-    moves.sort((a, b) => a.i - b.i || (a.uuid < b.uuid ? -1 : 1));
-    for (const { uuid, shard } of moves) {
-      expect((await call(`${ctx.base}/v1/nodes/${uuid}`, "PATCH", { shard })).status).to.equal(200);
-      expect(violations(await listsNow(tokens), plan), `after ${uuid} -> ${shard}`).to.deep.equal([]);
-      instants++;
+    /** The fleet planned, its shards defined (`filling` or not), each held and declared by its agent. */
+    async function setUp(filling: boolean): Promise<MigrationPlan> {
+      const nodes = fleet(21, 90, (i) => (i < 6 ? { instance_host: "compute-b" } : {}));
+      await call(`${ctx.base}/v1/nodes/bulk`, "POST", { nodes: nodes.map(wholeNode) });
+      const plan = planShards(nodes, buildRing("tooz", agents), { maxPerShard: 12 });
+      for (const shard of plan.shards) {
+        const put = await call(`${ctx.base}/v1/shard-definitions/${shard.name}`, "PUT", {
+          agents: [shard.active],
+          filling,
+        });
+        expect(put.status).to.equal(201);
+      }
+      // Each agent takes its planned shards' leases and declares them: they carry no nodes yet.
+      for (const agent of agents) {
+        const mine = plan.shards.filter((s) => s.active === agent).map((s) => s.name);
+        await call(`${ctx.base}/v1/agents/${agent}/heartbeat`, "POST", { shards: mine }, as(agent));
+        const client = new BridgeClient(ctx.base, as(agent));
+        keepers.set(
+          agent,
+          mine.map((shard) => bridgeKeeper(client, shard, agent, 100).start()),
+        );
+      }
+      const deadline = performance.now() + 30_000;
+      while (agents.some((a) => tokensOf(a).length < keepers.get(a)!.length)) {
+        expect(performance.now(), "every keeper active within 30 s").to.be.below(deadline);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      return plan;
     }
-    for (const shard of plan.shards) {
-      await call(`${ctx.base}/v1/shard-definitions/${shard.name}`, "PUT", {
-        agents: [shard.active],
-        lease_ttl_ms: 300_000,
-      });
-      expect(violations(await listsNow(tokens), plan), `after ${shard.name} stopped filling`).to.deep.equal(
+
+    it("with the planned shards marked filling, every planned node is listed by exactly its agent after every single write", async () => {
+      const plan = await setUp(true);
+      // The trap of issue 15: holding a planned shard's lease must not take the agent out of the pool.
+      expect(violations(await listsNow(), plan)).to.deep.equal([]);
+      let instants = 0;
+      // Node by node, interleaving agents, as a concurrent ironic-sync might copy them.
+      const moves = plan.shards.flatMap((s) => s.nodes.map((uuid, i) => ({ uuid, shard: s.name, i })));
+      moves.sort((a, b) => a.i - b.i || (a.uuid < b.uuid ? -1 : 1));
+      for (const { uuid, shard } of moves) {
+        expect((await call(`${ctx.base}/v1/nodes/${uuid}`, "PATCH", { shard })).status).to.equal(200);
+        expect(violations(await listsNow(), plan), `after ${uuid} -> ${shard}`).to.deep.equal([]);
+        instants++;
+      }
+      for (const shard of plan.shards) {
+        await call(`${ctx.base}/v1/shard-definitions/${shard.name}`, "PUT", { agents: [shard.active] });
+        expect(violations(await listsNow(), plan), `after ${shard.name} stopped filling`).to.deep.equal([]);
+        instants++;
+      }
+      expect(instants).to.equal(90 + plan.shards.length);
+      const pool = (await call(`${ctx.base}/v1/agents`, "GET")).body.agents.filter(
+        (a: { legacy_pool: boolean }) => a.legacy_pool,
+      );
+      expect(pool, "every agent serves its shards now").to.deep.equal([]);
+    });
+
+    it("without the filling mark the first write takes the agent out: the check catches its other nodes", async () => {
+      const plan = await setUp(false);
+      expect(violations(await listsNow(), plan), "empty shards keep their holders in the pool").to.deep.equal(
         [],
       );
-      instants++;
-    }
-    expect(instants).to.equal(90 + plan.shards.length);
-    const pool = (await call(`${ctx.base}/v1/agents`, "GET")).body.agents.filter(
-      (a: { legacy_pool: boolean }) => a.legacy_pool,
-    );
-    expect(pool, "every agent serves its shards now").to.deep.equal([]);
+      const first = plan.shards.find((s) => s.active === "compute-a")!;
+      await call(`${ctx.base}/v1/nodes/${first.nodes[0]}`, "PATCH", { shard: first.name });
+      const wrong = violations(await listsNow(), plan);
+      // Every other node of compute-a's ring share: now in the others' rings (rebuilt at once here).
+      const ringShare =
+        plan.shards.filter((s) => s.active === "compute-a").flatMap((s) => s.nodes).length - 1;
+      expect(wrong.length, wrong.join("\n")).to.equal(ringShare);
+      expect(wrong.some((w) => /: compute-(b|9)$/.test(w))).to.equal(true);
+    });
   });
-
-  it("without the filling mark the first write takes the agent out: the check catches its other nodes", async () => {
-    const { plan, tokens } = await setUp(false);
-    expect(
-      violations(await listsNow(tokens), plan),
-      "empty shards keep their holders in the pool",
-    ).to.deep.equal([]);
-    const first = plan.shards.find((s) => s.active === "compute-a")!;
-    await call(`${ctx.base}/v1/nodes/${first.nodes[0]}`, "PATCH", { shard: first.name });
-    const wrong = violations(await listsNow(tokens), plan);
-    // Every other node of compute-a's ring share: now in the others' rings (rebuilt at once here).
-    const ringShare = plan.shards.filter((s) => s.active === "compute-a").flatMap((s) => s.nodes).length - 1;
-    expect(wrong.length, wrong.join("\n")).to.equal(ringShare);
-    expect(wrong.some((w) => /: compute-(b|9)$/.test(w))).to.equal(true);
-  });
-});

@@ -98,8 +98,9 @@ function agentOf(req: { params: unknown }, res: Response): string {
  * An agent's nodes: the nodes of the shards it holds a live lease on right now under one
  * of the tokens it presents (an agent must present them; admin may leave them out), each
  * with the fencing token its writes must carry ("via":"lease"); the unsharded nodes whose
- * instance is on it ("via":"instance"); and, when it is in the legacy pool (serves no
- * shard), the unsharded nodes nova's ring gives it ("via":"ring", no token).
+ * instance is on it ("via":"instance"); and, when it is in the legacy pool (no shard it
+ * declares or holds is in service: src/ring/membership.ts), the unsharded nodes nova's
+ * ring gives it ("via":"ring", no token).
  */
 export function agentRoutes(
   store: Store,

@@ -20,7 +20,7 @@ const PARALLEL_WRITES = 8;
 /** `migrate apply` would not write: what it found, and what to do. Nothing was written. */
 export class MigrationRefused extends Error {
   constructor(lines: string[]) {
-    super(`migrate apply refused; nothing written:\n${lines.map((l) => `  ${l}`).join("\n")}`);
+    super(`refused; nothing written:\n${lines.map((l) => `  ${l}`).join("\n")}`);
     this.name = "MigrationRefused";
   }
 }
@@ -211,6 +211,11 @@ export async function applyPlan(ctx: ApplyContext): Promise<boolean> {
       "once the agents leave nova's pool, nova's ring hands them to whoever is left in it, or to nobody.",
       "plan from the bridge with their instance hosts set, or --force",
     ]);
+  if (ironic === null)
+    say(
+      "no --ironic: the shard keys go to the bridge only; where the bridge is kept from Ironic, the next " +
+        "ironic-sync would take them back (pass --ironic)",
+    );
   const before = await listingNow(bridge, agents);
   await checkPlanHolds(ctx, before);
   await checkHolders(ctx);
