@@ -9,7 +9,17 @@ import { IronicClient } from "../src/ironic/client.js";
 import { randomUuid, seededRandom } from "../src/random.js";
 import { compareEvents } from "../src/ring/compare.js";
 import { buildRing } from "../src/ring/legacy.js";
-import { currentAgentOf, planShards, type MigrationPlan, type PlanNode } from "../src/ring/plan.js";
+import {
+  currentAgentOf,
+  inventoryChanges,
+  inventoryEntry,
+  inventoryFingerprint,
+  planShards,
+  type MigrationPlan,
+  type PlanNode,
+} from "../src/ring/plan.js";
+import { planFile, readPlanFile } from "../src/commands/migrate-file.js";
+import { ConfigError } from "../src/config.js";
 import { ToozRing } from "../src/ring/tooz.js";
 import { BridgeClient } from "../src/agent/client.js";
 import { bridgeKeeper, type LeaseKeeper } from "../src/agent/lease-keeper.js";
@@ -123,6 +133,128 @@ describe("Migration plan and comparison (pure)", () => {
     // Without standbys a lost active's nodes are left unmanaged.
     const bare = compareEvents(nodes, AGENTS, { standbys: 0, only: ["compute-3"] });
     expect(bare.events[0]!.shards).to.include({ moved: 0, unmanaged: owned.length });
+  });
+});
+
+describe("Migration plan file: fingerprint, changes, nova's side (pure)", () => {
+  const nodes = fleet(31, 40, (i) =>
+    i < 3 ? { instance_host: "Compute-B" } : i === 3 ? { shard: "kept" } : {},
+  );
+  const ring = buildRing("tooz", ["compute-a", "compute-b"]);
+  const plan = planShards(nodes, ring, { maxPerShard: 10 });
+  const file = planFile(
+    plan,
+    nodes,
+    { source: "bridge", from: "http://bridge", ring: "tooz", members: ["compute-a", "compute-b"] },
+    { maxPerShard: 10, leaseTtlMs: 8000, now: new Date(0) },
+  );
+  const planned = new Map(plan.shards.flatMap((s) => s.nodes.map((u) => [u, s.name] as const)));
+  const entries = nodes.map(inventoryEntry);
+
+  it("fingerprints the inventory and the ring, whatever the order nodes were read in", () => {
+    const ringOf = { kind: "tooz", members: ["compute-a", "compute-b"] };
+    expect(inventoryFingerprint([...entries].reverse(), ringOf)).to.equal(file.inventory.fingerprint);
+    expect(inventoryFingerprint(entries, { ...ringOf, members: ["COMPUTE-B", "compute-a"] })).to.equal(
+      file.inventory.fingerprint,
+    );
+    expect(inventoryFingerprint(entries, { ...ringOf, members: ["compute-a"] })).to.not.equal(
+      file.inventory.fingerprint,
+    );
+    const moved = entries.map((e, i) =>
+      i === 5 ? { ...e, instance_host: "compute-a", has_instance: true } : e,
+    );
+    expect(inventoryFingerprint(moved, ringOf)).to.not.equal(file.inventory.fingerprint);
+  });
+
+  it("names what changed since the plan; a node already in its planned shard is not a change (resume)", () => {
+    const uuid = (i: number) => entries[i]!.uuid;
+    const now = entries
+      .filter((_, i) => i !== 7)
+      .map((e, i) =>
+        e.uuid === uuid(9)
+          ? { ...e, shard: planned.get(e.uuid)! } // applied already
+          : e.uuid === uuid(10)
+            ? { ...e, shard: "elsewhere" }
+            : i === 0
+              ? { ...e, instance_host: "compute-a" }
+              : e,
+      );
+    now.push({
+      uuid: "ffffffff-ffff-4fff-8fff-ffffffffffff",
+      shard: null,
+      instance_host: null,
+      has_instance: false,
+    });
+    const changes = inventoryChanges(file.inventory.nodes, now, planned);
+    const by = new Map(changes.map((c) => [c.uuid, c]));
+    expect(changes).to.have.length(4);
+    expect(by.get(uuid(7))).to.include({ change: "removed" });
+    expect(by.get(uuid(10))).to.include({ change: "changed", detail: "shard: null -> elsewhere" });
+    expect(by.get(uuid(0))!.detail).to.equal("instance_host: Compute-B -> compute-a");
+    expect(by.get("ffffffff-ffff-4fff-8fff-ffffffffffff")).to.include({ change: "added" });
+    expect(by.has(uuid(9))).to.equal(false);
+  });
+
+  it("gives nova's side: one service per shard (host SHARD-ironic), the old services, a move per deployed node", () => {
+    expect(file.nova.services).to.deep.equal(
+      plan.shards.map((s) => ({ shard: s.name, agent: s.active, host: `${s.name}-ironic` })),
+    );
+    expect(file.nova.old_services).to.deep.equal(["compute-a", "compute-b"]);
+    expect(file.nova.moves.map((m) => m.uuid).sort()).to.deep.equal(
+      nodes
+        .slice(0, 3)
+        .map((n) => n.uuid)
+        .sort(),
+    );
+    for (const move of file.nova.moves) {
+      expect(move.from).to.equal("Compute-B");
+      expect(move.to).to.equal(`${planned.get(move.uuid)}-ironic`);
+    }
+    expect(file.definitions.every((d) => d.lease_ttl_ms === 8000 && d.agents.length === 1)).to.equal(true);
+  });
+
+  it("reads its own file back, and refuses edits that break its promises as bad input, naming the field", () => {
+    const dir = mkdtempSync(join(tmpdir(), "sb-plan-file-"));
+    try {
+      const write = (content: unknown) => {
+        const path = join(dir, "plan.json");
+        writeFileSync(path, JSON.stringify(content));
+        return path;
+      };
+      expect(readPlanFile(write(file))).to.deep.equal(file);
+      const refused: Array<[unknown, RegExp]> = [
+        [
+          { ...file, shards: [...file.shards, { ...file.shards[0]!, name: "x" }] },
+          /shards\[\d+\]\.nodes\[0\]: .* too/,
+        ],
+        [
+          { ...file, shards: file.shards.map((s, i) => (i === 0 ? { ...s, name: "kept" } : s)) },
+          /shards\[0\]\.name: kept is a shard the inventory has/,
+        ],
+        [{ ...file, definitions: file.definitions.slice(1) }, /shards\[0\]\.name: .* has no definition/],
+        [
+          { ...file, definitions: [...file.definitions, { ...file.definitions[0]!, name: "extra" }] },
+          /definitions\[\d+\]\.name: extra is no planned shard/,
+        ],
+        [
+          { ...file, inventory: { ...file.inventory, members: [] } },
+          /inventory\.members: must name at least one member/,
+        ],
+        [
+          {
+            ...file,
+            definitions: [{ ...file.definitions[0]!, lease_ttl_ms: 10 }, ...file.definitions.slice(1)],
+          },
+          /definitions\[0\]\.lease_ttl_ms: must be at least 1000/,
+        ],
+      ];
+      for (const [content, message] of refused) {
+        const attempt = () => readPlanFile(write(content));
+        expect(attempt).to.throw(ConfigError, message);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

@@ -157,15 +157,17 @@ export function agentRoutes(
         { field: "token", reason: "required for an agent: the fencing tokens it holds" },
       ]);
     }
-    const [held, seen] = await Promise.all([store.leasesOf(agent), store.agent(agent)]);
+    // The node counts in the same round trip: whether its shards are in service (below).
+    const [held, seen, counts] = await Promise.all([
+      store.leasesOf(agent),
+      store.agent(agent),
+      store.nodes.counts(),
+    ]);
     const mine = [...held]
       .filter(([, lease]) => presented === undefined || presented.includes(lease.token))
       .sort(([a], [b]) => (a < b ? -1 : 1));
     // In the legacy pool whether or not the others count it as up: nova adds its own host.
-    // The node counts are read only for an agent that serves or holds some shard.
-    const serving = (seen?.serves.length ?? 0) + held.size > 0;
-    const inPool =
-      !serving || servesNoShard(seen?.serves, held.keys(), inServiceOf(catalog, await store.nodes.counts()));
+    const inPool = servesNoShard(seen?.serves, held.keys(), inServiceOf(catalog, counts));
     const ringed = inPool ? await pool.ringFor(agent) : null;
     const share = ringed === null ? [] : await assignments.shareOf(ringed.ring, agent);
     const head = {

@@ -2,7 +2,7 @@ import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { z } from "zod";
 import { BridgeClient } from "../agent/client.js";
-import { LEASE_TTL_DEFAULT_MS } from "../domain/lease.js";
+import { LEASE_TTL_DEFAULT_MS, LEASE_TTL_MAX_MS, LEASE_TTL_MIN_MS } from "../domain/lease.js";
 import { MemberList, RingKindName } from "../domain/ring.js";
 import { BULK_MAX_NODES } from "../domain/node.js";
 import { IronicClient } from "../ironic/client.js";
@@ -101,7 +101,7 @@ async function planCommand(argv: string[]): Promise<void> {
     { agents: values.agents ?? "", ring: values.ring, prefix: values.prefix },
   );
   const maxPerShard = integerFlag("max-per-shard", values["max-per-shard"], 1, 100_000)!;
-  const leaseTtlMs = integerFlag("lease-ttl", values["lease-ttl"], 1000, 600_000)!;
+  const leaseTtlMs = integerFlag("lease-ttl", values["lease-ttl"], LEASE_TTL_MIN_MS, LEASE_TTL_MAX_MS)!;
   const source = await loadInventory(values);
   // A shard the bridge knows (defined, or leased) without nodes is taken too: no plan reuses its name.
   const taken =
