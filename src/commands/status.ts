@@ -66,7 +66,13 @@ export function statusTable(snapshot: StatusSnapshot): string {
       a.id,
       a.up ? "up" : "down",
       a.shards.join(",") || "-",
-      a.legacy_pool ? "(legacy ring)" : a.serves.join(",") || "-",
+      // An agent may declare shards and still be in nova's pool: its shards carry no nodes
+      // yet, or a migration is filling them (src/ring/membership.ts).
+      a.legacy_pool
+        ? a.serves.length > 0
+          ? `${a.serves.join(",")} +ring`
+          : "(legacy ring)"
+        : a.serves.join(",") || "-",
       ago(a.last_seen, now),
     ]),
   );
