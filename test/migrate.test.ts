@@ -18,7 +18,8 @@ import {
   type MigrationPlan,
   type PlanNode,
 } from "../src/ring/plan.js";
-import { planFile, readPlanFile } from "../src/commands/migrate-file.js";
+import { planFile, readPlanFile, type PlanFile } from "../src/commands/migrate-file.js";
+import { applyPlan, writeDefinitions } from "../src/commands/migrate-apply.js";
 import { ConfigError } from "../src/config.js";
 import { ToozRing } from "../src/ring/tooz.js";
 import { BridgeClient } from "../src/agent/client.js";
@@ -538,3 +539,78 @@ for (const backend of backendsUnderTest())
       expect(wrong.some((w) => /: compute-(b|9)$/.test(w))).to.equal(true);
     });
   });
+
+describe("migrate apply resumes a run that stopped half way (a bridge, no Ironic)", function () {
+  this.timeout(120_000);
+  const ctx = useApp(memoryUnderTest(), (store) =>
+    createApp(store, { authority: testAuthority(), legacy: { rebuildMs: 0 } }),
+  );
+  const agents = ["compute-a", "compute-b"];
+  const keepers: LeaseKeeper[] = [];
+  afterEach(async () => {
+    await Promise.all(keepers.splice(0).map((k) => k.stop()));
+  });
+
+  /** The fleet in the bridge, planned, prepared, each planned shard held by its agent. */
+  async function prepared(): Promise<{ file: PlanFile; bridge: BridgeClient; lines: string[] }> {
+    const nodes = fleet(41, 30);
+    await call(`${ctx.base}/v1/nodes/bulk`, "POST", { nodes: nodes.map(wholeNode) });
+    for (const agent of agents)
+      await call(
+        `${ctx.base}/v1/agents/${agent}/heartbeat`,
+        "POST",
+        { shards: [] },
+        TEST_TOKENS.agent(agent),
+      );
+    const plan = planShards(nodes, buildRing("tooz", agents), { maxPerShard: 8 });
+    const file = planFile(
+      plan,
+      nodes,
+      { source: "bridge", from: ctx.base, ring: "tooz", members: agents },
+      { maxPerShard: 8, leaseTtlMs: 6000 },
+    );
+    const bridge = new BridgeClient(ctx.base, TEST_TOKENS.admin, 30_000);
+    await writeDefinitions({ plan: file, bridge }, true);
+    for (const shard of plan.shards) {
+      const client = new BridgeClient(ctx.base, TEST_TOKENS.agent(shard.active));
+      keepers.push(bridgeKeeper(client, shard.name, shard.active, 100).start());
+    }
+    while (keepers.some((k) => k.token() === null)) await new Promise((r) => setTimeout(r, 50));
+    return { file, bridge, lines: [] };
+  }
+  const apply = (file: PlanFile, bridge: BridgeClient, lines: string[]) =>
+    applyPlan({
+      plan: file,
+      bridge,
+      ironic: null,
+      force: false,
+      say: (l) => lines.push(l),
+      sleep: async () => {},
+    });
+
+  it("with some keys written and the shards filling, it writes the rest and ends verified", async () => {
+    const { file, bridge, lines } = await prepared();
+    const half = file.shards.flatMap((s) => s.nodes.slice(0, 2).map((uuid) => [uuid, s.name] as const));
+    for (const [uuid, shard] of half) await bridge.patchNode(uuid, { shard });
+    expect(await apply(file, bridge, lines), lines.join("\n")).to.equal(true);
+    expect(lines).to.include(`bridge: ${30 - half.length} shard keys written`);
+    expect(lines.join("\n")).to.match(/every node is managed by the agent that managed it before/);
+  });
+
+  it("with every key written and the shards still filling, it only clears them and verifies", async () => {
+    const { file, bridge, lines } = await prepared();
+    for (const shard of file.shards)
+      for (const uuid of shard.nodes) await bridge.patchNode(uuid, { shard: shard.name });
+    const version = (await bridge.shardDefinitions()).version;
+    expect(await apply(file, bridge, lines), lines.join("\n")).to.equal(true);
+    expect(lines[0]).to.match(/has its shard key already/);
+    // One write per definition, filling cleared: never marked filling again.
+    const after = await bridge.shardDefinitions();
+    expect(after.definitions.every((d) => !d.filling)).to.equal(true);
+    expect(lines.some((l) => /marked filling/.test(l))).to.equal(false);
+    expect(after.version).to.be.greaterThan(version);
+    const again: string[] = [];
+    expect(await apply(file, bridge, again)).to.equal(true);
+    expect(again[0]).to.match(/already applied/);
+  });
+});

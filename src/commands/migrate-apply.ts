@@ -169,14 +169,38 @@ export async function writeDefinitions(
   return within;
 }
 
-/** Whether a run of apply finished this plan already: then it must not mark anything filling again. */
-async function alreadyApplied({ plan, bridge, ironic }: ApplyContext): Promise<boolean> {
+/**
+ * How far an earlier run got: every planned key in place (in the bridge, and in Ironic
+ * when given), and whether a planned shard is still marked filling. A run that got that
+ * far must not mark the shards filling again: their agents would step back into nova's
+ * pool for nothing.
+ */
+async function progress({
+  plan,
+  bridge,
+  ironic,
+}: ApplyContext): Promise<{ keys: boolean; filling: boolean }> {
   const planned = plannedShardOf(plan);
   const stores = [await bridgeShards(bridge), ...(ironic === null ? [] : [await ironicShards(ironic)])];
-  if (!stores.every((shards) => [...planned].every(([uuid, shard]) => shards.get(uuid) === shard)))
-    return false;
+  const keys = stores.every((shards) => [...planned].every(([uuid, shard]) => shards.get(uuid) === shard));
   const names = new Set(planned.values());
-  return !(await bridge.shardDefinitions()).definitions.some((d) => names.has(d.name) && d.filling);
+  const filling = (await bridge.shardDefinitions()).definitions.some((d) => names.has(d.name) && d.filling);
+  return { keys, filling };
+}
+
+/** Clear `filling` (the agents leave the pool), then the final check against `before`. */
+async function finish(ctx: ApplyContext, before: Map<string, string[]>, agents: string[]): Promise<boolean> {
+  const { plan, bridge, ironic, say } = ctx;
+  await writeDefinitions(ctx, false);
+  say(`filling cleared: ${agents.length} agents serve their shards and leave nova's legacy pool`);
+  const changes = listingChanges(before, await listingNow(bridge, agents));
+  if (changes.length > 0) {
+    say(`FAILED: ${changes.length} nodes are not managed by the agent that managed them before:`);
+    for (const line of shown(changes)) say(`  ${line}`);
+    return false;
+  }
+  say("every node is managed by the agent that managed it before");
+  return verifyPlan({ plan, bridge, ironic, say, quiet: true });
 }
 
 /**
@@ -201,9 +225,14 @@ export async function applyPlan(ctx: ApplyContext): Promise<boolean> {
   const planned = plannedShardOf(plan);
   const agents = [...new Set(plan.shards.map((s) => s.active))];
 
-  if (await alreadyApplied(ctx)) {
+  const done = await progress(ctx);
+  if (done.keys && !done.filling) {
     say("already applied: every planned node has its shard key and no planned shard is filling");
     return verifyPlan({ plan, bridge, ironic, say });
+  }
+  if (done.keys) {
+    say("every planned node has its shard key already (an earlier run stopped before the end)");
+    return finish(ctx, await listingNow(bridge, agents), agents);
   }
   if (plan.unplaced.length > 0 && !ctx.force)
     throw new MigrationRefused([
@@ -269,15 +298,5 @@ export async function applyPlan(ctx: ApplyContext): Promise<boolean> {
         `every node is still managed as before; run migrate apply again):\n${shown([...bridgeFailed, ...missing]).join("\n")}`,
     );
 
-  await writeDefinitions(ctx, false);
-  say(`filling cleared: ${agents.length} agents serve their shards and leave nova's legacy pool`);
-
-  const changes = listingChanges(before, await listingNow(bridge, agents));
-  if (changes.length > 0) {
-    say(`FAILED: ${changes.length} nodes are not managed by the agent that managed them before:`);
-    for (const line of shown(changes)) say(`  ${line}`);
-    return false;
-  }
-  say("every node is managed by the agent that managed it before");
-  return verifyPlan({ plan, bridge, ironic, say, quiet: true });
+  return finish(ctx, before, agents);
 }

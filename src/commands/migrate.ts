@@ -32,8 +32,10 @@ ${INVENTORY_USAGE}             --max-per-shard N     nodes per shard at most (de
   migrate prepare PLAN.json   define the planned shards in the bridge (TTL, allowed agent), marked filling,
                               so their agents can take the leases before apply
   migrate apply PLAN.json     check the plan still holds, then write the shard keys to Ironic and the bridge
-             --force               write even where a planned shard is not held by its planned agent: those
-                                   nodes are managed by nobody (or by the holder) until it is; the final check fails
+             --force               write even where a planned shard is not held by its planned agent (those
+                                   nodes are managed by nobody, or by the holder, until it is; the final check
+                                   fails), or where the plan left nodes unplaced (nova's ring hands them to
+                                   whoever stays in its pool, or to nobody)
   migrate verify PLAN.json    check an applied plan: keys, definitions, holders, every node with its planned agent
              (prepare, apply, verify) --bridge URL (env SHARDBRIDGE_URL), --token T (admin; env SHARDBRIDGE_TOKEN),
              --ironic URL (env SHARDBRIDGE_IRONIC_URL; required for a plan made from Ironic)
