@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { BridgeClient } from "../src/agent/client.js";
 import { bridgeKeeper, type LeaseKeeper } from "../src/agent/lease-keeper.js";
 import { IronicClient } from "../src/ironic/client.js";
+import { buildRing } from "../src/ring/legacy.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { runShardbridge } from "./helpers/cli.js";
 import { syncFromIronic } from "../src/commands/ironic-sync.js";
@@ -227,6 +228,33 @@ describe("migrate plan --out, apply, verify: the real Ironic, a real bridge, age
     expect(run.status, run.stdout + run.stderr).to.equal(1);
     expect(run.stderr).to.match(/refused; nothing written/);
     expect(run.stderr).to.match(new RegExp(`${plan.shards[0]!.name}: no live lease; start its agent first`));
+    await nothingWritten();
+  });
+
+  it("a plan made from Ironic is checked against Ironic: it needs --ironic (exit 2), then refuses without holders", async () => {
+    const fromIronic = join(dir, "from-ironic.json");
+    const planned = await migrate(
+      ...["plan", "--ironic", peer.peer.endpoint, "--agents", AGENTS.join(","), "--max-per-shard", "4"],
+      ...["--out", fromIronic],
+    );
+    expect(planned.status, planned.stderr).to.equal(0);
+    const file = JSON.parse(readFileSync(fromIronic, "utf8")) as PlanJson;
+    expect(file.inventory.source).to.equal("ironic");
+    const bare = await migrate("apply", fromIronic);
+    expect(bare.status).to.equal(2);
+    expect(bare.stderr).to.match(/the plan was made from Ironic: pass --ironic URL/);
+    const run = await migrate("apply", fromIronic, "--ironic", peer.peer.endpoint);
+    expect(run.status, run.stdout + run.stderr).to.equal(1);
+    // Ironic knows the deployed nodes' instances, not their host: the plan put them where the
+    // ring does; the bridge has them with compute-b. Where those differ, apply says so first.
+    const ring = buildRing("tooz", AGENTS);
+    const strays = created.slice(0, 2).filter((uuid) => ring.memberOf(uuid) !== "compute-b");
+    for (const uuid of strays)
+      expect(run.stderr).to.match(
+        new RegExp(`${uuid}: managed by compute-b now, the plan keeps it with compute-`),
+      );
+    if (strays.length === 0)
+      expect(run.stderr, run.stderr).to.match(/planned shards are not held by their planned agent/);
     await nothingWritten();
   });
 
