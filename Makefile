@@ -1,6 +1,6 @@
 # Every target installs what it needs: `npm ci` runs when node_modules is missing or
 # older than package-lock.json.
-.PHONY: run build test test-packages typecheck bench clean
+.PHONY: run build test test-packages typecheck bench screenshots clean
 
 DEPS := node_modules/.shardbridge-installed
 
@@ -30,6 +30,11 @@ test: test-packages $(DEPS) typecheck
 bench: $(DEPS)
 	@command -v wrk >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
 	npx tsx test/bench/run.ts
+
+# The README's pictures of the status page and the simulator's page, from the real pages
+# in Debian's chromium (docs/img/).
+screenshots: test-packages $(DEPS)
+	npx tsx test/tools/screenshots.ts
 
 clean:
 	rm -rf dist node_modules

@@ -15,6 +15,8 @@ need redis-sentinel command -v redis-sentinel
 # `shardbridge run` starts its child through setpriv; its watchdog is bash.
 need util-linux command -v setpriv
 need curl command -v curl
+# The status page and the simulator's page are tested in a real headless browser.
+need chromium test -x /usr/bin/chromium
 # Debian's python: the real tooz for the ring parity tests, and what nova uses
 # (oslo.config, openstacksdk) for the nova-compute stand-in.
 need python3-tooz /usr/bin/python3 -c 'import tooz.hashring'

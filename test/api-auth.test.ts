@@ -102,6 +102,6 @@ describe("Auth: bearer tokens per role", () => {
       expect(authority.identify(token)).to.deep.equal(principal);
     }
     expect(authority.identify(`${file.tokens[0]!.token}x`)).to.equal(null);
-    expect(new Set(file.tokens.map((t) => t.token)).size).to.equal(4);
+    expect(new Set(file.tokens.map((t) => t.token)).size).to.equal(5);
   });
 });

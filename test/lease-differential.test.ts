@@ -4,13 +4,15 @@ import type { StoreLineage } from "../src/lease/machine.js";
 import { MemoryBackend } from "../src/store/memory.js";
 import type { LeaseBackend } from "../src/store/port.js";
 import { RedisBackend } from "../src/store/redis/backend.js";
+import { onClusterMasters, sharedCluster } from "./helpers/backends.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
 
 /**
  * Thousands of seeded random operation sequences run against the memory backend (the
  * pure state machine) and the Redis backend (the Lua scripts), both driven by one virtual
  * clock, must give identical outcomes at every step: the Lua is a faithful second
- * rendering of the one definition of lease semantics.
+ * rendering of the one definition of lease semantics. On one redis-server and on a real
+ * Redis Cluster, where a script touching keys of two slots would fail.
  */
 
 const SHARDS = ["s1", "s2"];
@@ -128,34 +130,73 @@ function runStep(backend: LeaseBackend, s: Step, token: number): Promise<unknown
   }
 }
 
-describe("Lease differential: memory (state machine) vs redis (Lua)", function () {
-  this.timeout(120_000);
-  let server: TestRedisServer;
-  let redis: RedisBackend;
-  const clock: { nowUs: number; bootUs: number; lineage: StoreLineage | undefined } = {
-    nowUs: 0,
-    bootUs: 0,
-    lineage: undefined,
-  };
-  const lineage = () => clock.lineage;
+/**
+ * Where the Lua runs: one redis-server, or the shared Redis Cluster (every script must
+ * touch one slot; lease writes there also WAIT for a replica). `flush` empties it.
+ */
+interface LuaTarget {
+  name: string;
+  /** seeded sequences to run: fewer on Cluster, where every lease write waits for a replica */
+  runs: number;
+  start(): Promise<{ spec: string; flush(): Promise<unknown>; stop(): Promise<void> }>;
+}
 
-  before(async () => {
-    server = await TestRedisServer.start();
-    redis = await RedisBackend.connect(server.url, {
-      virtualClock: { nowUs: () => clock.nowUs, bootUs: () => clock.bootUs, lineage },
+const targets: LuaTarget[] = [
+  {
+    name: "redis (Lua)",
+    runs: 2000,
+    start: async () => {
+      const server = await TestRedisServer.start();
+      const admin = server.client();
+      return {
+        spec: server.url,
+        flush: () => admin.flushdb(),
+        stop: async () => {
+          admin.disconnect();
+          await server.stop();
+        },
+      };
+    },
+  },
+  {
+    name: "Redis Cluster (Lua)",
+    runs: 1000,
+    start: async () => {
+      const setup = await sharedCluster();
+      const flush = () => onClusterMasters(setup, (admin) => admin.flushall());
+      return { spec: setup.storeSpec(), flush, stop: async () => void (await flush()) };
+    },
+  },
+];
+
+for (const target of targets)
+  describe(`Lease differential: memory (state machine) vs ${target.name}`, function () {
+    this.timeout(180_000);
+    let where: Awaited<ReturnType<LuaTarget["start"]>>;
+    let redis: RedisBackend;
+    const clock: { nowUs: number; bootUs: number; lineage: StoreLineage | undefined } = {
+      nowUs: 0,
+      bootUs: 0,
+      lineage: undefined,
+    };
+    const lineage = () => clock.lineage;
+
+    before(async function () {
+      this.timeout(60_000);
+      where = await target.start();
+      redis = await RedisBackend.connect(where.spec, {
+        virtualClock: { nowUs: () => clock.nowUs, bootUs: () => clock.bootUs, lineage },
+      });
     });
-  });
-  after(async () => {
-    await redis.close();
-    await server.stop();
-  });
+    after(async () => {
+      await redis?.close();
+      await where?.stop();
+    });
 
-  it("gives identical outcomes over 2,000 random sequences (seeded)", async () => {
-    const admin = server.client();
-    let steps = 0;
-    /** refusals and fences under a lineage hold: the rule must have been exercised */
-    let held = 0;
-    try {
+    it(`gives identical outcomes over ${target.runs.toLocaleString("en")} random sequences (seeded)`, async () => {
+      let steps = 0;
+      /** refusals and fences under a lineage hold: the rule must have been exercised */
+      let held = 0;
       await fc.assert(
         fc.asyncProperty(
           fc.integer({ min: 1_600_000_000_000_000, max: 1_900_000_000_000_000 }),
@@ -165,7 +206,7 @@ describe("Lease differential: memory (state machine) vs redis (Lua)", function (
           // a store with no lineage (the memory store's kind), or a Redis lineage from the start
           fc.boolean(),
           async (startUs, uptimeUs, sequence, withLineage) => {
-            await admin.flushdb();
+            await where.flush();
             clock.nowUs = startUs;
             clock.bootUs = startUs - uptimeUs;
             clock.lineage = withLineage ? { id: "lineage0", promoted: false } : undefined;
@@ -187,12 +228,9 @@ describe("Lease differential: memory (state machine) vs redis (Lua)", function (
             }
           },
         ),
-        { numRuns: 2000, seed: 20261129 },
+        { numRuns: target.runs, seed: 20261129 },
       );
-    } finally {
-      admin.disconnect();
-    }
-    expect(steps).to.be.greaterThan(10_000);
-    expect(held, "steps refused under a lineage hold").to.be.greaterThan(100);
+      expect(steps).to.be.greaterThan(target.runs * 5);
+      expect(held, "steps refused under a lineage hold").to.be.greaterThan(target.runs / 20);
+    });
   });
-});

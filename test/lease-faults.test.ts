@@ -1,7 +1,8 @@
 import { openStore } from "../src/store/open.js";
 import { expect } from "chai";
 import { LeaseKeeper } from "../src/agent/lease-keeper.js";
-import { AgentProcess, type AgentEvent } from "./helpers/agent-process.js";
+import { AgentProcess } from "./helpers/agent-process.js";
+import { assertAgentsNeverActedTogether, assertNoOverlappingWriters } from "./helpers/fence-log.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
 
 /**
@@ -14,80 +15,6 @@ import { TestRedisServer } from "./helpers/redis-server.js";
 const TTL_MS = 3000;
 const RENEW_INTERVAL_MS = TTL_MS / 3;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/**
- * Group `at(e)` of the selected events by token and require that each token belongs to
- * one agent and that the time spans of different tokens do not overlap, in token order.
- * Returns how many events were selected.
- */
-function assertTokenSpansDisjoint(
-  events: AgentEvent[],
-  select: (e: AgentEvent) => boolean,
-  at: (e: AgentEvent) => number,
-  what: string,
-): number {
-  const spans = new Map<number, { agent: string; from: number; to: number }>();
-  let selected = 0;
-  for (const e of events) {
-    if (!select(e)) continue;
-    selected++;
-    const token = e.token as number;
-    const span = spans.get(token) ?? { agent: e.agent, from: at(e), to: at(e) };
-    expect(span.agent, `${what}: token ${token} used by two agents`).to.equal(e.agent);
-    span.from = Math.min(span.from, at(e));
-    span.to = Math.max(span.to, at(e));
-    spans.set(token, span);
-  }
-  const ordered = [...spans.entries()].sort(([a], [b]) => a - b);
-  for (let i = 1; i < ordered.length; i++) {
-    const [prevToken, prev] = ordered[i - 1]!;
-    const [token, span] = ordered[i]!;
-    expect(
-      prev.to,
-      `${what}: ${prev.agent} under ${prevToken} overlaps ${span.agent} under ${token}`,
-    ).to.be.below(span.from);
-  }
-  return selected;
-}
-
-/**
- * What the store allowed: every write that `fence` passed, by store time. At no instant
- * did two agents both pass fence.
- */
-function assertNoOverlappingWriters(events: AgentEvent[]): number {
-  return assertTokenSpansDisjoint(
-    events,
-    (e) => e.ev === "write" && e.allowed === true,
-    (e) => e.atUs as number,
-    "writes fence allowed",
-  );
-}
-
-/**
- * What the agents themselves did: every write an agent attempted while its keeper said
- * it was active, by wall time (one machine, one clock): no two agents acting at once,
- * whatever the store said. And once an agent reported `lost`, it attempts nothing as
- * active until it is granted a lease again.
- */
-function assertAgentsNeverActedTogether(events: AgentEvent[]): void {
-  assertTokenSpansDisjoint(
-    events,
-    (e) => e.ev === "attempt" && e.believedActive === true,
-    (e) => e.t,
-    "writes agents attempted as active",
-  );
-  const byAgent = new Map<string, AgentEvent[]>();
-  for (const e of events) byAgent.set(e.agent, [...(byAgent.get(e.agent) ?? []), e]);
-  for (const [agent, own] of byAgent) {
-    let stopped = false;
-    for (const e of own) {
-      if (e.ev === "lost") stopped = true;
-      if (e.ev === "active") stopped = false;
-      if (stopped && e.ev === "attempt")
-        expect(e.believedActive, `${agent} acted after losing its lease`).to.equal(false);
-    }
-  }
-}
 
 describe("Lease faults (real redis-server, agents in child processes)", function () {
   this.timeout(60_000);

@@ -52,9 +52,12 @@ describe("Redis topology harness", function () {
       const client = new Redis({
         sentinels: setup.sentinels,
         name: setup.masterName,
-        // Reconnect quickly while the sentinels still name a dead master.
+        // Reconnect quickly while the sentinels still name a dead master, and keep a
+        // command queued across all those attempts (ioredis gives up after 20 by
+        // default: 2 s here, less than a promotion takes).
         retryStrategy: () => 100,
         sentinelRetryStrategy: () => 100,
+        maxRetriesPerRequest: null,
         ...options,
       });
       client.on("error", () => undefined);
@@ -246,15 +249,7 @@ describe("Redis topology harness", function () {
       return client;
     }
 
-    /** The master owning the slot of `key`, with its replicas. */
-    async function ownerOf(key: string) {
-      const slot = Number(await setup.client(setup.nodes[0]!.port).call("CLUSTER", "KEYSLOT", key));
-      const owner = (await setup.masters()).find((m) =>
-        m.slots.some(([from, to]) => from <= slot && slot <= to),
-      );
-      if (owner === undefined) throw new Error(`no master owns slot ${slot}`);
-      return { slot, ...owner };
-    }
+    const ownerOf = (key: string) => setup.ownerOf(key);
 
     beforeEach(async function () {
       this.timeout(30_000);

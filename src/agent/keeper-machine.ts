@@ -84,7 +84,7 @@ export type KeeperEvent =
 /** What an agent reports; `LeaseKeeper` emits these as they are. */
 export type KeeperReport =
   | { kind: "active"; token: number; ttlMs: number }
-  | { kind: "standby"; current: LeaseView | null; reason: RefusalReason }
+  | { kind: "standby"; current: LeaseView | null; reason: RefusalReason; retryAfterMs?: number }
   | { kind: "lost"; token: number; reason: "refused" | "deadline"; detail: string }
   | { kind: "renewed"; token: number; latencyMs: number }
   | { kind: "store-error"; op: "acquire" | "renew"; error: string; cause?: unknown };
@@ -288,7 +288,15 @@ function onAcquired(
   const current = outcome.current;
   const standbyKey = `${outcome.reason}:${current?.holder ?? ""}`;
   if (standbyKey !== state.standbyKey)
-    out.act({ kind: "report", report: { kind: "standby", current, reason: outcome.reason } });
+    out.act({
+      kind: "report",
+      report: {
+        kind: "standby",
+        current,
+        reason: outcome.reason,
+        ...(outcome.retryAfterMs !== undefined && { retryAfterMs: outcome.retryAfterMs }),
+      },
+    });
   // Come back when the holder's lease would run out (or the store's recovery wait is
   // over), or sooner, to catch a release.
   const units = unitsOf(config);

@@ -45,7 +45,7 @@ export interface KeeperEvents {
   /** this agent now holds the lease and may act under `token` */
   active: [{ token: number; ttlMs: number }];
   /** another agent holds the lease, or the store is recovering (emitted on change) */
-  standby: [{ current: LeaseView | null; reason: RefusalReason }];
+  standby: [{ current: LeaseView | null; reason: RefusalReason; retryAfterMs?: number }];
   /** this agent stopped acting: the store refused a renew, or the renew deadline passed */
   lost: [{ token: number; reason: "refused" | "deadline"; detail: string }];
   /** a renew succeeded; `latencyMs` is the round trip */

@@ -90,6 +90,8 @@ export function runReferenceAgent(options: ReferenceAgentOptions): { stop: () =>
       holder: e.current?.holder ?? null,
       reason: e.reason,
       ttl_ms: e.current?.ttlMs ?? null,
+      // a store holding the shard after a restart or failover says when to ask again
+      ...(e.retryAfterMs !== undefined && { retry_after_ms: e.retryAfterMs }),
     }),
   );
   keeper.on("lost", (e) =>

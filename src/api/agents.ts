@@ -8,22 +8,23 @@ import type { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
 import { assertActsAs, principalOf } from "./auth.js";
 import { bodyObject } from "./body.js";
-import { inServiceOf, legacyPoolNow } from "../shards/queries.js";
+import { agentsOverview, leaseCensus } from "./overview.js";
+import { inServiceOf } from "../shards/queries.js";
 import type { NodeRegistry } from "../nodes/registry.js";
 import type { BareMetalNode } from "../domain/node.js";
 import type { LegacyAssignments } from "../ring/assignment.js";
 import { SERVICE_DOWN_TIME_MS, servesNoShard } from "../ring/membership.js";
 import type { LegacyPool } from "../ring/pool.js";
-import { streamJsonList, type ListPage } from "./stream.js";
+import { prefetched, streamJsonList, type ListPage } from "./stream.js";
 import { ShardNodesCache } from "./shard-nodes.js";
 import { leaseJson, nodeJson } from "./views.js";
 
-const AgentPath = z.strictObject({ id: AgentId });
+export const AgentPath = z.strictObject({ id: AgentId });
 /**
  * `shards` must be given: [] puts the agent in nova's legacy ring pool, so a body left
  * empty by accident must not (the ring would hand a sharded agent unsharded nodes).
  */
-const HeartbeatBody = z.strictObject({
+export const HeartbeatBody = z.strictObject({
   shards: z.array(z.unknown(), {
     error: (issue) =>
       issue.input === undefined
@@ -31,7 +32,7 @@ const HeartbeatBody = z.strictObject({
         : "must be a list of shard names",
   }),
 });
-const NodesQuery = z.strictObject({
+export const NodesQuery = z.strictObject({
   token: z
     .string({ error: "must be a comma-separated list of fencing tokens" })
     // Empty: the agent holds no lease (a legacy pool member asking for its ring's nodes).
@@ -53,26 +54,27 @@ const NodesQuery = z.strictObject({
 async function* agentNodes(
   nodes: NodeRegistry,
   shardNodes: ShardNodesCache,
-  agent: string,
   leases: Array<[string, LeaseView]>,
+  versions: ReadonlyMap<string, number>,
+  instancePages: AsyncIterable<BareMetalNode[]>,
   ringShare: readonly string[],
 ): AsyncGenerator<ListPage> {
   const unsharded = new Set<string>();
-  for await (const page of nodes.pages({ kind: "instance", host: agent })) {
+  for await (const page of instancePages) {
     for (const node of page) unsharded.add(node.uuid);
     yield page.map((node) => nodeJson(node, ',"token":null,"via":"instance"'));
   }
   for (let i = 0; i < ringShare.length; i += RING_PAGE) {
     const page = (await nodes.getMany(ringShare.slice(i, i + RING_PAGE))).filter(
-      (node) => node !== null && node.shard === null && node.instance_host === null,
-    ) as BareMetalNode[];
+      (node): node is BareMetalNode => node !== null && node.shard === null && node.instance_host === null,
+    );
     for (const node of page) unsharded.add(node.uuid);
     yield page.map((node) => nodeJson(node, ',"token":null,"via":"ring"'));
   }
   for (const [shard, lease] of leases) {
     const extra = `,"token":${lease.token},"via":"lease"`;
     // The cached shard is whole JSON: used only when no pool node can be in it twice.
-    const joined = unsharded.size === 0 ? await shardNodes.joined(shard, extra) : null;
+    const joined = unsharded.size === 0 ? await shardNodes.joined(shard, extra, versions.get(shard)) : null;
     if (joined !== null) {
       if (joined.length > 0) yield joined;
       continue;
@@ -120,31 +122,11 @@ export function agentRoutes(
   });
 
   router.get("/v1/agents", async (_req, res) => {
-    const { members, seen, held } = await legacyPoolNow(store, catalog, serviceDownMs);
-    const pool = new Set(members);
-    const agents = seen.map((s) => ({
-      id: s.agent,
-      last_seen: new Date(s.lastSeenMs).toISOString(),
-      age_ms: s.ageMs,
-      up: s.ageMs <= serviceDownMs,
-      shards: held.get(s.agent) ?? [],
-      serves: s.serves,
-      legacy_pool: pool.has(s.agent.toLowerCase()),
-    }));
-    // A holder that never sent a heartbeat still shows: it holds shards.
-    for (const [agent, shards] of held) {
-      if (!seen.some((s) => s.agent === agent))
-        agents.push({
-          id: agent,
-          last_seen: "",
-          age_ms: -1,
-          up: false,
-          shards,
-          serves: [],
-          legacy_pool: false,
-        });
-    }
-    res.json({ agents, down_after_ms: serviceDownMs });
+    const census = await leaseCensus(store, catalog);
+    res.json({
+      agents: await agentsOverview(store, catalog, census, serviceDownMs),
+      down_after_ms: serviceDownMs,
+    });
   });
 
   router.get("/v1/agents/:id/nodes", async (req, res) => {
@@ -157,12 +139,21 @@ export function agentRoutes(
         { field: "token", reason: "required for an agent: the fencing tokens it holds" },
       ]);
     }
-    // The node counts in the same round trip: whether its shards are in service (below).
-    const [held, seen, counts] = await Promise.all([
-      store.leasesOf(agent),
+    // Two round trips to the store before the answer starts, whatever the agent holds: the
+    // shards it was granted, its record, the node counts (is a shard it serves in service?)
+    // and its first instance page together; then those shards' leases and node-list
+    // versions together.
+    const instancePages = prefetched(store.nodes.pages({ kind: "instance", host: agent }));
+    const [granted, seen, counts] = await Promise.all([
+      store.grantedShards(agent),
       store.agent(agent),
       store.nodes.counts(),
     ]);
+    const [held, versionList] = await Promise.all([
+      store.liveLeasesAmong(agent, granted),
+      store.nodes.placeVersions(granted),
+    ]);
+    const versions = new Map(granted.map((shard, i) => [shard, versionList[i]!]));
     const mine = [...held]
       .filter(([, lease]) => presented === undefined || presented.includes(lease.token))
       .sort(([a], [b]) => (a < b ? -1 : 1));
@@ -180,7 +171,12 @@ export function agentRoutes(
         built_at: ringed === null ? null : new Date(ringed.snapshot.builtAtMs).toISOString(),
       },
     };
-    await streamJsonList(res, head, "nodes", agentNodes(store.nodes, shardNodes, agent, mine, share));
+    await streamJsonList(
+      res,
+      head,
+      "nodes",
+      agentNodes(store.nodes, shardNodes, mine, versions, instancePages, share),
+    );
   });
 
   return router;

@@ -11,7 +11,10 @@ import { legacyPoolLoader } from "../shards/queries.js";
 import { LegacyAssignments } from "../ring/assignment.js";
 import { LegacyPool, type LegacyPoolOptions } from "../ring/pool.js";
 import { SERVICE_DOWN_TIME_MS } from "../ring/membership.js";
-import { authenticate, type TokenAuthority } from "./auth.js";
+import { authenticate, viewersRead, type TokenAuthority } from "./auth.js";
+import { agentsOverview, deliveryOverview, leaseCensus, shardsOverview } from "./overview.js";
+import { uiRoutes } from "./ui/routes.js";
+import { StatusWatcher } from "./ui/watcher.js";
 import { readBody, parseJsonBody } from "./body.js";
 import { DecodePool } from "./decode/pool.js";
 import { HttpError, errorHandler } from "./errors.js";
@@ -29,6 +32,8 @@ import { BridgeMetrics } from "./metrics.js";
 import { nodeRoutes } from "./nodes.js";
 import { shardRoutes } from "./shards.js";
 import { versionInfo } from "../version.js";
+import { openApiText } from "./openapi/document.js";
+import { expressRoutes, type MountedRoute } from "./routes.js";
 
 /** Free unsharded nodes read per store call while nova's ring share is computed. */
 const FREE_PAGE = 1000;
@@ -48,9 +53,15 @@ export interface AppOptions {
 
 /**
  * The bridge's HTTP API as one request listener: the lease writes agents make several
- * times a second (see leaseWrites), then express for everything else.
+ * times a second (see leaseWrites), then express for everything else. `routes`: every
+ * route it serves, read from express's router and the raw routes' own tables — what the
+ * OpenAPI document must list (test/openapi.test.ts holds the two together). `close` ends
+ * what would keep a server's close waiting: the status pages' event streams.
  */
-export type BridgeApp = (req: IncomingMessage, res: ServerResponse) => void;
+export type BridgeApp = ((req: IncomingMessage, res: ServerResponse) => void) & {
+  readonly routes: readonly MountedRoute[];
+  close(): void;
+};
 
 export function createApp(
   store: Store,
@@ -101,9 +112,36 @@ export function createApp(
     }
   });
   app.use(metrics.routes());
-  // Everything below needs a bearer token; health checks and metrics above do not.
+  // The API's description, as open as /healthz: it says what every install of this
+  // version serves, and holds no token, shard or node (see openapi/operations.ts). Built
+  // here, once per process (tens of ms), so no request holds the event loop building it.
+  const openApi = openApiText();
+  app.get("/openapi.json", (_req, res) => {
+    res.type("application/json").send(openApi);
+  });
+  const serviceDownMs = legacy.serviceDownMs ?? SERVICE_DOWN_TIME_MS;
+  // The status page: one look at the store per period for all its open pages, with
+  // tokens (they tell a new lease from a renewed one; the page never shows them).
+  const watcher = new StatusWatcher(
+    async () => {
+      const census = await leaseCensus(store, catalog);
+      const [shards, agents] = await Promise.all([
+        shardsOverview(store, catalog, census, true),
+        agentsOverview(store, catalog, census, serviceDownMs),
+      ]);
+      const at = new Date().toISOString();
+      return { at, shards, agents, down_after_ms: serviceDownMs, ironic: deliveryOverview(ironic) };
+    },
+    (shard) => catalog.ttlMsFor(shard),
+  );
+  // Its own login (a session cookie), so it comes before the bearer token check.
+  const ui = uiRoutes(authority, watcher);
+  app.use(ui);
+  // Everything below needs a bearer token; health checks, metrics, the document and the
+  // page's own login above do not.
   // Authenticate first: nobody without a token makes the bridge read a body.
   app.use(authenticate(authority));
+  app.use(viewersRead());
   app.use(readBody((req) => bodyPolicy(req.path).limit));
   app.use((req, res, next) => (bodyPolicy(req.path).parseHere ? parseJsonBody(req, res, next) : next()));
   // The store's definitions join the files' in the catalog, read again when they change.
@@ -118,7 +156,6 @@ export function createApp(
   // Large bodies (a bulk, an inspection result) are decoded off the event loop.
   const decoder = new DecodePool(inspector.rules);
   app.use(nodeRoutes(store.nodes, traits, decoder));
-  const serviceDownMs = legacy.serviceDownMs ?? SERVICE_DOWN_TIME_MS;
   const pool = new LegacyPool(legacyPoolLoader(store, catalog, serviceDownMs), legacy);
   const assignments = new LegacyAssignments({
     pages: async function* () {
@@ -143,8 +180,15 @@ export function createApp(
   app.use(errorHandler((message, meta) => logger.error(message, meta)));
   const writes = leaseWrites({ store, catalog, metrics, authority });
   const webhook = webhookRoute({ service: traits, decoder, secret: inspector.secret, metrics, authority });
-  const proxy = ironicUrl === undefined ? () => false : fencedIronic({ store, catalog, metrics, ironicUrl });
-  return (req, res) => {
-    if (!writes(req, res) && !webhook(req, res) && !proxy(req, res)) app(req, res);
+  const raw = [writes, webhook];
+  if (ironicUrl !== undefined) raw.push(fencedIronic({ store, catalog, metrics, ironicUrl }));
+  const listener = (req: IncomingMessage, res: ServerResponse) => {
+    for (const route of raw) if (route(req, res)) return;
+    app(req, res);
   };
+  // Read when asked (the contract test), not at start: a route added in a form that cannot
+  // be listed fails that test, never a bridge starting up.
+  return Object.defineProperty(Object.assign(listener, { close: () => ui.close() }), "routes", {
+    get: (): MountedRoute[] => [...raw.flatMap((route) => route.routes), ...expressRoutes(app)],
+  }) as BridgeApp;
 }

@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from "node:crypto";
+import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import type { NextFunction, Request, RequestHandler, Response } from "express";
 import { z } from "zod";
 import { AgentId } from "../domain/names.js";
@@ -6,10 +6,14 @@ import { parseJsonConfig, readJsonConfig } from "../config.js";
 import { uniqueField } from "../domain/validation.js";
 import { HttpError } from "./errors.js";
 
-export type Role = "admin" | "inspector" | "agent";
+export type Role = "admin" | "inspector" | "agent" | "viewer";
 
-/** Who is calling: an operator, the inspector, or one compute agent. */
-export type Principal = { role: "admin" } | { role: "inspector" } | { role: "agent"; agent: string };
+/**
+ * Who is calling: an operator, the inspector, one compute agent, or a viewer (a wall
+ * display, a monitoring check: reads only, never writes).
+ */
+export type Principal =
+  { role: "admin" } | { role: "inspector" } | { role: "agent"; agent: string } | { role: "viewer" };
 
 const TokenEntry = z.discriminatedUnion("role", [
   z.strictObject({
@@ -23,6 +27,10 @@ const TokenEntry = z.discriminatedUnion("role", [
   z.strictObject({
     role: z.literal("agent"),
     agent: AgentId,
+    token: z.string().min(16, { error: "must be at least 16 characters" }),
+  }),
+  z.strictObject({
+    role: z.literal("viewer"),
     token: z.string().min(16, { error: "must be at least 16 characters" }),
   }),
 ]);
@@ -53,9 +61,20 @@ export class TokenAuthority {
    */
   private readonly known = new Map<string, Principal>();
 
+  /** Per token that may open the status page: its session id, principal and signing key. */
+  private readonly pageKeys: Map<string, { principal: Principal; key: Buffer }>;
+
   constructor(file: TokensFile) {
     this.byDigest = new Map(
       file.tokens.map(({ token, ...principal }) => [digest(token), principal as Principal]),
+    );
+    this.pageKeys = new Map(
+      file.tokens
+        .filter(({ role }) => PAGE_ROLES.includes(role))
+        .map(({ token, ...principal }) => [
+          pageSessionId(token),
+          { principal: principal as Principal, key: derived("page-session-key", token) },
+        ]),
     );
   }
 
@@ -70,7 +89,54 @@ export class TokenAuthority {
     if (principal !== null) this.known.set(presented, principal);
     return principal;
   }
+
+  /**
+   * A session on the status page for `presented`, a viewer's or admin's token, good until
+   * `expiresMs`: the value of the cookie the login sets. It holds no token, only the
+   * session's expiry signed with a key derived from the token (HMAC-SHA256), so a stolen
+   * cookie opens the page and nothing else, and lapses; every bridge with the same tokens
+   * file accepts it (no session table to share); and removing the token from the file
+   * ends its sessions. 401 for an unknown token, 403 for a role the page is not for.
+   */
+  openPageSession(presented: string, expiresMs: number): string {
+    const principal = this.identify(presented);
+    if (principal === null)
+      throw unauthenticated("the token is not known", 'Bearer realm="shardbridge", error="invalid_token"');
+    assertRole(principal, PAGE_ROLES);
+    const id = pageSessionId(presented);
+    const expires = String(Math.floor(expiresMs / 1000));
+    return `${id}.${expires}.${this.pageMac(id, expires)}`;
+  }
+
+  /** Whose page session `cookie` is and until when, while it lasts at `nowMs`; null for none, a forged or a lapsed one. */
+  pageSession(cookie: string | undefined, nowMs: number): { principal: Principal; expiresMs: number } | null {
+    const [id, expires, mac, ...rest] = (cookie ?? "").split(".");
+    if (id === undefined || expires === undefined || mac === undefined || rest.length > 0) return null;
+    const known = this.pageKeys.get(id);
+    if (known === undefined || !/^\d{1,12}$/.test(expires) || Number(expires) * 1000 <= nowMs) return null;
+    const expected = Buffer.from(this.pageMac(id, expires));
+    const given = Buffer.from(mac);
+    return given.length === expected.length && timingSafeEqual(given, expected)
+      ? { principal: known.principal, expiresMs: Number(expires) * 1000 }
+      : null;
+  }
+
+  private pageMac(id: string, expires: string): string {
+    const { key } = this.pageKeys.get(id)!;
+    return createHmac("sha256", key).update(`${id}.${expires}`).digest("base64url");
+  }
 }
+
+/** Who may open the status page: it shows what GET /v1/shards and GET /v1/agents show. */
+export const PAGE_ROLES: readonly Role[] = ["viewer", "admin"];
+
+/** 32 bytes derived from `token` for one purpose, named by `label`. */
+const derived = (label: string, token: string) =>
+  createHash("sha256").update(`shardbridge ${label}\0${token}`, "utf8").digest();
+
+/** Names a token's page sessions without telling anything of the token. */
+const pageSessionId = (token: string) =>
+  derived("page-session-id", token).subarray(0, 12).toString("base64url");
 
 /** Parse a tokens document; errors name `source` (a file, or an environment variable). */
 export function parseTokens(text: string, source: string): TokensFile {
@@ -81,7 +147,7 @@ export function readTokensFile(path: string): TokensFile {
   return readJsonConfig(path, TokensFile, `tokens file ${path}`);
 }
 
-/** Fresh random tokens for a development bridge: an admin, an inspector and agents. */
+/** Fresh random tokens for a development bridge: an admin, an inspector, a viewer and agents. */
 export function devTokens(agents: string[]): TokensFile {
   // Hex, not base64url: a token that starts with "-" reads as an option on a command line
   // (`--token -x…` is refused by the CLI's parser), which failed one run in ~20.
@@ -90,6 +156,7 @@ export function devTokens(agents: string[]): TokensFile {
     tokens: [
       { role: "admin", token: secret() },
       { role: "inspector", token: secret() },
+      { role: "viewer", token: secret() },
       ...agents.map((agent) => ({ role: "agent" as const, agent, token: secret() })),
     ],
   };
@@ -158,7 +225,21 @@ export function assertActsAs(principal: Principal, agent: string): void {
   if (principal.role === "agent" && principal.agent !== agent) {
     throw forbidden(`this token belongs to agent ${principal.agent}, not ${agent}`);
   }
-  if (principal.role === "inspector") throw forbidden("the inspector role cannot act as an agent");
+  // By name, not by exclusion: a role added later acts for nobody until it is listed here.
+  if (principal.role !== "agent" && principal.role !== "admin")
+    throw forbidden(`the ${principal.role} role cannot act as an agent`);
+}
+
+/**
+ * A viewer reads: 403 for anything but GET and HEAD, before the body is read. The routes'
+ * own role checks hold too; this keeps a route that forgot one from taking a viewer's write.
+ */
+export function viewersRead(): RequestHandler {
+  return (req, res, next) => {
+    if (principalOf(res).role === "viewer" && req.method !== "GET" && req.method !== "HEAD")
+      throw forbidden(`the viewer role reads only; ${req.method} ${req.path} writes`);
+    next();
+  };
 }
 
 /**

@@ -9,11 +9,11 @@ import { assertOwnLease, requireRole, principalOf } from "./auth.js";
 import { bodyObject } from "./body.js";
 import { conflict, HttpError } from "./errors.js";
 
-const ReadQuery = z.strictObject({
+export const ReadQuery = z.strictObject({
   token: z.coerce.number({ error: "must be a number" }).pipe(FencingToken),
   limit: z.coerce.number().int().min(1).max(1000).default(100),
 });
-const AckBody = z.strictObject({
+export const AckBody = z.strictObject({
   token: FencingToken,
   // Bounded so every id is a valid stream id and compares exactly as a Lua number.
   id: z.string().regex(/^\d{1,15}-\d{1,15}$/, { error: "must be a feed id (<ms>-<seq>)" }),

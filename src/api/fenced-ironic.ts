@@ -1,4 +1,4 @@
-import { request as httpRequest, type IncomingMessage, type ServerResponse } from "node:http";
+import { request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { FencingToken, renewDeadlineMs } from "../domain/lease.js";
 import { ShardName } from "../domain/names.js";
@@ -9,6 +9,7 @@ import { conflict, HttpError } from "./errors.js";
 import { FENCED_BODY } from "./limits.js";
 import type { BridgeMetrics } from "./metrics.js";
 import { serveRaw } from "./raw-route.js";
+import { rawHandler, type RawHandler } from "./routes.js";
 
 /**
  * `/fenced/{shard}/lease-{token}/ironic` + Ironic's own path. Not under /v1, and the token
@@ -19,6 +20,16 @@ import { serveRaw } from "./raw-route.js";
  */
 const FENCED_PATH = /^\/fenced\/([^/?#]+)\/lease-([^/?#]+)\/ironic(\/[^?#]*)?(\?.*)?$/;
 const MUTATING = new Set(["POST", "PUT", "PATCH", "DELETE"]);
+/**
+ * The methods passed on: Ironic's API has no other, and a method outside both lists (a
+ * TRACE, say) would otherwise reach Ironic unchecked as if it were a read.
+ */
+const FORWARDED = ["GET", "HEAD", "OPTIONS", ...MUTATING];
+/** Version discovery at the endpoint itself, and every Ironic path under it. */
+const FENCED_ROUTES = FORWARDED.flatMap((method) => [
+  { method, path: "/fenced/:shard/lease-:token/ironic" },
+  { method, path: "/fenced/:shard/lease-:token/ironic/*ironic_path" },
+]);
 /** Ironic's node-scoped paths: the node is the first segment after /v1/nodes/. */
 const NODE_SCOPED = /^\/v1\/nodes\/([^/?#]+)/;
 /**
@@ -64,6 +75,18 @@ export function fenceMarginMs(ttlMs: number): number {
   return ttlMs - renewDeadlineMs(ttlMs);
 }
 
+/** 502: Ironic did not answer, whether to a forwarded request or to the fence's own lookup. */
+function unreachable(error: unknown): HttpError {
+  return new HttpError([
+    {
+      status: 502,
+      code: "shardbridge.ironic.unreachable",
+      title: "Ironic did not answer",
+      detail: String((error as Error).message ?? error),
+    },
+  ]);
+}
+
 function fenced(detail: string): HttpError {
   return new HttpError([conflict("lease.fenced", "Write fenced", detail)]);
 }
@@ -91,7 +114,7 @@ export function fencedIronic(context: {
   catalog: ShardCatalog;
   metrics: BridgeMetrics;
   ironicUrl: string;
-}): (req: IncomingMessage, res: ServerResponse) => boolean {
+}): RawHandler {
   const ironic = new URL(context.ironicUrl.replace(/\/+$/, ""));
   const ironicBase = ironic.href.replace(/\/+$/, "");
   const send = ironic.protocol === "https:" ? httpsRequest : httpRequest;
@@ -133,7 +156,9 @@ export function fencedIronic(context: {
       path,
       { ...headers, "x-openstack-ironic-api-version": SHARD_MICROVERSION },
       null,
-    );
+    ).catch((error: unknown) => {
+      throw unreachable(error);
+    });
     return {
       status: answer.status,
       json: answer.status === 200 ? (JSON.parse(answer.body.toString("utf8")) as any) : null,
@@ -217,9 +242,9 @@ export function fencedIronic(context: {
     return current.ttlMs;
   };
 
-  return (req, res) => {
+  return rawHandler(FENCED_ROUTES, (req, res) => {
     const match = FENCED_PATH.exec(req.url ?? "");
-    if (match === null) return false;
+    if (match === null || !FORWARDED.includes(req.method ?? "")) return false;
     serveRaw(req, res, "/fenced/:shard/:lease/ironic", context.metrics, "shard", async () => {
       const method = req.method ?? "GET";
       const path = `${match[3] ?? "/"}${match[4] ?? ""}`;
@@ -255,14 +280,7 @@ export function fencedIronic(context: {
       try {
         upstream = await forward(method, path, headers, body.length === 0 ? null : body, timeoutMs);
       } catch (error) {
-        throw new HttpError([
-          {
-            status: 502,
-            code: "shardbridge.ironic.unreachable",
-            title: "Ironic did not answer",
-            detail: String((error as Error).message ?? error),
-          },
-        ]);
+        throw unreachable(error);
       }
       context.metrics.fencedRequests.inc({ shard: label, outcome: "forwarded" });
       // Ironic's links point at itself: point them at this endpoint instead, as the client
@@ -279,7 +297,7 @@ export function fencedIronic(context: {
       return { status: upstream.status, headers: out, body: rewritten };
     });
     return true;
-  };
+  });
 }
 
 /**

@@ -1,5 +1,5 @@
 import { timingSafeEqual } from "node:crypto";
-import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
+import type { IncomingHttpHeaders } from "node:http";
 import { Router } from "express";
 import { z } from "zod";
 import { NodeUuid } from "../domain/node.js";
@@ -13,6 +13,7 @@ import { assertRole, principalFrom, type TokenAuthority } from "./auth.js";
 import { readRequestBody } from "./body.js";
 import type { BridgeMetrics } from "./metrics.js";
 import { serveRaw, type RawAnswer } from "./raw-route.js";
+import { rawHandler, type RawHandler } from "./routes.js";
 import { SIGNATURE_HEADERS, SIGNATURE_WINDOW_S, webhookSignature } from "../inspection/signature.js";
 
 import { WEBHOOK_BODY, WEBHOOK_PATH } from "./limits.js";
@@ -20,7 +21,7 @@ import { WEBHOOK_BODY, WEBHOOK_PATH } from "./limits.js";
 /** How long a delivery id is remembered, so a retried delivery gets its first answer. */
 const DELIVERY_MEMORY_S = 24 * 3600;
 
-const DeliveryId = z
+export const DeliveryId = z
   .string()
   .regex(/^[A-Za-z0-9._:-]{1,128}$/, { error: "must be 1..128 of A-Z a-z 0-9 . _ : -" });
 
@@ -109,10 +110,8 @@ export interface WebhookContext {
  * routing and middleware cost about a third of a delivery here, and the inspector sends
  * one per node. Answers whether it took the request.
  */
-export function webhookRoute(
-  context: WebhookContext,
-): (req: IncomingMessage, res: ServerResponse) => boolean {
-  return (req, res) => {
+export function webhookRoute(context: WebhookContext): RawHandler {
+  return rawHandler([{ method: "POST", path: WEBHOOK_PATH }], (req, res) => {
     // As express matches a path: any case, one trailing slash allowed.
     const path = (req.url ?? "").split("?")[0]!.replace(/\/$/, "").toLowerCase();
     if (req.method !== "POST" || path !== WEBHOOK_PATH) return false;
@@ -124,7 +123,7 @@ export function webhookRoute(
       return webhook(context, req.headers, rawBody);
     });
     return true;
-  };
+  });
 }
 
 async function webhook(

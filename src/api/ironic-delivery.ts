@@ -1,5 +1,6 @@
 import { Router } from "express";
 import type { IronicOutbox } from "../ironic/outbox.js";
+import { deliveryOverview } from "./overview.js";
 
 /**
  * GET /v1/ironic/delivery: how trait changes stand on their way to Ironic (any role that
@@ -7,17 +8,6 @@ import type { IronicOutbox } from "../ironic/outbox.js";
  */
 export function ironicDeliveryRoutes(outbox: IronicOutbox | undefined): Router {
   const router = Router();
-  router.get("/v1/ironic/delivery", (_req, res) => {
-    if (outbox === undefined) return void res.json({ configured: false });
-    const { pendingChanges, oldestPendingMs, delivered, retried, givenUp } = outbox.stats();
-    res.json({
-      configured: true,
-      // In this process only: a bridge that dies loses what is pending (see IronicOutbox).
-      durable: false,
-      pending_changes: pendingChanges,
-      oldest_pending_ms: oldestPendingMs,
-      batches: { delivered, retried, given_up: givenUp },
-    });
-  });
+  router.get("/v1/ironic/delivery", (_req, res) => void res.json(deliveryOverview(outbox)));
   return router;
 }

@@ -1,6 +1,7 @@
-import type { IncomingMessage, ServerResponse } from "node:http";
 import { ShardPath } from "./paths.js";
 import { Router } from "express";
+import { z } from "zod";
+import { FenceRequest, ReleaseRequest, RenewRequest } from "../domain/lease.js";
 import { parseOrThrow, ValidationError, type FieldIssue } from "../domain/validation.js";
 import type { LeaseView } from "../lease/machine.js";
 import type { ShardCatalog } from "../shards/definitions.js";
@@ -21,11 +22,23 @@ import { leaseJson } from "./views.js";
 import { SMALL_BODY } from "./limits.js";
 import type { BridgeMetrics } from "./metrics.js";
 import { serveRaw, type RawAnswer } from "./raw-route.js";
+import { rawHandler, type RawHandler } from "./routes.js";
 
-/** The body fields of each lease write; the path gives the shard, the catalog the TTL. */
-const ACQUIRE_FIELDS = new Set(["agent", "token"]);
-const RELEASE_FIELDS = new Set(["agent", "token"]);
-const FENCE_FIELDS = new Set(["token"]);
+/**
+ * The body of each lease write: the fields of the Store's request a caller sends (the
+ * path gives the shard, the catalog the TTL). The Store's parse validates them; these
+ * say which fields a body may hold, and describe the bodies in the OpenAPI document.
+ */
+export const LeaseWriteBodies = {
+  /** acquire without `token`, renew with it */
+  acquire: RenewRequest.pick({ agent: true, token: true }).partial({ token: true }),
+  release: ReleaseRequest.pick({ agent: true, token: true }),
+  fence: FenceRequest.pick({ token: true }),
+};
+const fieldsOf = (body: z.ZodObject): ReadonlySet<string> => new Set(Object.keys(body.shape));
+const ACQUIRE_FIELDS = fieldsOf(LeaseWriteBodies.acquire);
+const RELEASE_FIELDS = fieldsOf(LeaseWriteBodies.release);
+const FENCE_FIELDS = fieldsOf(LeaseWriteBodies.fence);
 
 /**
  * A lease write's body. Its values are the Store's to check (its parse is the request's
@@ -178,12 +191,13 @@ async function fence(
   return { status: 200, body: { allowed: outcome.allowed } };
 }
 
-/** The lease writes by path ending and method, and the route label each is counted under. */
-const WRITES: Record<string, { route: string; handle: typeof acquireOrRenew } | undefined> = {
-  "POST lease": { route: "/v1/shards/:shard/lease", handle: acquireOrRenew },
-  "DELETE lease": { route: "/v1/shards/:shard/lease", handle: release },
-  "POST fence": { route: "/v1/shards/:shard/fence", handle: fence },
-};
+/** The lease writes: method, route (also the label each is counted under), and handler. */
+const WRITES = [
+  { method: "POST", path: "/v1/shards/:shard/lease", handle: acquireOrRenew },
+  { method: "DELETE", path: "/v1/shards/:shard/lease", handle: release },
+  { method: "POST", path: "/v1/shards/:shard/fence", handle: fence },
+];
+const WRITE_BY_KEY = new Map(WRITES.map((write) => [`${write.method} ${write.path}`, write]));
 const WRITE_PATH = /^\/v1\/shards\/([^/?#]*)\/(lease|fence)(?:\?|$)/;
 
 /**
@@ -195,21 +209,20 @@ const WRITE_PATH = /^\/v1\/shards\/([^/?#]*)\/(lease|fence)(?:\?|$)/;
  * role, bounded body, validation, the API-SIG error shape, metrics and the request log.
  * Answers whether it took the request; everything else goes to express.
  */
-export function leaseWrites(
-  context: LeaseContext & { authority: TokenAuthority },
-): (req: IncomingMessage, res: ServerResponse) => boolean {
-  return (req, res) => {
+export function leaseWrites(context: LeaseContext & { authority: TokenAuthority }): RawHandler {
+  return rawHandler(WRITES, (req, res) => {
     const match = WRITE_PATH.exec(req.url ?? "");
-    const write = match === null ? undefined : WRITES[`${req.method} ${match[2]}`];
+    const write =
+      match === null ? undefined : WRITE_BY_KEY.get(`${req.method} /v1/shards/:shard/${match[2]}`);
     if (match === null || write === undefined) return false;
-    serveRaw(req, res, write.route, context.metrics, "shard", async () => {
+    serveRaw(req, res, write.path, context.metrics, "shard", async () => {
       const principal = principalFrom(context.authority, req.headers.authorization);
       assertRole(principal, ["agent", "admin"]);
       const body = parseJson(await readRequestBody(req, res, SMALL_BODY.limit));
       return write.handle(context, principal, decodeURIComponent(match[1]!), body);
     });
     return true;
-  };
+  });
 }
 
 /**

@@ -33,9 +33,10 @@ export class ShardNodesCache {
   /**
    * The shard's nodes as comma-joined JSON objects, each ending with `extra` (fields as
    * JSON text, e.g. `,"token":7`); null for a shard too large to keep (stream it instead).
+   * `version`: the shard's version when the caller read it already (placeVersions).
    */
-  async joined(shard: string, extra: string): Promise<Buffer | null> {
-    const [version] = await this.nodes.placeVersions([shard]);
+  async joined(shard: string, extra: string, version?: number): Promise<Buffer | null> {
+    version ??= (await this.nodes.placeVersions([shard]))[0]!;
     if (this.tooLarge.get(shard) === version) return null;
     let entry = this.entries.get(shard);
     if (entry !== undefined && entry.version === version) {
@@ -45,7 +46,7 @@ export class ShardNodesCache {
     } else {
       let build = this.building.get(shard);
       if (build === undefined) {
-        build = this.build(shard, version!).finally(() => this.building.delete(shard));
+        build = this.build(shard, version).finally(() => this.building.delete(shard));
         this.building.set(shard, build);
       }
       const built = await build;

@@ -5,11 +5,8 @@ import { ShardPath } from "./paths.js";
 import type { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
 import { seesTokens, principalOf } from "./auth.js";
-import { feedLags, knownShards, liveLeases } from "../shards/queries.js";
+import { leaseCensus, shardsOverview } from "./overview.js";
 import { leaseJson } from "./views.js";
-
-/** How Ironic names the unsharded pool in GET /v1/shards: the string "None". */
-export const UNSHARDED_NAME = "None";
 
 /**
  * GET /v1/shards, answered like Ironic's ({"shards":[{"name","count"}]}, most nodes
@@ -23,25 +20,8 @@ export function shardRoutes(store: Store, catalog: ShardCatalog, frontsIronic = 
   const router = Router();
 
   router.get("/v1/shards", async (_req, res) => {
-    const showTokens = seesTokens(principalOf(res));
-    const nodeCounts = await store.nodes.counts();
-    const known = await knownShards(store, catalog, nodeCounts);
-    const [leases, lags] = await Promise.all([liveLeases(store, known), feedLags(store, [...known])]);
-    const counts = new Map<string | null, number>([...known].map((shard) => [shard, 0]));
-    for (const { shard, count } of nodeCounts) counts.set(shard, count);
-    const shards = [...counts].map(([shard, count]) => {
-      const lease = shard === null ? undefined : leases.get(shard);
-      return {
-        name: shard ?? UNSHARDED_NAME,
-        count,
-        description: shard === null ? "" : (catalog.get(shard)?.description ?? ""),
-        lease: lease === undefined ? null : leaseJson(lease, showTokens),
-        // the unsharded pool has no feed: nobody is active for it
-        feed_lag_ms: shard === null ? null : (lags.get(shard) ?? 0),
-      };
-    });
-    shards.sort((a, b) => b.count - a.count || a.name.localeCompare(b.name));
-    res.json({ shards });
+    const census = await leaseCensus(store, catalog);
+    res.json({ shards: await shardsOverview(store, catalog, census, seesTokens(principalOf(res))) });
   });
 
   /**

@@ -117,14 +117,17 @@ export async function serveCommand(argv: string[]): Promise<void> {
     process.stderr.write(
       `shardbridge listening on ${where} (store: ${store.kind}, ${catalog.definitions.length} shard definitions)\n` +
         `  connect an agent:  node dist/cli.js agent --id compute-0 --shard demo --bridge ${where} ${tokens}\n` +
-        `  list shards:       curl -s -H "Authorization: Bearer ADMIN_TOKEN" ${where}/v1/shards\n`,
+        `  list shards:       curl -s -H "Authorization: Bearer ADMIN_TOKEN" ${where}/v1/shards\n` +
+        `  status page:       ${where}/ui (log in with a viewer or admin token)\n`,
     );
   });
   const shutdown = (signal: string) => {
     logger.info("shutting down", { signal });
     // Stop accepting, let requests in flight finish, drop idle keep-alive connections
-    // (agents reconnect to whichever bridge answers), then close the store.
+    // (agents reconnect to whichever bridge answers) and end the status pages' streams
+    // (they reconnect the same way), then close the store.
     server.close(() => void store.close().then(() => process.exit(0)));
+    app.close();
     server.closeIdleConnections();
     setTimeout(() => process.exit(0), 5000).unref();
   };

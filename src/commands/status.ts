@@ -1,8 +1,19 @@
 import { parseArgs } from "node:util";
-import { BridgeClient, type AgentSummary, type IronicDelivery, type ShardSummary } from "../agent/client.js";
+import { BridgeClient } from "../agent/client.js";
+import {
+  AGENT_COLUMNS,
+  SHARD_COLUMNS,
+  agentRow,
+  headline,
+  ironicLine,
+  shardRow,
+  type StatusSnapshot,
+} from "../api/status-view.js";
 import { ConfigError } from "../config.js";
 import { renderTable } from "../text/table.js";
 import { integerFlag } from "./io.js";
+
+export type { StatusSnapshot };
 
 export const STATUS_USAGE = `  status   which agent holds which shard, since when and for how long more, and how far its
              holder lags behind its trait feed; which agents are up; how far delivery to Ironic lags
@@ -12,76 +23,25 @@ export const STATUS_USAGE = `  status   which agent holds which shard, since whe
              --json          one JSON document {"at","shards","agents","ironic"} (with --watch: one a line)
 `;
 
-/** What one look at the bridge found. */
-export interface StatusSnapshot {
-  at: string;
-  shards: ShardSummary[];
-  agents: AgentSummary[];
-  down_after_ms: number;
-  ironic: IronicDelivery;
-}
-
-/** A duration as the tables show it: "5.4 s". */
-const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
-
-/** One line on delivery to Ironic: its lag first, what an operator acts on. */
-function ironicLine(ironic: IronicDelivery): string {
-  if (!ironic.configured) return "Ironic delivery: not configured (no --ironic)";
-  const { pending_changes: pending, oldest_pending_ms: oldestMs, batches } = ironic;
-  const waiting =
-    pending === 0 ? "nothing pending" : `${pending} trait changes pending, the oldest ${seconds(oldestMs)}`;
-  return (
-    `Ironic delivery: ${waiting}; ${batches.delivered} batches delivered, ${batches.retried} retried, ` +
-    `${batches.given_up} given up${ironic.durable ? "" : " (kept in the bridge's memory only)"}`
-  );
-}
-
-/** "42 s ago", "3 min ago", "2 h ago": how long before `now` an ISO time was. */
-function ago(iso: string | null, nowMs: number): string {
-  if (iso === null) return "never";
-  const s = Math.max(0, Math.round((nowMs - Date.parse(iso)) / 1000));
-  if (s < 120) return `${s} s ago`;
-  if (s < 7200) return `${Math.round(s / 60)} min ago`;
-  return `${Math.round(s / 3600)} h ago`;
-}
-
 /** The snapshot as the aligned tables an operator reads: shards first, then agents. */
 export function statusTable(snapshot: StatusSnapshot): string {
   const now = Date.parse(snapshot.at);
-  const shards = renderTable(
-    ["SHARD", "NODES", "HOLDER", "TOKEN", "LEFT", "SINCE", "FEED LAG"],
-    snapshot.shards.map((s) => [
-      s.name,
-      s.count,
-      s.lease?.holder ?? "-",
-      s.lease === null ? "-" : (s.lease.token ?? "(hidden)"),
-      s.lease === null ? "-" : seconds(s.lease.ttl_ms),
-      s.lease === null ? "-" : `${s.lease.since.slice(11, 19)} (${ago(s.lease.since, now)})`,
-      s.feed_lag_ms === null ? "-" : s.feed_lag_ms === 0 ? "caught up" : seconds(s.feed_lag_ms),
-    ]),
+  const table = <Row extends object>(columns: Record<keyof Row, string>, rows: Row[]) => {
+    const keys = Object.keys(columns) as Array<keyof Row>;
+    return renderTable(
+      keys.map((k) => columns[k]),
+      rows.map((row) => keys.map((k) => row[k] as string)),
+    );
+  };
+  const shards = table(
+    SHARD_COLUMNS,
+    snapshot.shards.map((s) => shardRow(s, now)),
   );
-  const agents = renderTable(
-    ["AGENT", "STATE", "HOLDS", "SERVES", "LAST SEEN"],
-    snapshot.agents.map((a) => [
-      a.id,
-      a.up ? "up" : "down",
-      a.shards.join(",") || "-",
-      // An agent may declare shards and still be in nova's pool: its shards carry no nodes
-      // yet, or a migration is filling them (src/ring/membership.ts).
-      a.legacy_pool
-        ? a.serves.length > 0
-          ? `${a.serves.join(",")} +ring`
-          : "(legacy ring)"
-        : a.serves.join(",") || "-",
-      ago(a.last_seen, now),
-    ]),
+  const agents = table(
+    AGENT_COLUMNS,
+    snapshot.agents.map((a) => agentRow(a, now)),
   );
-  const held = snapshot.shards.filter((s) => s.lease !== null).length;
-  const up = snapshot.agents.filter((a) => a.up).length;
-  return (
-    `${snapshot.at}  ${held} of ${snapshot.shards.length} shards held, ${up} of ${snapshot.agents.length} agents up ` +
-    `(down after ${snapshot.down_after_ms / 1000} s silent)\n${ironicLine(snapshot.ironic)}\n\n${shards}\n${agents}`
-  );
+  return `${snapshot.at}  ${headline(snapshot)}\n${ironicLine(snapshot.ironic)}\n\n${shards}\n${agents}`;
 }
 
 async function look(client: BridgeClient): Promise<StatusSnapshot> {

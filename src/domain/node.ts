@@ -2,7 +2,8 @@ import { z } from "zod";
 import { AgentId, ShardName } from "./names.js";
 import { uniqueField } from "./validation.js";
 
-const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+// Both cases spelt out rather than an i flag: a JSON Schema pattern (the OpenAPI document) has no flags.
+const UUID_PATTERN = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 
 /** A node UUID in canonical form (lower case), as Ironic stores it. */
 export const NodeUuid = z
@@ -24,11 +25,16 @@ export const ConductorGroup = z
 /**
  * A field a whole node must carry: left out, it is refused, never defaulted. A default is
  * what moved a node out of its shard (to nova's ring) when a client sent an empty body.
+ * A transform ahead of `schema` (not a refinement of z.unknown()): a JSON Schema of the
+ * request's input then shows `schema` itself, as the API's OpenAPI document derives it.
  */
 function given<T extends z.ZodType>(schema: T, none: string) {
   return z
-    .unknown()
-    .refine((value): boolean => value !== undefined, { error: `is required (${none})`, abort: true })
+    .transform((value: unknown, ctx): unknown => {
+      if (value !== undefined) return value;
+      ctx.issues.push({ code: "custom", message: `is required (${none})`, input: value });
+      return z.NEVER;
+    })
     .pipe(schema);
 }
 

@@ -1,4 +1,5 @@
 import { Cluster, Redis, type RedisOptions } from "ioredis";
+import { coalesceWrites } from "./coalesce.js";
 
 /** A connection to the store: one server (or a Sentinel-managed master), or a Redis Cluster. */
 export type RedisClient = Redis | Cluster;
@@ -61,12 +62,21 @@ export function describeSpec(spec: string): string {
   }
 }
 
+/** How long a sentinel may take to name the master before the next one is asked. */
+const SENTINEL_ANSWER_MS = 1000;
+
 /**
  * A client for `topology` with the lease connection options (`base`). Passwords never sit
  * in a Sentinel or Cluster spec (it is logged, and shown by `ps`): the data nodes' from
  * SHARDBRIDGE_REDIS_PASSWORD, the sentinels' from SHARDBRIDGE_SENTINEL_PASSWORD.
  */
 export function redisClient(topology: RedisTopology, base: RedisOptions): RedisClient {
+  const client = clientFor(topology, base);
+  coalesceWrites(client);
+  return client;
+}
+
+function clientFor(topology: RedisTopology, base: RedisOptions): RedisClient {
   const password = process.env.SHARDBRIDGE_REDIS_PASSWORD || undefined;
   switch (topology.kind) {
     case "single":
@@ -86,6 +96,11 @@ export function redisClient(topology: RedisTopology, base: RedisOptions): RedisC
         // there would be on a server nobody else reads.
         failoverDetector: true,
         role: "master",
+        // ioredis sets no timeout on its questions to a sentinel: one that accepts the
+        // connection but never answers (a frozen process, a hung host) held the
+        // reconnect after a failover for ever, though the other sentinels named the new
+        // master. Skip it after a second and ask the next one.
+        sentinelCommandTimeout: SENTINEL_ANSWER_MS,
       });
     case "cluster":
       return new Cluster(topology.nodes, {
@@ -101,6 +116,27 @@ export function redisClient(topology: RedisTopology, base: RedisOptions): RedisC
         redisOptions: { ...base, lazyConnect: false, ...(password !== undefined && { password }) },
       });
   }
+}
+
+/** How soon a client ioredis gave up on is started again (see keepConnected). */
+const RESTART_AFTER_END_MS = 250;
+
+/**
+ * Start the client again whenever ioredis gives up on it ("end") while `closed()` says it
+ * is still wanted. ioredis does so on a Sentinel failover: the failover detector's
+ * disconnect (on +switch-master) aborts a reconnect that is still asking a sentinel for
+ * the master, the connect fails as "closed", and no retry is scheduled — the bridge then
+ * answered 503 until restarted (3 times in 4 here with one sentinel frozen, whose 1 s
+ * silence makes that window wide). A Cluster client reconnects by itself.
+ */
+export function keepConnected(client: RedisClient, closed: () => boolean): void {
+  if (client instanceof Cluster) return;
+  client.on("end", () => {
+    if (closed()) return;
+    setTimeout(() => {
+      if (!closed()) client.connect().catch(() => undefined);
+    }, RESTART_AFTER_END_MS).unref();
+  });
 }
 
 /** Whether lease writes must reach a replica before they are answered (see LeaseAcks). */

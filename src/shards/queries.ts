@@ -6,7 +6,6 @@ import {
   shardInService,
   type InService,
 } from "../ring/membership.js";
-import type { AgentSeen } from "../store/port.js";
 import type { Store } from "../store/store.js";
 import { fromStore } from "../domain/store-errors.js";
 import { feedIdMs } from "../traits/store-port.js";
@@ -79,21 +78,14 @@ export function inServiceOf(catalog: ShardCatalog, counts: readonly ShardCount[]
 }
 
 /**
- * The legacy pool now, as nova would list it (up, serving no shard in service), from one
- * read of the agents, every live lease and the node counts; with each agent's live leases.
+ * The legacy pool's members as nova would list them now (up, serving no shard in
+ * service), from one read of the agents, every live lease and the node counts: what the
+ * ring is rebuilt from (see LegacyPool).
  */
-export async function legacyPoolNow(
-  store: Store,
-  catalog: ShardCatalog,
-  serviceDownMs = SERVICE_DOWN_TIME_MS,
-): Promise<{ members: string[]; seen: AgentSeen[]; held: Map<string, string[]> }> {
-  const [seen, counts] = await Promise.all([store.agents(), store.nodes.counts()]);
-  const leases = await liveLeases(store, await knownShards(store, catalog, counts));
-  const held = heldByAgent(leases);
-  return { members: legacyPoolMembers(seen, held, inServiceOf(catalog, counts), serviceDownMs), seen, held };
-}
-
-/** The legacy pool's members as the ring is rebuilt from them (see LegacyPool). */
 export function legacyPoolLoader(store: Store, catalog: ShardCatalog, serviceDownMs = SERVICE_DOWN_TIME_MS) {
-  return async (): Promise<string[]> => (await legacyPoolNow(store, catalog, serviceDownMs)).members;
+  return async (): Promise<string[]> => {
+    const [seen, counts] = await Promise.all([store.agents(), store.nodes.counts()]);
+    const leases = await liveLeases(store, await knownShards(store, catalog, counts));
+    return legacyPoolMembers(seen, heldByAgent(leases), inServiceOf(catalog, counts), serviceDownMs);
+  };
 }

@@ -87,17 +87,25 @@ export class StoredDefinitions {
       throw new ValidationError([{ field: "name", reason: "is the path's: leave it out of the body" }]);
     const record = parseOrThrow(ShardDefinitionBody, body);
     if (this.catalog.sourceOf(shard) === "file") throw new DefinedByFileError(shard);
-    const { existed } = await fromStore(() => this.store.definitions.write(shard, JSON.stringify(record)));
-    await this.refresh();
-    return { definition: { name: shard, ...record }, created: !existed };
+    const written = await fromStore(() => this.store.definitions.write(shard, JSON.stringify(record)));
+    await this.readAtLeast(written.version);
+    return { definition: { name: shard, ...record }, created: !written.existed };
   }
 
   /** Remove `shard`'s stored definition; false when the store had none. */
   async remove(shard: string): Promise<boolean> {
     if (this.catalog.sourceOf(shard) === "file") throw new DefinedByFileError(shard);
-    const { existed } = await fromStore(() => this.store.definitions.write(shard, null));
-    await this.refresh();
-    return existed;
+    const written = await fromStore(() => this.store.definitions.write(shard, null));
+    await this.readAtLeast(written.version);
+    return written.existed;
+  }
+
+  /**
+   * Read until the catalog holds `version` or a later one: a read that was under way when
+   * a write was made may have seen the store before it.
+   */
+  private async readAtLeast(version: number): Promise<void> {
+    while (this.version < version) await this.refresh();
   }
 
   /** The version of the store's definitions this bridge last read (-1: none yet). */

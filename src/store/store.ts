@@ -115,10 +115,20 @@ export class Store {
   /**
    * The live leases `agent` holds now, by shard: the shards it was ever granted, each
    * lease read and kept only where `agent` is its live holder. O(its grants), never O(every
-   * shard).
+   * shard). In two steps for a caller that reads more about those shards alongside the
+   * leases (grantedShards, then liveLeasesAmong), one round trip saved.
    */
   async leasesOf(agent: string): Promise<Map<string, LeaseView>> {
-    const shards = await fromStore(() => this.backend.grantedTo(agent));
+    return this.liveLeasesAmong(agent, await this.grantedShards(agent));
+  }
+
+  /** Every shard `agent` was ever granted (a superset of what it holds now). */
+  async grantedShards(agent: string): Promise<string[]> {
+    return fromStore(() => this.backend.grantedTo(agent));
+  }
+
+  /** The live leases `agent` holds among `shards`, by shard. */
+  async liveLeasesAmong(agent: string, shards: readonly string[]): Promise<Map<string, LeaseView>> {
     const held = new Map<string, LeaseView>();
     await Promise.all(
       shards.map(async (shard) => {

@@ -12,9 +12,11 @@ const benches: Record<string, () => Promise<void>> = {
   lease: leaseBench,
   bridge: bridgeBench,
   http: async () => (await import("./http.bench.js")).httpBench(),
+  stall: async () => (await import("./stall.bench.js")).stallBench(),
   inspector: inspectorBench,
   fenced: async () => (await import("./fenced.bench.js")).fencedBench(),
   failover: async () => (await import("./failover.bench.js")).failoverBench(),
+  ha: async () => (await import("./ha.bench.js")).haBench(),
   ring: ringBench,
   sim: simBench,
 };

@@ -43,7 +43,12 @@ export class AgentProcess {
 
   /** The lease test fixture (test/fixtures/lease-agent.ts) on a store. */
   static spawn(name: string, storeUrl: string, extra: string[] = []): AgentProcess {
-    return AgentProcess.spawnTs(name, fixture, ["--store", storeUrl, "--agent", name, ...extra]);
+    return AgentProcess.spawnFixture(name, ["--store", storeUrl, "--agent", name, ...extra]);
+  }
+
+  /** The lease test fixture with arguments of the caller's choosing (e.g. --bridge). */
+  static spawnFixture(name: string, args: string[]): AgentProcess {
+    return AgentProcess.spawnTs(name, fixture, args);
   }
 
   /** The shardbridge command itself (src/cli.ts), e.g. `serve` or `agent`. */

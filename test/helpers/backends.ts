@@ -104,10 +104,55 @@ function sharedServer(): Promise<TestRedisServer> {
   return shared;
 }
 
+let sharedClusterSetup: Promise<ClusterSetup> | undefined;
+
+/**
+ * One Redis Cluster (three masters, a replica each: lease writes wait for it) for the
+ * suites that must hold on Cluster too, started on first use and old enough that no
+ * lease waits out a boot hold. Stopped when the test run exits. Callers flush what they
+ * wrote (flushCluster).
+ */
+export function sharedCluster(): Promise<ClusterSetup> {
+  sharedClusterSetup ??= (async () => {
+    const setup = await ClusterSetup.start({ masters: 3, replicasPerMaster: 1 });
+    const [first] = await setup.masters();
+    const admin = setup.client(first!.port);
+    for (;;) {
+      const uptime = Number(/uptime_in_seconds:(\d+)/.exec(await admin.info("server"))?.[1]);
+      if (uptime > LONGEST_TEST_TTL_S + 1) break;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    return setup;
+  })();
+  return sharedClusterSetup;
+}
+
+/** `each` on a plain client to every master of the cluster, in port order. */
+export async function onClusterMasters<T>(
+  setup: ClusterSetup,
+  each: (admin: ReturnType<ClusterSetup["client"]>) => Promise<T>,
+): Promise<T[]> {
+  const masters = (await setup.masters()).sort((a, b) => a.port - b.port);
+  return Promise.all(
+    masters.map(async (m) => {
+      const admin = setup.client(m.port);
+      try {
+        return await each(admin);
+      } finally {
+        admin.disconnect(); // one per call: a suite would otherwise hold hundreds open
+      }
+    }),
+  );
+}
+
+/** Stop the shared redis-server and Cluster (once every test has run). */
 export async function stopSharedServer(): Promise<void> {
   const server = shared;
+  const cluster = sharedClusterSetup;
   shared = undefined;
+  sharedClusterSetup = undefined;
   if (server !== undefined) await (await server).stop();
+  if (cluster !== undefined) await (await cluster).stop();
 }
 
 export function redisUnderTest(): BackendUnderTest {
@@ -159,44 +204,23 @@ export function redisUnderTest(): BackendUnderTest {
 export const backendsUnderTest = (): BackendUnderTest[] => [memoryUnderTest(), redisUnderTest()];
 
 /**
- * The store on a real Redis Cluster (three masters, a replica each: lease writes wait for
- * it), for the suites that must hold on Cluster too. Started on first use, old enough that
- * no lease waits out a boot hold; every master flushed for a fresh store.
+ * The store on the shared Redis Cluster (sharedCluster), for the suites that must hold on
+ * Cluster too; every master flushed for a fresh store.
  */
 export function redisClusterUnderTest(): BackendUnderTest {
   let setup: ClusterSetup | undefined;
   const opened: Store[] = [];
-  const onMasters = async <T>(
-    each: (admin: ReturnType<ClusterSetup["client"]>) => Promise<T>,
-  ): Promise<T[]> => {
-    const masters = (await setup!.masters()).sort((a, b) => a.port - b.port);
-    return Promise.all(
-      masters.map(async (m) => {
-        const admin = setup!.client(m.port);
-        try {
-          return await each(admin);
-        } finally {
-          admin.disconnect(); // one per call: the suite would otherwise hold hundreds open
-        }
-      }),
-    );
-  };
+  const onMasters = <T>(each: (admin: ReturnType<ClusterSetup["client"]>) => Promise<T>) =>
+    onClusterMasters(setup!, each);
   const flush = () => onMasters((admin) => admin.flushall());
   return {
     name: "redis-cluster",
     before: async () => {
-      setup = await ClusterSetup.start({ masters: 3, replicasPerMaster: 1 });
-      const [first] = await setup.masters();
-      const admin = setup.client(first!.port);
-      for (;;) {
-        const uptime = Number(/uptime_in_seconds:(\d+)/.exec(await admin.info("server"))?.[1]);
-        if (uptime > LONGEST_TEST_TTL_S + 1) break;
-        await new Promise((r) => setTimeout(r, 250));
-      }
+      setup = await sharedCluster();
     },
     after: async () => {
       await Promise.all(opened.splice(0).map((s) => s.close()));
-      await setup?.stop();
+      await flush();
     },
     fresh: async () => {
       await flush();

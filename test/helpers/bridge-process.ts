@@ -21,7 +21,8 @@ export interface BridgeProcess {
 
 /** Poll /healthz until the bridge answers (its logs may be silenced). */
 async function untilHealthy(url: string, serve: AgentProcess): Promise<void> {
-  const deadline = performance.now() + 15_000;
+  // Generous: a cold tsx start of the CLI on a loaded 2-core machine took over 15 s.
+  const deadline = performance.now() + 45_000;
   for (;;) {
     if (serve.child.exitCode !== null) throw new Error(`serve exited with ${serve.child.exitCode}`);
     try {
@@ -29,7 +30,7 @@ async function untilHealthy(url: string, serve: AgentProcess): Promise<void> {
     } catch {
       // not listening yet
     }
-    if (performance.now() > deadline) throw new Error("serve did not become healthy within 15 s");
+    if (performance.now() > deadline) throw new Error("serve did not become healthy within 45 s");
     await new Promise((r) => setTimeout(r, 50));
   }
 }
@@ -41,12 +42,14 @@ export async function startBridge(options: {
   env?: NodeJS.ProcessEnv;
   /** more `serve` flags */
   args?: string[];
+  /** the tokens file's content (default: fresh dev tokens for `agents`), e.g. another bridge's */
+  tokens?: TokensFile;
 }): Promise<BridgeProcess> {
   const dir = mkdtempSync(join(tmpdir(), "sb-bridge-"));
   mkdirSync(join(dir, "shards"));
   for (const shard of options.shards)
     writeFileSync(join(dir, "shards", `${shard.name}.json`), JSON.stringify(shard));
-  const tokens = devTokens(options.agents);
+  const tokens = options.tokens ?? devTokens(options.agents);
   const tokensFile = join(dir, "tokens.json");
   writeFileSync(tokensFile, JSON.stringify(tokens));
   const port = await freePort();
@@ -63,7 +66,14 @@ export async function startBridge(options: {
       env,
     );
   let serve = start();
-  await untilHealthy(`http://127.0.0.1:${port}`, serve);
+  try {
+    await untilHealthy(`http://127.0.0.1:${port}`, serve);
+  } catch (error) {
+    // Not handed to the caller, so nobody else would stop it.
+    await serve.kill();
+    rmSync(dir, { recursive: true, force: true });
+    throw error;
+  }
   return {
     url: `http://127.0.0.1:${port}`,
     dir,

@@ -3,6 +3,7 @@ import type { BridgeApp } from "../../src/api/app.js";
 import { TokenAuthority } from "../../src/api/auth.js";
 import { bridgeServer } from "../../src/api/server.js";
 import { signedHeaders } from "../../src/inspection/signature.js";
+import { checkedText } from "./openapi.js";
 
 /** Serve `app` on a free loopback port for a test; `close` stops it. */
 export async function listen(app: BridgeApp): Promise<{ url: string; close: () => Promise<void> }> {
@@ -11,13 +12,19 @@ export async function listen(app: BridgeApp): Promise<{ url: string; close: () =
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://127.0.0.1:${port}`,
-    close: () => new Promise((resolve) => server.close(() => resolve())),
+    close: () =>
+      new Promise((resolve) => {
+        server.close(() => resolve());
+        app.close(); // status pages left open would hold the close
+      }),
   };
 }
 
 /**
  * A JSON request; answers the status and the parsed body (or null). Sends the admin
- * test token unless `token` says otherwise (null: no Authorization header).
+ * test token unless `token` says otherwise (null: no Authorization header). Every answer
+ * is checked against the OpenAPI document (helpers/openapi.ts): a status the operation
+ * does not document, or a body its schema refuses, fails the test that received it.
  */
 export async function call(
   url: string,
@@ -30,7 +37,7 @@ export async function call(
   const init: RequestInit = { method, headers };
   if (body !== undefined) init.body = typeof body === "string" ? body : JSON.stringify(body);
   const res = await fetch(url, init);
-  const text = await res.text();
+  const text = await checkedText(method, url, res);
   return { status: res.status, body: text === "" ? null : JSON.parse(text) };
 }
 
@@ -74,7 +81,7 @@ export async function postWebhook(
   const res = await fetch(`${base}/v1/inspector/webhook`, { method: "POST", headers, body });
   return {
     status: res.status,
-    body: await res.json(),
+    body: JSON.parse(await checkedText("POST", `${base}/v1/inspector/webhook`, res)),
     replay: res.headers.get("x-shardbridge-replay") === "true",
   };
 }

@@ -259,6 +259,34 @@ class RedisProcess {
       return "(no log)";
     }
   }
+
+  /** Its log lines, each with the wall-clock ms redis-server stamped on it. */
+  logLines(): LogLine[] {
+    let text: string;
+    try {
+      text = readFileSync(this.logFile, "utf8");
+    } catch {
+      return [];
+    }
+    const lines: LogLine[] = [];
+    for (const line of text.split("\n")) {
+      // "<pid>:<role> 02 Dec 2026 00:26:40.123 * <message>"
+      const match = /^\d+:\w (\d\d \w{3} \d{4} [\d:.]+) [-.*#] (.*)$/.exec(line);
+      if (match === null) continue;
+      // redis-server stamps local time, which Date.parse reads the same way (same TZ).
+      lines.push({ at: Date.parse(match[1]!), source: `${this.kind} ${this.port}`, text: match[2]! });
+    }
+    return lines;
+  }
+}
+
+/** One line of a redis-server or sentinel log. */
+export interface LogLine {
+  /** wall-clock ms */
+  at: number;
+  /** "redis <port>" or "sentinel <port>" */
+  source: string;
+  text: string;
 }
 
 /**
@@ -287,6 +315,14 @@ function dataNodeArgs(port: number, dir: string, extra: string[]): string[] {
 /** Forget any RDB file in `dir`: without persistence a restarted node must come back empty. */
 function removeDataFiles(dir: string): void {
   rmSync(join(dir, "dump.rdb"), { force: true });
+}
+
+/** The log lines of `processes` from `sinceMs` (wall clock) on, in time order. */
+function logsSince(processes: RedisProcess[], sinceMs: number): LogLine[] {
+  return processes
+    .flatMap((p) => p.logLines())
+    .filter((line) => line.at >= sinceMs)
+    .sort((a, b) => a.at - b.at);
 }
 
 /** The processes of one setup, by port. */
@@ -333,7 +369,7 @@ function removeSetupDir(dir: string): void {
 export interface SentinelOptions {
   replicas?: number;
   sentinels?: number;
-  /** how long a sentinel waits for PING replies before it calls a server down */
+  /** how long a sentinel waits for PING replies before it calls a server down; at least MIN_DOWN_AFTER_MS */
   downAfterMs?: number;
   /** see SentinelSetup.start */
   failoverTimeoutMs?: number;
@@ -358,6 +394,21 @@ export interface Promotion {
   agreedMs: number;
 }
 
+/**
+ * The shortest down-after the harness accepts. After a failover each sentinel drops its
+ * link to the old master and connects to the new one, but reconnects a link at most once
+ * a second (Sentinel's ping period), counting the new master's silence from the switch: 3
+ * of 30 switches measured here had no PONG for 1,011-1,019 ms. With down-after 1000 such
+ * a sentinel calls the master it has just promoted down, and the other sentinels' "down"
+ * votes from the failover just finished (kept for 5 s) make that objective at once: a
+ * second failover promotes the other replica while the first promoted one stays a master
+ * that nobody demotes until the sentinels' next INFO of it, ~10 s later. Lease writes
+ * then find no replica to acknowledge them for those 10 s (1 round in 8 of kill -9 did
+ * this here, and the fault test saw no holder for 17 s). 2 s leaves a second of margin
+ * (0 double failovers in 10).
+ */
+const MIN_DOWN_AFTER_MS = 2000;
+
 interface SentinelSettings {
   replicas: number;
   sentinels: number;
@@ -375,13 +426,15 @@ interface SentinelSettings {
  * and elects a leader, which promotes a replica. failover-timeout bounds one failover
  * attempt, and a sentinel that started or voted for a failover will not start another of
  * the same master for 2 × failover-timeout: keep it short, or use one setup per fault.
- * Observed with down-after 1000 and failover-timeout 3000 (Redis 7.0.15):
- * - kill -9 of the master: new master after ~2.2 s.
+ * Observed with down-after 2000 and failover-timeout 3000 (Redis 7.0.15):
+ * - kill -9 of the master: new master after ~3.3 s.
  * - SENTINEL FAILOVER: new master after ~1.1 s, but the old master, alive, still says
  *   master and takes writes for ~10 s more, until the sentinels next read its INFO
  *   (every 10 s for a replica) and demote it; clients still connected write there.
  * - replicas that are frozen (or otherwise down) when the failover starts: the attempt
  *   is aborted (no good replica) and retried 2 × failover-timeout later (~8 s in all).
+ *
+ * Why down-after is at least MIN_DOWN_AFTER_MS: see there.
  */
 export class SentinelSetup {
   readonly sentinels: HostPort[];
@@ -415,11 +468,16 @@ export class SentinelSetup {
     const settings: SentinelSettings = {
       replicas: options.replicas ?? 2,
       sentinels: sentinelCount,
-      downAfterMs: options.downAfterMs ?? 1000,
+      downAfterMs: options.downAfterMs ?? MIN_DOWN_AFTER_MS,
       failoverTimeoutMs: options.failoverTimeoutMs ?? 3000,
       masterName: options.masterName ?? "sbmaster",
       quorum: options.quorum ?? Math.floor(sentinelCount / 2) + 1,
     };
+    if (settings.downAfterMs < MIN_DOWN_AFTER_MS)
+      throw new Error(
+        `downAfterMs ${settings.downAfterMs}: at least ${MIN_DOWN_AFTER_MS}, or a sentinel may fail over ` +
+          "the master it has just promoted (see MIN_DOWN_AFTER_MS)",
+      );
     const [masterPort, ...rest] = await distinctFreePorts(1 + settings.replicas + settings.sentinels);
     const replicaPorts = rest.slice(0, settings.replicas);
     const sentinelPorts = rest.slice(settings.replicas);
@@ -662,6 +720,11 @@ export class SentinelSetup {
     });
     this.noteMaster(promotion.port);
     return promotion;
+  }
+
+  /** Every process's log lines from `sinceMs` (wall clock) on, in time order: what happened during a fault. */
+  logsSince(sinceMs: number): LogLine[] {
+    return logsSince([...this.dataNodes.all(), ...this.sentinelNodes.all()], sinceMs);
   }
 
   /** INFO replication of a data node, field by field (role, master_replid, offsets, ...). */
@@ -940,6 +1003,18 @@ export class ClusterSetup {
       }));
   }
 
+  /** The master owning the slot of `key` (CLUSTER KEYSLOT), with its replicas. */
+  async ownerOf(key: string): Promise<{ slot: number; port: number; id: string; replicaPorts: number[] }> {
+    const [first] = this.livePorts();
+    if (first === undefined) throw new Error("no cluster node is running");
+    const slot = Number(await ask(first, "CLUSTER", "KEYSLOT", key));
+    const owner = (await this.masters()).find((m) =>
+      m.slots.some(([from, to]) => from <= slot && slot <= to),
+    );
+    if (owner === undefined) throw new Error(`no master owns slot ${slot}`);
+    return { slot, port: owner.port, id: owner.id, replicaPorts: owner.replicaPorts };
+  }
+
   /**
    * Wait until the cluster serves every slot from a running node: every live node says
    * cluster_state:ok with all slots ok and knows every node, all live nodes agree on
@@ -1026,6 +1101,11 @@ export class ClusterSetup {
     });
     await this.waitForClusterOk(Math.max(1, timeoutMs - (performance.now() - startedAt)));
     return { oldMasterPort, elapsedMs: performance.now() - startedAt };
+  }
+
+  /** Every node's log lines from `sinceMs` (wall clock) on, in time order. */
+  logsSince(sinceMs: number): LogLine[] {
+    return logsSince(this.group.all(), sinceMs);
   }
 
   /** The cluster nodes as processes. */

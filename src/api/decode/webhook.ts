@@ -8,7 +8,7 @@ import { InspectionData, desiredTraits, type TraitRule } from "../../traits/insp
 import { decodeObject, type Decoded } from "./result.js";
 
 const Order = { sequence: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER).optional() };
-const WebhookPayload = z.discriminatedUnion("kind", [
+export const WebhookPayload = z.discriminatedUnion("kind", [
   z.strictObject({
     kind: z.literal("inspection"),
     node: NodeUuid,

@@ -1,0 +1,578 @@
+import type { z } from "zod";
+import { NodeListQuery } from "../../domain/node.js";
+import { NodesQuery } from "../agents.js";
+import type { Role } from "../auth.js";
+import { ReadQuery } from "../feed.js";
+import type { PARAMETERS, SCHEMAS } from "./schemas.js";
+
+/**
+ * Who may call an operation:
+ * - `public`: no token (health checks, metrics, this document);
+ * - `bearer`: a bearer token of one of `roles`; `actsAs`: an agent only as itself (the
+ *   agent id in the path or body), admin for any;
+ * - `webhook`: the inspector's bearer token and the HMAC signature headers;
+ * - `ironic`: no bridge token: the caller's own Ironic credentials pass through.
+ */
+export type Access =
+  | { kind: "public" }
+  | { kind: "bearer"; roles: readonly Role[]; actsAs?: boolean }
+  | { kind: "webhook" }
+  | { kind: "ironic" };
+
+/**
+ * A success answer (a status below 400, or `default`): a component schema as JSON, or
+ * `content` of another type; neither: no body (204), or any (Ironic's, passed on).
+ */
+export interface Success {
+  description: string;
+  schema?: keyof typeof SCHEMAS;
+  content?: { type: string; schema: Record<string, unknown> };
+}
+
+/**
+ * A refusal (a status from 400) in the API-SIG shape, with the `shardbridge.` codes it may carry. The builder
+ * adds the refusals every operation of a kind shares (401, 403, 400, 413, 415, 500, 503):
+ * list here only what is the operation's own. `schema`: a body of another shape instead
+ * (readyz's), `ironic`: or Ironic's own error passed on by the fenced endpoint.
+ */
+export interface Refusal {
+  description: string;
+  codes?: readonly string[];
+  schema?: keyof typeof SCHEMAS;
+  ironic?: true;
+}
+
+export interface Operation {
+  method: "get" | "put" | "post" | "delete" | "patch" | "head" | "options";
+  /** a path template: `{name}` for each parameter, as in `parameters` */
+  path: string;
+  id: string;
+  tag: string;
+  summary: string;
+  description?: string;
+  access: Access;
+  parameters?: ReadonlyArray<keyof typeof PARAMETERS>;
+  /** query parameters: the zod schema the route parses `req.query` with, and a word on each */
+  query?: { schema: z.ZodObject; describe: Record<string, string> };
+  /** the request body's component schema; `any`: forwarded as it is (the fenced endpoint) */
+  body?: keyof typeof SCHEMAS | "any";
+  answers: Record<number, Success | Refusal> & { default?: Success };
+  /** false: the operation never touches the store, so never answers 503 store.unavailable */
+  store?: false;
+}
+
+/** Every role a bearer token can have. */
+export const ALL_ROLES: readonly Role[] = ["admin", "agent", "inspector"];
+const READ: Access = { kind: "bearer", roles: ALL_ROLES };
+const AS_AGENT: Access = { kind: "bearer", roles: ["agent", "admin"], actsAs: true };
+const ADMIN: Access = { kind: "bearer", roles: ["admin"] };
+const LEASE_HOLDER: Access = { kind: "bearer", roles: ["agent", "admin"] };
+const NO_NODE: Refusal = { description: "no such node", codes: ["node.not_found"] };
+
+/** What the fenced endpoint answers: Ironic's answer, or its own refusals (`reaches`: a request that can reach Ironic). */
+function fencedAnswers(write: boolean, reaches: boolean): Operation["answers"] {
+  // Ironic's own 400, 404 or 409, passed on, share the status with the bridge's refusals.
+  const ironic = reaches ? { ironic: true as const } : {};
+  const answers: Operation["answers"] = {
+    400: { description: "the shard segment is not valid percent-encoding", ...ironic },
+    404: {
+      description: "not `/fenced/{shard}/lease-{token}/ironic/…`",
+      codes: ["fenced.bad_path"],
+      ...ironic,
+    },
+  };
+  if (reaches) {
+    answers.default = { description: "Ironic's answer, as Ironic gave it (links rewritten)" };
+    answers[502] = { description: "Ironic did not answer", codes: ["ironic.unreachable"] };
+  }
+  if (write)
+    answers[409] = {
+      description: "fenced: not the live lease, too little of it left, or not a node of this shard",
+      codes: ["lease.fenced"],
+      ...ironic,
+    };
+  return answers;
+}
+
+/**
+ * The fenced Ironic endpoint: one operation per method, at its root (version discovery)
+ * and under it. A write at the root is about no node: always refused.
+ */
+function fenced(method: Operation["method"]): Operation[] {
+  const write = ["post", "put", "patch", "delete"].includes(method);
+  const operation = (
+    root: boolean,
+    path: string,
+    id: string,
+    parameters: Operation["parameters"],
+  ): Operation => ({
+    method,
+    path,
+    id,
+    tag: "fenced Ironic",
+    summary:
+      write && root
+        ? `${method.toUpperCase()} at the endpoint's root: about no node, always refused`
+        : write
+          ? `${method.toUpperCase()} to Ironic, only under the shard's live lease, about a node of the shard`
+          : `${method.toUpperCase()} to Ironic, passed on as it is`,
+    description: write
+      ? "Passes only if, now, `token` is the shard's live lease with at least TTL/3 left and the write is about a node Ironic says is in the shard (the node of `/v1/nodes/{node}/…`, or the node a port, portgroup, volume connector or target, or allocation belongs to). Otherwise 409 `shardbridge.lease.fenced` and nothing reaches Ironic. Served only with `serve --ironic URL`."
+      : "Reads pass. Links in Ironic's JSON and `Location` are rewritten to this endpoint. Served only with `serve --ironic URL`.",
+    access: { kind: "ironic" },
+    parameters,
+    ...(write && { body: "any" as const }),
+    answers: fencedAnswers(write, !(write && root)),
+    ...(!write && { store: false as const }),
+  });
+  const name = method[0]!.toUpperCase() + method.slice(1);
+  return [
+    operation(true, "/fenced/{shard}/lease-{token}/ironic", `fenced${name}Root`, [
+      "fencedShard",
+      "fencedToken",
+    ]),
+    operation(false, "/fenced/{shard}/lease-{token}/ironic/{ironic_path}", `fenced${name}`, [
+      "fencedShard",
+      "fencedToken",
+      "ironicPath",
+    ]),
+  ];
+}
+
+/**
+ * Every operation the bridge serves. A route added to the app goes here too (the contract
+ * test compares this table with the routes the app mounts, both ways, and calls each
+ * operation for each of its answers): method, path template, access, parameters, body,
+ * and its own answers — the builder (document.ts) adds the refusals it shares with others.
+ */
+export const OPERATIONS: Operation[] = [
+  // ----- operations
+  {
+    method: "get",
+    path: "/healthz",
+    id: "health",
+    tag: "operations",
+    summary: "Liveness, and which build answers",
+    access: { kind: "public" },
+    answers: {
+      200: { description: "alive; the version and commit `shardbridge --version` prints", schema: "Health" },
+    },
+    store: false,
+  },
+  {
+    method: "get",
+    path: "/readyz",
+    id: "ready",
+    tag: "operations",
+    summary: "Readiness: the store answers",
+    access: { kind: "public" },
+    answers: {
+      200: { description: "the store answered a ping", schema: "Ready" },
+      503: { description: "the store did not answer", schema: "NotReady" },
+    },
+    store: false,
+  },
+  {
+    method: "get",
+    path: "/metrics",
+    id: "metrics",
+    tag: "operations",
+    summary: "Prometheus metrics",
+    access: { kind: "public" },
+    answers: {
+      200: {
+        description: "Prometheus text exposition",
+        content: { type: "text/plain", schema: { type: "string" } },
+      },
+    },
+  },
+  {
+    method: "get",
+    path: "/openapi.json",
+    id: "openapi",
+    tag: "operations",
+    summary: "This document",
+    description:
+      "Unauthenticated, like /healthz: it says what every install of this version serves and holds no token, shard or node.",
+    access: { kind: "public" },
+    answers: {
+      200: {
+        description: "the OpenAPI 3.1 document of this API",
+        content: {
+          type: "application/json",
+          schema: {
+            type: "object",
+            required: ["openapi", "info", "paths"],
+            properties: { openapi: { const: "3.1.0" }, info: { type: "object" }, paths: { type: "object" } },
+          },
+        },
+      },
+    },
+    store: false,
+  },
+
+  // ----- leases
+  {
+    method: "post",
+    path: "/v1/shards/{shard}/lease",
+    id: "acquireOrRenewLease",
+    tag: "leases",
+    summary: "Acquire the shard's lease (no token), or renew it under `token`",
+    description:
+      "Acquire answers a **new** token, also when this agent held the lease (an older process of it is fenced out). Renew keeps the token and restarts the TTL (the shard's, from `shards/NAME.json`; default 6000 ms). Renew every TTL/3; stop acting 2/3 TTL after the last renew sent that succeeded.",
+    access: AS_AGENT,
+    parameters: ["shard"],
+    body: "LeaseAcquireOrRenew",
+    answers: {
+      200: { description: "granted or renewed", schema: "LeaseGrant" },
+      403: {
+        description: "the shard's definition does not list this agent",
+        codes: ["shard.agent_not_allowed"],
+      },
+      409: {
+        description:
+          "held by another (`lease`, `retry_after_ms`); the store is recovering (`retry_after_ms`); renew under a token that is not the live one (`stale_token`) or of a lease that is gone (`expired`)",
+        codes: ["lease.held", "lease.recovering", "lease.stale_token", "lease.expired"],
+      },
+    },
+  },
+  {
+    method: "delete",
+    path: "/v1/shards/{shard}/lease",
+    id: "releaseLease",
+    tag: "leases",
+    summary: "Release the lease held under `token`",
+    access: AS_AGENT,
+    parameters: ["shard"],
+    body: "LeaseRelease",
+    answers: {
+      204: { description: "released, or nothing was live (a retry is safe)" },
+      409: {
+        description: "held by another, or under another token",
+        codes: ["lease.held", "lease.stale_token"],
+      },
+    },
+  },
+  {
+    method: "post",
+    path: "/v1/shards/{shard}/fence",
+    id: "fence",
+    tag: "leases",
+    summary: "May a write under `token` happen now?",
+    access: LEASE_HOLDER,
+    parameters: ["shard"],
+    body: "FenceQuestion",
+    answers: {
+      200: { description: "`allowed`: the token is the shard's live lease", schema: "FenceAnswer" },
+      403: { description: "an agent presenting another agent's live token" },
+    },
+  },
+  {
+    method: "get",
+    path: "/v1/shards/{shard}/lease",
+    id: "readLease",
+    tag: "leases",
+    summary: "The shard's live lease and last token",
+    description: "Tokens are null but for admin.",
+    access: READ,
+    parameters: ["shard"],
+    answers: { 200: { description: "the live lease, or null", schema: "LeaseState" } },
+  },
+
+  // ----- shards
+  {
+    method: "get",
+    path: "/v1/shards",
+    id: "listShards",
+    tag: "shards",
+    summary: "Every shard: node count, holder, feed lag",
+    description:
+      'Most nodes first; unsharded nodes under "None" (as Ironic answers); defined or leased shards without nodes with count 0. `feed_lag_ms`: how long the oldest trait change the holder has not acknowledged has waited (null for "None").',
+    access: READ,
+    answers: { 200: { description: "the shards", schema: "ShardList" } },
+  },
+  {
+    method: "get",
+    path: "/v1/shards/{shard}",
+    id: "getShard",
+    tag: "shards",
+    summary: "One shard as an agent needs it before serving it",
+    description:
+      "Its TTL, who may serve it (`agents` null: any agent), where its definition comes from (`defined_by`: `file`, `store` or null) and whether `migrate apply` is still filling it, node count, live lease, and the fenced Ironic endpoint (`{token}` to fill in) when the bridge fronts an Ironic.",
+    access: READ,
+    parameters: ["shard"],
+    answers: {
+      200: { description: "the shard", schema: "Shard" },
+      404: { description: "neither defined, carrying nodes, nor ever leased", codes: ["shard.not_found"] },
+    },
+  },
+
+  // ----- shard definitions
+  {
+    method: "get",
+    path: "/v1/shard-definitions",
+    id: "listShardDefinitions",
+    tag: "shards",
+    summary: "Every shard definition: this bridge's files and the store's",
+    description:
+      "`source`: `file` (this bridge's `shards/`) or `store` (written through this API, the same for every bridge on the store). `version` changes with every write to the store's; `refresh_ms`: how soon every bridge uses a write.",
+    access: READ,
+    answers: { 200: { description: "the definitions", schema: "ShardDefinitionList" } },
+  },
+  {
+    method: "put",
+    path: "/v1/shard-definitions/{shard}",
+    id: "putShardDefinition",
+    tag: "shards",
+    summary: "Define a shard in the store, for every bridge on it",
+    description:
+      "TTL, allowed agents (left out: any), description, and `filling` (`migrate apply`'s mark: while set, a lease on the shard or a heartbeat declaring it keeps the agent in nova's legacy pool). In force on this bridge when answered, on every other within `takes_effect_within_ms`.",
+    access: ADMIN,
+    parameters: ["shard"],
+    body: "ShardDefinitionBody",
+    answers: {
+      200: { description: "replaced", schema: "ShardDefinitionWritten" },
+      201: { description: "created", schema: "ShardDefinitionWritten" },
+      409: { description: "a file of this bridge defines the shard", codes: ["shard.defined_by_file"] },
+    },
+  },
+  {
+    method: "delete",
+    path: "/v1/shard-definitions/{shard}",
+    id: "deleteShardDefinition",
+    tag: "shards",
+    summary: "Remove a shard's definition from the store",
+    access: ADMIN,
+    parameters: ["shard"],
+    answers: {
+      204: { description: "removed" },
+      404: { description: "the store holds no definition of the shard", codes: ["shard.not_defined"] },
+      409: { description: "a file of this bridge defines the shard", codes: ["shard.defined_by_file"] },
+    },
+  },
+
+  // ----- nodes
+  {
+    method: "post",
+    path: "/v1/nodes/bulk",
+    id: "bulkNodes",
+    tag: "nodes",
+    summary: "Create or replace up to 20,000 whole nodes",
+    description: "Every node is validated before any is written; no uuid twice.",
+    access: ADMIN,
+    body: "BulkNodes",
+    answers: { 200: { description: "how many were created and updated", schema: "BulkResult" } },
+  },
+  {
+    method: "put",
+    path: "/v1/nodes/{uuid}",
+    id: "putNode",
+    tag: "nodes",
+    summary: "Create or replace a whole node",
+    description:
+      'Every field must be given (`null` for no name, `"shard": null` for the unsharded pool, `""` for the default conductor group, `"instance_host": null`): one left out is a 400, never a default. `uuid`, if given, equals the path\'s.',
+    access: ADMIN,
+    parameters: ["uuid"],
+    body: "NodeInput",
+    answers: {
+      200: { description: "replaced", schema: "Node" },
+      201: { description: "created", schema: "Node" },
+    },
+  },
+  {
+    method: "patch",
+    path: "/v1/nodes/{uuid}",
+    id: "patchNode",
+    tag: "nodes",
+    summary: "Change some fields of a node (JSON merge patch)",
+    description:
+      "Fields given replace the stored ones (`null` clears), the rest stay; under a compare-and-set.",
+    access: ADMIN,
+    parameters: ["uuid"],
+    body: "NodePatch",
+    answers: {
+      200: { description: "the node as now stored", schema: "Node" },
+      404: NO_NODE,
+    },
+  },
+  {
+    method: "get",
+    path: "/v1/nodes/{uuid}",
+    id: "getNode",
+    tag: "nodes",
+    summary: "One node",
+    access: READ,
+    parameters: ["uuid"],
+    answers: {
+      200: { description: "the node", schema: "Node" },
+      404: NO_NODE,
+    },
+  },
+  {
+    method: "delete",
+    path: "/v1/nodes/{uuid}",
+    id: "deleteNode",
+    tag: "nodes",
+    summary: "Delete a node",
+    access: ADMIN,
+    parameters: ["uuid"],
+    answers: {
+      204: { description: "deleted" },
+      404: NO_NODE,
+    },
+  },
+  {
+    method: "get",
+    path: "/v1/nodes",
+    id: "listNodes",
+    tag: "nodes",
+    summary: "Nodes in uuid order, a page at a time",
+    access: READ,
+    query: {
+      schema: NodeListQuery,
+      describe: {
+        shard: "comma-separated shard keys (at most 100)",
+        sharded: "true: nodes in some shard; false: the unsharded pool",
+        limit: "page size",
+        marker: "the last uuid of the previous page",
+      },
+    },
+    answers: { 200: { description: "a page; `next` the next page's URL, or null", schema: "NodeList" } },
+  },
+  {
+    method: "get",
+    path: "/v1/nodes/{uuid}/traits",
+    id: "getNodeTraits",
+    tag: "traits",
+    summary: "A node's traits and who holds each",
+    access: READ,
+    parameters: ["uuid"],
+    answers: {
+      200: { description: "the traits", schema: "NodeTraits" },
+      404: NO_NODE,
+    },
+  },
+
+  // ----- agents
+  {
+    method: "post",
+    path: "/v1/agents/{id}/heartbeat",
+    id: "heartbeat",
+    tag: "agents",
+    summary: "An agent is alive, and serves these shards",
+    description:
+      "`shards` is required: what the agent serves, like nova's `[ironic] shard`; `[]` puts it in the legacy ring pool. Send every 10 s.",
+    access: AS_AGENT,
+    parameters: ["agent"],
+    body: "Heartbeat",
+    answers: { 200: { description: "recorded", schema: "AgentSeen" } },
+  },
+  {
+    method: "get",
+    path: "/v1/agents",
+    id: "listAgents",
+    tag: "agents",
+    summary: "Every agent: up or down, the leases it holds, what it serves",
+    access: READ,
+    answers: { 200: { description: "the agents", schema: "AgentList" } },
+  },
+  {
+    method: "get",
+    path: "/v1/agents/{id}/nodes",
+    id: "agentNodes",
+    tag: "agents",
+    summary: "An agent's nodes: of the shards it holds, with its instances, and its ring share",
+    description:
+      "Each node once, with `via`: `lease` (a shard it holds under one of the tokens presented, with that token), `instance` (an unsharded node whose instance is on it), `ring` (its share of nova's ring, in the legacy pool). An agent must present its tokens; admin may leave them out. Streamed: an error half way cuts the answer short.",
+    access: AS_AGENT,
+    parameters: ["agent"],
+    query: {
+      schema: NodesQuery,
+      describe: {
+        token: "comma-separated fencing tokens the agent holds (empty: none); required for an agent",
+      },
+    },
+    answers: { 200: { description: "the agent's nodes", schema: "AgentNodes" } },
+  },
+
+  // ----- inspection and the trait feed
+  {
+    method: "post",
+    path: "/v1/inspector/webhook",
+    id: "inspectorWebhook",
+    tag: "traits",
+    summary: "An inspection result, or explicit trait deltas, for one node (signed)",
+    description:
+      "A repeated `X-Shardbridge-Delivery` id gets the first answer again with `X-Shardbridge-Replay: true`, and nothing is applied twice (a 404 is not remembered). Refusals change nothing.",
+    access: { kind: "webhook" },
+    body: "WebhookPayload",
+    answers: {
+      200: { description: "applied: the additions and removals", schema: "TraitsApplied" },
+      401: {
+        description: "unsigned, a signature that does not match, or a timestamp outside ±300 s",
+        codes: ["inspector.unsigned", "inspector.bad_signature", "inspector.stale_timestamp"],
+      },
+      404: NO_NODE,
+      409: { description: "not after the last order applied for the node", codes: ["traits.stale"] },
+      422: {
+        description:
+          "a trait another owns (`field`: the trait), or a change refused (`+X` with `-X`, over 50 traits)",
+        codes: ["traits.not_owned", "traits.refused"],
+      },
+      503: { description: "the bridge has no webhook secret", codes: ["inspector.not_configured"] },
+    },
+  },
+  {
+    method: "get",
+    path: "/v1/shards/{shard}/feed",
+    id: "readFeed",
+    tag: "traits",
+    summary: "Trait changes of the shard's nodes after the acknowledged cursor (the live holder only)",
+    description:
+      "When entries after the cursor were trimmed away: `entries` empty and `resync` with every node's traits; apply them, then acknowledge `resume_after`.",
+    access: LEASE_HOLDER,
+    parameters: ["shard"],
+    query: {
+      schema: ReadQuery,
+      describe: { token: "the caller's fencing token for the shard", limit: "entries at most" },
+    },
+    answers: {
+      200: { description: "entries, oldest first, or a resync", schema: "FeedPage" },
+      403: { description: "another agent's live token" },
+      409: { description: "not the shard's live lease", codes: ["lease.stale_token"] },
+    },
+  },
+  {
+    method: "post",
+    path: "/v1/shards/{shard}/feed/ack",
+    id: "ackFeed",
+    tag: "traits",
+    summary: "Move the feed's cursor forward to an entry (never back)",
+    access: LEASE_HOLDER,
+    parameters: ["shard"],
+    body: "FeedAck",
+    answers: {
+      200: { description: "the cursor now", schema: "FeedCursor" },
+      403: { description: "another agent's live token" },
+      409: {
+        description: "not the shard's live lease, or an id past the cursor that is no entry (`field: id`)",
+        codes: ["lease.stale_token", "feed.unknown_entry"],
+      },
+    },
+  },
+  {
+    method: "get",
+    path: "/v1/ironic/delivery",
+    id: "ironicDelivery",
+    tag: "ironic",
+    summary: "Trait changes on their way to Ironic",
+    access: READ,
+    answers: {
+      200: { description: "pending changes, the oldest's wait, batches", schema: "IronicDelivery" },
+    },
+    store: false,
+  },
+
+  // ----- the fenced Ironic endpoint
+  ...(["get", "head", "options", "post", "put", "patch", "delete"] as const).flatMap(fenced),
+];

@@ -1,0 +1,219 @@
+import { readFileSync } from "node:fs";
+import express, { Router, type Request, type Response } from "express";
+import { PAGE_ROLES, type TokenAuthority } from "../auth.js";
+import { HttpError } from "../errors.js";
+import type { StatusWatcher } from "./watcher.js";
+
+/*
+ * The status page: GET /ui (the page, or a redirect to the login), /ui/login (a form that
+ * takes a viewer's or admin's token and sets a session cookie), /ui/logout, /ui/events
+ * (the page's data, as server-sent events) and /ui/static/* (its script and style, files
+ * of the package). No page holds data or script built from a request: the HTML is fixed,
+ * the data comes only from /ui/events, and the Content-Security-Policy allows scripts and
+ * styles from these files alone.
+ */
+
+/** The session cookie: HttpOnly (no script reads it), SameSite=Strict, for /ui only. */
+export const SESSION_COOKIE = "shardbridge_page";
+/** How long a login lasts. */
+export const SESSION_MS = 12 * 3600 * 1000;
+/** Open pages per bridge; more are refused (503) rather than each costing a socket and its writes. */
+export const MAX_VIEWERS = 64;
+
+const CSP = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self'",
+  "connect-src 'self'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+  "base-uri 'none'",
+].join("; ");
+
+const STATIC_TYPES: Record<string, string> = {
+  "status.js": "text/javascript; charset=utf-8",
+  "page.css": "text/css; charset=utf-8",
+  "icon.svg": "image/svg+xml",
+};
+
+/** The page's files, read once: they ship beside this module (npm run build copies them). */
+function readStatic(): { html: Record<"status" | "login", string>; assets: Map<string, Buffer> } {
+  const dir = new URL("./static/", import.meta.url);
+  const read = (name: string) => readFileSync(new URL(name, dir));
+  return {
+    html: { status: read("status.html").toString("utf8"), login: read("login.html").toString("utf8") },
+    assets: new Map(Object.keys(STATIC_TYPES).map((name) => [name, read(name)])),
+  };
+}
+
+function secureHeaders(res: Response): void {
+  res.set({
+    "content-security-policy": CSP,
+    "x-content-type-options": "nosniff",
+    "x-frame-options": "DENY",
+    "referrer-policy": "no-referrer",
+    "cross-origin-opener-policy": "same-origin",
+    "cross-origin-resource-policy": "same-origin",
+  });
+}
+
+/** One cookie's value from the Cookie header. */
+function cookie(req: Request, name: string): string | undefined {
+  for (const part of (req.get("cookie") ?? "").split(";")) {
+    const eq = part.indexOf("=");
+    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
+  }
+  return undefined;
+}
+
+/** A POST from a page of another origin (a browser says where it comes from): refused. */
+function assertSameOrigin(req: Request): void {
+  const origin = req.get("origin");
+  if (origin === undefined || origin === "null") return;
+  let host: string;
+  try {
+    host = new URL(origin).host;
+  } catch {
+    host = "";
+  }
+  // Behind a proxy that rewrites Host, the host the browser used is in X-Forwarded-Host.
+  if (host !== req.get("host") && host !== req.get("x-forwarded-host"))
+    throw new HttpError([
+      {
+        status: 403,
+        code: "shardbridge.auth.forbidden",
+        title: "Forbidden",
+        detail: `a form from ${origin} may not post to this bridge`,
+      },
+    ]);
+}
+
+const escapeHtml = (text: string) =>
+  text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
+
+export function uiRoutes(authority: TokenAuthority, watcher: StatusWatcher): Router & { close(): void } {
+  const { html, assets } = readStatic();
+  const router = Router();
+  const open = new Set<Response>();
+  const sessionOf = (req: Request) => authority.pageSession(cookie(req, SESSION_COOKIE), Date.now());
+  const page = (res: Response, status: number, text: string) => {
+    secureHeaders(res);
+    res.status(status).set("cache-control", "no-store").type("html").send(text);
+  };
+  /** The login form, with one of our own sentences above it (never request data). */
+  const login = (res: Response, status: number, message?: string) =>
+    page(
+      res,
+      status,
+      html.login.replace(
+        "<!--message-->",
+        message === undefined ? "" : `<p class="error" role="alert">${escapeHtml(message)}</p>`,
+      ),
+    );
+
+  router.get("/ui", (req, res) => {
+    if (sessionOf(req) === null) return void res.redirect(303, "/ui/login");
+    page(res, 200, html.status);
+  });
+
+  router.get("/ui/login", (_req, res) => login(res, 200));
+
+  router.post(
+    "/ui/login",
+    express.urlencoded({ extended: false, limit: "4kb", parameterLimit: 4 }),
+    (req, res) => {
+      assertSameOrigin(req);
+      const token = typeof req.body?.token === "string" ? req.body.token.trim() : "";
+      if (token === "") return login(res, 400, "Enter a viewer or admin token.");
+      let value: string;
+      try {
+        value = authority.openPageSession(token, Date.now() + SESSION_MS);
+      } catch (error) {
+        if (!(error instanceof HttpError)) throw error;
+        const status = error.errors[0]!.status;
+        return login(
+          res,
+          status,
+          status === 401
+            ? "That token is not known to this bridge."
+            : `This page is for ${PAGE_ROLES.join(" and ")} tokens; an agent's or the inspector's token does not open it.`,
+        );
+      }
+      // Secure where a TLS proxy in front says the page is served over https.
+      const secure = req.get("x-forwarded-proto") === "https" ? "; Secure" : "";
+      res.set(
+        "set-cookie",
+        `${SESSION_COOKIE}=${value}; Path=/ui; Max-Age=${SESSION_MS / 1000}; HttpOnly; SameSite=Strict${secure}`,
+      );
+      res.redirect(303, "/ui");
+    },
+  );
+
+  router.post("/ui/logout", (req, res) => {
+    assertSameOrigin(req);
+    res.set("set-cookie", `${SESSION_COOKIE}=; Path=/ui; Max-Age=0; HttpOnly; SameSite=Strict`);
+    res.redirect(303, "/ui/login");
+  });
+
+  router.get("/ui/static/:file", (req, res) => {
+    const asset = assets.get(req.params.file);
+    if (asset === undefined)
+      throw new HttpError([
+        { status: 404, code: "shardbridge.route.not_found", title: "No such file", detail: req.path },
+      ]);
+    secureHeaders(res);
+    // Files of this build: revalidated, so an upgraded bridge serves its own script.
+    res.set({ "content-type": STATIC_TYPES[req.params.file]!, "cache-control": "no-cache" }).send(asset);
+  });
+
+  router.get("/ui/events", (req, res) => {
+    const session = sessionOf(req);
+    if (session === null)
+      throw new HttpError([
+        {
+          status: 401,
+          code: "shardbridge.auth.unauthenticated",
+          title: "Not authenticated",
+          detail: "log in at /ui/login",
+        },
+      ]);
+    if (watcher.viewerCount >= MAX_VIEWERS)
+      throw new HttpError([
+        {
+          status: 503,
+          code: "shardbridge.ui.too_many_viewers",
+          title: "Too many open pages",
+          detail: `this bridge serves at most ${MAX_VIEWERS} open status pages`,
+        },
+      ]);
+    secureHeaders(res);
+    res.status(200).set({
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-store",
+      // a proxy in front must pass each event on at once
+      "x-accel-buffering": "no",
+    });
+    res.flushHeaders();
+    // Reconnect 2 s after a lost connection (the bridge restarting).
+    res.write("retry: 2000\n\n");
+    open.add(res);
+    watcher.add(res);
+    // The session ends while the page is open: end the stream; the page's reconnect is refused (401).
+    const expires = setTimeout(() => res.end(), Math.max(0, session.expiresMs - Date.now()));
+    expires.unref();
+    req.on("close", () => {
+      clearTimeout(expires);
+      open.delete(res);
+      watcher.remove(res);
+    });
+  });
+
+  return Object.assign(router, {
+    /** End every open page's stream and stop looking: the bridge is shutting down. */
+    close() {
+      watcher.close();
+      for (const res of open) res.end();
+    },
+  });
+}

@@ -1,0 +1,93 @@
+import { expect } from "chai";
+import { readFileSync } from "node:fs";
+import type { Cluster, Redis } from "ioredis";
+import { redisClient } from "../src/redis/connect.js";
+import { leaseConnectionOptions } from "../src/store/redis/backend.js";
+import { TestRedisServer } from "./helpers/redis-server.js";
+import { ClusterSetup } from "./helpers/redis-topology.js";
+
+/** Write system calls this process has made so far (Linux: /proc/self/io counts write and writev). */
+const writeCalls = () => Number(/^syscw: (\d+)$/m.exec(readFileSync("/proc/self/io", "utf8"))![1]);
+
+/**
+ * The store's connection sends the commands of one event-loop turn in one write (see
+ * src/redis/coalesce.ts): renews from many agents cost Redis one system call a turn, not
+ * one each. Counted from the kernel's own tally of this process's write calls.
+ */
+describe("Redis commands of one event-loop turn go out in one write (real redis-server)", function () {
+  this.timeout(30_000);
+  let redis: TestRedisServer;
+  let client: Redis;
+
+  before(async () => {
+    redis = await TestRedisServer.start();
+    client = redisClient({ kind: "single", url: redis.url }, leaseConnectionOptions(2000)) as Redis;
+    client.on("error", () => undefined);
+    await client.connect();
+  });
+  after(async () => {
+    client?.disconnect();
+    await redis?.stop();
+  });
+
+  const burst = async (commands: number) => {
+    const before = writeCalls();
+    const replies = await Promise.all(Array.from({ length: commands }, (_, i) => client.echo(`c${i}`)));
+    return { writes: writeCalls() - before, replies };
+  };
+
+  it("200 commands issued in one turn: answered in order, in a handful of writes instead of 200", async () => {
+    const { writes, replies } = await burst(200);
+    expect(replies).to.deep.equal(Array.from({ length: 200 }, (_, i) => `c${i}`));
+    // One write for the burst; the margin is for anything else this process writes meanwhile.
+    expect(writes).to.be.below(10);
+  });
+
+  it("a lone command is sent within the same turn: it does not wait for another", async () => {
+    const started = performance.now();
+    expect(await client.ping()).to.equal("PONG");
+    expect(performance.now() - started).to.be.below(1000);
+  });
+
+  it("a new connection after a reconnect is coalesced too", async () => {
+    await redis.restart();
+    // ioredis reconnects by itself; wait until it answers again.
+    for (let i = 0; ; i++) {
+      try {
+        await client.ping();
+        break;
+      } catch (error) {
+        if (i > 100) throw error;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+    const { writes } = await burst(200);
+    expect(writes).to.be.below(10);
+  });
+});
+
+describe("… and on a Redis Cluster, per node connection (real cluster, 3 masters)", function () {
+  this.timeout(60_000);
+  let setup: ClusterSetup;
+  let client: Cluster;
+
+  before(async () => {
+    setup = await ClusterSetup.start({ masters: 3, replicasPerMaster: 0 });
+    client = redisClient({ kind: "cluster", nodes: setup.nodes }, leaseConnectionOptions(2000)) as Cluster;
+    client.on("error", () => undefined);
+    await client.connect();
+  });
+  after(async () => {
+    client?.disconnect();
+    await setup?.stop();
+  });
+
+  it("200 commands on one slot, issued in one turn, go out in a handful of writes", async () => {
+    // One hash tag: one slot, one master, one connection.
+    await client.set("{coalesce}:warm", "1");
+    const before = writeCalls();
+    const replies = await Promise.all(Array.from({ length: 200 }, (_, i) => client.incr("{coalesce}:n")));
+    expect(replies).to.deep.equal(Array.from({ length: 200 }, (_, i) => i + 1));
+    expect(writeCalls() - before).to.be.below(10);
+  });
+});
