@@ -76,7 +76,7 @@ describe("Inspection watcher: real Ironic and ironic-inspector, unmodified", fun
     });
     return ((await res.json()) as { traits: Array<{ name: string; owner: string }> }).traits;
   };
-  /** Ironic's traits once the bridge's outbox has caught up with `expected` (or the last seen after 20 s). */
+  /** Ironic's traits once the bridge's delivery queue has caught up with `expected` (or the last seen after 20 s). */
   async function ironicTraitsSettling(node: string, expected: string[]): Promise<string[]> {
     const deadline = performance.now() + 20_000;
     for (;;) {

@@ -6,9 +6,10 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { createApp } from "../src/api/app.js";
 import { IronicClient, IronicError } from "../src/ironic/client.js";
-import { IronicOutbox } from "../src/ironic/outbox.js";
+import { IronicDelivery } from "../src/ironic/delivery.js";
 import { toBridgeNodes } from "../src/ironic/sync.js";
 import { memoryUnderTest, useApp } from "./helpers/backends.js";
+import { untilDrained } from "./helpers/delivery.js";
 import { call, postWebhook, testAuthority } from "./helpers/http.js";
 import { createIronicNode, useIronicPeer, type IronicPeer } from "./helpers/ironic-peer.js";
 
@@ -19,21 +20,23 @@ describe("Ironic: trait sink and inventory sync against the real Ironic API", fu
   const ironicPeer = useIronicPeer("Ironic tests");
   let ironic: IronicPeer;
   let client: IronicClient;
-  let outbox: IronicOutbox;
+  let delivery: IronicDelivery;
   before(() => {
     ironic = ironicPeer.peer;
     client = new IronicClient(ironic.endpoint);
-    // Short retries: the give-up case below waits them out.
-    outbox = new IronicOutbox(client, 3, 100);
   });
 
-  const ctx = useApp(memoryUnderTest(), (store) =>
-    createApp(store, {
-      authority: testAuthority(),
-      inspector: exampleInspector(),
-      ironic: outbox,
-    }),
-  );
+  // The embedded store: the queue and its delivery in this process, one per test's store.
+  const ctx = useApp(memoryUnderTest(), (store) => {
+    // Short retries: the give-up case below waits them out (three attempts at a node Ironic lacks).
+    delivery = new IronicDelivery(store.traits.ironicQueue, store.ironicOwners, {
+      endpoint: ironic.endpoint,
+      ownerTtlMs: 8000,
+      retry: { backoffMs: 200, goneAttempts: 3 },
+    }).start();
+    return createApp(store, { authority: testAuthority(), inspector: exampleInspector(), ironic: delivery });
+  });
+  afterEach(() => delivery.stop());
 
   it("syncs the inventory with shard keys from Ironic into the bridge", async () => {
     const a = await createIronicNode(ironic.endpoint, { name: "sync-a", shard: "rack-a" });
@@ -83,7 +86,7 @@ describe("Ironic: trait sink and inventory sync against the real Ironic API", fu
     expect(
       (await postWebhook(ctx.base, { kind: "inspection", node, sequence: 1, data: inspection })).status,
     ).to.equal(200);
-    await outbox.idle();
+    await untilDrained(delivery);
     expect((await client.traits(node)).sort()).to.deep.equal([
       "CUSTOM_BOOT_UEFI",
       "CUSTOM_DEV_VENDORID_15B3",
@@ -97,15 +100,15 @@ describe("Ironic: trait sink and inventory sync against the real Ironic API", fu
     // The Intel NIC is gone at the next inspection: its trait leaves Ironic too.
     const withoutIntel = withoutVendor(inspection, "8086");
     await postWebhook(ctx.base, { kind: "inspection", node, sequence: 2, data: withoutIntel });
-    await outbox.idle();
+    await untilDrained(delivery);
     const traits = await client.traits(node);
     expect(traits).to.not.include("CUSTOM_DEV_VENDORID_8086");
     expect(traits).to.include("CUSTOM_SET_BY_SOMEONE_ELSE");
   });
 
   it("reports delivery to Ironic: lag while a batch waits, and each batch's outcome, in the API and /metrics", async () => {
-    const delivery = async () => (await call(`${ctx.base}/v1/ironic/delivery`, "GET")).body;
-    const before = await delivery();
+    const report = async () => (await call(`${ctx.base}/v1/ironic/delivery`, "GET")).body;
+    const before = await report();
     expect(before).to.include({ configured: true, durable: false });
     // A node the bridge has and Ironic does not: every attempt fails, then it is given up.
     const ghost = "5c4e6f1a-0000-4000-8000-00000000dead";
@@ -116,23 +119,27 @@ describe("Ironic: trait sink and inventory sync against the real Ironic API", fu
       (await postWebhook(ctx.base, { kind: "inspection", node: ghost, sequence: 1, data: inspection }))
         .status,
     ).to.equal(200);
-    const waiting = await delivery();
+    const waiting = await report();
     expect(waiting.pending_changes).to.equal(6);
     await new Promise((r) => setTimeout(r, 50));
-    expect((await delivery()).oldest_pending_ms).to.be.at.least(40);
-    await outbox.idle();
-    const after = await delivery();
+    expect((await report()).oldest_pending_ms).to.be.at.least(40);
+    await untilDrained(delivery);
+    const after = await report();
     expect(after).to.include({ pending_changes: 0, oldest_pending_ms: 0 });
     expect(after.batches.given_up).to.equal(before.batches.given_up + 1);
     expect(after.batches.retried).to.equal(before.batches.retried + 2);
     expect(after.batches.delivered).to.equal(before.batches.delivered);
+    // Recorded, not dropped: the node, its changes and why, newest first.
+    expect(after.undeliverable[0]).to.include({ node: ghost });
+    expect(after.undeliverable[0].changes).to.have.length(6);
+    expect(after.undeliverable[0].reason).to.match(/node not found in Ironic \(404\)/);
 
     // A real node: delivered, and its wait lands in the histogram.
     const node = await createIronicNode(ironic.endpoint, { name: "sink-lag", shard: "rack-a" });
     await call(`${ctx.base}/v1/nodes/bulk`, "POST", { nodes: toBridgeNodes(await client.nodes()) });
     await postWebhook(ctx.base, { kind: "inspection", node, sequence: 1, data: inspection });
-    await outbox.idle();
-    expect((await delivery()).batches.delivered).to.equal(before.batches.delivered + 1);
+    await untilDrained(delivery);
+    expect((await report()).batches.delivered).to.equal(before.batches.delivered + 1);
     const metrics = await (await fetch(`${ctx.base}/metrics`)).text();
     expect(metrics).to.match(/^shardbridge_ironic_pending_changes 0$/m);
     expect(metrics).to.match(

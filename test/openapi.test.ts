@@ -4,8 +4,6 @@ import express, { Router } from "express";
 import { createApp } from "../src/api/app.js";
 import { openApiDocument } from "../src/api/openapi/document.js";
 import { expressRoutes } from "../src/api/routes.js";
-import { IronicClient } from "../src/ironic/client.js";
-import { IronicOutbox } from "../src/ironic/outbox.js";
 import { ShardCatalog } from "../src/shards/definitions.js";
 import { backendsUnderTest, memoryUnderTest, useApp } from "./helpers/backends.js";
 import { exampleInspector } from "./helpers/examples.js";
@@ -571,7 +569,6 @@ describe("OpenAPI contract: the fenced Ironic endpoint, against the real Ironic"
       authority: testAuthority(),
       catalog,
       ironicUrl: peer.peer.endpoint,
-      ironic: new IronicOutbox(new IronicClient(peer.peer.endpoint)),
     }),
   );
   const ops = OPERATIONS.filter(isFenced);

@@ -98,6 +98,12 @@ export type IronicDelivery =
       pending_changes: number;
       oldest_pending_ms: number;
       batches: { delivered: number; retried: number; given_up: number };
+      /** the rest of the answer (docs/API.md): the queue, this bridge's part, what was given up */
+      coalesced_changes?: number;
+      queue?: { partitions: number; partition_bound: number; queued_batches: number; folded_nodes: number };
+      live_bridges?: number;
+      this_bridge?: { worker: string; partitions: number[]; calls_in_flight: number };
+      undeliverable?: Array<{ node: string; changes: string[]; reason: string; at: string }>;
     };
 
 /** One row of GET /v1/shards. */

@@ -18,7 +18,7 @@ import { StatusWatcher } from "./ui/watcher.js";
 import { readBody, parseJsonBody } from "./body.js";
 import { DecodePool } from "./decode/pool.js";
 import { HttpError, errorHandler } from "./errors.js";
-import type { IronicOutbox } from "../ironic/outbox.js";
+import type { IronicDelivery } from "../ironic/delivery.js";
 import { OwnershipRegistry } from "../traits/ownership.js";
 import type { TraitRule } from "../traits/inspection.js";
 import { TraitService } from "../traits/service.js";
@@ -43,8 +43,8 @@ export interface AppOptions {
   catalog?: ShardCatalog;
   /** trait rules, ownership and the webhook secret; defaults: no rules, compute's ownership, no secret */
   inspector?: { rules: TraitRule[]; ownership: OwnershipRegistry; secret?: string | undefined };
-  /** where applied trait changes go in Ironic, if anywhere */
-  ironic?: IronicOutbox;
+  /** the delivery of applied trait changes to Ironic, if any: commits queue them for it */
+  ironic?: IronicDelivery;
   /** the Ironic API the fenced endpoint (/fenced/{shard}/lease-{token}/ironic) forwards to */
   ironicUrl?: string;
   /** the legacy ring pool: ring kind, rebuild period, service down time, clock */
@@ -125,12 +125,13 @@ export function createApp(
   const watcher = new StatusWatcher(
     async () => {
       const census = await leaseCensus(store, catalog);
-      const [shards, agents] = await Promise.all([
+      const [shards, agents, delivery] = await Promise.all([
         shardsOverview(store, catalog, census, true),
         agentsOverview(store, catalog, census, serviceDownMs),
+        deliveryOverview(ironic),
       ]);
       const at = new Date().toISOString();
-      return { at, shards, agents, down_after_ms: serviceDownMs, ironic: deliveryOverview(ironic) };
+      return { at, shards, agents, down_after_ms: serviceDownMs, ironic: delivery };
     },
     (shard) => catalog.ttlMsFor(shard),
   );
@@ -150,9 +151,10 @@ export function createApp(
   app.use(leaseRoutes(store));
   app.use(definitionRoutes(stored, catalog));
   app.use(shardRoutes(store, catalog, ironicUrl !== undefined));
-  const traits = new TraitService(store.traits, store.nodes, inspector.ownership, (node, deltas) =>
-    ironic?.push(node, deltas),
-  );
+  const traits = new TraitService(store.traits, store.nodes, inspector.ownership, {
+    toIronic: ironic !== undefined,
+    onApplied: () => ironic?.nudge(),
+  });
   // Large bodies (a bulk, an inspection result) are decoded off the event loop.
   const decoder = new DecodePool(inspector.rules);
   app.use(nodeRoutes(store.nodes, traits, decoder));

@@ -1,9 +1,15 @@
 import { Router, type RequestHandler } from "express";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
-import type { IronicOutbox } from "../ironic/outbox.js";
+import type { DeliveryStats, IronicDelivery } from "../ironic/delivery.js";
 import type { Store } from "../store/store.js";
 
 const MAX_SHARD_LABELS = 2000;
+
+/** What the Ironic gauges show before the store was ever read. */
+const EMPTY_STATS = {
+  queue: { pendingChanges: 0, oldestPendingMs: 0, coalesced: 0 },
+  worker: { partitions: [], delivered: 0, retried: 0, given_up: 0 },
+};
 
 /**
  * Prometheus metrics of one bridge (a registry per app, so tests can build many apps).
@@ -93,45 +99,80 @@ export class BridgeMetrics {
     });
   }
 
-  /** Delivery to Ironic: what waits and for how long, what was delivered, retried, given up. */
-  watchIronic(outbox: IronicOutbox): void {
+  /**
+   * Delivery to Ironic. What waits, and for how long, is the store's queue (the same on
+   * every bridge: take the max across bridges, not the sum); what was delivered, retried
+   * and given up, and the lag histogram, are this bridge's own.
+   */
+  watchIronic(delivery: IronicDelivery): void {
     const registers = [this.registry];
+    // One store read serves every gauge of a scrape. A store away leaves them as they were:
+    // the rest of /metrics still answers (and /readyz says the store is away).
+    let latest: { at: number; stats: Promise<DeliveryStats | null> } | undefined;
+    let lastGood: DeliveryStats | null = null;
+    const read = () => {
+      if (latest === undefined || performance.now() - latest.at > 500) {
+        const stats = delivery.stats().then(
+          (fresh) => (lastGood = fresh),
+          () => lastGood,
+        );
+        latest = { at: performance.now(), stats };
+      }
+      return latest.stats;
+    };
+    const stats = async () => (await read()) ?? EMPTY_STATS;
     new Gauge({
       name: "shardbridge_ironic_pending_changes",
-      help: "Trait changes committed and not yet in Ironic",
+      help: "Trait changes committed and not yet in Ironic (the store's queue)",
       registers,
-      collect() {
-        this.set(outbox.stats().pendingChanges);
+      async collect() {
+        this.set((await stats()).queue.pendingChanges);
       },
     });
     new Gauge({
       name: "shardbridge_ironic_oldest_pending_seconds",
-      help: "How long the oldest trait change not yet in Ironic has waited (0: none waits)",
+      help: "How long the oldest trait change not yet in Ironic has waited (0: none waits; the store's queue)",
       registers,
-      collect() {
-        this.set(outbox.stats().oldestPendingMs / 1000);
+      async collect() {
+        this.set((await stats()).queue.oldestPendingMs / 1000);
+      },
+    });
+    new Gauge({
+      name: "shardbridge_ironic_coalesced_changes",
+      help: "Trait changes folded into a node's pending record past the queue's bound (the store's, since it began)",
+      registers,
+      async collect() {
+        this.set((await stats()).queue.coalesced);
+      },
+    });
+    new Gauge({
+      name: "shardbridge_ironic_owned_partitions",
+      help: "Partitions of the Ironic queue this bridge delivers",
+      registers,
+      async collect() {
+        this.set((await stats()).worker.partitions.length);
       },
     });
     new Counter({
       name: "shardbridge_ironic_batches_total",
-      help: "One node's trait changes from one commit, by outcome (delivered, retried, given_up)",
+      help: "One node's trait changes from one commit, by outcome (delivered, retried, given_up), by this bridge",
       labelNames: ["outcome"],
       registers,
-      collect() {
-        const { delivered, retried, givenUp } = outbox.stats();
+      async collect() {
+        const { delivered, retried, given_up } = (await stats()).worker;
         this.reset();
         this.inc({ outcome: "delivered" }, delivered);
         this.inc({ outcome: "retried" }, retried);
-        this.inc({ outcome: "given_up" }, givenUp);
+        this.inc({ outcome: "given_up" }, given_up);
       },
     });
     const lag = new Histogram({
       name: "shardbridge_ironic_delivery_seconds",
-      help: "From a trait change's commit to Ironic having it",
+      help: "From a trait change's commit to Ironic having it (changes this bridge delivered)",
       buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60, 300],
       registers,
     });
-    outbox.onDelivered = (waitedMs) => lag.observe(waitedMs / 1000);
+    delivery.onDelivered = (waitedMs) => lag.observe(waitedMs / 1000);
   }
 
   /** Per route, method and status: the counter and histogram children, looked up once. */

@@ -1,5 +1,6 @@
 import type { AgentSummary, IronicDelivery, ShardSummary } from "../agent/client.js";
-import type { IronicOutbox } from "../ironic/outbox.js";
+import { fromStore } from "../domain/store-errors.js";
+import type { IronicDelivery as IronicQueueDelivery } from "../ironic/delivery.js";
 import type { LeaseView } from "../lease/machine.js";
 import { legacyPoolMembers } from "../ring/membership.js";
 import type { ShardCount } from "../nodes/port.js";
@@ -106,16 +107,36 @@ export async function agentsOverview(
   return agents;
 }
 
-/** GET /v1/ironic/delivery: `configured` false when the bridge has no Ironic to deliver to. */
-export function deliveryOverview(outbox: IronicOutbox | undefined): IronicDelivery {
-  if (outbox === undefined) return { configured: false };
-  const { pendingChanges, oldestPendingMs, delivered, retried, givenUp } = outbox.stats();
+/**
+ * GET /v1/ironic/delivery: `configured` false when the bridge has no Ironic to deliver to.
+ * The queue's figures are the store's (every bridge on it answers the same); a store away
+ * fails the read, as every store read does (503).
+ */
+export async function deliveryOverview(delivery: IronicQueueDelivery | undefined): Promise<IronicDelivery> {
+  if (delivery === undefined) return { configured: false };
+  const { durable, queue, layout, worker } = await fromStore(() => delivery.stats());
   return {
     configured: true,
-    // In this process only: a bridge that dies loses what is pending (see IronicOutbox).
-    durable: false,
-    pending_changes: pendingChanges,
-    oldest_pending_ms: oldestPendingMs,
-    batches: { delivered, retried, given_up: givenUp },
+    // true: the queue is in the store and outlives any bridge; false: in this process only.
+    durable,
+    pending_changes: queue.pendingChanges,
+    oldest_pending_ms: queue.oldestPendingMs,
+    // A batch: one commit's changes for one node (or, past the bound, a node's folded ones).
+    batches: { delivered: queue.delivered, retried: queue.retried, given_up: queue.given_up },
+    coalesced_changes: queue.coalesced,
+    queue: {
+      partitions: layout.partitions,
+      partition_bound: layout.partitionBound,
+      queued_batches: queue.queuedEntries,
+      folded_nodes: queue.mergedNodes,
+    },
+    live_bridges: queue.liveWorkers,
+    this_bridge: worker,
+    undeliverable: queue.undeliverable.map(({ node, deltas, reason, atMs }) => ({
+      node,
+      changes: deltas,
+      reason,
+      at: new Date(atMs).toISOString(),
+    })),
   };
 }

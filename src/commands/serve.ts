@@ -7,8 +7,8 @@ import { bridgeServer } from "../api/server.js";
 import { ConfigError, readJsonConfig } from "../config.js";
 import { TokenAuthority, devTokens, parseTokens, readTokensFile } from "../api/auth.js";
 import { z } from "zod";
-import { IronicClient } from "../ironic/client.js";
-import { IronicOutbox } from "../ironic/outbox.js";
+import { IronicDelivery } from "../ironic/delivery.js";
+import { IRONIC_QUEUE_MAX_ENTRIES } from "../outbox/port.js";
 import { integerFlag, flagsOrThrow } from "./io.js";
 import { RingKindName } from "../domain/ring.js";
 import { TraitRulesFile } from "../traits/inspection.js";
@@ -40,7 +40,15 @@ export const SERVE_USAGE = `  serve    run the bridge
              --ironic URL           apply every trait change to this Ironic API too (env SHARDBRIDGE_IRONIC_URL;
                                     an auth token from SHARDBRIDGE_IRONIC_TOKEN, noauth otherwise), and serve the
                                     fenced endpoint /fenced/SHARD/lease-TOKEN/ironic/... in front of it (callers' own
-                                    credentials only: SHARDBRIDGE_IRONIC_TOKEN is never added there)
+                                    credentials only: SHARDBRIDGE_IRONIC_TOKEN is never added there). The changes
+                                    wait in a queue in the store (on Redis it outlives the bridge; every bridge on
+                                    the store needs the same --ironic)
+             --ironic-owner-ttl S   seconds a bridge owns a part of that queue without renewing (default 20): after
+                                    a bridge dies, another takes its part over within about this long; an Ironic
+                                    call times out after a quarter of it
+             --ironic-concurrency N Ironic calls in flight at once from this bridge (default 8)
+             --ironic-queue-max N   changes (one commit's for one node) the queue holds before it folds further
+                                    changes per node and trait, last one winning (default 100000)
 `;
 
 export async function serveCommand(argv: string[]): Promise<void> {
@@ -57,6 +65,9 @@ export async function serveCommand(argv: string[]): Promise<void> {
       "trait-rules": { type: "string" },
       ownership: { type: "string" },
       ironic: { type: "string", default: process.env.SHARDBRIDGE_IRONIC_URL },
+      "ironic-owner-ttl": { type: "string", default: "20" },
+      "ironic-concurrency": { type: "string", default: "8" },
+      "ironic-queue-max": { type: "string", default: String(IRONIC_QUEUE_MAX_ENTRIES) },
       ring: { type: "string", default: "tooz" },
       "ring-rebuild": { type: "string", default: "60" },
       "service-down-time": { type: "string", default: "60" },
@@ -67,10 +78,11 @@ export async function serveCommand(argv: string[]): Promise<void> {
     rebuildMs: integerFlag("ring-rebuild", values["ring-rebuild"], 0, 86_400)! * 1000,
     serviceDownMs: integerFlag("service-down-time", values["service-down-time"], 1, 86_400)! * 1000,
   };
-  const ironic =
-    values.ironic === undefined
-      ? undefined
-      : new IronicOutbox(new IronicClient(values.ironic, process.env.SHARDBRIDGE_IRONIC_TOKEN));
+  const delivery = {
+    ownerTtlMs: integerFlag("ironic-owner-ttl", values["ironic-owner-ttl"], 1, 3600)! * 1000,
+    concurrency: integerFlag("ironic-concurrency", values["ironic-concurrency"], 1, 1000)!,
+    queueMax: integerFlag("ironic-queue-max", values["ironic-queue-max"], 1, 100_000_000)!,
+  };
   const inspector = {
     rules:
       values["trait-rules"] === undefined ? [] : readJsonConfig(values["trait-rules"], TraitRulesFile).rules,
@@ -83,7 +95,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
   // Read the shard definitions before anything else: a bad file stops the start, naming it.
   const catalog = loadShardCatalog(values.shards!);
   const port = integerFlag("port", values.port, 0, 65535)!;
-  const store = await openStore(values.store!);
+  const store = await openStore(values.store!, { ironicQueueMax: delivery.queueMax });
   if (store.kind === "memory") {
     logger.warn(
       "store is memory: lease state lives in this process only and is lost when it exits; " +
@@ -91,6 +103,25 @@ export async function serveCommand(argv: string[]): Promise<void> {
         "use --store redis://… for more than one bridge",
     );
   }
+  const ironic =
+    values.ironic === undefined
+      ? undefined
+      : new IronicDelivery(store.traits.ironicQueue, store.ironicOwners, {
+          endpoint: values.ironic,
+          authToken: process.env.SHARDBRIDGE_IRONIC_TOKEN,
+          ownerTtlMs: delivery.ownerTtlMs,
+          concurrency: delivery.concurrency,
+        }).start();
+  if (ironic !== undefined && !ironic.durable)
+    logger.warn(
+      "Ironic delivery: the queue of trait changes for Ironic is in this process's memory (store is memory): " +
+        "changes not yet in Ironic when the bridge exits are lost; use --store redis://… to keep them in the store",
+    );
+  else if (ironic !== undefined)
+    logger.info("Ironic delivery: queue in the store", {
+      worker: ironic.worker,
+      owner_ttl_s: delivery.ownerTtlMs / 1000,
+    });
   // The definitions other bridges wrote to the store are in force before the first request.
   await new StoredDefinitions(store, catalog).refresh();
   const app = createApp(store, {
@@ -125,11 +156,14 @@ export async function serveCommand(argv: string[]): Promise<void> {
     logger.info("shutting down", { signal });
     // Stop accepting, let requests in flight finish, drop idle keep-alive connections
     // (agents reconnect to whichever bridge answers) and end the status pages' streams
-    // (they reconnect the same way), then close the store.
-    server.close(() => void store.close().then(() => process.exit(0)));
+    // (they reconnect the same way), then close the store. Ironic delivery hands its part
+    // of the queue back first, so another bridge goes on at once.
+    const delivered = ironic?.stop() ?? Promise.resolve();
+    server.close(() => void delivered.then(() => store.close()).then(() => process.exit(0)));
     app.close();
     server.closeIdleConnections();
-    setTimeout(() => process.exit(0), 5000).unref();
+    // Ironic calls in flight end within a quarter of the owner TTL before the hand-over.
+    setTimeout(() => process.exit(0), 5000 + (ironic === undefined ? 0 : delivery.ownerTtlMs / 4)).unref();
   };
   process.once("SIGTERM", () => shutdown("SIGTERM"));
   process.once("SIGINT", () => shutdown("SIGINT"));

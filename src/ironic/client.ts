@@ -6,9 +6,10 @@ export const IRONIC_API_VERSION = "1.82";
 export class IronicError extends Error {
   constructor(
     readonly status: number,
-    message: string,
+    /** Ironic's own words (its faultstring or description) */
+    readonly detail: string,
   ) {
-    super(`Ironic answered ${status}: ${message}`);
+    super(`Ironic answered ${status}: ${detail}`);
     this.name = "IronicError";
   }
 }

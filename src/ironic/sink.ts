@@ -1,30 +1,20 @@
-import type { TraitDelta } from "../traits/delta.js";
 import type { IronicClient } from "./client.js";
 
-export interface SinkResult {
-  added: number;
-  removed: number;
-  /** removals of traits Ironic did not have (404), counted as done */
-  absent: number;
-}
-
 /**
- * Apply one node's deltas to Ironic with single-trait calls, in order. Each call is
- * idempotent (PUT adds or keeps, DELETE removes or finds it absent), so a retried batch
- * converges; the whole list is never replaced.
+ * Apply one change ("+TRAIT" / "-TRAIT") to a node in Ironic with a single-trait call.
+ * Each call is idempotent (PUT adds or keeps, DELETE removes or finds it absent: 404 on
+ * the trait counts as done), so a change delivered twice leaves the same state; the
+ * whole list is never replaced, so traits set by others survive.
  */
-export async function applyToIronic(
+export async function applyDelta(
   ironic: IronicClient,
   node: string,
-  deltas: TraitDelta[],
-): Promise<SinkResult> {
-  const result: SinkResult = { added: 0, removed: 0, absent: 0 };
-  for (const { sign, trait } of deltas) {
-    if (sign === "+") {
-      await ironic.addTrait(node, trait);
-      result.added++;
-    } else if ((await ironic.removeTrait(node, trait)) === "removed") result.removed++;
-    else result.absent++;
+  delta: string,
+): Promise<"added" | "removed" | "absent"> {
+  const trait = delta.slice(1);
+  if (delta.startsWith("+")) {
+    await ironic.addTrait(node, trait);
+    return "added";
   }
-  return result;
+  return ironic.removeTrait(node, trait);
 }

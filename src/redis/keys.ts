@@ -60,6 +60,30 @@ export interface KeyLayout {
     legacyRecord(uuid: string): string;
     legacyPattern: string;
   };
+  /**
+   * The queue of trait changes for Ironic, under the `{nodes}` tag too: a trait commit
+   * enqueues its changes in the same script (see src/outbox/). `noQueue` is the stand-in
+   * a commit without Ironic names for the four queue keys (the script leaves it alone).
+   */
+  ironic: {
+    /** a partition's stream of queued changes, one entry per commit, oldest first */
+    queue(partition: number): string;
+    /** a partition's nodes whose changes were folded past the queue's bound: node -> record */
+    merged(partition: number): string;
+    /** every folded node -> when its record began (store ms), for the oldest pending */
+    mergedSince: string;
+    /** store-wide counters: pending changes, delivered, retried, given up, coalesced */
+    stats: string;
+    /** the latest changes given up (a bounded stream) */
+    undeliverable: string;
+    /** delivery workers (bridges) -> last heartbeat, store ms */
+    workers: string;
+    /** the partition count this store was first used with */
+    partitions: string;
+    noQueue: string;
+    /** the namespace of the partitions' owner leases (a lease layout of its own) */
+    ownersNamespace: string;
+  };
 }
 
 /**
@@ -108,6 +132,17 @@ export function keyLayout(namespace = "sb"): KeyLayout {
       noDelivery: `${nodes}:nodelivery`,
       legacyRecord: (uuid) => `${nodes}:traits:${uuid}`,
       legacyPattern: `${nodes}:traits:*`,
+    },
+    ironic: {
+      queue: (partition) => `${nodes}:ironic:queue:${partition}`,
+      merged: (partition) => `${nodes}:ironic:merged:${partition}`,
+      mergedSince: `${nodes}:ironic:merged-since`,
+      stats: `${nodes}:ironic:stats`,
+      undeliverable: `${nodes}:ironic:undeliverable`,
+      workers: `${nodes}:ironic:workers`,
+      partitions: `${nodes}:ironic:partitions`,
+      noQueue: `${nodes}:ironic:noqueue`,
+      ownersNamespace: `${namespace}:ironic`,
     },
   };
 }

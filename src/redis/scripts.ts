@@ -10,11 +10,19 @@ const LEASE_SCRIPTS = ["acquire", "renew", "release", "fence", "read"] as const;
 const AGENT_SCRIPTS = ["heartbeat", "agents"] as const;
 const NODE_SCRIPTS = ["nodes-upsert", "nodes-delete", "nodes-list"] as const;
 const TRAIT_SCRIPTS = ["traits-commit", "feed-ack"] as const;
+/** The Ironic delivery queue's scripts, by their number of keys (-1: given by the caller). */
+const IRONIC_SCRIPTS = {
+  "ironic-read": 2,
+  "ironic-settle": 4,
+  "ironic-stats": -1,
+  "ironic-workers": 1,
+} as const;
 export type ScriptName =
   | (typeof LEASE_SCRIPTS)[number]
   | (typeof AGENT_SCRIPTS)[number]
   | (typeof NODE_SCRIPTS)[number]
   | (typeof TRAIT_SCRIPTS)[number]
+  | keyof typeof IRONIC_SCRIPTS
   | "definitions-write";
 
 function lua(name: string): string {
@@ -43,12 +51,23 @@ export function defineScripts(redis: RedisClient, clock: ScriptClock): void {
   for (const name of NODE_SCRIPTS) {
     redis.defineCommand(`sb_${name}`, { numberOfKeys: 2, lua: `${nodeLayout}\n${lua(name)}` });
   }
-  redis.defineCommand("sb_traits-commit", { numberOfKeys: 3, lua: lua("traits-commit") });
+  // A trait commit queues its changes for Ironic in the same script.
+  redis.defineCommand("sb_traits-commit", {
+    numberOfKeys: 7,
+    lua: `${lua("ironic-enqueue")}\n${lua("traits-commit")}`,
+  });
   redis.defineCommand("sb_feed-ack", { numberOfKeys: 2, lua: lua("feed-ack") });
+  for (const [name, keys] of Object.entries(IRONIC_SCRIPTS)) {
+    redis.defineCommand(`sb_${name}`, { ...(keys >= 0 && { numberOfKeys: keys }), lua: lua(name) });
+  }
   redis.defineCommand("sb_definitions-write", { numberOfKeys: 2, lua: lua("definitions-write") });
 }
 
-/** Call a script defined by defineScripts; ioredis adds these methods at run time. */
+/**
+ * Call a script defined by defineScripts; ioredis adds these methods at run time. A
+ * script defined without a number of keys takes it as its first argument (see
+ * runScriptWithKeys).
+ */
 export function runScript(
   redis: RedisClient,
   name: ScriptName,
@@ -60,6 +79,16 @@ export function runScript(
   ];
   if (command === undefined) throw new Error(`script ${name} is not defined on this client`);
   return command.call(redis, ...(Array.isArray(key) ? key : [key]), ...args);
+}
+
+/** Call a script whose number of keys varies from call to call (ironic-stats: one per partition). */
+export function runScriptWithKeys(
+  redis: RedisClient,
+  name: ScriptName,
+  keys: string[],
+  args: Array<string | number>,
+): Promise<unknown> {
+  return runScript(redis, name, [String(keys.length), ...keys], args);
 }
 
 /** How often a lease write follows a Cluster's MOVED before it gives up (each after a slot-map refresh). */

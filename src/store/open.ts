@@ -15,7 +15,12 @@ export class StoreSpecError extends Error {}
  * managed by Sentinel (redis+sentinel://...) or a Cluster (redis+cluster://...).
  */
 export async function openStore(spec: string, options: RedisBackendOptions = {}): Promise<Store> {
-  if (spec === "memory") return new Store(new MemoryBackend(), new MemoryNodes(), new MemoryTraits());
+  if (spec === "memory")
+    return new Store(
+      new MemoryBackend(),
+      new MemoryNodes(),
+      new MemoryTraits(undefined, options.ironicQueueMax),
+    );
   let topology;
   try {
     topology = parseRedisSpec(spec);
@@ -43,7 +48,7 @@ export async function openStore(spec: string, options: RedisBackendOptions = {})
         nodes_moved_to_indexed_layout: moved,
         trait_records_moved_to_buckets: records,
       });
-    return new Store(backend, nodes, traits, backend.definitionBackend());
+    return new Store(backend, nodes, traits, backend.partitionOwners(), backend.definitionBackend());
   }
   throw new StoreSpecError(`unknown store "${spec}": use "memory" or ${REDIS_SPECS}`);
 }

@@ -16,6 +16,8 @@ import type { NodeBackend } from "../nodes/port.js";
 import type { TraitBackend } from "../traits/store-port.js";
 import { fromStore } from "../domain/store-errors.js";
 import type { LeaseView } from "../lease/machine.js";
+import { processClockUs } from "./clock.js";
+import { MemoryBackend } from "./memory.js";
 import type { AcquireInput, FenceInput, LeaseBackend, ReleaseInput, RenewInput } from "./port.js";
 import { MemoryDefinitions, type DefinitionBackend } from "./definitions.js";
 
@@ -51,8 +53,14 @@ export class Store {
   constructor(
     readonly backend: LeaseBackend,
     nodes: NodeBackend,
-    /** node traits, on the same store (used by the trait service) */
+    /** node traits, on the same store (used by the trait service), and the queue for Ironic */
     readonly traits: TraitBackend,
+    /**
+     * The leases of the Ironic queue's partitions, one owner each (src/ironic/delivery.ts).
+     * Default: in this process, where no other bridge competes (the embedded store; it
+     * started long ago as far as these leases go: nobody held one before).
+     */
+    readonly ironicOwners: LeaseBackend = new MemoryBackend(processClockUs, 0),
     /** shard definitions written through the API (parsed in src/shards/definitions.ts) */
     readonly definitions: DefinitionBackend = new MemoryDefinitions(),
   ) {

@@ -3,30 +3,18 @@ import {
   FEED_MAX_ENTRIES,
   compareFeedIds,
   type FeedRead,
-  type DeliveryRecord,
-  type FeedAppend,
+  type CommitAlso,
   type FeedEntry,
   type TraitBackend,
   type TraitRecord,
 } from "./store-port.js";
+import { StreamIds, indexAfter } from "../domain/stream-ids.js";
+import { MemoryIronicQueue } from "../outbox/memory.js";
+import { IRONIC_QUEUE_MAX_ENTRIES } from "../outbox/port.js";
 
-/**
- * The index of the first entry of `feed` after `cursor` (0 for none: the whole feed;
- * feed.length when nothing is after it). Ids only increase along a feed, so this is a
- * binary search: a feed keeps up to 100,000 entries, and a scan of them on every read,
- * acknowledgement and GET /v1/shards would hold the event loop.
- */
-function indexAfter(feed: readonly FeedEntry[], cursor: string | null): number {
-  if (cursor === null) return 0;
-  let low = 0;
-  let high = feed.length;
-  while (low < high) {
-    const middle = (low + high) >>> 1;
-    if (compareFeedIds(feed[middle]!.id, cursor) > 0) high = middle;
-    else low = middle + 1;
-  }
-  return low;
-}
+/** The index of the first entry of `feed` after `cursor` (see indexAfter). */
+const entryAfter = (feed: readonly FeedEntry[], cursor: string | null): number =>
+  indexAfter(feed, (entry) => entry.id, cursor);
 
 /** Traits in this process's memory (the embedded store). */
 export class MemoryTraits implements TraitBackend {
@@ -36,12 +24,22 @@ export class MemoryTraits implements TraitBackend {
   private readonly cursors = new Map<string, string>();
   /** per shard, the newest entry trimmed off its feed */
   private readonly trimmed = new Map<string, string>();
-  /** the last feed id's two parts: ids are "<ms>-<seq>" as Redis stream ids are, never going back */
-  private lastMs = 0;
-  private lastSeq = 0;
+  /** feed ids, "<ms>-<seq>" as Redis stream ids are, never going back */
+  private readonly feedIds = new StreamIds();
 
-  /** `feedMaxEntries`: entries a feed keeps (tests pass a small bound). */
-  constructor(private readonly feedMaxEntries = FEED_MAX_ENTRIES) {}
+  /** the queue of changes for Ironic, in this process too */
+  readonly ironicQueue: MemoryIronicQueue;
+
+  /**
+   * `feedMaxEntries`: entries a feed keeps; `ironicQueueMax`: entries the Ironic queue
+   * holds before it folds (tests pass small bounds).
+   */
+  constructor(
+    private readonly feedMaxEntries = FEED_MAX_ENTRIES,
+    ironicQueueMax = IRONIC_QUEUE_MAX_ENTRIES,
+  ) {
+    this.ironicQueue = new MemoryIronicQueue(ironicQueueMax);
+  }
 
   async read(uuid: string): Promise<TraitRecord> {
     return this.recordOf(uuid);
@@ -60,11 +58,12 @@ export class MemoryTraits implements TraitBackend {
     uuid: string,
     expected: number,
     next: TraitRecord,
-    feed?: FeedAppend,
-    delivery?: DeliveryRecord,
+    { feed, delivery, ironic }: CommitAlso = {},
   ): Promise<boolean> {
     if ((this.records.get(uuid)?.generation ?? 0) !== expected) return false;
     this.records.set(uuid, structuredClone(next));
+    // Queued before the first await: a commit on the same node in between must queue after this one.
+    if (ironic !== undefined) this.ironicQueue.enqueue(ironic);
     if (feed !== undefined) await this.appendFeed(feed.shard, feed.entry);
     if (delivery !== undefined) await this.recordDelivery(delivery.id, delivery.answer, delivery.ttlSeconds);
     return true;
@@ -72,7 +71,7 @@ export class MemoryTraits implements TraitBackend {
 
   async appendFeed(shard: string, entry: Omit<FeedEntry, "id">): Promise<void> {
     const entries = this.feeds.get(shard) ?? [];
-    entries.push({ id: this.nextFeedId(), ...structuredClone(entry) });
+    entries.push({ id: this.feedIds.next(), ...structuredClone(entry) });
     if (entries.length > this.feedMaxEntries) {
       const dropped = entries.splice(0, entries.length - this.feedMaxEntries);
       this.trimmed.set(shard, dropped.at(-1)!.id);
@@ -80,25 +79,17 @@ export class MemoryTraits implements TraitBackend {
     this.feeds.set(shard, entries);
   }
 
-  /** The next feed id: the wall clock's ms, as Redis mints stream ids (a clock stepping back stays put). */
-  private nextFeedId(): string {
-    const now = Date.now();
-    if (now > this.lastMs) [this.lastMs, this.lastSeq] = [now, 0];
-    else this.lastSeq += 1;
-    return `${this.lastMs}-${this.lastSeq}`;
-  }
-
   async firstUnread(shards: readonly string[]): Promise<Array<string | null>> {
     return shards.map((shard) => {
       const feed = this.feeds.get(shard) ?? [];
-      return feed[indexAfter(feed, this.cursors.get(shard) ?? null)]?.id ?? null;
+      return feed[entryAfter(feed, this.cursors.get(shard) ?? null)]?.id ?? null;
     });
   }
 
   async readFeed(shard: string, limit: number): Promise<FeedRead> {
     const cursor = this.cursors.get(shard) ?? null;
     const feed = this.feeds.get(shard) ?? [];
-    const from = indexAfter(feed, cursor);
+    const from = entryAfter(feed, cursor);
     const trimmed = this.trimmed.get(shard);
     return {
       cursor,
@@ -112,7 +103,7 @@ export class MemoryTraits implements TraitBackend {
     const cursor = this.cursors.get(shard);
     if (cursor !== undefined && compareFeedIds(id, cursor) <= 0) return cursor;
     const feed = this.feeds.get(shard) ?? [];
-    if (feed[indexAfter(feed, id) - 1]?.id !== id) return null;
+    if (feed[entryAfter(feed, id) - 1]?.id !== id) return null;
     this.cursors.set(shard, id);
     return id;
   }

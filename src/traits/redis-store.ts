@@ -1,13 +1,14 @@
 import { scanKeys, type RedisClient } from "../redis/connect.js";
 import type { KeyLayout } from "../redis/keys.js";
 import { runScript } from "../redis/scripts.js";
+import { RedisIronicQueue } from "../outbox/redis.js";
+import { IRONIC_QUEUE_MAX_ENTRIES } from "../outbox/port.js";
 import {
   EMPTY_TRAIT_RECORD,
   FEED_MAX_ENTRIES,
   compareFeedIds,
   type FeedRead,
-  type DeliveryRecord,
-  type FeedAppend,
+  type CommitAlso,
   type FeedEntry,
   type TraitBackend,
   type TraitRecord,
@@ -35,14 +36,19 @@ async function repliesOf(pipeline: ReturnType<RedisClient["pipeline"]>): Promise
  */
 export class RedisTraits implements TraitBackend {
   private readonly keys: KeyLayout["traits"];
+  /** the queue of changes for Ironic, in the same slot: commits fill it in their script */
+  readonly ironicQueue: RedisIronicQueue;
 
   constructor(
     private readonly redis: RedisClient,
     layout: KeyLayout,
     /** entries a feed keeps, approximately (tests pass a small bound) */
     private readonly feedMaxEntries = FEED_MAX_ENTRIES,
+    /** entries the Ironic queue holds before it folds (tests pass a small bound) */
+    ironicQueueMax = IRONIC_QUEUE_MAX_ENTRIES,
   ) {
     this.keys = layout.traits;
+    this.ironicQueue = new RedisIronicQueue(redis, layout.ironic, ironicQueueMax);
   }
 
   async read(uuid: string): Promise<TraitRecord> {
@@ -60,13 +66,14 @@ export class RedisTraits implements TraitBackend {
     uuid: string,
     expected: number,
     next: TraitRecord,
-    feed?: FeedAppend,
-    delivery?: DeliveryRecord,
+    { feed, delivery, ironic }: CommitAlso = {},
   ): Promise<boolean> {
+    const queue = await this.ironicQueue.commitArguments(ironic);
     const keys = [
       this.keys.bucket(uuid),
       feed ? this.keys.feed(feed.shard) : this.keys.noFeed,
       delivery ? this.keys.delivery(delivery.id) : this.keys.noDelivery,
+      ...queue.keys,
     ];
     const args = [
       uuid,
@@ -76,6 +83,7 @@ export class RedisTraits implements TraitBackend {
       String(this.feedMaxEntries),
       delivery?.answer ?? "",
       String(delivery?.ttlSeconds ?? 0),
+      ...queue.args,
     ];
     return (await runScript(this.redis, "traits-commit", keys, args)) === 1;
   }

@@ -56,9 +56,21 @@ export class TraitService {
     private readonly backend: TraitBackend,
     private readonly nodes: NodeRegistry,
     private readonly ownership: OwnershipRegistry,
-    /** told of every committed change (e.g. the Ironic outbox) */
-    private readonly onApplied: (node: string, deltas: TraitDelta[]) => void = () => undefined,
-  ) {}
+    /**
+     * `toIronic`: queue every committed change for Ironic, in the commit's own atomic step
+     * (the bridge delivers to an Ironic); `onApplied`: told of every committed change
+     */
+    {
+      toIronic = false,
+      onApplied = () => undefined,
+    }: { toIronic?: boolean; onApplied?: (node: string, deltas: TraitDelta[]) => void } = {},
+  ) {
+    this.toIronic = toIronic;
+    this.onApplied = onApplied;
+  }
+
+  private readonly toIronic: boolean;
+  private readonly onApplied: (node: string, deltas: TraitDelta[]) => void;
 
   /**
    * An inspection result for `node`, as the traits the rules found in it (`desired`),
@@ -209,7 +221,15 @@ export class TraitService {
         delivery === undefined
           ? undefined
           : { id: delivery.id, answer: delivery.answerOf(outcome), ttlSeconds: delivery.ttlSeconds };
-      if (await fromStore(() => this.backend.commit(node, record.generation, next, feed, remembered))) {
+      const ironic =
+        this.toIronic && applied.length > 0
+          ? { node, deltas: applied, generation: next.generation }
+          : undefined;
+      if (
+        await fromStore(() =>
+          this.backend.commit(node, record.generation, next, { feed, delivery: remembered, ironic }),
+        )
+      ) {
         this.onApplied(node, result.applied);
         return outcome;
       }

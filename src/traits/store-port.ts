@@ -1,4 +1,5 @@
 import type { NodeTraits } from "./delta.js";
+import type { IronicEnqueue, IronicQueue } from "../outbox/port.js";
 
 /** A node's traits as stored: holders, generation, and the newest order applied per source. */
 export interface TraitRecord extends NodeTraits {
@@ -37,15 +38,8 @@ export interface FeedRead {
   newest: string | null;
 }
 
-/** When a feed entry was appended, ms since the epoch: the first part of its id. */
-export const feedIdMs = (id: string): number => Number(id.slice(0, id.indexOf("-")));
-
-/** Compare two feed ids ("<ms>-<seq>", as Redis streams number entries). */
-export function compareFeedIds(a: string, b: string): number {
-  const [am, as] = a.split("-").map(Number) as [number, number];
-  const [bm, bs] = b.split("-").map(Number) as [number, number];
-  return am !== bm ? am - bm : as - bs;
-}
+/** Feed ids are stream ids: when an entry was appended, and their order. */
+export { streamIdMs as feedIdMs, compareStreamIds as compareFeedIds } from "../domain/stream-ids.js";
 
 /** A webhook delivery's answer, remembered with the commit it led to, for `ttlSeconds`. */
 export interface DeliveryRecord {
@@ -58,6 +52,14 @@ export interface DeliveryRecord {
 export interface FeedAppend {
   shard: string;
   entry: Omit<FeedEntry, "id">;
+}
+
+/** What a commit writes besides the record, in the same atomic step. */
+export interface CommitAlso {
+  feed?: FeedAppend | undefined;
+  delivery?: DeliveryRecord | undefined;
+  /** the changes for Ironic, when the bridge delivers to one */
+  ironic?: IronicEnqueue | undefined;
 }
 
 export const EMPTY_TRAIT_RECORD: TraitRecord = Object.freeze({ holders: {}, generation: 0, lastOrder: {} });
@@ -73,16 +75,12 @@ export interface TraitBackend {
   readMany(uuids: readonly string[]): Promise<TraitRecord[]>;
   /**
    * Store `next` if the stored generation is still `expected`, and in the same atomic
-   * step append `feed.entry` to `feed.shard`'s feed and remember `delivery`; answers
-   * whether it did.
+   * step append `feed.entry` to `feed.shard`'s feed, remember `delivery` and queue
+   * `ironic`'s changes for Ironic; answers whether it did.
    */
-  commit(
-    uuid: string,
-    expected: number,
-    next: TraitRecord,
-    feed?: FeedAppend,
-    delivery?: DeliveryRecord,
-  ): Promise<boolean>;
+  commit(uuid: string, expected: number, next: TraitRecord, with_?: CommitAlso): Promise<boolean>;
+  /** the queue of trait changes for Ironic, on the same store (commits fill it) */
+  readonly ironicQueue: IronicQueue;
   /** append an entry to `shard`'s feed (a snapshot for a node that moved in) */
   appendFeed(shard: string, entry: Omit<FeedEntry, "id">): Promise<void>;
   /** entries of `shard`'s feed after its acknowledged cursor, oldest first (see FeedRead) */

@@ -15,6 +15,7 @@ const benches: Record<string, () => Promise<void>> = {
   stall: async () => (await import("./stall.bench.js")).stallBench(),
   inspector: inspectorBench,
   fenced: async () => (await import("./fenced.bench.js")).fencedBench(),
+  "ironic-delivery": async () => (await import("./ironic-delivery.bench.js")).ironicDeliveryBench(),
   failover: async () => (await import("./failover.bench.js")).failoverBench(),
   ha: async () => (await import("./ha.bench.js")).haBench(),
   ring: ringBench,

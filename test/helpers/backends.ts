@@ -3,6 +3,7 @@ import type { BridgeApp } from "../../src/api/app.js";
 import { listen } from "./http.js";
 import { MemoryNodes } from "../../src/nodes/memory.js";
 import { openStore } from "../../src/store/open.js";
+import type { RedisBackendOptions } from "../../src/store/redis/backend.js";
 import { processClockUs } from "../../src/store/clock.js";
 import { MemoryBackend } from "../../src/store/memory.js";
 import { Store } from "../../src/store/store.js";
@@ -14,12 +15,16 @@ import { ClusterSetup } from "./redis-topology.js";
  * (a Redis restart without persistence, or a restarted bridge process for memory), and
  * how many keys it holds (to prove refused requests wrote nothing).
  */
+/** What a suite may set on a fresh store. */
+export type FreshOptions = Pick<RedisBackendOptions, "ironicQueueMax">;
+
 export interface BackendUnderTest {
   name: "memory" | "redis" | "redis-cluster";
   /** may take up to LONGEST_TEST_TTL_S + a few seconds the first time */
   before(): Promise<void>;
   after(): Promise<void>;
-  fresh(): Promise<Store>;
+  /** `options`: bounds a suite sets smaller than a bridge's (Redis and memory alike) */
+  fresh(options?: FreshOptions): Promise<Store>;
   loseEverything(store: Store): Promise<Store>;
   storedKeys(store: Store): Promise<number>;
   /**
@@ -68,7 +73,12 @@ export function memoryUnderTest(): BackendUnderTest {
     before: async () => undefined,
     after: async () => undefined,
     // A store that started long ago: no recovery wait (test/lease-recovery covers that).
-    fresh: async () => new Store(new MemoryBackend(processClockUs, 0), new MemoryNodes(), new MemoryTraits()),
+    fresh: async (options = {}) =>
+      new Store(
+        new MemoryBackend(processClockUs, 0),
+        new MemoryNodes(),
+        new MemoryTraits(undefined, options.ironicQueueMax),
+      ),
     loseEverything: async () =>
       new Store(new MemoryBackend(processClockUs, 0), new MemoryNodes(), new MemoryTraits()),
     storedKeys: async (store) => {
@@ -89,7 +99,7 @@ let shared: Promise<TestRedisServer> | undefined;
  * first use and old enough that no lease waits out its recovery period (a just-started
  * Redis refuses leases on unknown shards for one TTL). Stopped when the test run exits.
  */
-function sharedServer(): Promise<TestRedisServer> {
+export function sharedServer(): Promise<TestRedisServer> {
   shared ??= (async () => {
     const server = await TestRedisServer.start();
     const admin = server.client();
@@ -158,8 +168,8 @@ export async function stopSharedServer(): Promise<void> {
 export function redisUnderTest(): BackendUnderTest {
   let server: TestRedisServer | undefined;
   const opened: Store[] = [];
-  const open = async () => {
-    const store = await openStore(server!.url);
+  const open = async (options: FreshOptions = {}) => {
+    const store = await openStore(server!.url, options);
     opened.push(store);
     return store;
   };
@@ -176,9 +186,9 @@ export function redisUnderTest(): BackendUnderTest {
     after: async () => {
       await Promise.all(opened.splice(0).map((s) => s.close()));
     },
-    fresh: async () => {
+    fresh: async (options) => {
       await flush();
-      return open();
+      return open(options);
     },
     loseEverything: async (store) => {
       await flush();
@@ -222,9 +232,9 @@ export function redisClusterUnderTest(): BackendUnderTest {
       await Promise.all(opened.splice(0).map((s) => s.close()));
       await flush();
     },
-    fresh: async () => {
+    fresh: async (options) => {
       await flush();
-      const store = await openStore(setup!.storeSpec());
+      const store = await openStore(setup!.storeSpec(), options);
       opened.push(store);
       return store;
     },
@@ -241,7 +251,7 @@ export function redisClusterUnderTest(): BackendUnderTest {
  * Register the hooks a suite needs to run against `backend`: set it up once, a fresh
  * store before each test, tear down after. Read the store from the returned object.
  */
-export function useBackend(backend: BackendUnderTest): { readonly store: Store } {
+export function useBackend(backend: BackendUnderTest, options?: FreshOptions): { readonly store: Store } {
   const context = { store: undefined as unknown as Store };
   before(function () {
     this.timeout(30_000);
@@ -249,7 +259,7 @@ export function useBackend(backend: BackendUnderTest): { readonly store: Store }
   });
   after(() => backend.after());
   beforeEach(async () => {
-    context.store = await backend.fresh();
+    context.store = await backend.fresh(options);
   });
   return context;
 }

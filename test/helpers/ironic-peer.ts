@@ -16,8 +16,32 @@ export interface IronicPeer {
   endpoint: string;
   /** ironic-inspector's endpoint, when started with `inspector: true` */
   inspectorEndpoint?: string;
+  /** SIGSTOP the Ironic process: calls to it hang (the kernel still queues connections) */
+  freeze(): void;
+  /** SIGCONT it */
+  thaw(): void;
+  /**
+   * Set (or, with null, clear) the node's `reservation` in Ironic's own database: what a
+   * conductor holding the node's lock writes, so Ironic answers 409 "locked by host" to
+   * changes until it is cleared.
+   */
+  reserve(node: string, host: string | null): void;
+  /** Ironic's own record of the trait calls it answered, in the order it answered them */
+  traitCalls(): TraitCall[];
   stop(): void;
 }
+
+/** One trait call in Ironic's access log. */
+export interface TraitCall {
+  method: "PUT" | "DELETE";
+  node: string;
+  trait: string;
+  status: number;
+}
+
+/** `127.0.0.1 "PUT /v1/nodes/UUID/traits/TRAIT HTTP/1.1" status: 204`, as eventlet.wsgi logs it. */
+const TRAIT_CALL =
+  /"(PUT|DELETE) \/v1\/nodes\/([0-9a-f-]{36})\/traits\/([A-Z0-9_]+) HTTP\/1\.1" status: (\d+)/;
 
 /**
  * Start a private Ironic (API + conductor, sqlite, noauth, fake-hardware) on free ports,
@@ -53,10 +77,45 @@ export async function startIronic(options: { inspector?: boolean } = {}): Promis
     }
     inspectorEndpoint = inspector.stdout.trim().split("\n").pop()!;
   }
+  const pid = () => Number(readFileSync(join(state, "ironic.pid"), "utf8").trim());
   return {
     endpoint: up.stdout.trim().split("\n").pop()!,
     ...(inspectorEndpoint !== undefined && { inspectorEndpoint }),
-    stop,
+    freeze: () => process.kill(pid(), "SIGSTOP"),
+    thaw: () => process.kill(pid(), "SIGCONT"),
+    reserve: (node, host) => {
+      // Debian's python (Ironic needs it anyway) has sqlite3; the CLI may not be installed.
+      const script =
+        "import sqlite3, sys; db = sqlite3.connect(sys.argv[1], timeout=30); " +
+        "db.execute('UPDATE nodes SET reservation = ? WHERE uuid = ?', (sys.argv[3] or None, sys.argv[2])); " +
+        "db.commit()";
+      const run = spawnSync(
+        "/usr/bin/python3",
+        ["-c", script, join(state, "ironic.sqlite"), node, host ?? ""],
+        {
+          encoding: "utf8",
+        },
+      );
+      if (run.status !== 0) throw new Error(`reserving ${node} in Ironic's database: ${run.stderr}`);
+    },
+    traitCalls: () =>
+      readFileSync(join(state, "ironic.log"), "utf8")
+        .split("\n")
+        .flatMap((line) => {
+          const m = TRAIT_CALL.exec(line);
+          return m === null
+            ? []
+            : [{ method: m[1] as "PUT" | "DELETE", node: m[2]!, trait: m[3]!, status: Number(m[4]) }];
+        }),
+    stop: () => {
+      // A frozen Ironic would not stop on SIGTERM.
+      try {
+        process.kill(pid(), "SIGCONT");
+      } catch {
+        // gone already
+      }
+      stop();
+    },
   };
 }
 

@@ -53,6 +53,13 @@ export interface RedisBackendOptions {
   replicaAckMs?: number;
   /** entries a shard's trait feed keeps (default FEED_MAX_ENTRIES; tests pass a small bound) */
   feedMaxEntries?: number;
+  /** entries the Ironic queue holds before it folds (default IRONIC_QUEUE_MAX_ENTRIES) */
+  ironicQueueMax?: number;
+  /**
+   * keep the lease directory (every shard granted, per agent its grants; default true):
+   * the partition leases skip it, their holders being one-off worker names
+   */
+  leaseDirectory?: boolean;
   /** test-only: drive the scripts' clock (and the store's lineage) from the caller (differential test) */
   virtualClock?: { nowUs: () => number; bootUs: () => number; lineage?: () => StoreLineage | undefined };
 }
@@ -134,13 +141,26 @@ export class RedisBackend implements LeaseBackend {
   private constructor(
     private readonly redis: RedisClient,
     readonly topology: RedisTopology,
-    options: RedisBackendOptions,
+    private readonly options: RedisBackendOptions,
   ) {
     this.keys = keyLayout(options.namespace);
     this.virtualClock = options.virtualClock;
     this.acks = isReplicated(topology) ? { replicas: 1, timeoutMs: options.replicaAckMs ?? 250 } : null;
     this.feedMaxEntries = options.feedMaxEntries;
     defineScripts(redis, options.virtualClock === undefined ? "server" : ("virtual" satisfies ScriptClock));
+  }
+
+  /**
+   * The leases of the Ironic queue's partitions (one owner each): the same lease rules
+   * and scripts as shards' leases, on this connection, in a key space of their own so
+   * they never show among the shards.
+   */
+  partitionOwners(): RedisBackend {
+    return new RedisBackend(this.redis, this.topology, {
+      ...this.options,
+      namespace: this.keys.ironic.ownersNamespace,
+      leaseDirectory: false,
+    });
   }
 
   /**
@@ -166,7 +186,7 @@ export class RedisBackend implements LeaseBackend {
 
   /** Node traits on this same connection. */
   traitBackend(): RedisTraits {
-    return new RedisTraits(this.redis, this.keys, this.feedMaxEntries);
+    return new RedisTraits(this.redis, this.keys, this.feedMaxEntries, this.options.ironicQueueMax);
   }
 
   /** Shard definitions on this same connection. */
@@ -252,7 +272,7 @@ export class RedisBackend implements LeaseBackend {
     const outcome = decodeLease(await this.leaseWrite("acquire", shard, [agent, ttlMs]));
     // Into the directory before the grant is answered: a bridge that dies in between
     // leaves a lease whose holder never learned its token, so nothing relies on it yet.
-    if (outcome.ok) await this.record(shard, agent);
+    if (outcome.ok && this.options.leaseDirectory !== false) await this.record(shard, agent);
     return outcome;
   }
 

@@ -1,0 +1,175 @@
+import { expect } from "chai";
+import { IronicClient } from "../src/ironic/client.js";
+import { toBridgeNodes } from "../src/ironic/sync.js";
+import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
+import { callSteps, ironicTraits, stepDeltas, stepsInOrder, untilBridgeDrained } from "./helpers/delivery.js";
+import { postWebhook } from "./helpers/http.js";
+import { createIronicNode, useIronicPeer, type IronicPeer } from "./helpers/ironic-peer.js";
+import { TestRedisServer } from "./helpers/redis-server.js";
+
+/** Seconds a bridge owns its part of the queue: a dead one's part is taken over after this long. */
+const OWNER_TTL_S = 8;
+
+/**
+ * The issue's case: `serve` processes on one Redis deliver trait changes to the real
+ * Ironic; Ironic is frozen (SIGSTOP) so changes queue, and the bridge that owns them is
+ * killed -9 with calls in flight. After its restart, or on the other bridge, every change
+ * lands in Ironic, in order (judged by Ironic's own log), and Ironic ends with the
+ * bridge's traits.
+ */
+describe("Durable delivery to Ironic: kill -9 of a bridge with deliveries pending", function () {
+  this.timeout(300_000);
+  const ironicPeer = useIronicPeer("Durable delivery fault tests");
+  let ironic: IronicPeer;
+  let redis: TestRedisServer;
+  const running: BridgeProcess[] = [];
+
+  before(async () => {
+    ironic = ironicPeer.peer;
+    redis = await TestRedisServer.start();
+  });
+  after(async () => {
+    await redis?.stop();
+  });
+  beforeEach(async () => {
+    const admin = redis.client();
+    await admin.flushall();
+    admin.disconnect();
+  });
+  afterEach(async () => {
+    ironic.thaw(); // whatever happened, Ironic runs again for the next test
+    for (const bridge of running.splice(0)) await bridge.stop();
+  });
+
+  const serve = async () => {
+    const bridge = await startBridge({
+      shards: [],
+      agents: [],
+      store: redis.url,
+      args: ["--ironic", ironic.endpoint, "--ironic-owner-ttl", String(OWNER_TTL_S)],
+    });
+    running.push(bridge);
+    return bridge;
+  };
+  const admin = (bridge: BridgeProcess) => bridge.tokens.tokens.find((t) => t.role === "admin")!.token;
+  const delivery = async (bridge: BridgeProcess): Promise<Record<string, any>> =>
+    (
+      await fetch(`${bridge.url}/v1/ironic/delivery`, {
+        headers: { authorization: `Bearer ${admin(bridge)}` },
+      })
+    ).json();
+  const until = async (what: string, check: () => Promise<boolean>, timeoutMs = 60_000) => {
+    const deadline = performance.now() + timeoutMs;
+    while (!(await check())) {
+      if (performance.now() > deadline) throw new Error(`not within ${timeoutMs} ms: ${what}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  };
+  /** Step `k` of each node, through the inspector webhook of `bridge` (nodes in parallel). */
+  const steps = (bridge: BridgeProcess, nodes: string[], k: number) =>
+    Promise.all(
+      nodes.map(async (node) => {
+        const token = bridge.tokens.tokens.find((t) => t.role === "inspector")!.token;
+        const answer = await postWebhook(
+          bridge.url,
+          { kind: "deltas", node, deltas: stepDeltas(k) },
+          { token },
+        );
+        expect(answer.status, JSON.stringify(answer.body)).to.equal(200);
+      }),
+    );
+  const bridgeTraits = async (bridge: BridgeProcess, node: string) => {
+    const answer = await fetch(`${bridge.url}/v1/nodes/${node}/traits`, {
+      headers: { authorization: `Bearer ${admin(bridge)}` },
+    });
+    return ((await answer.json()) as { traits: Array<{ name: string }> }).traits.map((t) => t.name).sort();
+  };
+
+  /** Nodes in Ironic, loaded into the bridge, each with step 1 delivered (Ironic running). */
+  async function prepared(bridge: BridgeProcess, names: string[]): Promise<string[]> {
+    const nodes = await Promise.all(
+      names.map((name) => createIronicNode(ironic.endpoint, { name, shard: "rack-a" })),
+    );
+    const loaded = await fetch(`${bridge.url}/v1/nodes/bulk`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${admin(bridge)}`, "content-type": "application/json" },
+      body: JSON.stringify({ nodes: toBridgeNodes(await new IronicClient(ironic.endpoint).nodes()) }),
+    });
+    expect(loaded.status).to.equal(200);
+    await steps(bridge, nodes, 1);
+    await untilBridgeDrained(bridge.url, admin(bridge), 60_000);
+    return nodes;
+  }
+
+  /** Every node has CUSTOM_S{last} alone in Ironic and in the bridge, and Ironic took its steps in order. */
+  async function expectDelivered(bridge: BridgeProcess, nodes: string[], last: number): Promise<void> {
+    const calls = ironic.traitCalls();
+    for (const node of nodes) {
+      expect(await ironicTraits(ironic.endpoint, node), `node ${node} in Ironic`).to.deep.equal([
+        `CUSTOM_S${last}`,
+      ]);
+      expect(await bridgeTraits(bridge, node)).to.deep.equal([`CUSTOM_S${last}`]);
+      const taken = callSteps(calls, node);
+      expect(stepsInOrder(taken), `node ${node}: steps in Ironic's log ${taken}`).to.equal(true);
+      expect(taken.at(-1)).to.equal(last);
+    }
+  }
+
+  it("after the restart every change lands in Ironic, in order, and Ironic ends with the bridge's traits", async () => {
+    const bridge = await serve();
+    const nodes = await prepared(
+      bridge,
+      [1, 2, 3, 4, 5, 6].map((i) => `restart-${i}`),
+    );
+    ironic.freeze();
+    for (let k = 2; k <= 5; k++) await steps(bridge, nodes, k);
+    const queued = 6 * 4 * 2; // six nodes, steps 2 to 5, two changes a step
+    await until("calls in flight to the frozen Ironic", async () => {
+      const answer = await delivery(bridge);
+      return answer.this_bridge.calls_in_flight > 0;
+    });
+    expect((await delivery(bridge)).pending_changes).to.equal(queued);
+
+    await bridge.restart(); // kill -9, then `serve` again on the same store
+    const after = await delivery(bridge);
+    expect(after.durable).to.equal(true);
+    expect(after.pending_changes, "nothing lost with the bridge").to.equal(queued);
+    ironic.thaw();
+    const done = await untilBridgeDrained(bridge.url, admin(bridge), 120_000);
+    expect(done.batches.given_up).to.equal(0);
+    await expectDelivered(bridge, nodes, 5);
+  });
+
+  it("on the other bridge: it takes the dead one's partitions and delivers every change in order", async () => {
+    const a = await serve();
+    const b = await serve();
+    await until("both bridges own partitions", async () => {
+      const [da, db] = [await delivery(a), await delivery(b)];
+      return da.this_bridge.partitions.length > 0 && db.this_bridge.partitions.length > 0;
+    });
+    const nodes = await prepared(
+      a,
+      [1, 2, 3, 4, 5, 6, 7, 8].map((i) => `takeover-${i}`),
+    );
+    ironic.freeze();
+    // Steps through both bridges, alternately: the queue is one.
+    for (let k = 2; k <= 5; k++) await steps(k % 2 === 0 ? a : b, nodes, k);
+    await until("calls in flight from a to the frozen Ironic", async () => {
+      const answer = await delivery(a);
+      return answer.this_bridge.calls_in_flight > 0;
+    });
+    const lost = (await delivery(a)).this_bridge.partitions as number[];
+    await a.serve.kill();
+    // b takes a's partitions once their leases have expired (one TTL), while Ironic is still frozen.
+    await until(
+      "b owns every partition",
+      async () => (await delivery(b)).this_bridge.partitions.length === 16,
+      (OWNER_TTL_S * 3 + 10) * 1000,
+    );
+    expect(lost.length).to.be.above(0);
+    ironic.thaw();
+    const done = await untilBridgeDrained(b.url, admin(b), 120_000);
+    expect(done.batches.given_up).to.equal(0);
+    await expectDelivered(b, nodes, 5);
+  });
+});
