@@ -2,6 +2,7 @@ import { expect } from "chai";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import express, { Router } from "express";
 import { createApp } from "../src/api/app.js";
+import { IronicDelivery } from "../src/ironic/delivery.js";
 import { openApiDocument } from "../src/api/openapi/document.js";
 import { expressRoutes } from "../src/api/routes.js";
 import { ShardCatalog } from "../src/shards/definitions.js";
@@ -569,6 +570,10 @@ describe("OpenAPI contract: the fenced Ironic endpoint, against the real Ironic"
       authority: testAuthority(),
       catalog,
       ironicUrl: peer.peer.endpoint,
+      // Delivery configured (not started: only its report is asked for here).
+      ironic: new IronicDelivery(store.traits.ironicQueue, store.ironicOwners, {
+        endpoint: peer.peer.endpoint,
+      }),
     }),
   );
   const ops = OPERATIONS.filter(isFenced);
