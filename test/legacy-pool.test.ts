@@ -2,7 +2,7 @@ import { expect } from "chai";
 import { createApp } from "../src/api/app.js";
 import type { BareMetalNode } from "../src/domain/node.js";
 import { randomUuid, seededRandom } from "../src/random.js";
-import { legacyNodesOf, legacyPoolMembers } from "../src/ring/membership.js";
+import { legacyNodesOf, legacyPoolMembers, servesNoShard, shardInService } from "../src/ring/membership.js";
 import { LegacyPool } from "../src/ring/pool.js";
 import { buildRing } from "../src/ring/legacy.js";
 import { novaRing } from "../src/ring/tooz.js";
@@ -20,6 +20,7 @@ const node = (uuid: string, extra: Partial<BareMetalNode> = {}): BareMetalNode =
 
 describe("Legacy pool: nova's membership rules (pure)", () => {
   it("holds agents that are up and serve no shard, lower-cased; not the down, the sharded or lease holders", () => {
+    const inService = (shard: string) => shard === "rack-1" || shard === "rack-2";
     const members = legacyPoolMembers(
       [
         { agent: "Compute-A", ageMs: 5_000, serves: [] },
@@ -28,9 +29,39 @@ describe("Legacy pool: nova's membership rules (pure)", () => {
         { agent: "compute-d", ageMs: 1_000, serves: ["rack-1"] },
         { agent: "compute-e", ageMs: 1_000, serves: [] },
       ],
-      new Set(["compute-e"]),
+      new Map([["compute-e", ["rack-2"]]]),
+      inService,
     );
     expect(members).to.deep.equal(["compute-a", "compute-b"]);
+  });
+
+  it("lets a shard take its agent out only once it carries nodes and is no longer filling", () => {
+    // The trap of the switch: a lease taken before the shard keys land must not empty the agent's list.
+    expect(shardInService(0, false), "no nodes yet").to.equal(false);
+    expect(shardInService(17, true), "still being filled by migrate apply").to.equal(false);
+    expect(shardInService(17, false)).to.equal(true);
+    const counts = new Map([
+      ["planned", 0],
+      ["filling", 12],
+      ["live", 5],
+    ]);
+    const filling = new Set(["filling"]);
+    const inService = (shard: string) => shardInService(counts.get(shard) ?? 0, filling.has(shard));
+    const agents = [
+      { agent: "holds-planned", ageMs: 0, serves: ["planned"] },
+      { agent: "holds-filling", ageMs: 0, serves: ["filling"] },
+      { agent: "declares-live", ageMs: 0, serves: ["live", "planned"] },
+      { agent: "holds-live", ageMs: 0, serves: [] },
+    ];
+    const held = new Map([
+      ["holds-planned", ["planned"]],
+      ["holds-filling", ["filling"]],
+      ["holds-live", ["filling", "live"]],
+    ]);
+    expect(legacyPoolMembers(agents, held, inService)).to.deep.equal(["holds-filling", "holds-planned"]);
+    expect(servesNoShard(["planned"], ["filling"], inService)).to.equal(true);
+    expect(servesNoShard([], ["live"], inService)).to.equal(false);
+    expect(servesNoShard(undefined, [], inService)).to.equal(true);
   });
 
   it("keeps a node with an instance on the instance's host, whatever the ring says", () => {

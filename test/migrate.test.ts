@@ -9,9 +9,22 @@ import { IronicClient } from "../src/ironic/client.js";
 import { randomUuid, seededRandom } from "../src/random.js";
 import { compareEvents } from "../src/ring/compare.js";
 import { buildRing } from "../src/ring/legacy.js";
-import { currentAgentOf, planShards, type PlanNode } from "../src/ring/plan.js";
+import {
+  currentAgentOf,
+  inventoryChanges,
+  inventoryEntry,
+  inventoryFingerprint,
+  planShards,
+  type MigrationPlan,
+  type PlanNode,
+} from "../src/ring/plan.js";
+import { planFile, readPlanFile, type PlanFile } from "../src/commands/migrate-file.js";
+import { applyPlan, writeDefinitions } from "../src/commands/migrate-apply.js";
+import { ConfigError } from "../src/config.js";
 import { ToozRing } from "../src/ring/tooz.js";
-import { memoryUnderTest, useApp } from "./helpers/backends.js";
+import { BridgeClient } from "../src/agent/client.js";
+import { bridgeKeeper, type LeaseKeeper } from "../src/agent/lease-keeper.js";
+import { backendsUnderTest, memoryUnderTest, useApp } from "./helpers/backends.js";
 import { call, TEST_TOKENS, testAuthority, wholeNode } from "./helpers/http.js";
 import { createIronicNode, useIronicPeer } from "./helpers/ironic-peer.js";
 import { runShardbridge } from "./helpers/cli.js";
@@ -121,6 +134,128 @@ describe("Migration plan and comparison (pure)", () => {
     // Without standbys a lost active's nodes are left unmanaged.
     const bare = compareEvents(nodes, AGENTS, { standbys: 0, only: ["compute-3"] });
     expect(bare.events[0]!.shards).to.include({ moved: 0, unmanaged: owned.length });
+  });
+});
+
+describe("Migration plan file: fingerprint, changes, nova's side (pure)", () => {
+  const nodes = fleet(31, 40, (i) =>
+    i < 3 ? { instance_host: "Compute-B" } : i === 3 ? { shard: "kept" } : {},
+  );
+  const ring = buildRing("tooz", ["compute-a", "compute-b"]);
+  const plan = planShards(nodes, ring, { maxPerShard: 10 });
+  const file = planFile(
+    plan,
+    nodes,
+    { source: "bridge", from: "http://bridge", ring: "tooz", members: ["compute-a", "compute-b"] },
+    { maxPerShard: 10, leaseTtlMs: 8000, now: new Date(0) },
+  );
+  const planned = new Map(plan.shards.flatMap((s) => s.nodes.map((u) => [u, s.name] as const)));
+  const entries = nodes.map(inventoryEntry);
+
+  it("fingerprints the inventory and the ring, whatever the order nodes were read in", () => {
+    const ringOf = { kind: "tooz", members: ["compute-a", "compute-b"] };
+    expect(inventoryFingerprint([...entries].reverse(), ringOf)).to.equal(file.inventory.fingerprint);
+    expect(inventoryFingerprint(entries, { ...ringOf, members: ["COMPUTE-B", "compute-a"] })).to.equal(
+      file.inventory.fingerprint,
+    );
+    expect(inventoryFingerprint(entries, { ...ringOf, members: ["compute-a"] })).to.not.equal(
+      file.inventory.fingerprint,
+    );
+    const moved = entries.map((e, i) =>
+      i === 5 ? { ...e, instance_host: "compute-a", has_instance: true } : e,
+    );
+    expect(inventoryFingerprint(moved, ringOf)).to.not.equal(file.inventory.fingerprint);
+  });
+
+  it("names what changed since the plan; a node already in its planned shard is not a change (resume)", () => {
+    const uuid = (i: number) => entries[i]!.uuid;
+    const now = entries
+      .filter((_, i) => i !== 7)
+      .map((e, i) =>
+        e.uuid === uuid(9)
+          ? { ...e, shard: planned.get(e.uuid)! } // applied already
+          : e.uuid === uuid(10)
+            ? { ...e, shard: "elsewhere" }
+            : i === 0
+              ? { ...e, instance_host: "compute-a" }
+              : e,
+      );
+    now.push({
+      uuid: "ffffffff-ffff-4fff-8fff-ffffffffffff",
+      shard: null,
+      instance_host: null,
+      has_instance: false,
+    });
+    const changes = inventoryChanges(file.inventory.nodes, now, planned);
+    const by = new Map(changes.map((c) => [c.uuid, c]));
+    expect(changes).to.have.length(4);
+    expect(by.get(uuid(7))).to.include({ change: "removed" });
+    expect(by.get(uuid(10))).to.include({ change: "changed", detail: "shard: null -> elsewhere" });
+    expect(by.get(uuid(0))!.detail).to.equal("instance_host: Compute-B -> compute-a");
+    expect(by.get("ffffffff-ffff-4fff-8fff-ffffffffffff")).to.include({ change: "added" });
+    expect(by.has(uuid(9))).to.equal(false);
+  });
+
+  it("gives nova's side: one service per shard (host SHARD-ironic), the old services, a move per deployed node", () => {
+    expect(file.nova.services).to.deep.equal(
+      plan.shards.map((s) => ({ shard: s.name, agent: s.active, host: `${s.name}-ironic` })),
+    );
+    expect(file.nova.old_services).to.deep.equal(["compute-a", "compute-b"]);
+    expect(file.nova.moves.map((m) => m.uuid).sort()).to.deep.equal(
+      nodes
+        .slice(0, 3)
+        .map((n) => n.uuid)
+        .sort(),
+    );
+    for (const move of file.nova.moves) {
+      expect(move.from).to.equal("Compute-B");
+      expect(move.to).to.equal(`${planned.get(move.uuid)}-ironic`);
+    }
+    expect(file.definitions.every((d) => d.lease_ttl_ms === 8000 && d.agents.length === 1)).to.equal(true);
+  });
+
+  it("reads its own file back, and refuses edits that break its promises as bad input, naming the field", () => {
+    const dir = mkdtempSync(join(tmpdir(), "sb-plan-file-"));
+    try {
+      const write = (content: unknown) => {
+        const path = join(dir, "plan.json");
+        writeFileSync(path, JSON.stringify(content));
+        return path;
+      };
+      expect(readPlanFile(write(file))).to.deep.equal(file);
+      const refused: Array<[unknown, RegExp]> = [
+        [
+          { ...file, shards: [...file.shards, { ...file.shards[0]!, name: "x" }] },
+          /shards\[\d+\]\.nodes\[0\]: .* too/,
+        ],
+        [
+          { ...file, shards: file.shards.map((s, i) => (i === 0 ? { ...s, name: "kept" } : s)) },
+          /shards\[0\]\.name: kept is a shard the inventory has/,
+        ],
+        [{ ...file, definitions: file.definitions.slice(1) }, /shards\[0\]\.name: .* has no definition/],
+        [
+          { ...file, definitions: [...file.definitions, { ...file.definitions[0]!, name: "extra" }] },
+          /definitions\[\d+\]\.name: extra is no planned shard/,
+        ],
+        [
+          { ...file, inventory: { ...file.inventory, members: [] } },
+          /inventory\.members: must name at least one member/,
+        ],
+        [
+          {
+            ...file,
+            definitions: [{ ...file.definitions[0]!, lease_ttl_ms: 10 }, ...file.definitions.slice(1)],
+          },
+          /definitions\[0\]\.lease_ttl_ms: must be at least 1000/,
+        ],
+      ];
+      for (const [content, message] of refused) {
+        const attempt = () => readPlanFile(write(content));
+        expect(attempt).to.throw(ConfigError, message);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
@@ -289,5 +424,193 @@ describe("migrate plan --apply to the real Ironic API (PATCH shard, API 1.82)", 
     }
     for (const uuid of created) expect(nodes.get(uuid)!.shard).to.match(/^ring-compute-[abc]-\d+$/);
     expect(nodes.get(already)!.shard).to.equal("keep-me");
+  });
+});
+
+for (const backend of backendsUnderTest())
+  describe(`The switch from nova's ring to shards, checked at every instant (node by node): ${backend.name}`, function () {
+    this.timeout(120_000);
+    const ctx = useApp(backend, (store) =>
+      createApp(store, { authority: testAuthority(), legacy: { rebuildMs: 0 } }),
+    );
+    const agents = ["compute-a", "compute-b", "compute-9"];
+    const as = (agent: string) => TEST_TOKENS.agent(agent);
+
+    /** Each agent's keepers, one per planned shard, renewing as an agent does. */
+    const keepers = new Map<string, LeaseKeeper[]>();
+    afterEach(async () => {
+      await Promise.all([...keepers.values()].flat().map((k) => k.stop()));
+      keepers.clear();
+    });
+    const tokensOf = (agent: string) =>
+      (keepers.get(agent) ?? []).flatMap((k) => (k.token() === null ? [] : [k.token()!]));
+
+    /** Every agent's list as it asks for it (its own token, the tokens it holds). */
+    const listsNow = async () => {
+      const lists = new Map<string, Set<string>>();
+      for (const agent of agents) {
+        const res = await call(
+          `${ctx.base}/v1/agents/${agent}/nodes?token=${tokensOf(agent).join(",")}`,
+          "GET",
+          undefined,
+          as(agent),
+        );
+        expect(res.status).to.equal(200);
+        lists.set(agent, new Set(res.body.nodes.map((n: { uuid: string }) => n.uuid)));
+      }
+      return lists;
+    };
+    /** What is wrong at this instant: a planned node not listed by its agent, or listed by another. */
+    const violations = (lists: Map<string, Set<string>>, plan: MigrationPlan) =>
+      plan.shards.flatMap((shard) =>
+        shard.nodes.flatMap((uuid) => {
+          const by = agents.filter((a) => lists.get(a)!.has(uuid));
+          return by.length === 1 && by[0] === shard.active ? [] : [`${uuid}: ${by.join("+") || "nobody"}`];
+        }),
+      );
+
+    /** The fleet planned, its shards defined (`filling` or not), each held and declared by its agent. */
+    async function setUp(filling: boolean): Promise<MigrationPlan> {
+      const nodes = fleet(21, 90, (i) => (i < 6 ? { instance_host: "compute-b" } : {}));
+      await call(`${ctx.base}/v1/nodes/bulk`, "POST", { nodes: nodes.map(wholeNode) });
+      const plan = planShards(nodes, buildRing("tooz", agents), { maxPerShard: 12 });
+      for (const shard of plan.shards) {
+        const put = await call(`${ctx.base}/v1/shard-definitions/${shard.name}`, "PUT", {
+          agents: [shard.active],
+          filling,
+        });
+        expect(put.status).to.equal(201);
+      }
+      // Each agent takes its planned shards' leases and declares them: they carry no nodes yet.
+      for (const agent of agents) {
+        const mine = plan.shards.filter((s) => s.active === agent).map((s) => s.name);
+        await call(`${ctx.base}/v1/agents/${agent}/heartbeat`, "POST", { shards: mine }, as(agent));
+        const client = new BridgeClient(ctx.base, as(agent));
+        keepers.set(
+          agent,
+          mine.map((shard) => bridgeKeeper(client, shard, agent, 100).start()),
+        );
+      }
+      const deadline = performance.now() + 30_000;
+      while (agents.some((a) => tokensOf(a).length < keepers.get(a)!.length)) {
+        expect(performance.now(), "every keeper active within 30 s").to.be.below(deadline);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      return plan;
+    }
+
+    it("with the planned shards marked filling, every planned node is listed by exactly its agent after every single write", async () => {
+      const plan = await setUp(true);
+      // The trap of issue 15: holding a planned shard's lease must not take the agent out of the pool.
+      expect(violations(await listsNow(), plan)).to.deep.equal([]);
+      let instants = 0;
+      // Node by node, interleaving agents, as a concurrent ironic-sync might copy them.
+      const moves = plan.shards.flatMap((s) => s.nodes.map((uuid, i) => ({ uuid, shard: s.name, i })));
+      moves.sort((a, b) => a.i - b.i || (a.uuid < b.uuid ? -1 : 1));
+      for (const { uuid, shard } of moves) {
+        expect((await call(`${ctx.base}/v1/nodes/${uuid}`, "PATCH", { shard })).status).to.equal(200);
+        expect(violations(await listsNow(), plan), `after ${uuid} -> ${shard}`).to.deep.equal([]);
+        instants++;
+      }
+      for (const shard of plan.shards) {
+        await call(`${ctx.base}/v1/shard-definitions/${shard.name}`, "PUT", { agents: [shard.active] });
+        expect(violations(await listsNow(), plan), `after ${shard.name} stopped filling`).to.deep.equal([]);
+        instants++;
+      }
+      expect(instants).to.equal(90 + plan.shards.length);
+      const pool = (await call(`${ctx.base}/v1/agents`, "GET")).body.agents.filter(
+        (a: { legacy_pool: boolean }) => a.legacy_pool,
+      );
+      expect(pool, "every agent serves its shards now").to.deep.equal([]);
+    });
+
+    it("without the filling mark the first write takes the agent out: the check catches its other nodes", async () => {
+      const plan = await setUp(false);
+      expect(violations(await listsNow(), plan), "empty shards keep their holders in the pool").to.deep.equal(
+        [],
+      );
+      const first = plan.shards.find((s) => s.active === "compute-a")!;
+      await call(`${ctx.base}/v1/nodes/${first.nodes[0]}`, "PATCH", { shard: first.name });
+      const wrong = violations(await listsNow(), plan);
+      // Every other node of compute-a's ring share: now in the others' rings (rebuilt at once here).
+      const ringShare =
+        plan.shards.filter((s) => s.active === "compute-a").flatMap((s) => s.nodes).length - 1;
+      expect(wrong.length, wrong.join("\n")).to.equal(ringShare);
+      expect(wrong.some((w) => /: compute-(b|9)$/.test(w))).to.equal(true);
+    });
+  });
+
+describe("migrate apply resumes a run that stopped half way (a bridge, no Ironic)", function () {
+  this.timeout(120_000);
+  const ctx = useApp(memoryUnderTest(), (store) =>
+    createApp(store, { authority: testAuthority(), legacy: { rebuildMs: 0 } }),
+  );
+  const agents = ["compute-a", "compute-b"];
+  const keepers: LeaseKeeper[] = [];
+  afterEach(async () => {
+    await Promise.all(keepers.splice(0).map((k) => k.stop()));
+  });
+
+  /** The fleet in the bridge, planned, prepared, each planned shard held by its agent. */
+  async function prepared(): Promise<{ file: PlanFile; bridge: BridgeClient; lines: string[] }> {
+    const nodes = fleet(41, 30);
+    await call(`${ctx.base}/v1/nodes/bulk`, "POST", { nodes: nodes.map(wholeNode) });
+    for (const agent of agents)
+      await call(
+        `${ctx.base}/v1/agents/${agent}/heartbeat`,
+        "POST",
+        { shards: [] },
+        TEST_TOKENS.agent(agent),
+      );
+    const plan = planShards(nodes, buildRing("tooz", agents), { maxPerShard: 8 });
+    const file = planFile(
+      plan,
+      nodes,
+      { source: "bridge", from: ctx.base, ring: "tooz", members: agents },
+      { maxPerShard: 8, leaseTtlMs: 6000 },
+    );
+    const bridge = new BridgeClient(ctx.base, TEST_TOKENS.admin, 30_000);
+    await writeDefinitions({ plan: file, bridge }, true);
+    for (const shard of plan.shards) {
+      const client = new BridgeClient(ctx.base, TEST_TOKENS.agent(shard.active));
+      keepers.push(bridgeKeeper(client, shard.name, shard.active, 100).start());
+    }
+    while (keepers.some((k) => k.token() === null)) await new Promise((r) => setTimeout(r, 50));
+    return { file, bridge, lines: [] };
+  }
+  const apply = (file: PlanFile, bridge: BridgeClient, lines: string[]) =>
+    applyPlan({
+      plan: file,
+      bridge,
+      ironic: null,
+      force: false,
+      say: (l) => lines.push(l),
+      sleep: async () => {},
+    });
+
+  it("with some keys written and the shards filling, it writes the rest and ends verified", async () => {
+    const { file, bridge, lines } = await prepared();
+    const half = file.shards.flatMap((s) => s.nodes.slice(0, 2).map((uuid) => [uuid, s.name] as const));
+    for (const [uuid, shard] of half) await bridge.patchNode(uuid, { shard });
+    expect(await apply(file, bridge, lines), lines.join("\n")).to.equal(true);
+    expect(lines).to.include(`bridge: ${30 - half.length} shard keys written`);
+    expect(lines.join("\n")).to.match(/every node is managed by the agent that managed it before/);
+  });
+
+  it("with every key written and the shards still filling, it only clears them and verifies", async () => {
+    const { file, bridge, lines } = await prepared();
+    for (const shard of file.shards)
+      for (const uuid of shard.nodes) await bridge.patchNode(uuid, { shard: shard.name });
+    const version = (await bridge.shardDefinitions()).version;
+    expect(await apply(file, bridge, lines), lines.join("\n")).to.equal(true);
+    expect(lines[0]).to.match(/has its shard key already/);
+    // One write per definition, filling cleared: never marked filling again.
+    const after = await bridge.shardDefinitions();
+    expect(after.definitions.every((d) => !d.filling)).to.equal(true);
+    expect(lines.some((l) => /marked filling/.test(l))).to.equal(false);
+    expect(after.version).to.be.greaterThan(version);
+    const again: string[] = [];
+    expect(await apply(file, bridge, again)).to.equal(true);
+    expect(again[0]).to.match(/already applied/);
   });
 });

@@ -96,6 +96,7 @@ const BODIES: Record<string, unknown> = {
   "PATCH /v1/nodes/{uuid}": {},
   "POST /v1/agents/{id}/heartbeat": { shards: [] },
   "POST /v1/shards/{shard}/feed/ack": { token: 1, id: "1-0" },
+  "PUT /v1/shard-definitions/{shard}": {},
 };
 /** A path parameter's value that breaks its rule. */
 const BAD_PARAMETER: Record<string, string> = {
@@ -755,6 +756,28 @@ for (const backend of backendsUnderTest()) {
       expectStatus(out, 303);
       expect(out.headers.get("location")).to.equal("/ui/login");
       expect(out.headers.get("set-cookie")).to.match(new RegExp(`^${SESSION_COOKIE}=; .*Max-Age=0`));
+    });
+
+    it("shard definitions: list, define, replace, remove, and their refusals", async () => {
+      const defs = "/v1/shard-definitions";
+      const created = await send(ctx.base, "PUT", `${defs}/rack-s`, {
+        body: { lease_ttl_ms: 9000, agents: ["compute-0"], filling: true },
+      });
+      expectStatus(created, 201);
+      expectStatus(await send(ctx.base, "PUT", `${defs}/rack-s`, { body: { description: "S" } }), 200);
+      const listed = await send(ctx.base, "GET", defs, { token: TEST_TOKENS.inspector });
+      expect(listed.body.definitions.map((d: { source: string }) => d.source)).to.include.members([
+        "file",
+        "store",
+      ]);
+      const shown = await send(ctx.base, "GET", "/v1/shards/rack-s");
+      expect(shown.body).to.include({ defined_by: "store", filling: false });
+      const badTtl = await send(ctx.base, "PUT", `${defs}/rack-s`, { body: { lease_ttl_ms: 1 } });
+      expect(badTtl.body.errors[0].field).to.equal("lease_ttl_ms");
+      expectStatus(await send(ctx.base, "PUT", `${defs}/rack-a`, { body: {} }), 409);
+      expectStatus(await send(ctx.base, "DELETE", `${defs}/rack-a`), 409);
+      expectStatus(await send(ctx.base, "DELETE", `${defs}/rack-s`), 204);
+      expectStatus(await send(ctx.base, "DELETE", `${defs}/rack-s`), 404);
     });
 
     it("Ironic delivery without an Ironic", async () => {

@@ -10,7 +10,11 @@ import { processClockUs } from "../src/store/clock.js";
 import { MemoryBackend } from "../src/store/memory.js";
 import { ShardCatalog, ShardDefinitionError, loadShardCatalog } from "../src/shards/definitions.js";
 import { Store } from "../src/store/store.js";
-import { call, listen, testAuthority } from "./helpers/http.js";
+import { call, listen, testAuthority, TEST_TOKENS } from "./helpers/http.js";
+import { backendsUnderTest, useApp } from "./helpers/backends.js";
+import { TestRedisServer } from "./helpers/redis-server.js";
+import { openStore } from "../src/store/open.js";
+import { DEFINITIONS_REFRESH_MS, StoredDefinitions } from "../src/shards/stored-definitions.js";
 
 describe("Shard definitions", () => {
   let dir: string;
@@ -93,5 +97,155 @@ describe("Shard definitions", () => {
     } finally {
       await close();
     }
+  });
+});
+
+for (const backend of backendsUnderTest()) {
+  describe(`Shard definitions in the store, through the API: ${backend.name}`, function () {
+    const catalog = new ShardCatalog([{ name: "from-file", description: "", lease_ttl_ms: 9000 }]);
+    const ctx = useApp(backend, (store) => createApp(store, { authority: testAuthority(), catalog }));
+    this.timeout(30_000);
+    const define = (shard: string, body: unknown, token?: string) =>
+      call(`${ctx.base}/v1/shard-definitions/${shard}`, "PUT", body, token);
+
+    it("defines, replaces and removes a shard; its TTL and agents apply at once", async () => {
+      const created = await define("rack-s", { lease_ttl_ms: 12_000, agents: ["compute-0"], filling: true });
+      expect(created.status, JSON.stringify(created.body)).to.equal(201);
+      expect(created.body).to.deep.include({
+        name: "rack-s",
+        description: "",
+        lease_ttl_ms: 12_000,
+        agents: ["compute-0"],
+        filling: true,
+        source: "store",
+      });
+      expect(created.body.takes_effect_within_ms).to.equal(DEFINITIONS_REFRESH_MS);
+      const shown = (await call(`${ctx.base}/v1/shards/rack-s`, "GET")).body;
+      expect(shown).to.include({ defined: true, defined_by: "store", filling: true, lease_ttl_ms: 12_000 });
+      let granted = await call(`${ctx.base}/v1/shards/rack-s/lease`, "POST", { agent: "compute-0" });
+      // A store that just lost every key grants no lease for one TTL (see recoveryWaitMs).
+      while (granted.body.errors?.[0].code === "shardbridge.lease.recovering") {
+        await new Promise((r) => setTimeout(r, granted.body.errors[0].retry_after_ms));
+        granted = await call(`${ctx.base}/v1/shards/rack-s/lease`, "POST", { agent: "compute-0" });
+      }
+      expect(granted.body.ttl_ms).to.be.within(11_000, 12_000);
+      const other = await call(`${ctx.base}/v1/shards/rack-s/lease`, "POST", { agent: "compute-1" });
+      expect(other.body.errors[0].code).to.equal("shardbridge.shard.agent_not_allowed");
+
+      const replaced = await define("rack-s", { description: "rack S" });
+      expect(replaced.status).to.equal(200);
+      expect(replaced.body).to.include({ lease_ttl_ms: 6000, filling: false, agents: null });
+      const listed = (await call(`${ctx.base}/v1/shard-definitions`, "GET", undefined, TEST_TOKENS.inspector))
+        .body;
+      expect(listed.refresh_ms).to.equal(DEFINITIONS_REFRESH_MS);
+      expect(listed.version).to.be.greaterThan(0);
+      expect(
+        listed.definitions.map((d: { name: string; source: string }) => `${d.name}:${d.source}`),
+      ).to.deep.equal(["from-file:file", "rack-s:store"]);
+
+      expect((await call(`${ctx.base}/v1/shard-definitions/rack-s`, "DELETE")).status).to.equal(204);
+      const after = (await call(`${ctx.base}/v1/shard-definitions`, "GET")).body;
+      expect(after.version).to.be.greaterThan(listed.version);
+      expect((await call(`${ctx.base}/v1/shards/rack-s`, "GET")).body).to.include({
+        defined: false,
+        defined_by: null,
+      });
+      const again = await call(`${ctx.base}/v1/shard-definitions/rack-s`, "DELETE");
+      expect(again.status).to.equal(404);
+      expect(again.body.errors[0].code).to.equal("shardbridge.shard.not_defined");
+    });
+
+    const refusals: Array<[string, string, unknown, number, string, string | undefined]> = [
+      [
+        "a TTL under a second",
+        "rack-s",
+        { lease_ttl_ms: 500 },
+        400,
+        "shardbridge.validation",
+        "lease_ttl_ms",
+      ],
+      ["an empty agent list", "rack-s", { agents: [] }, 400, "shardbridge.validation", "agents"],
+      [
+        "a filling that is no boolean",
+        "rack-s",
+        { filling: "yes" },
+        400,
+        "shardbridge.validation",
+        "filling",
+      ],
+      ["a name in the body", "rack-s", { name: "rack-t" }, 400, "shardbridge.validation", "name"],
+      ["an unknown field", "rack-s", { colour: "red" }, 400, "shardbridge.validation", "(root)"],
+      ["a bad shard name", "bad%20name", {}, 400, "shardbridge.validation", "shard"],
+      ["a body that is no object", "rack-s", "[1]", 400, "shardbridge.validation", "(body)"],
+      ["a shard a file defines", "from-file", {}, 409, "shardbridge.shard.defined_by_file", "shard"],
+    ];
+    for (const [what, shard, body, status, code, field] of refusals) {
+      it(`refuses ${what} (${status} naming ${field}) and writes nothing`, async () => {
+        const before = await backend.state(ctx.store);
+        const refused = await define(shard, body);
+        expect(refused.status, JSON.stringify(refused.body)).to.equal(status);
+        expect(refused.body.errors[0].code).to.equal(code);
+        expect(refused.body.errors.map((e: { field?: string }) => e.field)).to.include(field);
+        expect(await backend.state(ctx.store)).to.equal(before);
+      });
+    }
+
+    it("lets only admin write (403 for an agent) and writes nothing", async () => {
+      const before = await backend.state(ctx.store);
+      const refused = await define("rack-s", {}, TEST_TOKENS.agent("compute-0"));
+      expect(refused.status).to.equal(403);
+      expect((await call(`${ctx.base}/v1/shard-definitions/from-file`, "DELETE")).status).to.equal(409);
+      expect(await backend.state(ctx.store)).to.equal(before);
+    });
+  });
+}
+
+describe("Shard definitions written through one bridge are in force on every bridge of the store", function () {
+  this.timeout(30_000);
+  let server: TestRedisServer;
+  const stores: Store[] = [];
+  const bridges: Array<{ url: string; close: () => Promise<void> }> = [];
+  before(async () => {
+    server = await TestRedisServer.start();
+    for (let i = 0; i < 2; i++) {
+      const store = await openStore(server.url);
+      stores.push(store);
+      // Each bridge its own catalog, as two `serve` processes have.
+      bridges.push(
+        await listen(createApp(store, { authority: testAuthority(), catalog: new ShardCatalog() })),
+      );
+    }
+  });
+  after(async () => {
+    for (const b of bridges) await b.close();
+    for (const s of stores) await s.close();
+    await server.stop();
+  });
+
+  it("within refresh_ms: the other bridge's TTL, allowed agents and filling mark follow the store", async () => {
+    const [one, two] = bridges.map((b) => b.url) as [string, string];
+    const put = await call(`${one}/v1/shard-definitions/rack-x`, "PUT", {
+      lease_ttl_ms: 3000,
+      agents: ["compute-1"],
+      filling: true,
+    });
+    expect(put.status).to.equal(201);
+    const written = performance.now();
+    let seen: any;
+    for (;;) {
+      seen = (await call(`${two}/v1/shards/rack-x`, "GET")).body;
+      if (seen.defined === true || performance.now() - written > 3 * DEFINITIONS_REFRESH_MS) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(performance.now() - written).to.be.below(3 * DEFINITIONS_REFRESH_MS);
+    expect(seen).to.include({ defined_by: "store", filling: true, lease_ttl_ms: 3000 });
+    const refused = await call(`${two}/v1/shards/rack-x/lease`, "POST", { agent: "compute-0" });
+    expect(refused.status).to.equal(403);
+    // The stored definition outlives both bridges' memory: a third bridge starts with it.
+    const third = await openStore(server.url);
+    stores.push(third);
+    const catalog = new ShardCatalog();
+    await new StoredDefinitions(third, catalog).refresh();
+    expect(catalog.get("rack-x")).to.deep.include({ lease_ttl_ms: 3000, filling: true });
   });
 });

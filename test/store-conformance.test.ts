@@ -240,6 +240,31 @@ for (const backend of [...backendsUnderTest(), redisClusterUnderTest()]) {
       });
     });
 
+    describe("shard definitions", () => {
+      it("stores, lists and removes records by shard, the version rising with every write", async () => {
+        const versions = [await store.definitions.version()];
+        const write = async (name: string, record: string | null) => {
+          const { existed, version } = await store.definitions.write(name, record);
+          versions.push(version);
+          return existed;
+        };
+        expect(await write("rack-a", '{"lease_ttl_ms":9000}')).to.equal(false);
+        expect(await write("rack-a", '{"lease_ttl_ms":8000}')).to.equal(true);
+        expect(await write("rack-b", "{}")).to.equal(false);
+        const listed = await store.definitions.list();
+        expect(listed.version).to.equal(versions[3]);
+        expect([...listed.records].sort()).to.deep.equal([
+          ["rack-a", '{"lease_ttl_ms":8000}'],
+          ["rack-b", "{}"],
+        ]);
+        expect(await write("rack-a", null)).to.equal(true);
+        expect(await write("rack-a", null)).to.equal(false);
+        expect([...(await store.definitions.list()).records.keys()]).to.deep.equal(["rack-b"]);
+        expect(await store.definitions.version()).to.equal(versions[5]);
+        for (let i = 1; i < versions.length; i++) expect(versions[i]).to.be.greaterThan(versions[i - 1]!);
+      });
+    });
+
     describe("agent liveness", () => {
       it("records heartbeats by store time and lists agents with their age", async () => {
         const first = await store.heartbeat("compute-b");

@@ -116,6 +116,16 @@ export interface ShardSummary {
   feed_lag_ms: number | null;
 }
 
+/** One definition of GET /v1/shard-definitions. */
+export interface StoredDefinition {
+  name: string;
+  description: string;
+  lease_ttl_ms: number;
+  agents: string[] | null;
+  filling: boolean;
+  source: "file" | "store" | null;
+}
+
 /** One row of GET /v1/agents. */
 export interface AgentSummary {
   id: string;
@@ -249,6 +259,31 @@ export class BridgeClient implements LeaseClient {
     const answer = await this.request("POST", "/v1/nodes/bulk", { nodes });
     if (answer.status !== 200) this.fail(answer);
     return answer.json as { created: number; updated: number };
+  }
+
+  /** Admin: change some fields of one node (JSON merge patch); the node as it is now. */
+  async patchNode(uuid: string, patch: Partial<Omit<BareMetalNode, "uuid">>): Promise<BareMetalNode> {
+    const answer = await this.request("PATCH", `/v1/nodes/${uuid}`, patch);
+    if (answer.status !== 200) this.fail(answer);
+    return answer.json as BareMetalNode;
+  }
+
+  /** Every shard definition (files' and the store's) and the store's version of them. */
+  async shardDefinitions(): Promise<{ version: number; refreshMs: number; definitions: StoredDefinition[] }> {
+    const answer = await this.request("GET", "/v1/shard-definitions");
+    if (answer.status !== 200) this.fail(answer);
+    const json = answer.json as { version: number; refresh_ms: number; definitions: StoredDefinition[] };
+    return { version: json.version, refreshMs: json.refresh_ms, definitions: json.definitions };
+  }
+
+  /** Admin: define a shard in the store; answers it and how soon every bridge uses it. */
+  async defineShard(
+    name: string,
+    body: { description?: string; lease_ttl_ms?: number; agents?: string[]; filling?: boolean },
+  ): Promise<StoredDefinition & { takes_effect_within_ms: number }> {
+    const answer = await this.request("PUT", `/v1/shard-definitions/${encodeURIComponent(name)}`, body);
+    if (answer.status !== 200 && answer.status !== 201) this.fail(answer);
+    return answer.json as StoredDefinition & { takes_effect_within_ms: number };
   }
 
   /** Every node the bridge holds, page by page (admin). */

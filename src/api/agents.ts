@@ -9,6 +9,7 @@ import type { Store } from "../store/store.js";
 import { assertActsAs, principalOf } from "./auth.js";
 import { bodyObject } from "./body.js";
 import { agentsOverview, leaseCensus } from "./overview.js";
+import { inServiceOf } from "../shards/queries.js";
 import type { NodeRegistry } from "../nodes/registry.js";
 import type { BareMetalNode } from "../domain/node.js";
 import type { LegacyAssignments } from "../ring/assignment.js";
@@ -41,10 +42,14 @@ export const NodesQuery = z.strictObject({
 });
 
 /**
- * An agent's nodes, page by page: the nodes of each shard it holds (with the token its
- * writes carry), the unsharded nodes whose instance is on it, and its share of nova's
- * ring, each node read again so one that left the pool since the share was computed is
- * not listed. Every page is one bounded store call: O(the answer).
+ * An agent's nodes, page by page: the unsharded nodes whose instance is on it, its share
+ * of nova's ring (each node read again, so one that left the pool since the share was
+ * computed is not listed), then the nodes of each shard it holds (with the token its
+ * writes carry). Unsharded nodes come first on purpose: a node that moves from the pool
+ * into one of the agent's shards while the list is read (the switch from the ring to
+ * shards, see src/ring/membership.ts) is then seen in the pool, in the shard, or both —
+ * never in neither; one seen in both is listed once, from the pool. Every page is one
+ * bounded store call: O(the answer).
  */
 async function* agentNodes(
   nodes: NodeRegistry,
@@ -54,25 +59,28 @@ async function* agentNodes(
   instancePages: AsyncIterable<BareMetalNode[]>,
   ringShare: readonly string[],
 ): AsyncGenerator<ListPage> {
+  const unsharded = new Set<string>();
+  for await (const page of instancePages) {
+    for (const node of page) unsharded.add(node.uuid);
+    yield page.map((node) => nodeJson(node, ',"token":null,"via":"instance"'));
+  }
+  for (let i = 0; i < ringShare.length; i += RING_PAGE) {
+    const page = (await nodes.getMany(ringShare.slice(i, i + RING_PAGE))).filter(
+      (node): node is BareMetalNode => node !== null && node.shard === null && node.instance_host === null,
+    );
+    for (const node of page) unsharded.add(node.uuid);
+    yield page.map((node) => nodeJson(node, ',"token":null,"via":"ring"'));
+  }
   for (const [shard, lease] of leases) {
     const extra = `,"token":${lease.token},"via":"lease"`;
-    const joined = await shardNodes.joined(shard, extra, versions.get(shard));
+    // The cached shard is whole JSON: used only when no pool node can be in it twice.
+    const joined = unsharded.size === 0 ? await shardNodes.joined(shard, extra, versions.get(shard)) : null;
     if (joined !== null) {
       if (joined.length > 0) yield joined;
       continue;
     }
     for await (const page of nodes.pages({ kind: "places", places: [shard] }))
-      yield page.map((node) => nodeJson(node, extra));
-  }
-  for await (const page of instancePages)
-    yield page.map((node) => nodeJson(node, ',"token":null,"via":"instance"'));
-  for (let i = 0; i < ringShare.length; i += RING_PAGE) {
-    const page = await nodes.getMany(ringShare.slice(i, i + RING_PAGE));
-    yield page.flatMap((node) =>
-      node !== null && node.shard === null && node.instance_host === null
-        ? [nodeJson(node, ',"token":null,"via":"ring"')]
-        : [],
-    );
+      yield page.flatMap((node) => (unsharded.has(node.uuid) ? [] : [nodeJson(node, extra)]));
   }
 }
 
@@ -92,8 +100,9 @@ function agentOf(req: { params: unknown }, res: Response): string {
  * An agent's nodes: the nodes of the shards it holds a live lease on right now under one
  * of the tokens it presents (an agent must present them; admin may leave them out), each
  * with the fencing token its writes must carry ("via":"lease"); the unsharded nodes whose
- * instance is on it ("via":"instance"); and, when it is in the legacy pool (serves no
- * shard), the unsharded nodes nova's ring gives it ("via":"ring", no token).
+ * instance is on it ("via":"instance"); and, when it is in the legacy pool (no shard it
+ * declares or holds is in service: src/ring/membership.ts), the unsharded nodes nova's
+ * ring gives it ("via":"ring", no token).
  */
 export function agentRoutes(
   store: Store,
@@ -113,8 +122,11 @@ export function agentRoutes(
   });
 
   router.get("/v1/agents", async (_req, res) => {
-    const { leases } = await leaseCensus(store, catalog);
-    res.json({ agents: await agentsOverview(store, leases, serviceDownMs), down_after_ms: serviceDownMs });
+    const census = await leaseCensus(store, catalog);
+    res.json({
+      agents: await agentsOverview(store, catalog, census, serviceDownMs),
+      down_after_ms: serviceDownMs,
+    });
   });
 
   router.get("/v1/agents/:id/nodes", async (req, res) => {
@@ -128,10 +140,15 @@ export function agentRoutes(
       ]);
     }
     // Two round trips to the store before the answer starts, whatever the agent holds: the
-    // shards it was granted, its record and its first instance page together; then those
-    // shards' leases and node-list versions together.
+    // shards it was granted, its record, the node counts (is a shard it serves in service?)
+    // and its first instance page together; then those shards' leases and node-list
+    // versions together.
     const instancePages = prefetched(store.nodes.pages({ kind: "instance", host: agent }));
-    const [granted, seen] = await Promise.all([store.grantedShards(agent), store.agent(agent)]);
+    const [granted, seen, counts] = await Promise.all([
+      store.grantedShards(agent),
+      store.agent(agent),
+      store.nodes.counts(),
+    ]);
     const [held, versionList] = await Promise.all([
       store.liveLeasesAmong(agent, granted),
       store.nodes.placeVersions(granted),
@@ -141,7 +158,7 @@ export function agentRoutes(
       .filter(([, lease]) => presented === undefined || presented.includes(lease.token))
       .sort(([a], [b]) => (a < b ? -1 : 1));
     // In the legacy pool whether or not the others count it as up: nova adds its own host.
-    const inPool = servesNoShard(agent, seen?.serves, new Set(held.size > 0 ? [agent] : []));
+    const inPool = servesNoShard(seen?.serves, held.keys(), inServiceOf(catalog, counts));
     const ringed = inPool ? await pool.ringFor(agent) : null;
     const share = ringed === null ? [] : await assignments.shareOf(ringed.ring, agent);
     const head = {

@@ -3,6 +3,8 @@ import express from "express";
 import { logger } from "../log.js";
 import { logRequest, requestIdOf } from "./request-log.js";
 import { ShardCatalog } from "../shards/definitions.js";
+import { StoredDefinitions } from "../shards/stored-definitions.js";
+import { definitionRoutes } from "./definitions.js";
 import type { Store } from "../store/store.js";
 import { agentRoutes } from "./agents.js";
 import { legacyPoolLoader } from "../shards/queries.js";
@@ -125,7 +127,7 @@ export function createApp(
       const census = await leaseCensus(store, catalog);
       const [shards, agents, delivery] = await Promise.all([
         shardsOverview(store, catalog, census, true),
-        agentsOverview(store, census.leases, serviceDownMs),
+        agentsOverview(store, catalog, census, serviceDownMs),
         deliveryOverview(ironic),
       ]);
       const at = new Date().toISOString();
@@ -143,7 +145,11 @@ export function createApp(
   app.use(viewersRead());
   app.use(readBody((req) => bodyPolicy(req.path).limit));
   app.use((req, res, next) => (bodyPolicy(req.path).parseHere ? parseJsonBody(req, res, next) : next()));
+  // The store's definitions join the files' in the catalog, read again when they change.
+  const stored = new StoredDefinitions(store, catalog).start();
+  void stored.refresh().catch(() => undefined); // the timer retries and logs
   app.use(leaseRoutes(store));
+  app.use(definitionRoutes(stored, catalog));
   app.use(shardRoutes(store, catalog, ironicUrl !== undefined));
   const traits = new TraitService(store.traits, store.nodes, inspector.ownership, {
     toIronic: ironic !== undefined,

@@ -3,8 +3,9 @@ import { fromStore } from "../domain/store-errors.js";
 import type { IronicDelivery as IronicQueueDelivery } from "../ironic/delivery.js";
 import type { LeaseView } from "../lease/machine.js";
 import { legacyPoolMembers } from "../ring/membership.js";
+import type { ShardCount } from "../nodes/port.js";
 import type { ShardCatalog } from "../shards/definitions.js";
-import { feedLags, holdersOf, knownShards, liveLeases } from "../shards/queries.js";
+import { feedLags, heldByAgent, inServiceOf, knownShards, liveLeases } from "../shards/queries.js";
 import type { Store } from "../store/store.js";
 import { leaseJson } from "./views.js";
 
@@ -65,19 +66,23 @@ export async function shardsOverview(
 
 /**
  * The rows of GET /v1/agents: every agent heard from (up: heard within `serviceDownMs`),
- * the shards each holds, what it serves, whether it is in nova's legacy ring pool; and a
- * holder that never sent a heartbeat, since it holds shards.
+ * the shards each holds, what it serves, whether it is in nova's legacy ring pool (by the
+ * rule of src/ring/membership.ts: a shard takes its agent out once it carries nodes and
+ * is not filling); and a holder that never sent a heartbeat, since it holds shards.
  */
 export async function agentsOverview(
   store: Store,
-  leases: Map<string, LeaseView>,
+  catalog: ShardCatalog,
+  { counts, leases }: LeaseCensus,
   serviceDownMs: number,
 ): Promise<AgentSummary[]> {
   const seen = await store.agents();
-  const held = new Map<string, string[]>();
-  for (const [shard, lease] of leases)
-    held.set(lease.holder, [...(held.get(lease.holder) ?? []), shard].sort());
-  const pool = new Set(legacyPoolMembers(seen, holdersOf(leases), serviceDownMs));
+  const held = heldByAgent(leases);
+  const inService = inServiceOf(
+    catalog,
+    [...counts].map(([shard, count]): ShardCount => ({ shard, count })),
+  );
+  const pool = new Set(legacyPoolMembers(seen, held, inService, serviceDownMs));
   const agents: AgentSummary[] = seen.map((s) => ({
     id: s.agent,
     last_seen: new Date(s.lastSeenMs).toISOString(),

@@ -50,6 +50,10 @@ export function shardRoutes(store: Store, catalog: ShardCatalog, frontsIronic = 
       description: definition?.description ?? "",
       lease_ttl_ms: catalog.ttlMsFor(shard),
       agents: definition?.agents ?? null,
+      // where the definition comes from (a file of this bridge, or the store), and whether
+      // `migrate apply` is still filling it (its holder then stays in nova's legacy pool)
+      defined_by: catalog.sourceOf(shard),
+      filling: catalog.isFilling(shard),
       count,
       lease: current === null ? null : leaseJson(current, showTokens),
       // Where the holder's Ironic client points (with its token for {token}), when the

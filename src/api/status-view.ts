@@ -104,7 +104,13 @@ export function agentRow(a: AgentSummary, nowMs: number): AgentRow {
     agent: a.id,
     state: a.up ? "up" : "down",
     holds: a.shards.join(",") || "-",
-    serves: a.legacy_pool ? "(legacy ring)" : a.serves.join(",") || "-",
+    // An agent may declare shards and still be in nova's pool: its shards carry no nodes
+    // yet, or a migration is filling them (src/ring/membership.ts).
+    serves: a.legacy_pool
+      ? a.serves.length > 0
+        ? `${a.serves.join(",")} +ring`
+        : "(legacy ring)"
+      : a.serves.join(",") || "-",
     lastSeen: ago(a.last_seen, nowMs),
   };
 }

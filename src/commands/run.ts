@@ -2,7 +2,7 @@ import { parseArgs } from "node:util";
 import { logger } from "../log.js";
 import { z } from "zod";
 import { BridgeClient, BridgeError } from "../agent/client.js";
-import { AgentId, ShardName } from "../domain/names.js";
+import { AgentId, ShardName, novaHostFor } from "../domain/names.js";
 import { maxGraceMs, runSupervised } from "../run/supervisor.js";
 import { ConfigError } from "../config.js";
 import {
@@ -67,7 +67,7 @@ async function prepare(argv: string[]) {
     shard,
     bridge: values.bridge!,
     token,
-    serviceHost: host ?? `${shard}-ironic`,
+    serviceHost: host ?? novaHostFor(shard),
     graceMs,
     restart: values.restart!,
     command: positionals,

@@ -15,6 +15,7 @@ import { TraitRulesFile } from "../traits/inspection.js";
 import { DEFAULT_OWNERSHIP, OwnershipFile, OwnershipRegistry } from "../traits/ownership.js";
 import { logger } from "../log.js";
 import { loadShardCatalog } from "../shards/definitions.js";
+import { StoredDefinitions } from "../shards/stored-definitions.js";
 import { openStore } from "../store/open.js";
 
 /** `shardbridge serve`: the bridge itself. */
@@ -121,6 +122,8 @@ export async function serveCommand(argv: string[]): Promise<void> {
       worker: ironic.worker,
       owner_ttl_s: delivery.ownerTtlMs / 1000,
     });
+  // The definitions other bridges wrote to the store are in force before the first request.
+  await new StoredDefinitions(store, catalog).refresh();
   const app = createApp(store, {
     authority,
     catalog,

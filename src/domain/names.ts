@@ -23,3 +23,11 @@ export const AgentId = z
 
 export type ShardName = z.infer<typeof ShardName>;
 export type AgentId = z.infer<typeof AgentId>;
+
+/**
+ * nova's `[DEFAULT] host` for the nova-compute that serves `shard`, unless told otherwise:
+ * synthetic and the same wherever the shard's active runs (nova's ironic-shards spec:
+ * "a synthetic `[DEFAULT]host` value that matches the shard key"). `shardbridge run`
+ * gives it to its child; `migrate plan` prints it.
+ */
+export const novaHostFor = (shard: string): string => `${shard}-ironic`;

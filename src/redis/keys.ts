@@ -18,6 +18,11 @@ export interface KeyLayout {
    */
   leases: { shards: string; grantedTo(agent: string): string };
   /**
+   * Shard definitions written through the API, under their own tag: name -> record (a
+   * hash) and a version bumped by every write (definitions-write.lua), one slot.
+   */
+  definitions: { records: string; version: string };
+  /**
    * The node registry lives under one hash tag, `{nodes}`, so that moving a node between
    * shards is one atomic script on one slot (nodes-common.lua draws the keys under
    * `prefix`): data buckets, per-place and per-host indexes, counts and versions.
@@ -100,6 +105,10 @@ export function keyLayout(namespace = "sb"): KeyLayout {
     leases: {
       shards: `${namespace}:{leases}:shards`,
       grantedTo: (agent) => `${namespace}:{leases}:to:${agent}`,
+    },
+    definitions: {
+      records: `${namespace}:{definitions}:records`,
+      version: `${namespace}:{definitions}:version`,
     },
     nodes: {
       prefix: `${nodes}:`,

@@ -22,7 +22,8 @@ export type ScriptName =
   | (typeof AGENT_SCRIPTS)[number]
   | (typeof NODE_SCRIPTS)[number]
   | (typeof TRAIT_SCRIPTS)[number]
-  | keyof typeof IRONIC_SCRIPTS;
+  | keyof typeof IRONIC_SCRIPTS
+  | "definitions-write";
 
 function lua(name: string): string {
   return readFileSync(new URL(`./${name}.lua`, import.meta.url), "utf8");
@@ -59,6 +60,7 @@ export function defineScripts(redis: RedisClient, clock: ScriptClock): void {
   for (const [name, keys] of Object.entries(IRONIC_SCRIPTS)) {
     redis.defineCommand(`sb_${name}`, { ...(keys >= 0 && { numberOfKeys: keys }), lua: lua(name) });
   }
+  redis.defineCommand("sb_definitions-write", { numberOfKeys: 2, lua: lua("definitions-write") });
 }
 
 /**

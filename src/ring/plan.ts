@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import type { BareMetalNode } from "../domain/node.js";
 import type { LegacyRing } from "./legacy.js";
 
@@ -92,4 +93,115 @@ export function planShards(
     }
   }
   return { shards, alreadySharded, unplaced };
+}
+
+/**
+ * What a plan was computed from, node by node: enough to tell, before anything is
+ * written, whether the inventory is still the one the plan was made for. `has_instance`
+ * is what Ironic knows (an instance_uuid) or, from the bridge, whether a host is set.
+ */
+export interface InventoryEntry {
+  uuid: string;
+  shard: string | null;
+  instance_host: string | null;
+  has_instance: boolean;
+}
+
+export const inventoryEntry = (node: PlanNode): InventoryEntry => ({
+  uuid: node.uuid,
+  shard: node.shard,
+  instance_host: node.instance_host,
+  has_instance: node.has_instance ?? node.instance_host !== null,
+});
+
+/**
+ * A digest of an inventory and the ring it was planned over (kind, lower-cased members):
+ * equal digests, same plan. Nodes in uuid order, so the order they were read in does
+ * not matter. Pure.
+ */
+export function inventoryFingerprint(
+  entries: readonly InventoryEntry[],
+  ring: { kind: string; members: readonly string[] },
+): string {
+  const hash = createHash("sha256");
+  hash.update(JSON.stringify([ring.kind, [...ring.members].map((m) => m.toLowerCase()).sort()]));
+  for (const e of [...entries].sort((a, b) => (a.uuid < b.uuid ? -1 : 1)))
+    hash.update(`\n${JSON.stringify([e.uuid, e.shard, e.instance_host, e.has_instance])}`);
+  return `sha256:${hash.digest("hex")}`;
+}
+
+/** One way an inventory differs from the one a plan was made for. */
+export interface InventoryChange {
+  uuid: string;
+  change: "added" | "removed" | "changed";
+  /** for "changed": which fields, as `field: before -> now` */
+  detail: string;
+}
+
+/**
+ * How `now` differs from the inventory a plan was made for (`then`). A node that already
+ * has the shard the plan gives it (`plannedShardOf`) counts as unchanged: an apply that
+ * stopped half way is resumed, not refused. Nodes in uuid order. Pure.
+ */
+export function inventoryChanges(
+  then: readonly InventoryEntry[],
+  now: readonly InventoryEntry[],
+  plannedShardOf: ReadonlyMap<string, string>,
+): InventoryChange[] {
+  const before = new Map(then.map((e) => [e.uuid, e]));
+  const changes: InventoryChange[] = [];
+  for (const raw of now) {
+    const was = before.get(raw.uuid);
+    if (was === undefined) {
+      changes.push({ uuid: raw.uuid, change: "added", detail: `shard ${raw.shard ?? "none"}` });
+      continue;
+    }
+    before.delete(raw.uuid);
+    const e =
+      raw.shard !== null && plannedShardOf.get(raw.uuid) === raw.shard ? { ...raw, shard: null } : raw;
+    const fields = (["shard", "instance_host", "has_instance"] as const).flatMap((field) =>
+      was[field] === e[field] ? [] : [`${field}: ${String(was[field])} -> ${String(e[field])}`],
+    );
+    if (fields.length > 0) changes.push({ uuid: raw.uuid, change: "changed", detail: fields.join(", ") });
+  }
+  for (const gone of before.values()) changes.push({ uuid: gone.uuid, change: "removed", detail: "" });
+  return changes.sort((a, b) => (a.uuid < b.uuid ? -1 : 1));
+}
+
+/** One nova-compute per shard: the shard, the agent that runs it, and its nova settings. */
+export interface NovaService {
+  shard: string;
+  agent: string;
+  /** `[DEFAULT] host` */
+  host: string;
+}
+
+/**
+ * nova's side of a plan, in the order of nova's ironic-shards spec: one nova-compute per
+ * shard (its `[DEFAULT] host` and `[ironic] shard`), the old ring services to stop and
+ * force down, and a `nova-manage db ironic_compute_node_move` per node with an instance
+ * (nova moves the others by itself once the old services are down). Pure.
+ */
+export function novaSide(
+  plan: MigrationPlan,
+  ringMembers: readonly string[],
+  instanceHostOf: ReadonlyMap<string, string | null>,
+  hostFor: (shard: string) => string,
+): {
+  services: NovaService[];
+  oldServices: string[];
+  moves: Array<{ uuid: string; from: string; to: string }>;
+} {
+  const services = plan.shards.map((s) => ({ shard: s.name, agent: s.active, host: hostFor(s.name) }));
+  const moves = plan.shards.flatMap((s) =>
+    s.nodes.flatMap((uuid) => {
+      const from = instanceHostOf.get(uuid) ?? null;
+      return from === null ? [] : [{ uuid, from, to: hostFor(s.name) }];
+    }),
+  );
+  // Every service that managed nodes under the ring: its members and the instances' hosts.
+  const oldServices = [
+    ...new Set([...ringMembers.map((m) => m.toLowerCase()), ...plan.shards.map((s) => s.active)]),
+  ].sort();
+  return { services, oldServices, moves };
 }

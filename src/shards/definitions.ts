@@ -5,7 +5,7 @@ import { LEASE_TTL_DEFAULT_MS, LeaseTtlMs } from "../domain/lease.js";
 import { AgentId, ShardName } from "../domain/names.js";
 import { ValidationError, parseOrThrow } from "../domain/validation.js";
 
-/** One file in shards/: `NAME.json`. */
+/** One file in shards/ (`NAME.json`), or one definition written through the API. */
 export const ShardDefinition = z.strictObject({
   name: ShardName,
   description: z
@@ -15,8 +15,21 @@ export const ShardDefinition = z.strictObject({
   lease_ttl_ms: LeaseTtlMs.default(LEASE_TTL_DEFAULT_MS),
   /** agents allowed to serve the shard; absent = any agent */
   agents: z.array(AgentId).min(1, { error: "must name at least one agent, or be left out" }).optional(),
+  /**
+   * The shard is being filled with nodes from nova's ring (`migrate apply` sets it before
+   * it writes shard keys and clears it once every node has its key): until then a lease
+   * on it, or a heartbeat declaring it, does not take the agent out of the legacy pool,
+   * so the agent keeps listing the nodes that have no key yet. See src/ring/membership.ts.
+   */
+  filling: z.boolean({ error: "must be true or false" }).optional(),
 });
 export type ShardDefinition = z.output<typeof ShardDefinition>;
+
+/** A definition's body as the API takes it: the shard's name is the path's. */
+export const ShardDefinitionBody = ShardDefinition.omit({ name: true });
+
+/** Where a shard's definition comes from: a file of this bridge, or the store all bridges share. */
+export type DefinitionSource = "file" | "store";
 
 /** A shard definition file that cannot be used: which file, which fields, why. */
 export class ShardDefinitionError extends Error {
@@ -29,29 +42,51 @@ export class ShardDefinitionError extends Error {
   }
 }
 
-/** The shards an operator defined: per-shard lease TTL and who may serve each. */
+/**
+ * The shards an operator defined: per-shard lease TTL and who may serve each. Two
+ * sources: files in shards/, read once at start (this bridge's own), and definitions in
+ * the store, written through the API and refreshed from it (see StoredDefinitions), so
+ * every bridge on one store serves the same ones. A name a file defines is the file's on
+ * this bridge; the API refuses to define it in the store (409).
+ */
 export class ShardCatalog {
-  private readonly byName: Map<string, ShardDefinition>;
+  private readonly files: Map<string, ShardDefinition>;
+  private stored = new Map<string, ShardDefinition>();
 
   constructor(definitions: ShardDefinition[] = []) {
-    this.byName = new Map(definitions.map((d) => [d.name, d]));
+    this.files = new Map(definitions.map((d) => [d.name, d]));
   }
 
+  /** Every definition: the files', then the store's that no file shadows. */
   get definitions(): ShardDefinition[] {
-    return [...this.byName.values()];
+    return [...this.files.values(), ...[...this.stored.values()].filter((d) => !this.files.has(d.name))];
   }
 
   get(shard: string): ShardDefinition | undefined {
-    return this.byName.get(shard);
+    return this.files.get(shard) ?? this.stored.get(shard);
+  }
+
+  sourceOf(shard: string): DefinitionSource | null {
+    return this.files.has(shard) ? "file" : this.stored.has(shard) ? "store" : null;
+  }
+
+  /** Replace the store's definitions with those read from it now. */
+  useStored(definitions: Iterable<ShardDefinition>): void {
+    this.stored = new Map([...definitions].map((d) => [d.name, d]));
+  }
+
+  /** Whether `migrate apply` is still filling the shard from nova's ring (see ShardDefinition.filling). */
+  isFilling(shard: string): boolean {
+    return this.get(shard)?.filling === true;
   }
 
   /** A shard nobody defined still works, with the default TTL: shard keys come from Ironic. */
   ttlMsFor(shard: string): number {
-    return this.byName.get(shard)?.lease_ttl_ms ?? LEASE_TTL_DEFAULT_MS;
+    return this.get(shard)?.lease_ttl_ms ?? LEASE_TTL_DEFAULT_MS;
   }
 
   mayServe(shard: string, agent: string): boolean {
-    const allowed = this.byName.get(shard)?.agents;
+    const allowed = this.get(shard)?.agents;
     return allowed === undefined || allowed.includes(agent);
   }
 }

@@ -1,6 +1,11 @@
 import type { LeaseView } from "../lease/machine.js";
 import type { ShardCount } from "../nodes/port.js";
-import { SERVICE_DOWN_TIME_MS, legacyPoolMembers } from "../ring/membership.js";
+import {
+  SERVICE_DOWN_TIME_MS,
+  legacyPoolMembers,
+  shardInService,
+  type InService,
+} from "../ring/membership.js";
 import type { Store } from "../store/store.js";
 import { fromStore } from "../domain/store-errors.js";
 import { feedIdMs } from "../traits/store-port.js";
@@ -56,19 +61,31 @@ export async function feedLags(
   );
 }
 
-/** The live lease of every shard the bridge knows of. */
-export async function liveLeasesOfAll(store: Store, catalog: ShardCatalog): Promise<Map<string, LeaseView>> {
-  return liveLeases(store, await knownShards(store, catalog, await store.nodes.counts()));
+/** The shards each agent holds a live lease on, sorted. */
+export function heldByAgent(leases: Map<string, LeaseView>): Map<string, string[]> {
+  const held = new Map<string, string[]>();
+  for (const [shard, lease] of leases) held.set(lease.holder, [...(held.get(lease.holder) ?? []), shard]);
+  for (const shards of held.values()) shards.sort();
+  return held;
 }
 
-/** Agents that hold a live lease on some shard. */
-export const holdersOf = (leases: Map<string, LeaseView>) =>
-  new Set([...leases.values()].map((l) => l.holder));
+/** Which shards take their agent out of nova's legacy pool now (see shardInService). */
+export function inServiceOf(catalog: ShardCatalog, counts: readonly ShardCount[]): InService {
+  const carrying = new Set(
+    counts.flatMap(({ shard, count }) => (shard !== null && count > 0 ? [shard] : [])),
+  );
+  return (shard) => shardInService(carrying.has(shard) ? 1 : 0, catalog.isFilling(shard));
+}
 
-/** The legacy pool's members as nova would list them now: up, serving no shard, holding no lease. */
+/**
+ * The legacy pool's members as nova would list them now (up, serving no shard in
+ * service), from one read of the agents, every live lease and the node counts: what the
+ * ring is rebuilt from (see LegacyPool).
+ */
 export function legacyPoolLoader(store: Store, catalog: ShardCatalog, serviceDownMs = SERVICE_DOWN_TIME_MS) {
   return async (): Promise<string[]> => {
-    const [seen, leases] = await Promise.all([store.agents(), liveLeasesOfAll(store, catalog)]);
-    return legacyPoolMembers(seen, holdersOf(leases), serviceDownMs);
+    const [seen, counts] = await Promise.all([store.agents(), store.nodes.counts()]);
+    const leases = await liveLeases(store, await knownShards(store, catalog, counts));
+    return legacyPoolMembers(seen, heldByAgent(leases), inServiceOf(catalog, counts), serviceDownMs);
   };
 }

@@ -48,7 +48,7 @@ export async function openStore(spec: string, options: RedisBackendOptions = {})
         nodes_moved_to_indexed_layout: moved,
         trait_records_moved_to_buckets: records,
       });
-    return new Store(backend, nodes, traits, backend.partitionOwners());
+    return new Store(backend, nodes, traits, backend.partitionOwners(), backend.definitionBackend());
   }
   throw new StoreSpecError(`unknown store "${spec}": use "memory" or ${REDIS_SPECS}`);
 }

@@ -19,6 +19,7 @@ import type { LeaseView } from "../lease/machine.js";
 import { processClockUs } from "./clock.js";
 import { MemoryBackend } from "./memory.js";
 import type { AcquireInput, FenceInput, LeaseBackend, ReleaseInput, RenewInput } from "./port.js";
+import { MemoryDefinitions, type DefinitionBackend } from "./definitions.js";
 
 const ReadRequest = z.strictObject({ shard: ShardName });
 /** An agent's heartbeat, and the shards it serves (none: it is in nova's legacy ring pool). */
@@ -47,6 +48,7 @@ export type Admit<T> = (input: T) => void;
 export class Store {
   /** the node registry, on the same store as the leases */
   readonly nodes: NodeRegistry;
+  private readonly closers: Array<() => void> = [];
 
   constructor(
     readonly backend: LeaseBackend,
@@ -59,6 +61,8 @@ export class Store {
      * started long ago as far as these leases go: nobody held one before).
      */
     readonly ironicOwners: LeaseBackend = new MemoryBackend(processClockUs, 0),
+    /** shard definitions written through the API (parsed in src/shards/definitions.ts) */
+    readonly definitions: DefinitionBackend = new MemoryDefinitions(),
   ) {
     this.nodes = new NodeRegistry(nodes);
   }
@@ -147,7 +151,13 @@ export class Store {
     return this.backend.ping();
   }
 
+  /** `stop` runs when the store is closed: what reads it on a timer stops with it. */
+  onClose(stop: () => void): void {
+    this.closers.push(stop);
+  }
+
   async close() {
+    for (const stop of this.closers.splice(0)) stop();
     return this.backend.close();
   }
 }

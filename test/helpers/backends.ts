@@ -86,7 +86,7 @@ export function memoryUnderTest(): BackendUnderTest {
       const nodes = (store.nodes.backend as MemoryNodes).size();
       return backend.storedShardCount() + (await backend.agents()).length + nodes;
     },
-    state: async (store) => serialize([store.backend, store.nodes.backend, store.traits]),
+    state: async (store) => serialize([store.backend, store.nodes.backend, store.traits, store.definitions]),
   };
 }
 

@@ -344,12 +344,56 @@ export const OPERATIONS: Operation[] = [
     tag: "shards",
     summary: "One shard as an agent needs it before serving it",
     description:
-      "Its TTL, who may serve it (`agents` null: any agent), node count, live lease, and the fenced Ironic endpoint (`{token}` to fill in) when the bridge fronts an Ironic.",
+      "Its TTL, who may serve it (`agents` null: any agent), where its definition comes from (`defined_by`: `file`, `store` or null) and whether `migrate apply` is still filling it, node count, live lease, and the fenced Ironic endpoint (`{token}` to fill in) when the bridge fronts an Ironic.",
     access: READ,
     parameters: ["shard"],
     answers: {
       200: { description: "the shard", schema: "Shard" },
       404: { description: "neither defined, carrying nodes, nor ever leased", codes: ["shard.not_found"] },
+    },
+  },
+
+  // ----- shard definitions
+  {
+    method: "get",
+    path: "/v1/shard-definitions",
+    id: "listShardDefinitions",
+    tag: "shards",
+    summary: "Every shard definition: this bridge's files and the store's",
+    description:
+      "`source`: `file` (this bridge's `shards/`) or `store` (written through this API, the same for every bridge on the store). `version` changes with every write to the store's; `refresh_ms`: how soon every bridge uses a write.",
+    access: READ,
+    answers: { 200: { description: "the definitions", schema: "ShardDefinitionList" } },
+  },
+  {
+    method: "put",
+    path: "/v1/shard-definitions/{shard}",
+    id: "putShardDefinition",
+    tag: "shards",
+    summary: "Define a shard in the store, for every bridge on it",
+    description:
+      "TTL, allowed agents (left out: any), description, and `filling` (`migrate apply`'s mark: while set, a lease on the shard or a heartbeat declaring it keeps the agent in nova's legacy pool). In force on this bridge when answered, on every other within `takes_effect_within_ms`.",
+    access: ADMIN,
+    parameters: ["shard"],
+    body: "ShardDefinitionBody",
+    answers: {
+      200: { description: "replaced", schema: "ShardDefinitionWritten" },
+      201: { description: "created", schema: "ShardDefinitionWritten" },
+      409: { description: "a file of this bridge defines the shard", codes: ["shard.defined_by_file"] },
+    },
+  },
+  {
+    method: "delete",
+    path: "/v1/shard-definitions/{shard}",
+    id: "deleteShardDefinition",
+    tag: "shards",
+    summary: "Remove a shard's definition from the store",
+    access: ADMIN,
+    parameters: ["shard"],
+    answers: {
+      204: { description: "removed" },
+      404: { description: "the store holds no definition of the shard", codes: ["shard.not_defined"] },
+      409: { description: "a file of this bridge defines the shard", codes: ["shard.defined_by_file"] },
     },
   },
 

@@ -9,6 +9,7 @@ import { HeartbeatBody } from "../agents.js";
 import { LeaseWriteBodies } from "../leases.js";
 import { WebhookPayload } from "../decode/webhook.js";
 import { CSP, LoginForm, SESSION_COOKIE, SESSION_MS, STATIC_TYPES, StaticPath } from "../ui/routes.js";
+import { ShardDefinitionBody } from "../../shards/definitions.js";
 
 /** A JSON Schema (2020-12, OpenAPI 3.1's dialect) as a plain object. */
 export type JsonSchema = Record<string, unknown>;
@@ -39,6 +40,15 @@ const shard = fromZod(ShardName);
 const agent = fromZod(AgentId);
 const token = fromZod(FencingToken);
 const nodeFields = fromZod(NodePatch).properties as Record<string, JsonSchema>;
+/** A shard definition as the API shows it (src/api/definitions.ts). */
+const definitionFields: Record<string, JsonSchema> = {
+  name: shard,
+  description: text,
+  lease_ttl_ms: { type: "integer", minimum: 1000 },
+  agents: nullable(listOf(agent)),
+  filling: { type: "boolean" },
+  source: { enum: ["file", "store"] },
+};
 /** Feed positions: `<ms>-<seq>`, as a Redis stream numbers its entries. */
 const feedId = (fromZod(AckBody).properties as Record<string, JsonSchema>).id!;
 
@@ -62,6 +72,7 @@ export const SCHEMAS = {
     properties: { shards: (fromZod(HeartbeatRequest).properties as Record<string, JsonSchema>).shards },
   },
   FeedAck: fromZod(AckBody),
+  ShardDefinitionBody: fromZod(ShardDefinitionBody),
   WebhookPayload: fromZod(WebhookPayload),
   LoginForm: fromZod(LoginForm),
 
@@ -90,9 +101,18 @@ export const SCHEMAS = {
     description: text,
     lease_ttl_ms: { type: "integer", minimum: 1 },
     agents: nullable(listOf(agent)),
+    defined_by: nullable({ enum: ["file", "store"] }),
+    filling: { type: "boolean" },
     count,
     lease: nullable({ $ref: "#/components/schemas/Lease" }),
     ironic_endpoint: nullable(text),
+  }),
+  ShardDefinition: strict(definitionFields),
+  ShardDefinitionWritten: strict({ ...definitionFields, takes_effect_within_ms: count }),
+  ShardDefinitionList: strict({
+    version: count,
+    refresh_ms: count,
+    definitions: listOf({ $ref: "#/components/schemas/ShardDefinition" }),
   }),
   Node: strict({ uuid: fromZod(NodeUuid), ...nodeFields }),
   NodeList: strict({ nodes: listOf({ $ref: "#/components/schemas/Node" }), next: nullable(text) }),

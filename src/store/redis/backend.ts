@@ -20,6 +20,7 @@ import type {
 } from "../port.js";
 import { RedisNodes } from "../../nodes/redis.js";
 import { RedisTraits } from "../../traits/redis-store.js";
+import { RedisDefinitions } from "./definitions.js";
 import { keyLayout, type KeyLayout } from "../../redis/keys.js";
 import {
   isReplicated,
@@ -186,6 +187,11 @@ export class RedisBackend implements LeaseBackend {
   /** Node traits on this same connection. */
   traitBackend(): RedisTraits {
     return new RedisTraits(this.redis, this.keys, this.feedMaxEntries, this.options.ironicQueueMax);
+  }
+
+  /** Shard definitions on this same connection. */
+  definitionBackend(): RedisDefinitions {
+    return new RedisDefinitions(this.redis, this.keys.definitions, this.acks);
   }
 
   /** The node registry on this same connection. */

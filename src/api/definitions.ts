@@ -1,0 +1,86 @@
+import { Router } from "express";
+import { parseOrThrow } from "../domain/validation.js";
+import type { ShardCatalog, ShardDefinition } from "../shards/definitions.js";
+import {
+  DEFINITIONS_REFRESH_MS,
+  DefinedByFileError,
+  type StoredDefinitions,
+} from "../shards/stored-definitions.js";
+import { requireRole } from "./auth.js";
+import { bodyObject } from "./body.js";
+import { HttpError, conflict } from "./errors.js";
+import { ShardPath } from "./paths.js";
+
+/** A definition as the API shows it: every field, `agents` null for any agent, and where it comes from. */
+export function definitionJson(definition: ShardDefinition, catalog: ShardCatalog) {
+  return {
+    name: definition.name,
+    description: definition.description,
+    lease_ttl_ms: definition.lease_ttl_ms,
+    agents: definition.agents ?? null,
+    filling: definition.filling === true,
+    source: catalog.sourceOf(definition.name),
+  };
+}
+
+const definedByFile = (error: DefinedByFileError) =>
+  new HttpError([
+    conflict("shard.defined_by_file", "Shard defined by a file", error.message, { field: "shard" }),
+  ]);
+
+/**
+ * Shard definitions kept in the store, so every bridge on it serves the same ones:
+ *   GET    /v1/shard-definitions          -> 200 {"version","refresh_ms","definitions":[…]} (files' and the store's)
+ *   PUT    /v1/shard-definitions/{shard}  {"description"?,"lease_ttl_ms"?,"agents"?,"filling"?} (admin)
+ *                                         -> 201 created | 200 replaced, the definition
+ *   DELETE /v1/shard-definitions/{shard}  (admin) -> 204 | 404
+ * A write is in force on this bridge when it is answered and on every bridge of the same
+ * store within `refresh_ms`. A shard a file of this bridge defines is the file's: 409.
+ */
+export function definitionRoutes(stored: StoredDefinitions, catalog: ShardCatalog): Router {
+  const router = Router();
+
+  router.get("/v1/shard-definitions", async (_req, res) => {
+    await stored.refresh();
+    res.json({
+      version: stored.readVersion,
+      refresh_ms: DEFINITIONS_REFRESH_MS,
+      definitions: catalog.definitions.map((d) => definitionJson(d, catalog)),
+    });
+  });
+
+  router.put("/v1/shard-definitions/:shard", requireRole("admin"), async (req, res) => {
+    const { shard } = parseOrThrow(ShardPath, req.params);
+    try {
+      const { definition, created } = await stored.put(shard, bodyObject(req));
+      res.status(created ? 201 : 200).json({
+        ...definitionJson(definition, catalog),
+        takes_effect_within_ms: DEFINITIONS_REFRESH_MS,
+      });
+    } catch (error) {
+      if (error instanceof DefinedByFileError) throw definedByFile(error);
+      throw error;
+    }
+  });
+
+  router.delete("/v1/shard-definitions/:shard", requireRole("admin"), async (req, res) => {
+    const { shard } = parseOrThrow(ShardPath, req.params);
+    try {
+      if (!(await stored.remove(shard)))
+        throw new HttpError([
+          {
+            status: 404,
+            code: "shardbridge.shard.not_defined",
+            title: "No stored definition",
+            detail: `the store holds no definition of shard ${shard}`,
+          },
+        ]);
+      res.status(204).end();
+    } catch (error) {
+      if (error instanceof DefinedByFileError) throw definedByFile(error);
+      throw error;
+    }
+  });
+
+  return router;
+}

@@ -1,0 +1,67 @@
+import { renderTable } from "../text/table.js";
+import type { MigrationPlan } from "../ring/plan.js";
+import type { PlanFile } from "./migrate-file.js";
+
+/** The plan as a table of shards, and what it leaves alone or cannot place. */
+export function planText(plan: MigrationPlan, maxPerShard: number): string {
+  const planned = plan.shards.reduce((n, s) => n + s.nodes.length, 0);
+  let out = renderTable(
+    ["shard", "active agent", "nodes"],
+    plan.shards.map((s) => [s.name, s.active, s.nodes.length]),
+  );
+  out +=
+    `\n${planned} unsharded nodes into ${plan.shards.length} shards of at most ${maxPerShard}; ` +
+    `0 nodes change agent. ${plan.alreadySharded} nodes already have a shard key and are left alone.\n`;
+  if (plan.unplaced.length > 0) {
+    out += `${plan.unplaced.length} nodes are not planned:\n`;
+    for (const u of plan.unplaced.slice(0, 20)) out += `  ${u.uuid}: ${u.reason}\n`;
+    if (plan.unplaced.length > 20) out += `  … and ${plan.unplaced.length - 20} more (see --json)\n`;
+  }
+  return out;
+}
+
+/**
+ * The reviewed switch, step by step, with nova's side in the order of nova's
+ * ironic-shards spec (set the shard keys; one nova-compute per shard; stop the old
+ * services and force them down; move the nodes with instances; delete the old services).
+ * One change of order, said where it happens: the new nova-computes start before the keys
+ * are set, under their leases, because `migrate apply` needs each planned shard held by
+ * its agent; a nova-compute whose shard has no nodes yet manages nothing.
+ */
+export function stepsText(file: PlanFile, path: string): string {
+  const { services, old_services: old, moves } = file.nova;
+  const lines = [
+    `Plan written to ${path} (inventory ${file.inventory.fingerprint.slice(0, 19)}…). Review it, then:`,
+    "",
+    `1. shardbridge migrate prepare ${path}`,
+    "     defines the planned shards in the bridge (TTL, allowed agent), marked filling",
+    "2. one nova-compute per shard, started under its lease on its agent's host ([DEFAULT] host, [ironic] shard):",
+    ...renderTable(
+      ["shard", "agent", "[DEFAULT] host", "[ironic] shard"],
+      services.map((s) => [s.shard, s.agent, s.host, s.shard]),
+    )
+      .trimEnd()
+      .split("\n")
+      .map((l) => `     ${l}`),
+    `     e.g. shardbridge run --id ${services[0]?.agent ?? "AGENT"} --shard ${services[0]?.shard ?? "SHARD"} -- nova-compute --config-file /etc/nova/nova.conf`,
+    "     (run sets both options, host SHARD-ironic by default; nova's spec starts these after step 3 — here",
+    "     before, since each shard must be held by its agent when its keys land; an empty shard manages nothing)",
+    `3. shardbridge migrate apply ${path} --ironic IRONIC_URL`,
+    "     refuses if the inventory changed or a shard lacks its holder; writes the keys to Ironic and the bridge;",
+    "     checks every node is managed by the agent that managed it before",
+    `4. stop the old nova-compute services (no [ironic] shard): ${old.join(", ") || "none"}`,
+    "5. force them down (compute API 2.11 or later):",
+    ...old.map(
+      (host) =>
+        `     openstack --os-compute-api-version 2.11 compute service set --down ${host} nova-compute`,
+    ),
+    `6. move the nodes with instances to their shard's service (${moves.length}; nova moves the others itself):`,
+    ...moves.map(
+      (m) =>
+        `     nova-manage db ironic_compute_node_move --ironic-node-uuid ${m.uuid} --destination-host ${m.to}`,
+    ),
+    "7. delete the old services once they hold no instances or compute nodes: openstack compute service delete ID",
+    `8. shardbridge migrate verify ${path} --ironic IRONIC_URL   (again whenever in doubt)`,
+  ];
+  return `${lines.join("\n")}\n`;
+}
