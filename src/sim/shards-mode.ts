@@ -23,7 +23,7 @@ import {
 import { Coverage } from "./coverage.js";
 import type { FleetLayout } from "./fleet.js";
 import { SimHost } from "./host.js";
-import type { EventQueue } from "./queue.js";
+import { EventQueue } from "./queue.js";
 import type { Scenario } from "./scenario.js";
 
 const MS = 1000;
@@ -38,6 +38,8 @@ const CLOCK_SLACK_US = 1e-6;
 interface Keeper {
   host: SimHost;
   shard: number;
+  /** this agent-and-shard's number: ranks its renews among simultaneous events (EventQueue.atRenew) */
+  uid: number;
   /** the host's incarnation this keeper belongs to: a restarted agent has new keepers */
   hostEpoch: number;
   /** the rules' state (src/agent/keeper-machine.ts) */
@@ -51,13 +53,15 @@ interface Keeper {
   /** the renew in flight, as the machine sent it */
   renewAttempt: number;
   renewSent: SentAt;
+  /** cruising (see `cruise`): when its next renew is due, true µs; NaN when its renews are queue events */
+  cruiseAtUs: number;
 }
 
 /** What a request does at the store and with its answer (see `request`). */
 interface RequestCalls<T> {
   apply: (atUs: number) => T;
   settle: (answer: T) => "now" | "on-arrival";
-  onAnswer: (answer: T, lagUs: number) => void;
+  onAnswer: (answer: T, nowUs: number, lagUs: number) => void;
   onTimeout: () => void;
 }
 
@@ -71,6 +75,8 @@ export interface ActiveSpell {
 
 export interface ShardsModeResult {
   coverage: Coverage;
+  /** renews run outside the queue (see `cruise`); counted among the events simulated */
+  cruisedRenews: number;
   staleWritesRefused: number;
   /** writes that passed fencing without being the live holder's: must be 0 */
   staleWritesAccepted: number;
@@ -82,6 +88,18 @@ const DEADLINE: KeeperEvent = { kind: "deadline" };
 const STOP: KeeperEvent = { kind: "stop" };
 const START: KeeperEvent = { kind: "start" };
 const NEVER_SENT: SentAt = { mono: 0, wall: 0 };
+
+/**
+ * A cruised renew would have done something other than a clean renew (a refusal, a lost
+ * lease, a timeout, a draw from the random sequence): its moment has passed, so the run
+ * cannot be kept. `simulate` runs the scenario again with every renew a queue event.
+ */
+export class CruiseBroken extends Error {
+  constructor(what: string, atUs: number) {
+    super(`a cruised renew at ${atUs} µs would have ${what}`);
+    this.name = "CruiseBroken";
+  }
+}
 
 /**
  * Shards with active/passive leases: a store running the pure lease state machine (the
@@ -104,7 +122,25 @@ const NEVER_SENT: SentAt = { mono: 0, wall: 0 };
  *   interval) would cost a day of 500 standbys 100 million refused polls;
  * - a fleet in steady state at time 0: each shard's first candidate holds the lease,
  *   renewing at a random phase of its interval, and the standbys are somewhere in their
- *   poll cycle.
+ *   poll cycle;
+ * - a healthy holder cruises: see `cruise`.
+ *
+ * Cruise. Most of a day's events are healthy holders renewing (21.6 of 32 million in the
+ * day of test/bench/sim.bench.ts), and a queue event per renew cost more than the renew's
+ * rules. After a renew that succeeded at once, the holder's next renews are not queued:
+ * each runs, through the same `dispatch`, machine and store as a queued one, at its own
+ * time, when something is about to look at the holder or its shard: any store operation
+ * on the shard, any event of the keeper, its fenced writes, the end of the run. The queue
+ * puts a renew among simultaneous events by the keeper's number, not by when it was
+ * scheduled (EventQueue.atRenew), so "every renew due before the event running now"
+ * is exact. A cruise ends — the next renew is queued again — when a store operation
+ * changes the shard's state, when the keeper gets an event, and before every fault of
+ * the timeline (a barrier 2 × latency + 1 µs ahead of it, so the renews whose round trip
+ * a fault falls into run as events). While cruising nothing else can reach the holder,
+ * so each of its renews is a clean one; a cruised renew that would do anything else — a
+ * refusal, a timeout, a lost lease, a random draw — throws `CruiseBroken` before it does,
+ * and `simulate` runs the scenario again without cruising (`cruise: false`, which the
+ * tests hold the cruising run to, report for report).
  */
 export function runShardsMode(
   scenario: Scenario,
@@ -114,7 +150,9 @@ export function runShardsMode(
   hosts: SimHost[],
   /** when the timeline's faults happen, sorted: the round trips they fall into run as events */
   faultTimesUs: readonly number[],
-): { result: ShardsModeResult; faults: ShardFaults } {
+  /** run healthy holders' renews outside the queue (see `cruise`); false: every renew is an event */
+  cruise = true,
+): { result: ShardsModeResult; faults: ShardFaults; finish: (endUs: number) => void } {
   const { fleet } = scenario;
   const ttlMs = fleet.lease_ttl_ms;
   const intervalUs = renewIntervalMs(ttlMs) * MS;
@@ -135,6 +173,7 @@ export function runShardsMode(
   const coverage = new Coverage(layout.shardWeights, 0);
   const result: ShardsModeResult = {
     coverage,
+    cruisedRenews: 0,
     staleWritesRefused: 0,
     staleWritesAccepted: 0,
     spells: [],
@@ -142,12 +181,16 @@ export function runShardsMode(
   const openSpell = new Map<Keeper, ActiveSpell>();
   const keepersOf: Keeper[][] = hosts.map(() => []);
 
-  const storeOp = <Op extends LeaseOperation>(shard: number, op: Op, atUs = queue.now): OutcomeOf<Op> => {
+  const storeOp = <Op extends LeaseOperation>(shard: number, op: Op, atUs: number): OutcomeOf<Op> => {
+    const cruiser = inCruise ? null : cruiserOf[shard]!;
+    if (cruiser !== null) catchUp(cruiser);
     const state = store.shards.get(shard) ?? EMPTY_SHARD_STATE;
     // The store's clock reads whole microseconds, as Redis TIME does and the lease rules
     // expect: a fractional reading would make a fresh grant show 5,999 ms left.
     const step = transition(state, op, { nowUs: Math.floor(atUs), bootUs: Math.floor(store.bootUs) });
     store.shards.set(shard, step.state);
+    // Anything but the holder's renew that changes the shard ends its cruise.
+    if (cruiser !== null && step.state !== state) endCruise(cruiser);
     return step.outcome;
   };
 
@@ -179,6 +222,7 @@ export function runShardsMode(
       if (store.downUntilUs <= atUs) apply(atUs);
       return;
     }
+    if (cruising.size > 0) throw new CruiseBroken("seen a message on the slow path", queue.now);
     slowUntilUs = Math.max(slowUntilUs, atUs);
     queue.at(atUs, () => {
       if (store.downUntilUs <= queue.now) apply(queue.now);
@@ -198,17 +242,19 @@ export function runShardsMode(
    */
   const request = <T>(
     host: SimHost,
+    /** when it leaves: now, or a cruised renew's moment */
+    sentUs: number,
     apply: (atUs: number) => T,
     timeoutLocalUs: number,
     settle: (answer: T) => "now" | "on-arrival",
-    /** `lagUs`: how long after this call the answer really arrives (0 when handled on arrival) */
-    onAnswer: (answer: T, lagUs: number) => void,
+    /** `nowUs`: the moment of this call or of the answer's event; `lagUs`: how long after it the answer really arrives */
+    onAnswer: (answer: T, nowUs: number, lagUs: number) => void,
     onTimeout: () => void,
   ): void => {
-    const sentLocal = host.local();
-    const sentUs = queue.now;
+    const sentLocal = host.local(sentUs);
     // A function declaration, not a closure per request: renews are most of the events.
     function timeout(): void {
+      if (inCruise) throw new CruiseBroken("timed out", sentUs);
       host.later(host.trueAt(sentLocal + timeoutLocalUs), onTimeout);
     }
     if (host.cutTo) return timeout();
@@ -216,10 +262,13 @@ export function runShardsMode(
       if (store.downUntilUs > sentUs + latencyUs) return timeout();
       const answer = apply(sentUs + latencyUs);
       if (host.cutFrom || 2 * latencyUs * host.rateNow > timeoutLocalUs) return timeout();
-      if (settle(answer) === "now") onAnswer(answer, 2 * latencyUs);
-      else host.later(sentUs + 2 * latencyUs, () => onAnswer(answer, 0));
+      if (settle(answer) === "now") onAnswer(answer, sentUs, 2 * latencyUs);
+      else if (inCruise) throw new CruiseBroken("been refused", sentUs);
+      else host.later(sentUs + 2 * latencyUs, () => onAnswer(answer, queue.now, 0));
       return;
     }
+    // No message travels the slow way during a cruise: only a fault starts one, and a barrier ends every cruise first.
+    if (inCruise || cruising.size > 0) throw new CruiseBroken("met a message on the slow path", sentUs);
     slowUntilUs = Math.max(slowUntilUs, sentUs + latencyUs);
     queue.at(sentUs + latencyUs, () => {
       if (store.downUntilUs > queue.now) return timeout();
@@ -228,7 +277,7 @@ export function runShardsMode(
         if (host.cutFrom) return timeout();
         host.later(queue.now, () => {
           if (host.local() - sentLocal > timeoutLocalUs) onTimeout();
-          else onAnswer(answer, 0);
+          else onAnswer(answer, queue.now, 0);
         });
       });
     });
@@ -253,6 +302,7 @@ export function runShardsMode(
     mono: 0,
     wall: 0,
     get random(): number {
+      if (inCruise) throw new CruiseBroken("drawn from the random sequence", clocks.mono);
       lastDraw = random();
       return lastDraw;
     },
@@ -268,47 +318,168 @@ export function runShardsMode(
     pendingSend: Extract<KeeperAction, { kind: "send" }> | null;
     /** the driver's own time for the step timer being armed (the shortcuts above), or null */
     stepAt: (() => number) | null;
+    /** the step timer armed by this event (local time), or NaN: armed once the machine's new state is known */
+    pendingStep: number;
   } = {
     keeper: null,
     pendingSend: null,
     stepAt: null,
+    pendingStep: NaN,
     act(action: KeeperAction): void {
       const k = this.keeper!;
       if (action.kind === "send") {
         this.pendingSend = action;
       } else if (action.kind === "report") {
+        if (inCruise && action.report.kind !== "renewed")
+          throw new CruiseBroken(`reported ${action.report.kind}`, clocks.mono);
         onReport(k, action.report);
       } else if (action.timer === "step") {
         k.stepEpoch++;
-        if (action.atMono !== null) armStep(k, this.stepAt === null ? action.atMono : this.stepAt());
+        if (action.atMono !== null) this.pendingStep = this.stepAt === null ? action.atMono : this.stepAt();
       }
       // The deadline timer: see watchDeadline.
     },
   };
 
-  /** Run one event through `k`'s machine at its host's clock reading `local`. */
-  const dispatch = (k: Keeper, event: KeeperEvent, local = k.host.local()): void => {
+  /**
+   * Run one event through `k`'s machine at its host's clock reading `local`, at true time
+   * `atUs` (now, or a cruised renew's moment).
+   */
+  const dispatch = (k: Keeper, event: KeeperEvent, local = k.host.local(), atUs = queue.now): void => {
     // A crashed incarnation's keeper hears nothing more; answers still on their way are lost.
     if (k.host.epoch !== k.hostEpoch) {
       sink.stepAt = null;
       return;
+    }
+    if (!inCruise && k.cruiseAtUs === k.cruiseAtUs) {
+      // An event of a cruising keeper: its renews due before now first, then it is queued again.
+      catchUp(k);
+      endCruise(k);
     }
     clocks.mono = local;
     clocks.wall = local;
     sink.keeper = k;
     k.machine = advanceKeeper(config, k.machine, event, clocks, sink);
     sink.stepAt = null;
+    // Armed after the machine's step (nothing else is scheduled in between): an active
+    // keeper's step is a renew, ranked as one.
+    const stepAt = sink.pendingStep;
+    sink.pendingStep = NaN;
+    if (stepAt === stepAt) armStep(k, stepAt, atUs, k.machine.phase === "active");
     const send = sink.pendingSend;
     sink.pendingSend = null;
-    if (send !== null) perform(k, send);
+    if (send !== null) perform(k, send, atUs);
   };
 
-  const armStep = (k: Keeper, atLocal: number): void => {
-    const epoch = k.stepEpoch;
-    k.host.later(k.host.trueAt(atLocal), () => {
-      if (k.stepEpoch === epoch) dispatch(k, STEP);
-    });
+  /** Arm `k`'s step timer at its local time `atLocal`, from true time `nowUs`. */
+  const armStep = (k: Keeper, atLocal: number, nowUs = queue.now, renew = false): void => {
+    const atUs = Math.max(k.host.trueAt(atLocal), nowUs);
+    if (inCruise) {
+      if (!renew) throw new CruiseBroken("armed a poll", nowUs);
+      k.cruiseAtUs = atUs;
+    } else if (renew && renewedAtOnce === k && mayCruise(k, atUs)) {
+      k.cruiseAtUs = atUs;
+      cruiserOf[k.shard] = k;
+      cruising.add(k);
+    } else queueStep(k, atUs, renew);
   };
+
+  const queueStep = (k: Keeper, atUs: number, renew: boolean): void => {
+    const epoch = k.stepEpoch;
+    k.host.later(
+      atUs,
+      () => {
+        if (k.stepEpoch === epoch) dispatch(k, STEP);
+      },
+      renew ? k.uid : -1,
+    );
+  };
+
+  // ---- Cruise (see above) ----
+
+  /** a cruised renew is running: nothing it does may reach the queue or the random sequence */
+  let inCruise = false;
+  /** the keeper whose renew was just answered with success, at once (the only way into a cruise) */
+  let renewedAtOnce: Keeper | null = null;
+  const cruiserOf: Array<Keeper | null> = layout.candidates.map(() => null);
+  const cruising = new Set<Keeper>();
+
+  /**
+   * The barrier ahead of each fault: from there on the renews whose round trip the fault
+   * may fall into are queue events (see `request`), so a cruise must end before it.
+   */
+  const barrierOf = (faultUs: number): number => faultUs - 2 * latencyUs - 1;
+  /** The barrier of the first fault after now (a fault at now has run: faults come first). */
+  const nextBarrier = (): number => {
+    let lo = 0;
+    let hi = faultTimesUs.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (faultTimesUs[mid]! <= queue.now) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo < faultTimesUs.length ? barrierOf(faultTimesUs[lo]!) : Infinity;
+  };
+
+  /**
+   * May `k`, whose renew was just answered with success at once, cruise to its next renew
+   * at `nextUs`? Only a host running, not frozen, not cut off, on a store that is up, with
+   * no message the slow way on the wire, and no fault's barrier before that renew: what
+   * the timeline can change, it changes at a fault, and a barrier ends every cruise first.
+   */
+  const mayCruise = (k: Keeper, nextUs: number): boolean => {
+    const host = k.host;
+    const now = queue.now;
+    return (
+      cruise &&
+      host.up &&
+      !host.paused &&
+      !host.cutTo &&
+      !host.cutFrom &&
+      store.downUntilUs <= now &&
+      slowUntilUs <= now &&
+      cruiserOf[k.shard] === null &&
+      nextUs < nextBarrier()
+    );
+  };
+
+  /** Run `k`'s cruised renews that come before the event running now, each at its own moment. */
+  const catchUp = (k: Keeper, untilUs = queue.now, untilRank = queue.nowRank): void => {
+    const rank = EventQueue.renewRank(k.uid);
+    let atUs = k.cruiseAtUs;
+    while (atUs < untilUs || (atUs === untilUs && rank < untilRank)) {
+      // What the step timer's event would do at atUs: the host is running and unfrozen
+      // (only a fault changes that, and no fault falls in a cruise), the timer is live.
+      inCruise = true;
+      k.cruiseAtUs = NaN;
+      dispatch(k, STEP, k.host.local(atUs), atUs);
+      inCruise = false;
+      if (k.cruiseAtUs !== k.cruiseAtUs) throw new CruiseBroken("armed no next renew", atUs);
+      result.cruisedRenews++;
+      queue.ranOutside(1);
+      atUs = k.cruiseAtUs;
+    }
+  };
+
+  /** Queue `k`'s next renew again. */
+  const endCruise = (k: Keeper): void => {
+    const atUs = k.cruiseAtUs;
+    if (atUs !== atUs) return;
+    k.cruiseAtUs = NaN;
+    cruiserOf[k.shard] = null;
+    cruising.delete(k);
+    queueStep(k, atUs, true);
+  };
+
+  /** Before a fault: every cruise ends (the barrier is the driver's event, not the model's). */
+  for (const faultUs of new Set(faultTimesUs))
+    queue.atFirst(barrierOf(faultUs), () => {
+      queue.uncount();
+      for (const k of [...cruising]) {
+        catchUp(k);
+        endCruise(k);
+      }
+    });
 
   const onReport = (k: Keeper, report: KeeperReport): void => {
     if (report.kind === "active") {
@@ -325,6 +496,7 @@ export function runShardsMode(
 
   /** The machine's deadline timer firing now, if its time has come (within clock slack). */
   const fireDeadlineIfDue = (k: Keeper): void => {
+    catchUp(k);
     const local = k.host.local();
     const deadline = k.machine.deadlineMono;
     if (k.machine.phase === "active" && local >= deadline - CLOCK_SLACK_US)
@@ -340,13 +512,15 @@ export function runShardsMode(
     const epoch = k.leaseEpoch;
     const hostEpoch = k.host.epoch;
     queue.at(k.host.trueAt(k.machine.deadlineMono), () => {
+      catchUp(k);
       if (k.leaseEpoch !== epoch || k.host.epoch !== hostEpoch || k.machine.phase !== "active") return;
       fireDeadlineIfDue(k);
       if (k.machine.phase === "active" && k.host.paused) watchDeadline(k); // still frozen: check again at the new deadline
     });
   };
 
-  const perform = (k: Keeper, send: Extract<KeeperAction, { kind: "send" }>): void => {
+  const perform = (k: Keeper, send: Extract<KeeperAction, { kind: "send" }>, atUs: number): void => {
+    if (inCruise && send.op !== "renew") throw new CruiseBroken(`sent ${send.op}`, atUs);
     if (send.op === "acquire") return acquire(k, send.attempt, send.sent, send.timeout);
     if (send.op === "release") {
       const { token } = send;
@@ -358,24 +532,25 @@ export function runShardsMode(
     k.renewAttempt = send.attempt;
     k.renewSent = send.sent;
     const calls = k.renewCalls!;
-    request(k.host, calls.apply, send.timeout, calls.settle, calls.onAnswer, calls.onTimeout);
+    request(k.host, atUs, calls.apply, send.timeout, calls.settle, calls.onAnswer, calls.onTimeout);
   };
 
   const acquire = (k: Keeper, attempt: number, sent: SentAt, timeout: number): void => {
     request(
       k.host,
+      queue.now,
       (atUs) => storeOp(k.shard, { kind: "acquire", agent: k.host.id, ttlMs }, atUs),
       timeout,
       (outcome) => (outcome.ok ? "on-arrival" : "now"),
-      (outcome, lagUs) => {
-        const arrivedLocal = k.host.local(queue.now + lagUs);
+      (outcome, nowUs, lagUs) => {
+        const arrivedLocal = k.host.local(nowUs + lagUs);
         if (!outcome.ok && outcome.current !== null && k.machine.phase === "standby") {
           // Held: skip the polls that could only be refused (see above).
           let waiting = store.waiters.get(k.shard);
           if (waiting === undefined) store.waiters.set(k.shard, (waiting = new Set()));
           waiting.add(k);
           // `lagUs` is how far the answer still is from now: the poll counts from its arrival.
-          const nowLocal = k.host.local();
+          const nowLocal = k.host.local(nowUs);
           const share = random();
           const untilFreeUs = (outcome.current.ttlMs + 1) * MS;
           sink.stepAt = () => nowLocal + (lagUs + untilFreeUs + share * standbyJitter(pollUs, lastDraw));
@@ -393,10 +568,13 @@ export function runShardsMode(
     return {
       apply: (atUs) => storeOp(k.shard, op, atUs),
       settle: (outcome) => (outcome.ok ? "now" : "on-arrival"),
-      onAnswer: (outcome, lagUs) => {
+      onAnswer: (outcome, nowUs, lagUs) => {
         if (k.leaseEpoch !== epoch) return;
         const event = { kind: "renewed", attempt: k.renewAttempt, sent: k.renewSent, outcome } as const;
-        dispatch(k, event, k.host.local(queue.now + lagUs));
+        // A renew granted at once is the way into a cruise (see armStep).
+        renewedAtOnce = outcome.ok ? k : null;
+        dispatch(k, event, k.host.local(nowUs + lagUs), nowUs);
+        renewedAtOnce = null;
       },
       onTimeout: () => {
         if (k.leaseEpoch !== epoch) return;
@@ -415,6 +593,7 @@ export function runShardsMode(
   const scheduleWrite = (k: Keeper, delayUs = writeUs) => {
     const epoch = k.leaseEpoch;
     k.host.afterLocal(delayUs, () => {
+      catchUp(k);
       if (k.leaseEpoch !== epoch || k.machine.phase !== "active") return;
       const local = k.host.local();
       if (mayAct(k.machine, local, local)) {
@@ -444,6 +623,7 @@ export function runShardsMode(
       const k: Keeper = {
         host,
         shard: s,
+        uid: host.index * layout.candidates.length + s,
         hostEpoch: host.epoch,
         machine: initialKeeperState(config),
         stepEpoch: 0,
@@ -451,6 +631,7 @@ export function runShardsMode(
         renewCalls: null,
         renewAttempt: 0,
         renewSent: NEVER_SENT,
+        cruiseAtUs: NaN,
       };
       keepersOf[host.index]!.push(k);
       if (!warm) {
@@ -459,7 +640,7 @@ export function runShardsMode(
       }
       if (layout.candidates[s]![0] === host.index) {
         // Steady state at time 0: the first candidate holds the lease.
-        const outcome = storeOp(s, { kind: "acquire", agent: host.id, ttlMs });
+        const outcome = storeOp(s, { kind: "acquire", agent: host.id, ttlMs }, queue.now);
         if (outcome.ok) {
           // A holder in steady state renews at some phase of its interval, not in step with the others.
           const local = host.local();
@@ -523,7 +704,11 @@ export function runShardsMode(
       for (const k of keepersOf[h.index] ?? []) if (k.machine.phase === "active") watchDeadline(k);
     },
   };
-  return { result, faults };
+  /** Run the cruised renews due by the end of the run (the queue runs its events up to and at the end). */
+  const finish = (endUs: number): void => {
+    for (const k of cruising) catchUp(k, endUs, Infinity);
+  };
+  return { result, faults, finish };
 }
 
 /** What the timeline can do to the shard side. */
