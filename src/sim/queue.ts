@@ -10,14 +10,24 @@ const RENEW_RANK = 2 ** 51;
 const OTHER_RANK = 2 ** 52;
 
 /**
+ * What an event runs: a function of one number. A driver that schedules the same kind of
+ * event millions of times makes the function once (per keeper, say) and passes what
+ * differs as the number, instead of a closure per event.
+ */
+export type EventAction = (arg: number) => void;
+
+/**
  * The simulator's event queue: a binary heap ordered by time, then by rank (above), so
  * equal times run in a fixed order and every run is the same.
  */
 export class EventQueue {
   private times: number[] = [];
   private ranks: number[] = [];
-  private actions: Array<() => void> = [];
+  private actions: EventAction[] = [];
+  private args: number[] = [];
   private nextSeq = 0;
+  private nowAction: EventAction = () => undefined;
+  private nowArg = 0;
   /** events run so far, and events run outside the queue (`runOutside`) */
   processed = 0;
   /** the time of the event running now, µs */
@@ -25,22 +35,33 @@ export class EventQueue {
   /** the rank of the event running now: with `now`, its place in the order */
   nowRank = 0;
 
-  /** Run `action` at `atUs` (never before now). */
-  at(atUs: number, action: () => void): void {
-    this.push(atUs, OTHER_RANK + this.nextSeq++, action);
+  /** Run `action(arg)` at `atUs` (never before now). */
+  at(atUs: number, action: EventAction, arg = 0): void {
+    this.push(atUs, OTHER_RANK + this.nextSeq++, action, arg);
   }
 
-  /** Run `action` at `atUs` before anything else due then that was not scheduled with `atFirst` earlier. */
-  atFirst(atUs: number, action: () => void): void {
-    this.push(atUs, this.nextSeq++, action);
+  /** Run `action(arg)` at `atUs`, before the renews and the rest due then (a fault). */
+  atFirst(atUs: number, action: EventAction, arg = 0): void {
+    this.push(atUs, this.nextSeq++, action, arg);
   }
 
   /**
    * Run the renew of keeper number `keeper` (a small whole number, one per agent and
    * shard) at `atUs`: after the faults due then, before the rest, by keeper number.
    */
-  atRenew(atUs: number, keeper: number, action: () => void): void {
-    this.push(atUs, RENEW_RANK + keeper, action);
+  atRenew(atUs: number, keeper: number, action: EventAction, arg = 0): void {
+    this.push(atUs, RENEW_RANK + keeper, action, arg);
+  }
+
+  /**
+   * Run the event running now again at `atUs`, in its class (a frozen process's timer
+   * fires when it thaws): a renew keeps its rank, anything else is ranked as scheduled now.
+   */
+  putOff(atUs: number): void {
+    const rank = this.nowRank;
+    const again =
+      rank >= OTHER_RANK ? OTHER_RANK + this.nextSeq++ : rank >= RENEW_RANK ? rank : this.nextSeq++;
+    this.push(atUs, again, this.nowAction, this.nowArg);
   }
 
   /** The rank `atRenew` gives keeper number `keeper`'s renew. */
@@ -67,8 +88,8 @@ export class EventQueue {
   runUntil(untilUs: number, onProgress?: (nowUs: number) => void): void {
     let sinceReport = 0;
     while (this.times.length > 0 && this.times[0]! <= untilUs) {
-      const action = this.pop();
-      action();
+      this.pop();
+      this.nowAction(this.nowArg);
       this.processed++;
       if (onProgress !== undefined && ++sinceReport === 100_000) {
         sinceReport = 0;
@@ -79,28 +100,32 @@ export class EventQueue {
     this.nowRank = 0;
   }
 
-  private push(atUs: number, rank: number, action: () => void): void {
+  private push(atUs: number, rank: number, action: EventAction, arg: number): void {
     const time = Math.max(atUs, this.now);
     let i = this.times.length;
     this.times.push(time);
     this.ranks.push(rank);
     this.actions.push(action);
+    this.args.push(arg);
     while (i > 0) {
       const parent = (i - 1) >> 1;
       if (this.before(parent, time, rank)) break;
       this.move(parent, i);
       i = parent;
     }
-    this.place(i, time, rank, action);
+    this.place(i, time, rank, action, arg);
   }
 
-  private pop(): () => void {
-    const top = this.actions[0]!;
+  /** Take the first event off the heap: it is the one running now. */
+  private pop(): void {
+    this.nowAction = this.actions[0]!;
+    this.nowArg = this.args[0]!;
     this.now = this.times[0]!;
     this.nowRank = this.ranks[0]!;
     const lastTime = this.times.pop()!;
     const lastRank = this.ranks.pop()!;
     const lastAction = this.actions.pop()!;
+    const lastArg = this.args.pop()!;
     const n = this.times.length;
     if (n > 0) {
       let i = 0;
@@ -113,9 +138,8 @@ export class EventQueue {
         this.move(child, i);
         i = child;
       }
-      this.place(i, lastTime, lastRank, lastAction);
+      this.place(i, lastTime, lastRank, lastAction, lastArg);
     }
-    return top;
   }
 
   /** Does slot `i` come before (time, rank)? */
@@ -128,11 +152,13 @@ export class EventQueue {
     this.times[to] = this.times[from]!;
     this.ranks[to] = this.ranks[from]!;
     this.actions[to] = this.actions[from]!;
+    this.args[to] = this.args[from]!;
   }
 
-  private place(i: number, time: number, rank: number, action: () => void): void {
+  private place(i: number, time: number, rank: number, action: EventAction, arg: number): void {
     this.times[i] = time;
     this.ranks[i] = rank;
     this.actions[i] = action;
+    this.args[i] = arg;
   }
 }

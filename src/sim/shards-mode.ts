@@ -23,10 +23,12 @@ import {
 import { Coverage } from "./coverage.js";
 import type { FleetLayout } from "./fleet.js";
 import { SimHost } from "./host.js";
-import { EventQueue } from "./queue.js";
+import { EventQueue, type EventAction } from "./queue.js";
 import type { Scenario } from "./scenario.js";
 
 const MS = 1000;
+
+type RenewOperation = Extract<LeaseOperation, { kind: "renew" }>;
 
 /**
  * How far apart two readings of one host's clock may be and still be one instant: the
@@ -48,21 +50,36 @@ interface Keeper {
   stepEpoch: number;
   /** bumped when the keeper wins or loses a lease: the write loop and deadline watch of an older lease stop */
   leaseEpoch: number;
-  /** the renew's request handlers for the current lease, made once per lease */
+  /** the renew's request handlers for the current lease, and the renew itself, made once per lease */
   renewCalls: RequestCalls<LeaseOutcome> | null;
+  renewOp: RenewOperation | null;
   /** the renew in flight, as the machine sent it */
   renewAttempt: number;
   renewSent: SentAt;
   /** cruising (see `cruise`): when its next renew is due, true µs; NaN when its renews are queue events */
   cruiseAtUs: number;
+  /** the acquire's request handlers, made once per keeper */
+  acquireCalls: RequestCalls<LeaseOutcome>;
+  /**
+   * Its timers' events, made once per keeper (not a closure per event): the step timer
+   * (arg: the step epoch it was armed in), the write loop's check (arg: the lease epoch)
+   * and the write's send (arg: the token).
+   */
+  onStep: EventAction;
+  onWriteCheck: EventAction;
+  onWriteSend: EventAction;
 }
 
-/** What a request does at the store and with its answer (see `request`). */
+/**
+ * What a request does at the store and with its answer (see `request`): made once per
+ * keeper or lease; what differs per request (the machine's attempt and send time) comes
+ * as arguments.
+ */
 interface RequestCalls<T> {
   apply: (atUs: number) => T;
   settle: (answer: T) => "now" | "on-arrival";
-  onAnswer: (answer: T, nowUs: number, lagUs: number) => void;
-  onTimeout: () => void;
+  onAnswer: (answer: T, attempt: number, sent: SentAt, nowUs: number, lagUs: number) => void;
+  onTimeout: (attempt: number) => void;
 }
 
 /** A lease activity interval, for the timeline chart. */
@@ -179,6 +196,7 @@ export function runShardsMode(
     spells: [],
   };
   const openSpell = new Map<Keeper, ActiveSpell>();
+  const storeClock = { nowUs: 0, bootUs: 0 };
   const keepersOf: Keeper[][] = hosts.map(() => []);
 
   const storeOp = <Op extends LeaseOperation>(shard: number, op: Op, atUs: number): OutcomeOf<Op> => {
@@ -186,8 +204,11 @@ export function runShardsMode(
     if (cruiser !== null) catchUp(cruiser);
     const state = store.shards.get(shard) ?? EMPTY_SHARD_STATE;
     // The store's clock reads whole microseconds, as Redis TIME does and the lease rules
-    // expect: a fractional reading would make a fresh grant show 5,999 ms left.
-    const step = transition(state, op, { nowUs: Math.floor(atUs), bootUs: Math.floor(store.bootUs) });
+    // expect: a fractional reading would make a fresh grant show 5,999 ms left. (One
+    // reading object, refilled: the rules keep nothing of it.)
+    storeClock.nowUs = Math.floor(atUs);
+    storeClock.bootUs = Math.floor(store.bootUs);
+    const step = transition(state, op, storeClock);
     store.shards.set(shard, step.state);
     // Anything but the holder's renew that changes the shard ends its cruise.
     if (cruiser !== null && step.state !== state) endCruise(cruiser);
@@ -244,43 +265,42 @@ export function runShardsMode(
     host: SimHost,
     /** when it leaves: now, or a cruised renew's moment */
     sentUs: number,
-    apply: (atUs: number) => T,
+    calls: RequestCalls<T>,
+    attempt: number,
+    sent: SentAt,
     timeoutLocalUs: number,
-    settle: (answer: T) => "now" | "on-arrival",
-    /** `nowUs`: the moment of this call or of the answer's event; `lagUs`: how long after it the answer really arrives */
-    onAnswer: (answer: T, nowUs: number, lagUs: number) => void,
-    onTimeout: () => void,
   ): void => {
     const sentLocal = host.local(sentUs);
-    // A function declaration, not a closure per request: renews are most of the events.
-    function timeout(): void {
-      if (inCruise) throw new CruiseBroken("timed out", sentUs);
-      host.later(host.trueAt(sentLocal + timeoutLocalUs), onTimeout);
-    }
-    if (host.cutTo) return timeout();
+    if (host.cutTo) return timeout(host, calls, attempt, sentLocal + timeoutLocalUs);
     if (fastPath(sentUs)) {
-      if (store.downUntilUs > sentUs + latencyUs) return timeout();
-      const answer = apply(sentUs + latencyUs);
-      if (host.cutFrom || 2 * latencyUs * host.rateNow > timeoutLocalUs) return timeout();
-      if (settle(answer) === "now") onAnswer(answer, sentUs, 2 * latencyUs);
-      else if (inCruise) throw new CruiseBroken("been refused", sentUs);
-      else host.later(sentUs + 2 * latencyUs, () => onAnswer(answer, queue.now, 0));
+      if (store.downUntilUs > sentUs + latencyUs)
+        return timeout(host, calls, attempt, sentLocal + timeoutLocalUs);
+      const answer = calls.apply(sentUs + latencyUs);
+      if (host.cutFrom || 2 * latencyUs * host.rateNow > timeoutLocalUs)
+        return timeout(host, calls, attempt, sentLocal + timeoutLocalUs);
+      if (calls.settle(answer) === "now") calls.onAnswer(answer, attempt, sent, sentUs, 2 * latencyUs);
+      else host.later(sentUs + 2 * latencyUs, () => calls.onAnswer(answer, attempt, sent, queue.now, 0));
       return;
     }
     // No message travels the slow way during a cruise: only a fault starts one, and a barrier ends every cruise first.
-    if (inCruise || cruising.size > 0) throw new CruiseBroken("met a message on the slow path", sentUs);
+    if (cruising.size > 0) throw new CruiseBroken("met a message on the slow path", sentUs);
     slowUntilUs = Math.max(slowUntilUs, sentUs + latencyUs);
     queue.at(sentUs + latencyUs, () => {
-      if (store.downUntilUs > queue.now) return timeout();
-      const answer = apply(queue.now);
+      if (store.downUntilUs > queue.now) return timeout(host, calls, attempt, sentLocal + timeoutLocalUs);
+      const answer = calls.apply(queue.now);
       queue.at(queue.now + latencyUs, () => {
-        if (host.cutFrom) return timeout();
+        if (host.cutFrom) return timeout(host, calls, attempt, sentLocal + timeoutLocalUs);
         host.later(queue.now, () => {
-          if (host.local() - sentLocal > timeoutLocalUs) onTimeout();
-          else onAnswer(answer, queue.now, 0);
+          if (host.local() - sentLocal > timeoutLocalUs) calls.onTimeout(attempt);
+          else calls.onAnswer(answer, attempt, sent, queue.now, 0);
         });
       });
     });
+  };
+
+  /** A request's timeout, heard when the caller's clock reads `atLocal`. */
+  const timeout = <T>(host: SimHost, calls: RequestCalls<T>, attempt: number, atLocal: number): void => {
+    host.later(host.trueAt(atLocal), () => calls.onTimeout(attempt));
   };
 
   const believe = (k: Keeper) => {
@@ -316,26 +336,42 @@ export function runShardsMode(
   const sink: KeeperActionSink & {
     keeper: Keeper | null;
     pendingSend: Extract<KeeperAction, { kind: "send" }> | null;
-    /** the driver's own time for the step timer being armed (the shortcuts above), or null */
-    stepAt: (() => number) | null;
+    /**
+     * The driver's own time for the step timer being armed (the shortcuts above): none,
+     * `at` (local), or a held standby's next poll: from its answer (`at`, local) after the
+     * answer's lag, the lease's rest and a share of the machine's jitter draw.
+     */
+    override: "none" | "at" | "held";
+    at: number;
+    lagUs: number;
+    untilFreeUs: number;
+    share: number;
     /** the step timer armed by this event (local time), or NaN: armed once the machine's new state is known */
     pendingStep: number;
   } = {
     keeper: null,
     pendingSend: null,
-    stepAt: null,
+    override: "none",
+    at: 0,
+    lagUs: 0,
+    untilFreeUs: 0,
+    share: 0,
     pendingStep: NaN,
     act(action: KeeperAction): void {
       const k = this.keeper!;
       if (action.kind === "send") {
         this.pendingSend = action;
       } else if (action.kind === "report") {
-        if (inCruise && action.report.kind !== "renewed")
-          throw new CruiseBroken(`reported ${action.report.kind}`, clocks.mono);
         onReport(k, action.report);
       } else if (action.timer === "step") {
         k.stepEpoch++;
-        if (action.atMono !== null) this.pendingStep = this.stepAt === null ? action.atMono : this.stepAt();
+        if (action.atMono !== null)
+          this.pendingStep =
+            this.override === "none"
+              ? action.atMono
+              : this.override === "at"
+                ? this.at
+                : this.at + (this.lagUs + this.untilFreeUs + this.share * standbyJitter(pollUs, lastDraw));
       }
       // The deadline timer: see watchDeadline.
     },
@@ -348,19 +384,26 @@ export function runShardsMode(
   const dispatch = (k: Keeper, event: KeeperEvent, local = k.host.local(), atUs = queue.now): void => {
     // A crashed incarnation's keeper hears nothing more; answers still on their way are lost.
     if (k.host.epoch !== k.hostEpoch) {
-      sink.stepAt = null;
+      sink.override = "none";
       return;
     }
-    if (!inCruise && k.cruiseAtUs === k.cruiseAtUs) {
-      // An event of a cruising keeper: its renews due before now first, then it is queued again.
+    if (k.cruiseAtUs === k.cruiseAtUs) {
+      // An event of a cruising keeper: its renews due before now first (they use the
+      // sink: what the caller put there for this event is kept), then it is queued again.
+      const { override, at, lagUs, untilFreeUs, share } = sink;
       catchUp(k);
       endCruise(k);
+      sink.override = override;
+      sink.at = at;
+      sink.lagUs = lagUs;
+      sink.untilFreeUs = untilFreeUs;
+      sink.share = share;
     }
     clocks.mono = local;
     clocks.wall = local;
     sink.keeper = k;
     k.machine = advanceKeeper(config, k.machine, event, clocks, sink);
-    sink.stepAt = null;
+    sink.override = "none";
     // Armed after the machine's step (nothing else is scheduled in between): an active
     // keeper's step is a renew, ranked as one.
     const stepAt = sink.pendingStep;
@@ -374,10 +417,7 @@ export function runShardsMode(
   /** Arm `k`'s step timer at its local time `atLocal`, from true time `nowUs`. */
   const armStep = (k: Keeper, atLocal: number, nowUs = queue.now, renew = false): void => {
     const atUs = Math.max(k.host.trueAt(atLocal), nowUs);
-    if (inCruise) {
-      if (!renew) throw new CruiseBroken("armed a poll", nowUs);
-      k.cruiseAtUs = atUs;
-    } else if (renew && renewedAtOnce === k && mayCruise(k, atUs)) {
+    if (renew && renewedAtOnce === k && mayCruise(k, atUs)) {
       k.cruiseAtUs = atUs;
       cruiserOf[k.shard] = k;
       cruising.add(k);
@@ -385,14 +425,22 @@ export function runShardsMode(
   };
 
   const queueStep = (k: Keeper, atUs: number, renew: boolean): void => {
-    const epoch = k.stepEpoch;
-    k.host.later(
-      atUs,
-      () => {
-        if (k.stepEpoch === epoch) dispatch(k, STEP);
-      },
-      renew ? k.uid : -1,
-    );
+    if (renew) queue.atRenew(atUs, k.uid, k.onStep, k.stepEpoch);
+    else queue.at(atUs, k.onStep, k.stepEpoch);
+  };
+
+  /**
+   * Does `k`'s process run now? Not if it died since (a restarted agent has new keepers);
+   * a frozen one's event is put off to its thaw. What SimHost.later does for a closure.
+   */
+  const awake = (k: Keeper): boolean => {
+    const host = k.host;
+    if (host.epoch !== k.hostEpoch || !host.up) return false;
+    if (host.pausedUntilUs > queue.now) {
+      queue.putOff(host.pausedUntilUs);
+      return false;
+    }
+    return true;
   };
 
   // ---- Cruise (see above) ----
@@ -447,18 +495,68 @@ export function runShardsMode(
   const catchUp = (k: Keeper, untilUs = queue.now, untilRank = queue.nowRank): void => {
     const rank = EventQueue.renewRank(k.uid);
     let atUs = k.cruiseAtUs;
-    while (atUs < untilUs || (atUs === untilUs && rank < untilRank)) {
-      // What the step timer's event would do at atUs: the host is running and unfrozen
-      // (only a fault changes that, and no fault falls in a cruise), the timer is live.
-      inCruise = true;
-      k.cruiseAtUs = NaN;
-      dispatch(k, STEP, k.host.local(atUs), atUs);
-      inCruise = false;
-      if (k.cruiseAtUs !== k.cruiseAtUs) throw new CruiseBroken("armed no next renew", atUs);
+    if (!(atUs < untilUs || (atUs === untilUs && rank < untilRank))) return;
+    inCruise = true;
+    do {
+      cruiseRenew(k, atUs);
       result.cruisedRenews++;
       queue.ranOutside(1);
       atUs = k.cruiseAtUs;
-    }
+    } while (atUs < untilUs || (atUs === untilUs && rank < untilRank));
+    inCruise = false;
+  };
+
+  /** Where a cruised renew's actions go: one send (the renew), the step timer, the renew's report. */
+  const cruiseSink = {
+    keeper: null as Keeper | null,
+    send: null as Extract<KeeperAction, { kind: "send" }> | null,
+    stepAt: NaN,
+    act(action: KeeperAction): void {
+      if (action.kind === "send") this.send = action;
+      else if (action.kind === "timer") {
+        if (action.timer === "step") {
+          this.keeper!.stepEpoch++;
+          this.stepAt = action.atMono ?? NaN;
+        }
+      } else if (action.report.kind !== "renewed")
+        throw new CruiseBroken(`reported ${action.report.kind}`, clocks.mono);
+    },
+  };
+
+  /**
+   * `k`'s step timer firing at `atUs` while it cruises: what the queued event does
+   * (`onStep`, `dispatch`, `perform`, `request`, the renew's answer), without the parts a
+   * cruise makes constant: the host is running, unfrozen and not cut off, the store is up,
+   * no fault falls near (the fast path of `request`), the timer is live. The same keeper
+   * machine and lease machine, on the same clock readings.
+   */
+  const cruiseRenew = (k: Keeper, atUs: number): void => {
+    const host = k.host;
+    const sink = cruiseSink;
+    sink.keeper = k;
+    sink.send = null;
+    sink.stepAt = NaN;
+    const local = host.local(atUs);
+    clocks.mono = local;
+    clocks.wall = local;
+    k.machine = advanceKeeper(config, k.machine, STEP, clocks, sink);
+    const send = sink.send as Extract<KeeperAction, { kind: "send" }> | null;
+    if (send === null || send.op !== "renew" || sink.stepAt === sink.stepAt)
+      throw new CruiseBroken(`sent ${send?.op ?? "nothing"}`, atUs);
+    k.renewAttempt = send.attempt;
+    k.renewSent = send.sent;
+    if (2 * latencyUs * host.rateNow > send.timeout) throw new CruiseBroken("timed out", atUs);
+    const outcome = storeOp(k.shard, k.renewOp!, atUs + latencyUs);
+    if (!outcome.ok) throw new CruiseBroken("been refused", atUs);
+    const answeredLocal = host.local(atUs + 2 * latencyUs);
+    clocks.mono = answeredLocal;
+    clocks.wall = answeredLocal;
+    const event = { kind: "renewed", attempt: k.renewAttempt, sent: k.renewSent, outcome } as const;
+    sink.send = null;
+    k.machine = advanceKeeper(config, k.machine, event, clocks, sink);
+    if (sink.send !== null || sink.stepAt !== sink.stepAt || k.machine.phase !== "active")
+      throw new CruiseBroken("armed no next renew", atUs);
+    k.cruiseAtUs = Math.max(host.trueAt(sink.stepAt), atUs);
   };
 
   /** Queue `k`'s next renew again. */
@@ -484,7 +582,9 @@ export function runShardsMode(
   const onReport = (k: Keeper, report: KeeperReport): void => {
     if (report.kind === "active") {
       k.leaseEpoch++;
-      k.renewCalls = renewCallsFor(k, report.token);
+      const op = { kind: "renew", agent: k.host.id, token: report.token, ttlMs } as const;
+      k.renewOp = op;
+      k.renewCalls = renewCallsFor(k, op);
       store.waiters.get(k.shard)?.delete(k);
       believe(k);
       scheduleWrite(k, random() * writeUs); // its periodic work has its own phase
@@ -520,8 +620,8 @@ export function runShardsMode(
   };
 
   const perform = (k: Keeper, send: Extract<KeeperAction, { kind: "send" }>, atUs: number): void => {
-    if (inCruise && send.op !== "renew") throw new CruiseBroken(`sent ${send.op}`, atUs);
-    if (send.op === "acquire") return acquire(k, send.attempt, send.sent, send.timeout);
+    if (send.op === "acquire")
+      return request(k.host, atUs, k.acquireCalls, send.attempt, send.sent, send.timeout);
     if (send.op === "release") {
       const { token } = send;
       return toStore(k.host, (atUs) => {
@@ -531,18 +631,16 @@ export function runShardsMode(
     }
     k.renewAttempt = send.attempt;
     k.renewSent = send.sent;
-    const calls = k.renewCalls!;
-    request(k.host, atUs, calls.apply, send.timeout, calls.settle, calls.onAnswer, calls.onTimeout);
+    request(k.host, atUs, k.renewCalls!, send.attempt, send.sent, send.timeout);
   };
 
-  const acquire = (k: Keeper, attempt: number, sent: SentAt, timeout: number): void => {
-    request(
-      k.host,
-      queue.now,
-      (atUs) => storeOp(k.shard, { kind: "acquire", agent: k.host.id, ttlMs }, atUs),
-      timeout,
-      (outcome) => (outcome.ok ? "on-arrival" : "now"),
-      (outcome, nowUs, lagUs) => {
+  /** The acquire handlers of `k`: one set per keeper, not per poll. */
+  const acquireCallsFor = (k: Keeper): RequestCalls<LeaseOutcome> => {
+    const op = { kind: "acquire", agent: k.host.id, ttlMs } as const;
+    return {
+      apply: (atUs) => storeOp(k.shard, op, atUs),
+      settle: (outcome) => (outcome.ok ? "on-arrival" : "now"),
+      onAnswer: (outcome, attempt, sent, nowUs, lagUs) => {
         const arrivedLocal = k.host.local(nowUs + lagUs);
         if (!outcome.ok && outcome.current !== null && k.machine.phase === "standby") {
           // Held: skip the polls that could only be refused (see above).
@@ -550,25 +648,27 @@ export function runShardsMode(
           if (waiting === undefined) store.waiters.set(k.shard, (waiting = new Set()));
           waiting.add(k);
           // `lagUs` is how far the answer still is from now: the poll counts from its arrival.
-          const nowLocal = k.host.local(nowUs);
-          const share = random();
-          const untilFreeUs = (outcome.current.ttlMs + 1) * MS;
-          sink.stepAt = () => nowLocal + (lagUs + untilFreeUs + share * standbyJitter(pollUs, lastDraw));
+          sink.override = "held";
+          sink.at = k.host.local(nowUs);
+          sink.share = random();
+          sink.lagUs = lagUs;
+          sink.untilFreeUs = (outcome.current.ttlMs + 1) * MS;
         }
         dispatch(k, { kind: "acquired", attempt, sent, outcome }, arrivedLocal);
       },
-      () => dispatch(k, { kind: "failed", attempt, op: "acquire", error: "no answer in time" }),
-    );
+      onTimeout: (attempt) =>
+        dispatch(k, { kind: "failed", attempt, op: "acquire", error: "no answer in time" }),
+    };
   };
 
   /** The renew handlers of `k`'s current lease: one set per lease, not per renew. */
-  const renewCallsFor = (k: Keeper, token: number): RequestCalls<LeaseOutcome> => {
+  const renewCallsFor = (k: Keeper, op: RenewOperation): RequestCalls<LeaseOutcome> => {
     const epoch = k.leaseEpoch;
-    const op = { kind: "renew", agent: k.host.id, token, ttlMs } as const;
     return {
       apply: (atUs) => storeOp(k.shard, op, atUs),
       settle: (outcome) => (outcome.ok ? "now" : "on-arrival"),
-      onAnswer: (outcome, nowUs, lagUs) => {
+      // What differs per renew is read off the keeper (the renew in flight), not the arguments.
+      onAnswer: (outcome, _attempt, _sent, nowUs, lagUs) => {
         if (k.leaseEpoch !== epoch) return;
         const event = { kind: "renewed", attempt: k.renewAttempt, sent: k.renewSent, outcome } as const;
         // A renew granted at once is the way into a cruise (see armStep).
@@ -590,18 +690,17 @@ export function runShardsMode(
    * act, does `write_work_ms` of work, and sends the write with its token. A freeze during
    * the work delays the send past the check: the classic stale write fencing is for.
    */
-  const scheduleWrite = (k: Keeper, delayUs = writeUs) => {
-    const epoch = k.leaseEpoch;
-    k.host.afterLocal(delayUs, () => {
-      catchUp(k);
-      if (k.leaseEpoch !== epoch || k.machine.phase !== "active") return;
-      const local = k.host.local();
-      if (mayAct(k.machine, local, local)) {
-        const token = k.machine.token!;
-        k.host.afterLocal(workUs, () => send(k, token));
-      }
-      scheduleWrite(k);
-    });
+  const scheduleWrite = (k: Keeper, delayUs = writeUs) =>
+    queue.at(k.host.trueAt(k.host.local() + delayUs), k.onWriteCheck, k.leaseEpoch);
+
+  const writeCheck = (k: Keeper, leaseEpoch: number): void => {
+    if (!awake(k)) return;
+    catchUp(k);
+    if (k.leaseEpoch !== leaseEpoch || k.machine.phase !== "active") return;
+    const local = k.host.local();
+    if (mayAct(k.machine, local, local))
+      queue.at(k.host.trueAt(local + workUs), k.onWriteSend, k.machine.token!);
+    scheduleWrite(k);
   };
 
   const send = (k: Keeper, token: number) =>
@@ -629,10 +728,20 @@ export function runShardsMode(
         stepEpoch: 0,
         leaseEpoch: 0,
         renewCalls: null,
+        renewOp: null,
         renewAttempt: 0,
         renewSent: NEVER_SENT,
         cruiseAtUs: NaN,
+        acquireCalls: null!,
+        onStep: (stepEpoch) => {
+          if (awake(k) && k.stepEpoch === stepEpoch) dispatch(k, STEP);
+        },
+        onWriteCheck: (leaseEpoch) => writeCheck(k, leaseEpoch),
+        onWriteSend: (token) => {
+          if (awake(k)) send(k, token);
+        },
       };
+      k.acquireCalls = acquireCallsFor(k);
       keepersOf[host.index]!.push(k);
       if (!warm) {
         dispatch(k, START);
@@ -644,8 +753,8 @@ export function runShardsMode(
         if (outcome.ok) {
           // A holder in steady state renews at some phase of its interval, not in step with the others.
           const local = host.local();
-          const firstRenewLocal = host.local() + random() * intervalUs;
-          sink.stepAt = () => firstRenewLocal;
+          sink.override = "at";
+          sink.at = host.local() + random() * intervalUs;
           dispatch(k, { kind: "acquired", attempt: 0, sent: { mono: local, wall: local }, outcome }, local);
           continue;
         }

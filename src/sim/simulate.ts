@@ -201,7 +201,7 @@ export function simulate(
 }
 
 /** Shards with leases: the timeline's faults on the shards mode's queue, run to the end. */
-function playShards(
+export function playShards(
   scenario: Scenario,
   layout: FleetLayout,
   steps: Step[],
