@@ -72,6 +72,13 @@ export class SimHost {
     else this.queue.atRenew(atUs, renewOf, run);
   }
 
+  /** SIGSTOP until `untilUs` (SIGCONT then). A process that is not running is not frozen: false. */
+  freeze(untilUs: number): boolean {
+    if (!this.up) return false;
+    this.pausedUntilUs = Math.max(this.pausedUntilUs, untilUs);
+    return true;
+  }
+
   get paused(): boolean {
     return this.pausedUntilUs > this.queue.now;
   }

@@ -199,7 +199,13 @@ export function runShardsMode(
   const storeClock = { nowUs: 0, bootUs: 0 };
   const keepersOf: Keeper[][] = hosts.map(() => []);
 
-  const storeOp = <Op extends LeaseOperation>(shard: number, op: Op, atUs: number): OutcomeOf<Op> => {
+  /** `renew`: a renew, whose granted lease may be written into the store's state for the shard (see `transition`). */
+  const storeOp = <Op extends LeaseOperation>(
+    shard: number,
+    op: Op,
+    atUs: number,
+    renew = false,
+  ): OutcomeOf<Op> => {
     const cruiser = inCruise ? null : cruiserOf[shard]!;
     if (cruiser !== null) catchUp(cruiser);
     const state = store.shards.get(shard) ?? EMPTY_SHARD_STATE;
@@ -208,7 +214,7 @@ export function runShardsMode(
     // reading object, refilled: the rules keep nothing of it.)
     storeClock.nowUs = Math.floor(atUs);
     storeClock.bootUs = Math.floor(store.bootUs);
-    const step = transition(state, op, storeClock);
+    const step = transition(state, op, storeClock, renew && cruiser === null);
     store.shards.set(shard, step.state);
     // Anything but the holder's renew that changes the shard ends its cruise.
     if (cruiser !== null && step.state !== state) endCruise(cruiser);
@@ -388,21 +394,15 @@ export function runShardsMode(
       return;
     }
     if (k.cruiseAtUs === k.cruiseAtUs) {
-      // An event of a cruising keeper: its renews due before now first (they use the
-      // sink: what the caller put there for this event is kept), then it is queued again.
-      const { override, at, lagUs, untilFreeUs, share } = sink;
+      // An event of a cruising keeper: its renews due before now first (they leave `sink`
+      // alone: cruiseSink is theirs), then it is queued again.
       catchUp(k);
       endCruise(k);
-      sink.override = override;
-      sink.at = at;
-      sink.lagUs = lagUs;
-      sink.untilFreeUs = untilFreeUs;
-      sink.share = share;
     }
     clocks.mono = local;
     clocks.wall = local;
     sink.keeper = k;
-    k.machine = advanceKeeper(config, k.machine, event, clocks, sink);
+    k.machine = advanceKeeper(config, k.machine, event, clocks, sink, true);
     sink.override = "none";
     // Armed after the machine's step (nothing else is scheduled in between): an active
     // keeper's step is a renew, ranked as one.
@@ -539,21 +539,21 @@ export function runShardsMode(
     const local = host.local(atUs);
     clocks.mono = local;
     clocks.wall = local;
-    k.machine = advanceKeeper(config, k.machine, STEP, clocks, sink);
+    k.machine = advanceKeeper(config, k.machine, STEP, clocks, sink, true);
     const send = sink.send as Extract<KeeperAction, { kind: "send" }> | null;
     if (send === null || send.op !== "renew" || sink.stepAt === sink.stepAt)
       throw new CruiseBroken(`sent ${send?.op ?? "nothing"}`, atUs);
     k.renewAttempt = send.attempt;
     k.renewSent = send.sent;
     if (2 * latencyUs * host.rateNow > send.timeout) throw new CruiseBroken("timed out", atUs);
-    const outcome = storeOp(k.shard, k.renewOp!, atUs + latencyUs);
+    const outcome = storeOp(k.shard, k.renewOp!, atUs + latencyUs, true);
     if (!outcome.ok) throw new CruiseBroken("been refused", atUs);
     const answeredLocal = host.local(atUs + 2 * latencyUs);
     clocks.mono = answeredLocal;
     clocks.wall = answeredLocal;
     const event = { kind: "renewed", attempt: k.renewAttempt, sent: k.renewSent, outcome } as const;
     sink.send = null;
-    k.machine = advanceKeeper(config, k.machine, event, clocks, sink);
+    k.machine = advanceKeeper(config, k.machine, event, clocks, sink, true);
     if (sink.send !== null || sink.stepAt !== sink.stepAt || k.machine.phase !== "active")
       throw new CruiseBroken("armed no next renew", atUs);
     k.cruiseAtUs = Math.max(host.trueAt(sink.stepAt), atUs);
@@ -609,11 +609,12 @@ export function runShardsMode(
    * frozen one, or one whose clock changes pace, gets this watch.
    */
   const watchDeadline = (k: Keeper): void => {
+    // A crashed incarnation's keeper is watched no more (its host may be frozen again later).
+    if (k.host.epoch !== k.hostEpoch) return;
     const epoch = k.leaseEpoch;
-    const hostEpoch = k.host.epoch;
     queue.at(k.host.trueAt(k.machine.deadlineMono), () => {
       catchUp(k);
-      if (k.leaseEpoch !== epoch || k.host.epoch !== hostEpoch || k.machine.phase !== "active") return;
+      if (k.leaseEpoch !== epoch || k.host.epoch !== k.hostEpoch || k.machine.phase !== "active") return;
       fireDeadlineIfDue(k);
       if (k.machine.phase === "active" && k.host.paused) watchDeadline(k); // still frozen: check again at the new deadline
     });
@@ -665,7 +666,7 @@ export function runShardsMode(
   const renewCallsFor = (k: Keeper, op: RenewOperation): RequestCalls<LeaseOutcome> => {
     const epoch = k.leaseEpoch;
     return {
-      apply: (atUs) => storeOp(k.shard, op, atUs),
+      apply: (atUs) => storeOp(k.shard, op, atUs, true),
       settle: (outcome) => (outcome.ok ? "now" : "on-arrival"),
       // What differs per renew is read off the keeper (the renew in flight), not the arguments.
       onAnswer: (outcome, _attempt, _sent, nowUs, lagUs) => {
@@ -797,7 +798,7 @@ export function runShardsMode(
       startAgent(h, false);
     },
     pause: (h, untilUs) => {
-      h.pausedUntilUs = Math.max(h.pausedUntilUs, untilUs);
+      if (!h.freeze(untilUs)) return;
       for (const k of keepersOf[h.index] ?? []) if (k.machine.phase === "active") watchDeadline(k);
     },
     redisRestart: (downUs) => {
