@@ -140,6 +140,34 @@ describe("Simulator: scenarios", function () {
     expect(report.legacyMode.unmanagedNodeSeconds).to.equal(0);
   });
 
+  it("a Redis failover to a replica that lags: every shard held a TTL from its first operation on the promoted server, nobody acting twice, no stale write through", () => {
+    const failover = (lag: string, seed: number) =>
+      simulate(
+        parseScenario(
+          JSON.stringify({
+            name: "failover",
+            seed,
+            duration: "40s",
+            fleet: { nodes: 60, shards: 3, agents_per_shard: 2, lease_ttl_ms: 3000, write_interval_ms: 500 },
+            timeline: [{ at: "10s", fault: "redis-failover", lag, down: "300ms" }],
+          }),
+          "inline",
+        ),
+      );
+    for (let seed = 1; seed <= 10; seed++)
+      for (const lag of ["0ms", "700ms", "2500ms"]) {
+        const report = failover(lag, seed);
+        const where = `seed ${seed}, lag ${lag}`;
+        // Down 0.3 s, then a hold of one TTL (3 s) from each shard's first operation, then
+        // a standby's poll (jittered, at most 500 ms).
+        expect(report.shardsMode.worstRecoveryS, where).to.be.within(3, 0.3 + 3 + 0.5 + 1);
+        expect(report.shardsMode.nodesMoved, where).to.be.at.most(60);
+        expect(report.shardsMode.doubleManagedNodeSeconds, where).to.equal(0);
+        expect(report.shardsMode.staleWritesAccepted, where).to.equal(0);
+        expect(report.legacyMode.unmanagedNodeSeconds, where).to.equal(0); // nova does not use Redis
+      }
+  });
+
   it("a one-way partition (the agent is heard, hears nothing) moves its shard within the renew deadline plus a TTL", () => {
     const report = simulate(
       parseScenario(
@@ -212,29 +240,38 @@ describe("Simulator: healthy holders cruise (their renews outside the queue), wi
       for (let at = 5 + Math.floor(random() * 10); at < 170; at += 1 + Math.floor(random() * 25)) {
         const agent = `compute-${Math.floor(random() * agents)}`;
         const kind =
-          random() < 0.15
-            ? "redis-restart"
-            : random() < 0.05
-              ? "rolling-restart"
-              : agentFaults[Math.floor(random() * 5)]!;
+          random() < 0.08
+            ? "redis-failover"
+            : random() < 0.1
+              ? "redis-restart"
+              : random() < 0.05
+                ? "rolling-restart"
+                : agentFaults[Math.floor(random() * 5)]!;
         timeline.push(
           kind === "redis-restart"
             ? { at: `${at}s`, fault: kind, down: `${Math.floor(random() * 3000)}ms` }
-            : kind === "rolling-restart"
-              ? { at: `${at}s`, fault: kind, interval: "2s", downtime: "1s" }
-              : kind === "pause" || kind === "partition"
-                ? {
-                    at: `${at}s`,
-                    fault: kind,
-                    agent,
-                    for: `${Math.floor(random() * 15000)}ms`,
-                    ...(kind === "partition"
-                      ? { direction: ["both", "to-redis", "from-redis"][Math.floor(random() * 3)] }
-                      : {}),
-                  }
-                : kind === "clock-skew"
-                  ? { at: `${at}s`, fault: kind, agent, rate: 0.3 + random() * 1.5, for: "20s" }
-                  : { at: `${at}s`, fault: kind, agent },
+            : kind === "redis-failover"
+              ? {
+                  at: `${at}s`,
+                  fault: kind,
+                  lag: `${Math.floor(random() * 1000)}ms`,
+                  down: `${Math.floor(random() * 2000)}ms`,
+                }
+              : kind === "rolling-restart"
+                ? { at: `${at}s`, fault: kind, interval: "2s", downtime: "1s" }
+                : kind === "pause" || kind === "partition"
+                  ? {
+                      at: `${at}s`,
+                      fault: kind,
+                      agent,
+                      for: `${Math.floor(random() * 15000)}ms`,
+                      ...(kind === "partition"
+                        ? { direction: ["both", "to-redis", "from-redis"][Math.floor(random() * 3)] }
+                        : {}),
+                    }
+                  : kind === "clock-skew"
+                    ? { at: `${at}s`, fault: kind, agent, rate: 0.3 + random() * 1.5, for: "20s" }
+                    : { at: `${at}s`, fault: kind, agent },
         );
       }
       const scenario = parseScenario(
@@ -323,6 +360,15 @@ describe("Simulator: bad scenarios are refused naming the line", () => {
     );
     expect(problems(text)).to.match(
       /^bad\.json:7: timeline\[1\]\.fault: unknown fault: one of crash, restart/,
+    );
+  });
+
+  it("a failover whose lag reaches back past the failover before it", () => {
+    const text = file(
+      `    { "at": "1m", "fault": "redis-failover" },\n    { "at": "70s", "fault": "redis-failover", "lag": "15s" }`,
+    );
+    expect(problems(text)).to.match(
+      /^bad\.json:7: timeline\[1\]\.lag: a lag of 15000 ms at 70000 ms reaches back past the redis-failover at 60000 ms/,
     );
   });
 

@@ -19,6 +19,7 @@ import {
   type OutcomeOf,
   type LeaseOutcome,
   type ShardLeaseState,
+  type StoreLineage,
 } from "../lease/machine.js";
 import { Coverage } from "./coverage.js";
 import type { FleetLayout } from "./fleet.js";
@@ -180,12 +181,22 @@ export function runShardsMode(
   const jitter = (us: number) => standbyJitter(us, random());
   const config: KeeperConfig = { ttlMs, standbyPollMs: fleet.standby_poll_ms, unitsPerMs: MS };
 
+  const failsOver = scenario.timeline.some((fault) => fault.fault === "redis-failover");
   const store = {
     shards: new Map<number, ShardLeaseState>(),
     /** the store process started here (µs); the recovery wait counts from it */
     bootUs: -3_600_000_000,
     downUntilUs: -1,
     waiters: new Map<number, Set<Keeper>>(),
+    /**
+     * Which history of writes the server continues (StoreLineage): Redis's master_replid
+     * and whether the server was promoted. Only a scenario with a failover needs one; a
+     * store of one process its whole life has none, as the embedded store.
+     */
+    lineage: failsOver ? { id: "first", promoted: false } : (undefined as StoreLineage | undefined),
+    lineages: 0,
+    /** what the replica to be promoted next has: the shards as they were when it stopped following */
+    replica: null as Map<number, ShardLeaseState> | null,
   };
   const coverage = new Coverage(layout.shardWeights, 0);
   const result: ShardsModeResult = {
@@ -196,7 +207,7 @@ export function runShardsMode(
     spells: [],
   };
   const openSpell = new Map<Keeper, ActiveSpell>();
-  const storeClock = { nowUs: 0, bootUs: 0 };
+  const storeClock = { nowUs: 0, bootUs: 0, lineage: undefined as StoreLineage | undefined };
   const keepersOf: Keeper[][] = hosts.map(() => []);
 
   /** `renew`: a renew, whose granted lease may be written into the store's state for the shard (see `transition`). */
@@ -214,6 +225,7 @@ export function runShardsMode(
     // reading object, refilled: the rules keep nothing of it.)
     storeClock.nowUs = Math.floor(atUs);
     storeClock.bootUs = Math.floor(store.bootUs);
+    storeClock.lineage = store.lineage;
     const step = transition(state, op, storeClock, renew && cruiser === null);
     store.shards.set(shard, step.state);
     // Anything but the holder's renew that changes the shard ends its cruise.
@@ -806,8 +818,30 @@ export function runShardsMode(
       store.waiters = new Map();
       store.downUntilUs = queue.now + downUs;
       store.bootUs = queue.now + downUs;
+      // A restarted Redis has a new replication id too (it continues no one).
+      if (store.lineage !== undefined) store.lineage = { id: `restart-${++store.lineages}`, promoted: false };
       // Standbys that were told "held" would come back at that lease's end: they do, and
       // find the store recovering or empty, as real standbys do.
+    },
+    replicaStops: () => {
+      // A copy: the master's states go on being renewed in place (see storeOp).
+      store.replica = new Map(
+        [...store.shards].map(([shard, state]) => [
+          shard,
+          { ...state, lease: state.lease === null ? null : { ...state.lease } },
+        ]),
+      );
+    },
+    redisFailover: (downUs) => {
+      // The promoted replica has what it had when it stopped following: the writes of
+      // the last `lag` are lost. Its new replication id, and its being promoted, are what
+      // the lease rules see (lineageHold): every shard is held for a TTL from its first
+      // operation, since a holder may be acting on a lost renew.
+      store.shards = store.replica ?? store.shards;
+      store.replica = null;
+      store.waiters = new Map();
+      store.downUntilUs = queue.now + downUs;
+      store.lineage = { id: `promoted-${++store.lineages}`, promoted: true };
     },
     clockRate: (h, rate) => {
       h.setRate(rate);
@@ -829,5 +863,9 @@ export interface ShardFaults {
   start(host: SimHost): void;
   pause(host: SimHost, untilUs: number): void;
   redisRestart(downUs: number): void;
+  /** the replica to be promoted at the next failover stops following the master */
+  replicaStops(): void;
+  /** the master is lost; the replica is promoted, and reached after `downUs` */
+  redisFailover(downUs: number): void;
   clockRate(host: SimHost, rate: number): void;
 }

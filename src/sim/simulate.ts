@@ -15,7 +15,10 @@ type Step =
   | { atUs: number; kind: "pause"; agent: number; untilUs: number }
   | { atUs: number; kind: "cut"; agent: number; to: boolean; from: boolean }
   | { atUs: number; kind: "rate"; agent: number; rate: number }
-  | { atUs: number; kind: "redis-restart"; downUs: number };
+  | { atUs: number; kind: "redis-restart"; downUs: number }
+  /** the replica to be promoted at the next failover receives no write from here on */
+  | { atUs: number; kind: "replica-stops" }
+  | { atUs: number; kind: "redis-failover"; downUs: number };
 
 /** The timeline as primitive steps, in time order (stable for equal times). */
 export function stepsOf(scenario: Scenario, agents: string[]): Step[] {
@@ -48,6 +51,10 @@ export function stepsOf(scenario: Scenario, agents: string[]): Step[] {
         }
         case "redis-restart":
           steps.push({ atUs, kind: "redis-restart", downUs: fault.down * MS });
+          break;
+        case "redis-failover":
+          steps.push({ atUs: Math.max(0, atUs - fault.lag * MS), kind: "replica-stops" });
+          steps.push({ atUs, kind: "redis-failover", downUs: fault.down * MS });
           break;
         case "clock-skew": {
           const agent = index.get(fault.agent)!;
@@ -222,7 +229,7 @@ export function playShards(
   );
   for (const step of steps) {
     queue.atFirst(step.atUs, () => {
-      const host = step.kind === "redis-restart" ? undefined : hosts[step.agent]!;
+      const host = "agent" in step ? hosts[step.agent]! : undefined;
       switch (step.kind) {
         case "crash":
           return shards.faults.crash(host!);
@@ -240,6 +247,10 @@ export function playShards(
           return shards.faults.clockRate(host!, step.rate);
         case "redis-restart":
           return shards.faults.redisRestart(step.downUs);
+        case "replica-stops":
+          return shards.faults.replicaStops();
+        case "redis-failover":
+          return shards.faults.redisFailover(step.downUs);
       }
     });
   }
@@ -266,7 +277,7 @@ function playLegacy(
   );
   for (const step of steps) {
     queue.at(step.atUs, () => {
-      if (step.kind === "redis-restart") return; // nova keeps its services in its database
+      if (!("agent" in step)) return; // Redis: nova keeps its services in its database
       const host = hosts[step.agent]!;
       switch (step.kind) {
         case "crash":
