@@ -43,7 +43,7 @@ export const Fault = z.discriminatedUnion(
     z.strictObject({ at: Duration, fault: z.literal("crash"), ...AgentFault }),
     /** start a crashed agent again (a running one is killed and started) */
     z.strictObject({ at: Duration, fault: z.literal("restart"), ...AgentFault }),
-    /** SIGSTOP for `for`, then SIGCONT (or a long GC pause) */
+    /** SIGSTOP for `for`, then SIGCONT (or a long GC pause); an agent that is not running is not frozen */
     z.strictObject({ at: Duration, fault: z.literal("pause"), for: Duration, ...AgentFault }),
     /** the agent and Redis cannot reach each other: both ways, or one way */
     z.strictObject({
