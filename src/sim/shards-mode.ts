@@ -146,19 +146,20 @@ export class CruiseBroken extends Error {
  * Cruise. Most of a day's events are healthy holders renewing (21.6 of 32 million in the
  * day of test/bench/sim.bench.ts), and a queue event per renew cost more than the renew's
  * rules. After a renew that succeeded at once, the holder's next renews are not queued:
- * each runs, through the same `dispatch`, machine and store as a queued one, at its own
- * time, when something is about to look at the holder or its shard: any store operation
- * on the shard, any event of the keeper, its fenced writes, the end of the run. The queue
- * puts a renew among simultaneous events by the keeper's number, not by when it was
- * scheduled (EventQueue.atRenew), so "every renew due before the event running now"
- * is exact. A cruise ends — the next renew is queued again — when a store operation
- * changes the shard's state, when the keeper gets an event, and before every fault of
- * the timeline (a barrier 2 × latency + 1 µs ahead of it, so the renews whose round trip
- * a fault falls into run as events). While cruising nothing else can reach the holder,
- * so each of its renews is a clean one; a cruised renew that would do anything else — a
- * refusal, a timeout, a lost lease, a random draw — throws `CruiseBroken` before it does,
- * and `simulate` runs the scenario again without cruising (`cruise: false`, which the
- * tests hold the cruising run to, report for report).
+ * each runs (`cruiseRenew`: the keeper machine and the lease machine, on the same clock
+ * readings a queued one gets) at its own moment, when something is about to look at the
+ * holder or its shard: any store operation on the shard, any event of the keeper, its
+ * fenced writes, a barrier, the end of the run. The queue puts a renew among simultaneous
+ * events by the keeper's number, not by when it was scheduled (EventQueue.atRenew), so
+ * "every renew that comes before the event running now" is exact. A cruise ends — the
+ * next renew is queued again — when an operation changes the shard's state, when the
+ * keeper gets an event, and at the barrier ahead of every fault of the timeline (2 ×
+ * latency + 1 µs before it, so the renews whose round trip a fault falls into run as
+ * events). While cruising nothing else can reach the holder, so each of its renews is a
+ * clean one; a cruised renew that would do anything else — a refusal, a timeout, a lost
+ * lease, a random draw — throws `CruiseBroken` before it does, and `simulate` runs the
+ * scenario again without cruising (`cruise: false`, which the tests hold the cruising run
+ * to, report for report). Each cruised renew counts as an event, as the queued one would.
  */
 export function runShardsMode(
   scenario: Scenario,
