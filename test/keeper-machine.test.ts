@@ -1,5 +1,6 @@
 import { expect } from "chai";
 import {
+  advanceKeeper,
   initialKeeperState,
   keeperStep,
   mayAct,
@@ -354,5 +355,99 @@ describe("Keeper machine (pure): the agent's side of the lease", () => {
       }
       expect(acts, `seed ${seed}: the agents acted`).to.be.greaterThan(10);
     }
+  });
+
+  it("written into the state it is given (reuse), the rules step exactly as with a new state each time (property, seeded)", () => {
+    const events = (
+      random: () => number,
+      config: KeeperConfig,
+      state: KeeperState,
+      now: number,
+    ): KeeperEvent => {
+      const outcome = (): LeaseOutcome =>
+        random() < 0.6
+          ? {
+              ok: true,
+              holder: "a",
+              token: 1 + Math.floor(random() * 3),
+              ttlMs: 1000 + Math.floor(random() * 6000),
+              sinceUs: 0,
+            }
+          : {
+              ok: false,
+              reason: (["held", "expired", "stale_token", "recovering"] as const)[Math.floor(random() * 4)]!,
+              current:
+                random() < 0.5
+                  ? null
+                  : { holder: random() < 0.5 ? "a" : "b", token: 2, ttlMs: 3000, sinceUs: 0 },
+              retryAfterMs: 100,
+            };
+      // Answers name the attempt in flight most of the time, an older one sometimes.
+      const attempt = state.attempt - (random() < 0.8 ? 0 : 1);
+      // Sent a moment ago, mostly: answers in time to act on, and some too late.
+      const sent = { mono: now - random() * 1e6, wall: now - random() * 1e6 };
+      // Half the time, what a keeper in this phase mostly hears: its own answers, granted.
+      if (random() < 0.5 && state.phase !== "stopped") {
+        const granted = {
+          ok: true,
+          holder: "a",
+          token: state.token ?? 1,
+          ttlMs: config.ttlMs,
+          sinceUs: 0,
+        } as const;
+        if (random() < 0.4) return { kind: "step" };
+        return {
+          kind: state.phase === "active" ? "renewed" : "acquired",
+          attempt: state.attempt,
+          sent: { mono: now - random() * 1e5, wall: now - random() * 1e5 },
+          outcome: granted,
+        };
+      }
+      const pick = Math.floor(random() * 9);
+      if (pick === 0) return { kind: "start" };
+      if (pick <= 2) return { kind: "step" };
+      if (pick === 3) return { kind: "deadline" };
+      if (pick === 4) return { kind: "check" };
+      if (pick === 5) return { kind: "acquired", attempt, sent, outcome: outcome() };
+      if (pick === 6) return { kind: "renewed", attempt, sent, outcome: outcome() };
+      if (pick === 7)
+        return { kind: "failed", attempt, op: random() < 0.5 ? "acquire" : "renew", error: "lost" };
+      return random() < 0.1 ? { kind: "stop" } : { kind: "step" };
+    };
+    let steps = 0;
+    let active = 0;
+    let renewed = 0;
+    for (let seed = 1; seed <= 50; seed++) {
+      const random = seededRandom(seed);
+      const config: KeeperConfig = {
+        ttlMs: 1000 + Math.floor(random() * 6000),
+        standbyPollMs: 200,
+        unitsPerMs: 1000,
+      };
+      let fresh = initialKeeperState(config);
+      const owned = initialKeeperState(config);
+      let mono = 0;
+      for (let i = 0; i < 400; i++) {
+        mono += random() * 1.5e6;
+        const clocks = { mono, wall: mono + 5, random: random() };
+        const event = events(random, config, fresh, mono);
+        const before = fresh;
+        const untouched = { ...before };
+        const freshStep = keeperStep(config, fresh, event, clocks);
+        const actions: KeeperAction[] = [];
+        const next = advanceKeeper(config, owned, event, clocks, { act: (a) => actions.push(a) }, true);
+        expect(next, "the state given is the one written").to.equal(owned);
+        expect({ ...next }, `seed ${seed}, step ${i}, ${event.kind}`).to.deep.equal({ ...freshStep.state });
+        expect(actions, `seed ${seed}, step ${i}, ${event.kind}`).to.deep.equal(freshStep.actions);
+        expect({ ...before }, "without reuse the old state is left as it was").to.deep.equal(untouched);
+        if (next.phase === "active") active++;
+        if (actions.some((a) => a.kind === "report" && a.report.kind === "renewed")) renewed++;
+        fresh = freshStep.state;
+        steps++;
+      }
+    }
+    expect(steps).to.equal(20_000);
+    expect(active, "steps that left the keeper active").to.be.greaterThan(2000);
+    expect(renewed, "renews granted in time (the simulator's hot step)").to.be.greaterThan(500);
   });
 });

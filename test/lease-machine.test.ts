@@ -1,5 +1,13 @@
 import { expect } from "chai";
-import { EMPTY_SHARD_STATE, mintToken, transition, type ShardLeaseState } from "../src/lease/machine.js";
+import {
+  EMPTY_SHARD_STATE,
+  mintToken,
+  transition,
+  type LeaseOperation,
+  type ShardLeaseState,
+  type StoreClockReading,
+} from "../src/lease/machine.js";
+import { seededRandom } from "../src/random.js";
 
 /** A store reading at `nowUs` for a store that started long ago. */
 const at = (nowUs: number) => ({ nowUs, bootUs: 0 });
@@ -157,5 +165,70 @@ describe("Lease state machine: a store that may have lost writes (lineage)", () 
     expect(transition(state, { kind: "acquire", agent: "b", ttlMs: 2000 }, memory).outcome).to.include({
       ok: true,
     });
+  });
+});
+
+describe("Lease state machine: a renew written into the state it is given (reuse)", () => {
+  /** A deep copy: what a state held before anything could write into it. */
+  const copy = (state: ShardLeaseState): ShardLeaseState =>
+    ({ ...state, lease: state.lease === null ? null : { ...state.lease } }) as ShardLeaseState;
+
+  it("gives the same outcome and state as a new state each time, over random operations and lineage changes (property, seeded)", () => {
+    let renewsInPlace = 0;
+    for (let seed = 1; seed <= 40; seed++) {
+      const random = seededRandom(seed);
+      let fresh: ShardLeaseState = EMPTY_SHARD_STATE;
+      let owned: ShardLeaseState = EMPTY_SHARD_STATE;
+      let nowUs = 1_800_000_000_000_000;
+      let lineage = "l0";
+      for (let i = 0; i < 500; i++) {
+        nowUs += Math.floor(random() * 3_000_000);
+        if (random() < 0.02) lineage = `l${i}`;
+        const clock: StoreClockReading = {
+          nowUs,
+          bootUs: 0,
+          ...(random() < 0.7 ? { lineage: { id: lineage, promoted: random() < 0.5 } } : {}),
+        };
+        const agent = random() < 0.5 ? "a" : "b";
+        const token = fresh.lease?.token ?? 1;
+        const roll = random();
+        const op: LeaseOperation =
+          roll < 0.5
+            ? {
+                kind: "renew",
+                agent,
+                token: random() < 0.9 ? token : token - 1,
+                ttlMs: 1000 + Math.floor(random() * 5000),
+              }
+            : roll < 0.8
+              ? { kind: "acquire", agent, ttlMs: 1000 + Math.floor(random() * 5000) }
+              : roll < 0.9
+                ? { kind: "release", agent, token }
+                : { kind: "fence", token };
+        const before = copy(fresh);
+        const pure = transition(fresh, op, clock);
+        const inPlace = transition(owned, op, clock, true);
+        const where = `seed ${seed}, op ${i} (${op.kind})`;
+        expect(inPlace.outcome, where).to.deep.equal(pure.outcome);
+        expect(copy(inPlace.state), where).to.deep.equal(copy(pure.state));
+        expect(copy(fresh), `${where}: without reuse the old state is left as it was`).to.deep.equal(before);
+        if (op.kind === "renew" && "ok" in pure.outcome && pure.outcome.ok && inPlace.state === owned)
+          renewsInPlace++;
+        fresh = pure.state;
+        owned = inPlace.state;
+      }
+    }
+    expect(renewsInPlace, "renews granted in place").to.be.greaterThan(1000);
+  });
+
+  it("never writes into the shared empty state", () => {
+    const outcome = transition(
+      EMPTY_SHARD_STATE,
+      { kind: "renew", agent: "a", token: 1, ttlMs: 6000 },
+      at(5),
+      true,
+    );
+    expect(outcome.outcome.ok).to.equal(false);
+    expect(EMPTY_SHARD_STATE).to.deep.equal({ lease: null, lastToken: 0, lineage: null, holdUntilUs: 0 });
   });
 });

@@ -120,6 +120,15 @@ export function initialKeeperState(config: KeeperConfig): KeeperState {
   return keeperState("standby", null, config.ttlMs, 0, 0, 0, null);
 }
 
+type Writable<T> = { -readonly [K in keyof T]: T[K] };
+
+/**
+ * The state the event being stepped may be written into instead of a new one (see
+ * `advanceKeeper`'s `reuse`), or null. Every event makes at most one new state, and the
+ * rules read what they need of the old state before they make it.
+ */
+let reusable: Writable<KeeperState> | null = null;
+
 /**
  * Every state is built here, field by field in one order (not spread from the last one),
  * so all states share one object shape: the simulator steps millions of them.
@@ -133,7 +142,17 @@ function keeperState(
   attempt: number,
   standbyKey: string | null,
 ): KeeperState {
-  return { phase, token, ttlMs, deadlineMono, deadlineWall, attempt, standbyKey };
+  const into = reusable;
+  if (into === null) return { phase, token, ttlMs, deadlineMono, deadlineWall, attempt, standbyKey };
+  reusable = null;
+  into.phase = phase;
+  into.token = token;
+  into.ttlMs = ttlMs;
+  into.deadlineMono = deadlineMono;
+  into.deadlineWall = deadlineWall;
+  into.attempt = attempt;
+  into.standbyKey = standbyKey;
+  return into;
 }
 
 const withAttempt = (s: KeeperState, attempt: number): KeeperState =>
@@ -335,8 +354,32 @@ function onRenewed(
   return held;
 }
 
-/** One event through the rules: the next state, its actions handed to `out` in order. */
+/**
+ * One event through the rules: the next state, its actions handed to `out` in order.
+ * `reuse`: the caller gives `state` up, and the next state may be written into it (and
+ * returned) instead of made new — for a driver that keeps one state per keeper and steps
+ * it millions of times (the simulator). The same rules either way (a test holds the two
+ * to each other).
+ */
 export function advanceKeeper(
+  config: KeeperConfig,
+  state: KeeperState,
+  event: KeeperEvent,
+  now: KeeperClocks,
+  out: KeeperActionSink,
+  reuse = false,
+): KeeperState {
+  // A sink may step another keeper from inside this one: its reuse is its own.
+  const outer = reusable;
+  reusable = reuse ? (state as Writable<KeeperState>) : null;
+  try {
+    return step(config, state, event, now, out);
+  } finally {
+    reusable = outer;
+  }
+}
+
+function step(
   config: KeeperConfig,
   state: KeeperState,
   event: KeeperEvent,

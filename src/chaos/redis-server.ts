@@ -37,12 +37,17 @@ export class PrivateRedisServer {
   private child: ChildProcess | null = null;
   private readonly dir = mkdtempSync(join(tmpdir(), "sb-redis-"));
 
-  private constructor(readonly port: number) {
+  private constructor(
+    readonly port: number,
+    /** the port of the master this server replicates at start, if any */
+    private readonly replicaOf: number | null,
+  ) {
     dirs.add(this.dir);
   }
 
-  static async start(): Promise<PrivateRedisServer> {
-    const server = new PrivateRedisServer(await freePort());
+  /** A server of its own; with `replicaOf`, a replica of the server on that port (loopback). */
+  static async start(options: { replicaOf?: number } = {}): Promise<PrivateRedisServer> {
+    const server = new PrivateRedisServer(await freePort(), options.replicaOf ?? null);
     await server.launch();
     return server;
   }
@@ -71,6 +76,7 @@ export class PrivateRedisServer {
         this.dir,
         "--protected-mode",
         "yes",
+        ...(this.replicaOf === null ? [] : ["--replicaof", "127.0.0.1", String(this.replicaOf)]),
       ],
       { stdio: ["ignore", "ignore", "pipe"] },
     );

@@ -10,6 +10,7 @@ import { layoutFleet } from "../sim/fleet.js";
 import type { Scenario } from "../sim/scenario.js";
 import { stepsOf } from "../sim/simulate.js";
 import { seededRandom } from "../random.js";
+import { FailoverRedis } from "./failover-redis.js";
 import { PrivateRedisServer, freePort } from "./redis-server.js";
 
 /** Agent processes one chaos run may start at most: real processes on one machine. */
@@ -25,8 +26,14 @@ export interface ChaosReport extends CoverageSummary {
    * holder told to stop. From shardbridge_lease_lost_total, which only renewals feed.
    */
   renewalsRefused: number;
-  /** failover times: from each kill or freeze of an active agent to a standby's `active` line, s */
+  /** failover times: from each kill or freeze of an active agent, or Redis fault, to the next `active` line, s */
   failoversS: number[];
+  /**
+   * Per redis-failover: whether the promoted server really lacked the lag's writes (a
+   * write made on the master after its replica stopped following is missing on it, one
+   * made before is there). False means the run did not play the scenario's fault.
+   */
+  failoverLagSeen: boolean[];
 }
 
 interface AgentRun {
@@ -67,7 +74,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)))
  * Play a scenario against real processes: a redis-server of its own, a bridge on it, and
  * one reference agent process per agent and shard it may serve, with the scenario's
  * faults done for real (kill -9, SIGSTOP/SIGCONT, SIGTERM, a Redis killed and started
- * empty). Who was active when comes from the agents' own `active`, `lost` and `released`
+ * empty, a Redis failover to a replica that lags: see FailoverRedis). Who was active when comes from the agents' own `active`, `lost` and `released`
  * log lines, and feeds the same bookkeeping as the simulator. A network cut and a clock
  * running off cannot be made here without root: they are skipped and listed.
  */
@@ -88,7 +95,9 @@ export async function runChaos(
   const ttlMs = scenario.fleet.lease_ttl_ms;
   const dir = mkdtempSync(join(tmpdir(), "sb-chaos-"));
   const children = new Set<ChildProcess>();
-  const redis = await PrivateRedisServer.start();
+  // A failover needs a replica to promote, and one address that moves (see FailoverRedis).
+  const failsOver = scenario.timeline.some((fault) => fault.fault === "redis-failover");
+  const redis = failsOver ? await FailoverRedis.start() : await PrivateRedisServer.start();
   try {
     mkdirSync(join(dir, "shards"));
     const shardName = (s: number) => `shard-${s}`;
@@ -188,6 +197,7 @@ export async function runChaos(
 
     const skipped: string[] = [];
     const faultTimes: number[] = [];
+    const failoverLagSeen: boolean[] = [];
     const steps = stepsOf(scenario, layout.agents);
     const pending: Array<Promise<void>> = [];
     for (const step of steps) {
@@ -221,6 +231,13 @@ export async function runChaos(
           await redis.kill();
           await sleep(step.downUs / 1000);
           await redis.restart();
+          break;
+        case "replica-stops":
+          if (redis instanceof FailoverRedis) await redis.replicaStops();
+          break;
+        case "redis-failover":
+          faultTimes.push(Date.now());
+          if (redis instanceof FailoverRedis) failoverLagSeen.push(await redis.failover(step.downUs / 1000));
           break;
         case "cut":
         case "rate":
@@ -266,6 +283,7 @@ export async function runChaos(
       skipped,
       renewalsRefused,
       failoversS,
+      failoverLagSeen,
       ...coverage.summary((endMs - t0) * 1000),
     };
   } finally {

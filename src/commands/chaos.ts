@@ -8,7 +8,8 @@ import { renderTable } from "../text/table.js";
 import { ConfigError } from "../config.js";
 
 export const CHAOS_USAGE = `  chaos SCENARIO  play a scenario against real processes (its own redis-server, a bridge, reference agents)
-                  with kill -9, SIGSTOP/SIGCONT, SIGTERM and a Redis restart, measured from the agents' logs,
+                  with kill -9, SIGSTOP/SIGCONT, SIGTERM, a Redis restart and a Redis failover to a lagging
+                  replica, measured from the agents' logs,
                   beside the simulator's prediction for the same scenario
              --seeds N       seeds the prediction's range is taken over (default 20)
              --json          both, as JSON
@@ -56,6 +57,15 @@ function table(real: ChaosReport, predicted: ReturnType<typeof predict>): string
         ["p99 time to recover, s", real.p99RecoveryS.toFixed(2), ""],
         ["failovers, s", real.failoversS.map((f) => f.toFixed(2)).join(" ") || "-", ""],
         ["renewals refused (the holder told to stop)", String(real.renewalsRefused), ""],
+        ...(real.failoverLagSeen.length === 0
+          ? []
+          : [
+              [
+                "Redis failovers: promoted server lacked the lag's writes",
+                real.failoverLagSeen.map((seen) => (seen ? "yes" : "NO")).join(" "),
+                "",
+              ],
+            ]),
       ],
     ) +
     (real.skipped.length > 0 ? `\nskipped (needs root to make for real): ${real.skipped.join("; ")}\n` : "")

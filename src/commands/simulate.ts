@@ -4,6 +4,7 @@ import { parseScenario } from "../sim/scenario.js";
 import { simulate } from "../sim/simulate.js";
 import { reportTable } from "../sim/report.js";
 import { reportHtml } from "../sim/html.js";
+import { tuneHeapForSimulation } from "../sim/heap.js";
 import { integerFlag } from "./io.js";
 import { ConfigError } from "../config.js";
 
@@ -54,6 +55,7 @@ export async function simulateCommand(argv: string[]): Promise<void> {
   const scenario = parseScenario(text, file);
   const seed = integerFlag("seed", values.seed, 0, 2 ** 32 - 1);
   if (seed !== undefined) scenario.seed = seed;
+  tuneHeapForSimulation();
   const started = performance.now();
   const report = simulate(scenario, values.progress ? progressBar() : undefined);
   const wallS = (performance.now() - started) / 1000;

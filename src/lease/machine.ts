@@ -193,13 +193,16 @@ function grant(
   lease: Lease,
   nowUs: number,
   lineage: string | null,
+  reuse: boolean,
 ): Transition<LeaseOutcome> {
-  const next: ShardLeaseState = {
-    lease,
-    lastToken: Math.max(state.lastToken, lease.token),
-    lineage,
-    holdUntilUs: state.holdUntilUs,
-  };
+  const lastToken = Math.max(state.lastToken, lease.token);
+  let next: ShardLeaseState;
+  if (reuse) {
+    next = state;
+    next.lease = lease;
+    next.lastToken = lastToken;
+    next.lineage = lineage;
+  } else next = { lease, lastToken, lineage, holdUntilUs: state.holdUntilUs };
   // Spelled out, not spread: one object shape on the path the simulator runs millions of times.
   const outcome: LeaseOutcome = {
     ok: true,
@@ -254,7 +257,17 @@ function acquire(
     { holder: agent, token, expiresAtUs: nowUs + ttlMs * US_PER_MS, sinceUs: nowUs, renewed: false },
     nowUs,
     lineageOf(state, clock),
+    false,
   );
+}
+
+/** `lease` extended to `expiresAtUs` and marked renewed: a new lease, or with `reuse` the same one, written. */
+function extended(lease: Lease, expiresAtUs: number, reuse: boolean): Lease {
+  if (!reuse)
+    return { holder: lease.holder, token: lease.token, expiresAtUs, sinceUs: lease.sinceUs, renewed: true };
+  lease.expiresAtUs = expiresAtUs;
+  lease.renewed = true;
+  return lease;
 }
 
 /** Why `agent` presenting `token` is not the live holder, or null when it is. */
@@ -271,6 +284,7 @@ function renew(
   token: number,
   ttlMs: number,
   clock: StoreClockReading,
+  reuse: boolean,
 ): Transition<LeaseOutcome> {
   const nowUs = clock.nowUs;
   // Under a lineage hold the holder is told no: whatever it holds, the store may have
@@ -286,19 +300,8 @@ function renew(
     // holder has stopped acting by now, and a new lease must carry a new token.
     return { outcome: { ok: false, reason: mismatch, current: view(live, nowUs) }, state };
   }
-  const lease = live!;
-  return grant(
-    state,
-    {
-      holder: lease.holder,
-      token: lease.token,
-      expiresAtUs: nowUs + ttlMs * US_PER_MS,
-      sinceUs: lease.sinceUs,
-      renewed: true,
-    },
-    nowUs,
-    lineageOf(state, clock),
-  );
+  const lineage = lineageOf(state, clock);
+  return grant(state, extended(live!, nowUs + ttlMs * US_PER_MS, reuse), nowUs, lineage, reuse);
 }
 
 function release(
@@ -335,23 +338,30 @@ function fence(state: ShardLeaseState, token: number, clock: StoreClockReading):
   return { outcome: { allowed: true, current }, state };
 }
 
-/** Apply one operation to one shard's state at the store's clock reading. */
+/**
+ * Apply one operation to one shard's state at the store's clock reading. `reuse`: the
+ * caller gives `state` up, and a renew may write the renewed lease into it (and return
+ * it) instead of making a new state — for a caller that keeps one state per shard and
+ * renews it millions of times (the simulator). The same rules either way.
+ */
 export function transition<Op extends LeaseOperation>(
   state: ShardLeaseState,
   op: Op,
   clock: StoreClockReading,
+  reuse?: boolean,
 ): Transition<OutcomeOf<Op>>;
 export function transition(
   state: ShardLeaseState,
   op: LeaseOperation,
   clock: StoreClockReading,
+  reuse = false,
 ): Transition<LeaseOutcome | ReleaseOutcome | FenceOutcome | ReadOutcome> {
   const nowUs = clock.nowUs;
   switch (op.kind) {
     case "acquire":
       return acquire(state, op.agent, op.ttlMs, clock);
     case "renew":
-      return renew(state, op.agent, op.token, op.ttlMs, clock);
+      return renew(state, op.agent, op.token, op.ttlMs, clock, reuse && state !== EMPTY_SHARD_STATE);
     case "release":
       return release(state, op.agent, op.token, nowUs);
     case "fence":

@@ -49,18 +49,34 @@ export class SimHost {
     this.later(this.trueAt(this.local() + localDelayUs), action);
   }
 
-  /** Run `action` at true time `atUs` in this incarnation, after any freeze. */
-  later(atUs: number, action: () => void): void {
+  /**
+   * Run `action` at true time `atUs` in this incarnation, after any freeze. `renewOf`: the
+   * keeper number when the action is a holder's renew (it is then ranked as one among
+   * simultaneous events, see EventQueue.atRenew), or -1.
+   */
+  later(atUs: number, action: () => void, renewOf = -1): void {
     const epoch = this.epoch;
     const run = (): void => {
       if (this.epoch !== epoch || !this.up) return;
       if (this.pausedUntilUs > this.queue.now) {
-        this.queue.at(this.pausedUntilUs, run);
+        this.schedule(this.pausedUntilUs, run, renewOf);
         return;
       }
       action();
     };
-    this.queue.at(atUs, run);
+    this.schedule(atUs, run, renewOf);
+  }
+
+  private schedule(atUs: number, run: () => void, renewOf: number): void {
+    if (renewOf < 0) this.queue.at(atUs, run);
+    else this.queue.atRenew(atUs, renewOf, run);
+  }
+
+  /** SIGSTOP until `untilUs` (SIGCONT then). A process that is not running is not frozen: false. */
+  freeze(untilUs: number): boolean {
+    if (!this.up) return false;
+    this.pausedUntilUs = Math.max(this.pausedUntilUs, untilUs);
+    return true;
   }
 
   get paused(): boolean {

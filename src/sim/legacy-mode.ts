@@ -198,7 +198,7 @@ export function runLegacyMode(
     },
     pause: (h, untilUs) => {
       turnQuiet(h);
-      h.pausedUntilUs = Math.max(h.pausedUntilUs, untilUs);
+      h.freeze(untilUs);
     },
     clockRate: (h, rate) => {
       turnQuiet(h);

@@ -43,7 +43,7 @@ export const Fault = z.discriminatedUnion(
     z.strictObject({ at: Duration, fault: z.literal("crash"), ...AgentFault }),
     /** start a crashed agent again (a running one is killed and started) */
     z.strictObject({ at: Duration, fault: z.literal("restart"), ...AgentFault }),
-    /** SIGSTOP for `for`, then SIGCONT (or a long GC pause) */
+    /** SIGSTOP for `for`, then SIGCONT (or a long GC pause); an agent that is not running is not frozen */
     z.strictObject({ at: Duration, fault: z.literal("pause"), for: Duration, ...AgentFault }),
     /** the agent and Redis cannot reach each other: both ways, or one way */
     z.strictObject({
@@ -57,6 +57,18 @@ export const Fault = z.discriminatedUnion(
     z.strictObject({
       at: Duration,
       fault: z.literal("redis-restart"),
+      down: Duration.default(1000),
+      repeat: Repeat.optional(),
+    }),
+    /**
+     * Redis fails over: the master is lost, and a replica that lags `lag` behind it — it
+     * lacks every write of the last `lag` — is promoted, under a new replication id;
+     * clients reach it `down` after the master was lost
+     */
+    z.strictObject({
+      at: Duration,
+      fault: z.literal("redis-failover"),
+      lag: Duration.default(0),
       down: Duration.default(1000),
       repeat: Repeat.optional(),
     }),
@@ -78,7 +90,7 @@ export const Fault = z.discriminatedUnion(
   ],
   {
     error:
-      "unknown fault: one of crash, restart, pause, partition, redis-restart, clock-skew, rolling-restart",
+      "unknown fault: one of crash, restart, pause, partition, redis-restart, redis-failover, clock-skew, rolling-restart",
   },
 );
 export type Fault = z.output<typeof Fault>;
@@ -164,6 +176,28 @@ export const Scenario = z
           code: "custom",
           path: ["timeline", i, "agent"],
           message: `${fault.agent} is not an agent of this fleet (${[...ids].slice(0, 3).join(", ")}, …)`,
+        });
+    });
+    // The replica promoted at a failover follows the master that fails: the one promoted
+    // at the failover before. Its lag cannot reach back past that failover.
+    const failovers = scenario.timeline
+      .flatMap((fault, i) =>
+        fault.fault !== "redis-failover"
+          ? []
+          : Array.from({ length: fault.repeat?.times ?? 1 }, (_, j) => ({
+              i,
+              at: fault.at + j * (fault.repeat?.every ?? 0),
+              lag: fault.lag,
+            })),
+      )
+      .sort((a, b) => a.at - b.at);
+    failovers.forEach((failover, n) => {
+      const before = failovers[n - 1];
+      if (before !== undefined && failover.at - failover.lag <= before.at)
+        ctx.addIssue({
+          code: "custom",
+          path: ["timeline", failover.i, "lag"],
+          message: `a lag of ${failover.lag} ms at ${failover.at} ms reaches back past the redis-failover at ${before.at} ms`,
         });
     });
   });

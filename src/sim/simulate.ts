@@ -1,11 +1,11 @@
 import { seededRandom } from "../random.js";
 import type { CoveragePoint, CoverageSummary } from "./coverage.js";
-import { layoutFleet } from "./fleet.js";
+import { layoutFleet, type FleetLayout } from "./fleet.js";
 import { SimHost } from "./host.js";
-import { runLegacyMode } from "./legacy-mode.js";
+import { runLegacyMode, type LegacyModeResult } from "./legacy-mode.js";
 import { EventQueue } from "./queue.js";
 import type { Fault, Scenario } from "./scenario.js";
-import { runShardsMode } from "./shards-mode.js";
+import { CruiseBroken, runShardsMode, type ShardsModeResult } from "./shards-mode.js";
 
 const MS = 1000;
 
@@ -15,7 +15,10 @@ type Step =
   | { atUs: number; kind: "pause"; agent: number; untilUs: number }
   | { atUs: number; kind: "cut"; agent: number; to: boolean; from: boolean }
   | { atUs: number; kind: "rate"; agent: number; rate: number }
-  | { atUs: number; kind: "redis-restart"; downUs: number };
+  | { atUs: number; kind: "redis-restart"; downUs: number }
+  /** the replica to be promoted at the next failover receives no write from here on */
+  | { atUs: number; kind: "replica-stops" }
+  | { atUs: number; kind: "redis-failover"; downUs: number };
 
 /** The timeline as primitive steps, in time order (stable for equal times). */
 export function stepsOf(scenario: Scenario, agents: string[]): Step[] {
@@ -48,6 +51,10 @@ export function stepsOf(scenario: Scenario, agents: string[]): Step[] {
         }
         case "redis-restart":
           steps.push({ atUs, kind: "redis-restart", downUs: fault.down * MS });
+          break;
+        case "redis-failover":
+          steps.push({ atUs: Math.max(0, atUs - fault.lag * MS), kind: "replica-stops" });
+          steps.push({ atUs, kind: "redis-failover", downUs: fault.down * MS });
           break;
         case "clock-skew": {
           const agent = index.get(fault.agent)!;
@@ -117,80 +124,38 @@ function thin(series: CoveragePoint[], endUs: number, max: number): CoveragePoin
   return out;
 }
 
+/** How to run `simulate`. */
+export interface SimulateOptions {
+  /**
+   * Run healthy holders' renews outside the queue (the default; see shards-mode.ts). False
+   * queues every renew: slower, the same report — the reference the tests hold cruising to.
+   */
+  cruise?: boolean;
+}
+
 /**
  * Run a scenario under both modes, shards with leases and nova's ring, on the same fleet,
  * faults and seed. Deterministic: the same scenario gives the same report, byte for byte.
  */
-export function simulate(scenario: Scenario, onProgress?: (fraction: number) => void): SimulationReport {
+export function simulate(
+  scenario: Scenario,
+  onProgress?: (fraction: number) => void,
+  options: SimulateOptions = {},
+): SimulationReport {
   const endUs = scenario.duration * MS;
   const layout = layoutFleet(scenario, seededRandom(scenario.seed));
   const steps = stepsOf(scenario, layout.agents);
   const progress = (mode: number) => (nowUs: number) => onProgress?.((mode + nowUs / endUs) / 2);
 
-  // Shards with leases.
-  const sq = new EventQueue();
-  const sHosts = layout.agents.map((id, i) => new SimHost(i, id, sq));
-  const shards = runShardsMode(
-    scenario,
-    layout,
-    sq,
-    seededRandom(scenario.seed ^ 0x5eed),
-    sHosts,
-    steps.map((s) => s.atUs),
-  );
-  // nova's ring.
-  const lq = new EventQueue();
-  const lHosts = layout.agents.map((id, i) => new SimHost(i, id, lq));
-  const legacy = runLegacyMode(
-    layout,
-    lq,
-    seededRandom(scenario.seed ^ 0x1e6a),
-    lHosts,
-    scenario.fleet.latency_ms * MS,
-  );
-
-  for (const step of steps) {
-    sq.at(step.atUs, () => {
-      const host = step.kind === "redis-restart" ? undefined : sHosts[step.agent]!;
-      switch (step.kind) {
-        case "crash":
-          return shards.faults.crash(host!);
-        case "stop":
-          return shards.faults.stop(host!);
-        case "start":
-          return shards.faults.start(host!);
-        case "pause":
-          return shards.faults.pause(host!, step.untilUs);
-        case "cut":
-          host!.cutTo = step.to;
-          host!.cutFrom = step.from;
-          return;
-        case "rate":
-          return shards.faults.clockRate(host!, step.rate);
-        case "redis-restart":
-          return shards.faults.redisRestart(step.downUs);
-      }
-    });
-    lq.at(step.atUs, () => {
-      if (step.kind === "redis-restart") return; // nova keeps its services in its database
-      const host = lHosts[step.agent]!;
-      switch (step.kind) {
-        case "crash":
-        case "stop":
-          return legacy.faults.crash(host);
-        case "start":
-          return legacy.faults.start(host);
-        case "pause":
-          return legacy.faults.pause(host, step.untilUs);
-        case "cut":
-          return legacy.faults.cut(host, step.to, step.from);
-        case "rate":
-          return legacy.faults.clockRate(host, step.rate);
-      }
-    });
+  let shards: { result: ShardsModeResult; events: number };
+  try {
+    shards = playShards(scenario, layout, steps, options.cruise ?? true, progress(0));
+  } catch (error) {
+    // A cruised renew would have been more than a renew: the run is not kept (see shards-mode.ts).
+    if (!(error instanceof CruiseBroken)) throw error;
+    shards = playShards(scenario, layout, steps, false, progress(0));
   }
-  sq.runUntil(endUs, progress(0));
-  lq.runUntil(endUs, progress(1));
+  const legacy = playLegacy(scenario, layout, steps, progress(1));
   onProgress?.(1);
 
   const seconds = (us: number) => Math.round(us / 1000) / 1000;
@@ -198,7 +163,7 @@ export function simulate(scenario: Scenario, onProgress?: (fraction: number) => 
     ...shards.result.coverage.summary(endUs),
     staleWritesRefused: shards.result.staleWritesRefused,
     staleWritesAccepted: shards.result.staleWritesAccepted,
-    events: sq.processed,
+    events: shards.events,
     series: thin(shards.result.coverage.series, endUs, SERIES_POINTS),
     activity: shards.result.spells
       .filter((s) => s.shard < CHART_LANES)
@@ -213,7 +178,7 @@ export function simulate(scenario: Scenario, onProgress?: (fraction: number) => 
     ...legacy.result.coverage.summary(endUs),
     staleWritesRefused: null,
     staleWritesAccepted: null,
-    events: lq.processed,
+    events: legacy.events,
     series: thin(legacy.result.coverage.series, endUs, SERIES_POINTS),
     activity: legacy.result.spells
       .filter((s) => s.agent < CHART_LANES)
@@ -240,4 +205,95 @@ export function simulate(scenario: Scenario, onProgress?: (fraction: number) => 
     shardsMode: shardsReport,
     legacyMode: legacyReport,
   };
+}
+
+/** Shards with leases: the timeline's faults on the shards mode's queue, run to the end. */
+export function playShards(
+  scenario: Scenario,
+  layout: FleetLayout,
+  steps: Step[],
+  cruise: boolean,
+  onProgress: (nowUs: number) => void,
+): { result: ShardsModeResult; events: number } {
+  const endUs = scenario.duration * MS;
+  const queue = new EventQueue();
+  const hosts = layout.agents.map((id, i) => new SimHost(i, id, queue));
+  const shards = runShardsMode(
+    scenario,
+    layout,
+    queue,
+    seededRandom(scenario.seed ^ 0x5eed),
+    hosts,
+    steps.map((s) => s.atUs),
+    cruise,
+  );
+  for (const step of steps) {
+    queue.atFirst(step.atUs, () => {
+      const host = "agent" in step ? hosts[step.agent]! : undefined;
+      switch (step.kind) {
+        case "crash":
+          return shards.faults.crash(host!);
+        case "stop":
+          return shards.faults.stop(host!);
+        case "start":
+          return shards.faults.start(host!);
+        case "pause":
+          return shards.faults.pause(host!, step.untilUs);
+        case "cut":
+          host!.cutTo = step.to;
+          host!.cutFrom = step.from;
+          return;
+        case "rate":
+          return shards.faults.clockRate(host!, step.rate);
+        case "redis-restart":
+          return shards.faults.redisRestart(step.downUs);
+        case "replica-stops":
+          return shards.faults.replicaStops();
+        case "redis-failover":
+          return shards.faults.redisFailover(step.downUs);
+      }
+    });
+  }
+  queue.runUntil(endUs, onProgress);
+  shards.finish(endUs);
+  return { result: shards.result, events: queue.processed };
+}
+
+/** nova's ring: the same faults on its own queue. */
+function playLegacy(
+  scenario: Scenario,
+  layout: FleetLayout,
+  steps: Step[],
+  onProgress: (nowUs: number) => void,
+): { result: LegacyModeResult; events: number } {
+  const queue = new EventQueue();
+  const hosts = layout.agents.map((id, i) => new SimHost(i, id, queue));
+  const legacy = runLegacyMode(
+    layout,
+    queue,
+    seededRandom(scenario.seed ^ 0x1e6a),
+    hosts,
+    scenario.fleet.latency_ms * MS,
+  );
+  for (const step of steps) {
+    queue.at(step.atUs, () => {
+      if (!("agent" in step)) return; // Redis: nova keeps its services in its database
+      const host = hosts[step.agent]!;
+      switch (step.kind) {
+        case "crash":
+        case "stop":
+          return legacy.faults.crash(host);
+        case "start":
+          return legacy.faults.start(host);
+        case "pause":
+          return legacy.faults.pause(host, step.untilUs);
+        case "cut":
+          return legacy.faults.cut(host, step.to, step.from);
+        case "rate":
+          return legacy.faults.clockRate(host, step.rate);
+      }
+    });
+  }
+  queue.runUntil(scenario.duration * MS, onProgress);
+  return { result: legacy.result, events: queue.processed };
 }
