@@ -1,17 +1,38 @@
 // Mocha's spec reporter plus one closing line "N passed, N failed, N skipped" that CI
-// reads to count tests, and a watchdog for what a test left running.
+// reads to count tests, the slowest test files (CI has 20 minutes for all of them: this
+// says where they go), and a watchdog for what a test left running.
 const Mocha = require("mocha");
 
 // After the last test the process must exit by itself. If anything a test started (a
 // server, a socket, a worker, an interval) still holds it open after this long, say
 // what and exit non-zero, so CI fails in seconds rather than hanging until its timeout.
 const LEAK_GRACE_MS = 10_000;
+/** How many of the slowest test files the closing lines name. */
+const SLOWEST_FILES = 12;
 
 class CountingSpec extends Mocha.reporters.Spec {
   constructor(runner, options) {
     super(runner, options);
+    // Each file's wall time, hooks included: from its first top-level suite's start to its last's end.
+    const fileMs = new Map();
+    const started = new Map();
+    const { EVENT_SUITE_BEGIN, EVENT_SUITE_END } = Mocha.Runner.constants;
+    runner.on(EVENT_SUITE_BEGIN, (suite) => {
+      if (suite.parent?.root === true && suite.file) started.set(suite, performance.now());
+    });
+    runner.on(EVENT_SUITE_END, (suite) => {
+      const at = started.get(suite);
+      if (at !== undefined) fileMs.set(suite.file, (fileMs.get(suite.file) ?? 0) + performance.now() - at);
+    });
     runner.once(Mocha.Runner.constants.EVENT_RUN_END, () => {
       const { passes, failures, pending } = runner.stats;
+      const slowest = [...fileMs].sort((a, b) => b[1] - a[1]).slice(0, SLOWEST_FILES);
+      if (slowest.length > 1) {
+        const total = [...fileMs.values()].reduce((sum, ms) => sum + ms, 0);
+        process.stdout.write(`\nslowest test files (of ${(total / 60_000).toFixed(1)} min in all):\n`);
+        for (const [file, ms] of slowest)
+          process.stdout.write(`  ${(ms / 1000).toFixed(1).padStart(6)} s  ${require("node:path").relative(process.cwd(), file)}\n`);
+      }
       process.stdout.write(`\ntests: ${passes} passed, ${failures} failed, ${pending} skipped\n`);
       setTimeout(() => {
         const held = process.getActiveResourcesInfo().filter((kind) => kind !== "TTYWrap");
