@@ -22,7 +22,8 @@ typecheck: $(DEPS)
 test-packages:
 	@bash scripts/test-packages.sh
 
-test: test-packages $(DEPS) typecheck
+# Built first: the tests run the CLI from dist/ when it is current (see test/helpers/cli.ts).
+test: test-packages $(DEPS) typecheck build
 	npx mocha 'test/**/*.test.ts'
 
 # The HTTP benches drive the bridge with wrk (Debian's package), a C load generator that

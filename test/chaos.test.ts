@@ -68,8 +68,8 @@ describe("Chaos: the same scenario for real and simulated", function () {
       JSON.stringify({
         name: "redis restart, short",
         seed: 5,
-        duration: "9s",
-        fleet: { nodes: 20, shards: 2, agents_per_shard: 2, lease_ttl_ms: 3000 },
+        duration: "7s",
+        fleet: { nodes: 20, shards: 2, agents_per_shard: 2, lease_ttl_ms: 2000 },
         timeline: [{ at: "3s", fault: "redis-restart", down: "200ms" }],
       }),
       "inline",

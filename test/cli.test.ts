@@ -4,7 +4,7 @@ import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { AgentProcess } from "./helpers/agent-process.js";
 import { startBridge } from "./helpers/bridge-process.js";
-import { runShardbridge } from "./helpers/cli.js";
+import { runShardbridge, SHARDBRIDGE } from "./helpers/cli.js";
 
 const COMMANDS = [
   "serve",
@@ -107,14 +107,10 @@ describe("The shardbridge command line", function () {
     expect(noIronic.status, noIronic.stderr).to.equal(2);
     expect(grace.status, grace.stderr).to.equal(2);
     // The work failing: a node list that is not one (the data, not the flags), a peer that is not there.
-    const notUuid = spawnSync(
-      process.execPath,
-      ["--import", "tsx", `${ROOT}src/cli.ts`, "ring", "--members", "a"],
-      {
-        input: "not-a-uuid\n",
-        encoding: "utf8",
-      },
-    );
+    const notUuid = spawnSync(SHARDBRIDGE.command, [...SHARDBRIDGE.args, "ring", "--members", "a"], {
+      input: "not-a-uuid\n",
+      encoding: "utf8",
+    });
     expect(notUuid.status, notUuid.stderr).to.equal(1);
     expect(unreachable.status, unreachable.stderr).to.equal(1);
   });
@@ -144,8 +140,8 @@ describe("The shardbridge command line", function () {
 
   it("takes --log-level and --log-format on every command: text for a person, JSON for a machine, a bad value exit 2", async () => {
     const agentArgs = ["agent", "--id", "compute-0", "--shard", "demo", "--bridge", "http://127.0.0.1:1"];
-    const text = AgentProcess.spawnCommand("text", process.execPath, [
-      ...["--import", "tsx", `${ROOT}src/cli.ts`, ...agentArgs, "--token", "0123456789abcdef"],
+    const text = AgentProcess.spawnCommand("text", SHARDBRIDGE.command, [
+      ...[...SHARDBRIDGE.args, ...agentArgs, "--token", "0123456789abcdef"],
       ...["--log-format", "text"],
     ]);
     const lines: string[] = [];
@@ -160,12 +156,12 @@ describe("The shardbridge command line", function () {
     );
 
     // JSON on a pipe by default; --log-level error keeps the warnings of an unreachable bridge out.
-    const quiet = AgentProcess.spawnCommand("quiet", process.execPath, [
-      ...["--import", "tsx", `${ROOT}src/cli.ts`, ...agentArgs, "--token", "0123456789abcdef"],
+    const quiet = AgentProcess.spawnCommand("quiet", SHARDBRIDGE.command, [
+      ...[...SHARDBRIDGE.args, ...agentArgs, "--token", "0123456789abcdef"],
       ...["--log-level=error"],
     ]);
-    const loud = AgentProcess.spawnCommand("loud", process.execPath, [
-      ...["--import", "tsx", `${ROOT}src/cli.ts`, ...agentArgs, "--token", "0123456789abcdef"],
+    const loud = AgentProcess.spawnCommand("loud", SHARDBRIDGE.command, [
+      ...[...SHARDBRIDGE.args, ...agentArgs, "--token", "0123456789abcdef"],
     ]);
     await loud.waitFor((e) => e.ev === "bridge-error", 15_000);
     await new Promise((r) => setTimeout(r, 500));

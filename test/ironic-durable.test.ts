@@ -8,7 +8,7 @@ import { createIronicNode, useIronicPeer, type IronicPeer } from "./helpers/iron
 import { TestRedisServer } from "./helpers/redis-server.js";
 
 /** Seconds a bridge owns its part of the queue: a dead one's part is taken over after this long. */
-const OWNER_TTL_S = 8;
+const OWNER_TTL_S = 4;
 
 /**
  * The issue's case: `serve` processes on one Redis deliver trait changes to the real

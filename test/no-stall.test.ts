@@ -69,9 +69,9 @@ describe("No request stalls the bridge (real bridge and redis-server, heavy rout
         ...["--requests", join(bridge.dir, file), "--duration", String(durationMs)],
         ...(every === undefined ? [] : ["--every", String(every)]),
       ]);
-    const load = run("heavy", "heavy", "heavy.json", 6000);
-    const probe = run("probe", "probe", "renew.json", 6000);
-    const keeper = run("keeper", "probe", "fleet.json", 6500, 200);
+    const load = run("heavy", "heavy", "heavy.json", 4000);
+    const probe = run("probe", "probe", "renew.json", 4000);
+    const keeper = run("keeper", "probe", "fleet.json", 4500, 200);
     const [loaded, probed, kept] = await Promise.all([
       load.waitFor((e) => e.ev === "heavy", 60_000),
       probe.waitFor((e) => e.ev === "probe", 60_000),

@@ -245,7 +245,7 @@ interface Recovery {
 type Fault<T> = (setup: T, strike: () => void) => Promise<Recovery>;
 
 const SHARD = "rack-s";
-const TTL_MS = 3000;
+const TTL_MS = 2000;
 
 /**
  * Two bridges on one replicated store and three agents on one shard (two on one bridge,

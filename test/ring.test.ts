@@ -102,8 +102,8 @@ describe("Legacy ring: nova's tooz ring, bit for bit", () => {
       { name: "2 replicas", hosts: ["a", "b", "c", "d", "e"], replicas: 2 },
     ];
 
-    it("places 20,000 random node UUIDs exactly as tooz does, over each member set", () => {
-      const nodes = uuids(20261130, 20_000);
+    it("places 5,000 random node UUIDs exactly as tooz does, over each member set", () => {
+      const nodes = uuids(20261130, 5_000);
       for (const set of memberSets) {
         const expected = toozMapping({
           hosts: set.hosts,

@@ -7,9 +7,9 @@ import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { createIronicNode, useIronicPeer } from "./helpers/ironic-peer.js";
 import { watchOverlaps } from "./helpers/processes.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
+import { SHARDBRIDGE } from "./helpers/cli.js";
 
 const STANDIN = fileURLToPath(new URL("./fixtures/nova_standin.py", import.meta.url));
-const CLI = fileURLToPath(new URL("../src/cli.ts", import.meta.url));
 const TTL_MS = 2000;
 const SHARD = "rack-n";
 const IRONIC = { "x-openstack-ironic-api-version": "1.82", "content-type": "application/json" };
@@ -84,7 +84,7 @@ function standinHarness(ironic: () => string, bridge: () => BridgeProcess) {
         host,
         "setsid",
         [
-          ...[process.execPath, "--import", "tsx", CLI, "run", "--id", host, "--shard", SHARD],
+          ...[SHARDBRIDGE.command, ...SHARDBRIDGE.args, "run", "--id", host, "--shard", SHARD],
           ...[
             "--bridge",
             bridge().url,

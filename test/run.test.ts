@@ -8,9 +8,9 @@ import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { running, watchOverlaps } from "./helpers/processes.js";
 import { ChildCgroup } from "../src/run/cgroup.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
+import { SHARDBRIDGE } from "./helpers/cli.js";
 
 const CHILD = fileURLToPath(new URL("./fixtures/run-child.sh", import.meta.url));
-const CLI = fileURLToPath(new URL("../src/cli.ts", import.meta.url));
 const TTL_MS = 2000;
 const SHARD = "rack-r";
 
@@ -269,7 +269,7 @@ describe("shardbridge run: a command only while its host holds the lease (real b
 
   it("refuses bad input with exit 2 before anything starts", () => {
     const run = (...args: string[]) =>
-      spawnSync(process.execPath, ["--import", "tsx", CLI, "run", ...args], {
+      spawnSync(SHARDBRIDGE.command, [...SHARDBRIDGE.args, "run", ...args], {
         encoding: "utf8",
         env: { ...process.env, RUN_RECORDS: records },
       });

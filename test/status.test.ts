@@ -1,13 +1,11 @@
 import { expect } from "chai";
 import { spawn } from "node:child_process";
-import { fileURLToPath } from "node:url";
 import { BridgeClient } from "../src/agent/client.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { runShardbridge } from "./helpers/cli.js";
 import { statusTable } from "../src/commands/status.js";
 import { acquireWhenReady } from "./helpers/leases.js";
-
-const CLI = fileURLToPath(new URL("../src/cli.ts", import.meta.url));
+import { SHARDBRIDGE } from "./helpers/cli.js";
 
 /** `shardbridge status` against a real bridge: the operator's one command for who holds what. */
 describe("shardbridge status", function () {
@@ -89,10 +87,8 @@ describe("shardbridge status", function () {
   });
 
   it("--watch redraws: one picture after another into a pipe, each with its own time", async () => {
-    const child = spawn(process.execPath, [
-      "--import",
-      "tsx",
-      CLI,
+    const child = spawn(SHARDBRIDGE.command, [
+      ...SHARDBRIDGE.args,
       "status",
       "--bridge",
       bridge.url,

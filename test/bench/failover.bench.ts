@@ -5,9 +5,9 @@ import { AgentProcess } from "../helpers/agent-process.js";
 import { startBridge } from "../helpers/bridge-process.js";
 import { createIronicNode, ironicPeersAvailable, startIronic } from "../helpers/ironic-peer.js";
 import { percentile, printTable } from "./stats.js";
+import { SHARDBRIDGE } from "../helpers/cli.js";
 
 const STANDIN = fileURLToPath(new URL("../fixtures/nova_standin.py", import.meta.url));
-const CLI = fileURLToPath(new URL("../../src/cli.ts", import.meta.url));
 const SHARD = "rack-failover";
 const TTL_MS = 2000;
 const ROUNDS = Number(process.env.BENCH_FAILOVER_ROUNDS ?? 10);
@@ -60,9 +60,9 @@ export async function failoverBench(): Promise<void> {
       const supervisors = ["host-a", "host-b"].map((host) =>
         AgentProcess.spawnCommand(
           `${host}#${round}`,
-          process.execPath,
+          SHARDBRIDGE.command,
           [
-            ...["--import", "tsx", CLI, "run", "--id", host, "--shard", SHARD, "--bridge", bridge.url],
+            ...[...SHARDBRIDGE.args, "run", "--id", host, "--shard", SHARD, "--bridge", bridge.url],
             ...["--tokens-file", bridge.tokensFile, "--", "/usr/bin/python3", STANDIN],
           ],
           { STANDIN_NODE: node, STANDIN_RECORDS: records, SHARDBRIDGE_LOG_LEVEL: "info" },

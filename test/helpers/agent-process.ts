@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
+import { SHARDBRIDGE } from "./cli.js";
 
 /**
  * One JSON line from a child, plus when this process read it (monotonic ms). `ev` is the
@@ -15,7 +16,6 @@ export interface AgentEvent {
 }
 
 const fixture = fileURLToPath(new URL("../fixtures/lease-agent.ts", import.meta.url));
-const cliEntry = fileURLToPath(new URL("../../src/cli.ts", import.meta.url));
 const children = new Set<ChildProcess>();
 process.once("exit", () => {
   for (const child of children) child.kill("SIGKILL");
@@ -51,9 +51,9 @@ export class AgentProcess {
     return AgentProcess.spawnTs(name, fixture, args);
   }
 
-  /** The shardbridge command itself (src/cli.ts), e.g. `serve` or `agent`. */
+  /** The shardbridge command itself (see SHARDBRIDGE), e.g. `serve` or `agent`. */
   static cli(name: string, args: string[], env: NodeJS.ProcessEnv = {}): AgentProcess {
-    return AgentProcess.spawnTs(name, cliEntry, args, env);
+    return AgentProcess.spawnCommand(name, SHARDBRIDGE.command, [...SHARDBRIDGE.args, ...args], env);
   }
 
   private static spawnTs(
