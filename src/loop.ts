@@ -5,3 +5,25 @@
  * waits behind the one event loop.
  */
 export const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+/** How long a long piece of work may hold the event loop before it lets others in. */
+export const LOOP_SLICE_MS = 4;
+
+/**
+ * Yields to the event loop whenever the work that calls it has held the loop for a
+ * slice, however its steps are sized: a page of nodes costs ten times more on one route
+ * than on another, and a socket that takes a write at once (loopback, an empty buffer)
+ * emits 'drain' on the same turn, so awaiting it lets nothing in.
+ */
+export class LoopSlicer {
+  private since = performance.now();
+
+  constructor(private readonly sliceMs = LOOP_SLICE_MS) {}
+
+  /** Resolves at once while the slice lasts; after it, on a later turn of the loop. */
+  async pause(): Promise<void> {
+    if (performance.now() - this.since < this.sliceMs) return;
+    await yieldToLoop();
+    this.since = performance.now();
+  }
+}

@@ -85,7 +85,7 @@ async function* agentNodes(
 }
 
 /** Nodes of nova's ring share read per store call. */
-const RING_PAGE = 1000;
+const RING_PAGE = 250;
 
 function agentOf(req: { params: unknown }, res: Response): string {
   const { id } = parseOrThrow(AgentPath, req.params);

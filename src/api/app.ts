@@ -36,7 +36,7 @@ import { openApiText } from "./openapi/document.js";
 import { expressRoutes, type MountedRoute } from "./routes.js";
 
 /** Free unsharded nodes read per store call while nova's ring share is computed. */
-const FREE_PAGE = 1000;
+const FREE_PAGE = 500;
 
 export interface AppOptions {
   authority: TokenAuthority;

@@ -12,7 +12,7 @@ import { streamJsonList } from "./stream.js";
 import { nodeJson } from "./views.js";
 
 /** Nodes of a bulk written per store call. */
-const BULK_CHUNK = 1000;
+const BULK_CHUNK = 250;
 import { HttpError, nodeNotFound } from "./errors.js";
 
 /** The path's uuid, as given: the registry validates and canonicalises it. */

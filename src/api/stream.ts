@@ -1,6 +1,6 @@
 import { once } from "node:events";
 import type { Response } from "express";
-import { yieldToLoop } from "../loop.js";
+import { LoopSlicer } from "../loop.js";
 
 /** An answer up to this size is sent whole, with its length; a longer one is streamed. */
 const WHOLE_MAX_BYTES = 256 * 1024;
@@ -33,6 +33,7 @@ export async function streamJsonList(
   let bytes = Buffer.byteLength(chunks[0] as string);
   let streaming = false;
   let first = true;
+  const slicer = new LoopSlicer();
   const flush = async () => {
     res.cork();
     let written = true;
@@ -40,9 +41,10 @@ export async function streamJsonList(
     res.uncork();
     bytes = 0;
     if (!written) await once(res, "drain");
-    else await yieldToLoop();
   };
   for await (const page of pages) {
+    // Between pages, whatever their size (the store's answers may come as microtasks).
+    await slicer.pause();
     if (page.length === 0) continue;
     if (!first) {
       chunks.push(",");

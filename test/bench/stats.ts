@@ -51,7 +51,8 @@ export function printTable(title: string, header: string[], rows: Array<Array<st
 
 function formatNumber(n: number): string {
   if (!Number.isFinite(n)) return "n/a";
-  if (Math.abs(n) >= 1000) return Math.round(n).toLocaleString("en-US");
+  // A count is a count: 8 requests, not 8.000.
+  if (Number.isInteger(n) || Math.abs(n) >= 1000) return Math.round(n).toLocaleString("en-US");
   if (Math.abs(n) >= 10) return n.toFixed(1);
   return n.toFixed(3);
 }
