@@ -27,8 +27,8 @@ test: test-packages $(DEPS) typecheck build
 	npx mocha 'test/**/*.test.ts'
 
 # The HTTP benches drive the bridge with wrk (Debian's package), a C load generator that
-# costs less than the bridge.
-bench: $(DEPS)
+# costs less than the bridge. Built first: the benches run the compiled bridge, as operators do.
+bench: $(DEPS) build
 	@command -v wrk >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
 	npx tsx test/bench/run.ts
 
