@@ -1,23 +1,26 @@
 import { expect } from "chai";
 import { execFile } from "node:child_process";
+import { createHash } from "node:crypto";
 import express from "express";
 import type { AddressInfo } from "node:net";
 import { streamJsonList, type ListPage } from "../src/api/stream.js";
 
+/**
+ * An item that costs CPU, not bytes (hashed a dozen times), so
+ * the answer takes long to make while staying far below what a loopback socket takes in
+ * without blocking (some MB), which is where a stream that only awaits 'drain' keeps the
+ * loop the whole time.
+ */
+function item(page: number, i: number): string {
+  let digest = `node-${page}-${i}`;
+  for (let round = 0; round < 12; round++) digest = createHash("sha256").update(digest).digest("hex");
+  return JSON.stringify({ uuid: `node-${page}-${i}`, via: "ring", digest });
+}
+
 /** Pages the way the embedded store hands them over: each already resolved (a microtask). */
 async function* resolvedPages(pages: number, perPage: number): AsyncGenerator<ListPage> {
   for (let p = 0; p < pages; p++)
-    yield await Promise.resolve(
-      Array.from({ length: perPage }, (_, i) =>
-        JSON.stringify({
-          uuid: `node-${p}-${i}`,
-          name: `n${i}`,
-          shard: null,
-          via: "ring",
-          pad: "x".repeat(120),
-        }),
-      ),
-    );
+    yield await Promise.resolve(Array.from({ length: perPage }, (_, i) => item(p, i)));
 }
 
 /**
@@ -30,19 +33,24 @@ async function* resolvedPages(pages: number, perPage: number): AsyncGenerator<Li
 describe("A streamed list never holds the event loop for its whole length", function () {
   this.timeout(30_000);
 
-  it("lets a 1 ms timer run again and again while a list of 80,000 items, served from resolved pages, goes out", async () => {
+  it("lets a 1 ms timer run again and again while a list of 20,000 items, served from resolved pages, goes out", async () => {
+    // Gaps count only while the answer is made: not the reader's start-up.
+    let streaming = false;
+    let ticks = 0;
+    let worstGapMs = 0;
+    let last = 0;
     const app = express();
     app.get("/list", async (_req, res) => {
-      await streamJsonList(res, { agent: "a" }, "nodes", resolvedPages(320, 250));
+      [streaming, last] = [true, performance.now()];
+      await streamJsonList(res, { agent: "a" }, "nodes", resolvedPages(800, 25));
+      [streaming, worstGapMs] = [false, Math.max(worstGapMs, performance.now() - last)];
     });
     const server = app.listen(0, "127.0.0.1");
     await new Promise((r) => server.once("listening", r));
     try {
       const { port } = server.address() as AddressInfo;
-      let ticks = 0;
-      let worstGapMs = 0;
-      let last = performance.now();
       const timer = setInterval(() => {
+        if (!streaming) return;
         const now = performance.now();
         worstGapMs = Math.max(worstGapMs, now - last);
         last = now;
@@ -58,13 +66,13 @@ describe("A streamed list never holds the event loop for its whole length", func
       const answer = JSON.parse(body) as unknown;
       const tookMs = performance.now() - started;
       clearInterval(timer);
-      expect((answer as { nodes: unknown[] }).nodes).to.have.length(80_000);
+      expect((answer as { nodes: unknown[] }).nodes).to.have.length(20_000);
       console.log(
-        `      80,000 items in ${tookMs.toFixed(0)} ms; the timer ran ${ticks} times, worst gap ${worstGapMs.toFixed(1)} ms`,
+        `      20,000 items in ${tookMs.toFixed(0)} ms; the timer ran ${ticks} times, worst gap ${worstGapMs.toFixed(1)} ms`,
       );
       // A stream that kept the loop shows one gap as long as the answer and a handful of ticks.
       expect(ticks, "timer runs while the list went out").to.be.greaterThan(20);
-      expect(worstGapMs, "the longest the loop was held, ms").to.be.below(60);
+      expect(worstGapMs, "the longest the loop was held, ms").to.be.below(80);
     } finally {
       await new Promise((r) => server.close(r));
     }
