@@ -13,6 +13,38 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const NODE = "33333333-3333-4333-8333-333333333333";
 
+type Bridge = { url: string; close: () => Promise<void> };
+
+/**
+ * Two bridges on one fresh redis-server: two apps, each with its own store connection,
+ * as two `serve` processes would have, with `options` beside the common ones.
+ */
+async function twoBridges(
+  options: Partial<Parameters<typeof createApp>[1]> = {},
+): Promise<{ bridges: Bridge[]; stop: () => Promise<void> }> {
+  const server = await TestRedisServer.start();
+  const catalog = new ShardCatalog([{ name: "rack", lease_ttl_ms: 1000 }] as never);
+  const stores: Store[] = [];
+  const bridges: Bridge[] = [];
+  for (let i = 0; i < 2; i++) {
+    const store = await openStore(server.url);
+    stores.push(store);
+    bridges.push(
+      await listen(
+        createApp(store, { authority: testAuthority(), catalog, inspector: exampleInspector(), ...options }),
+      ),
+    );
+  }
+  return {
+    bridges,
+    async stop() {
+      for (const b of bridges) await b.close();
+      for (const s of stores) await s.close();
+      await server.stop();
+    },
+  };
+}
+
 /**
  * Two bridges on one redis-server (two apps, each with its own store connection, as two
  * `serve` processes would have) answer as one: a webhook delivery repeated to the other
@@ -21,30 +53,15 @@ const NODE = "33333333-3333-4333-8333-333333333333";
  */
 describe("Several bridges on one Redis behave as one", function () {
   this.timeout(30_000);
-  let server: TestRedisServer;
-  const stores: Store[] = [];
-  const bridges: Array<{ url: string; close: () => Promise<void> }> = [];
+  let bridges: Bridge[] = [];
+  let stop: () => Promise<void> = async () => undefined;
 
   before(async () => {
-    server = await TestRedisServer.start();
-    const catalog = new ShardCatalog([{ name: "rack", lease_ttl_ms: 1000 }] as never);
-    for (let i = 0; i < 2; i++) {
-      const store = await openStore(server.url);
-      stores.push(store);
-      bridges.push(
-        await listen(
-          createApp(store, { authority: testAuthority(), catalog, inspector: exampleInspector() }),
-        ),
-      );
-    }
+    ({ bridges, stop } = await twoBridges());
     const put = await call(`${bridges[0]!.url}/v1/nodes/${NODE}`, "PUT", wholeNode({ shard: "rack" }));
     expect(put.status).to.be.oneOf([200, 201]);
   });
-  after(async () => {
-    for (const b of bridges) await b.close();
-    for (const s of stores) await s.close();
-    await server.stop();
-  });
+  after(() => stop());
 
   const traitsVia = async (i: number) =>
     (await call(`${bridges[i]!.url}/v1/nodes/${NODE}/traits`, "GET")).body as {
@@ -98,9 +115,8 @@ describe("Several bridges on one Redis: the legacy ring's membership", function 
     { length: 60 },
     (_, i) => `5a1e${i.toString(16).padStart(4, "0")}-0000-4000-8000-000000000000`,
   );
-  let server: TestRedisServer;
-  const stores: Store[] = [];
-  const bridges: Array<{ url: string; close: () => Promise<void> }> = [];
+  let bridges: Bridge[] = [];
+  let stop: () => Promise<void> = async () => undefined;
   /** agents that keep heartbeating with no shard (nova-computes without [ironic] shard) */
   const alive = new Set<string>();
   let beating: NodeJS.Timeout | undefined;
@@ -111,22 +127,9 @@ describe("Several bridges on one Redis: the legacy ring's membership", function 
     });
 
   before(async () => {
-    server = await TestRedisServer.start();
-    const catalog = new ShardCatalog([{ name: "rack", lease_ttl_ms: 1000 }] as never);
-    for (let i = 0; i < 2; i++) {
-      const store = await openStore(server.url);
-      stores.push(store);
-      bridges.push(
-        await listen(
-          createApp(store, {
-            authority: testAuthority(),
-            catalog,
-            inspector: exampleInspector(),
-            legacy: { rebuildMs: REBUILD_MS, serviceDownMs: SERVICE_DOWN_MS },
-          }),
-        ),
-      );
-    }
+    ({ bridges, stop } = await twoBridges({
+      legacy: { rebuildMs: REBUILD_MS, serviceDownMs: SERVICE_DOWN_MS },
+    }));
     const nodes = NODES.map((uuid) => ({ uuid, ...wholeNode({}) }));
     expect((await call(`${bridges[1]!.url}/v1/nodes/bulk`, "POST", { nodes })).status).to.equal(200);
     for (const agent of POOL) alive.add(agent);
@@ -135,9 +138,7 @@ describe("Several bridges on one Redis: the legacy ring's membership", function 
   });
   after(async () => {
     clearInterval(beating);
-    for (const b of bridges) await b.close();
-    for (const s of stores) await s.close();
-    await server.stop();
+    await stop();
   });
 
   /**
