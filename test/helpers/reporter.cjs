@@ -2,6 +2,7 @@
 // reads to count tests, the slowest test files (CI has 20 minutes for all of them: this
 // says where they go), and a watchdog for what a test left running.
 const Mocha = require("mocha");
+const { relative } = require("node:path");
 
 // After the last test the process must exit by itself. If anything a test started (a
 // server, a socket, a worker, an interval) still holds it open after this long, say
@@ -31,7 +32,9 @@ class CountingSpec extends Mocha.reporters.Spec {
         const total = [...fileMs.values()].reduce((sum, ms) => sum + ms, 0);
         process.stdout.write(`\nslowest test files (of ${(total / 60_000).toFixed(1)} min in all):\n`);
         for (const [file, ms] of slowest)
-          process.stdout.write(`  ${(ms / 1000).toFixed(1).padStart(6)} s  ${require("node:path").relative(process.cwd(), file)}\n`);
+          process.stdout.write(
+            `  ${(ms / 1000).toFixed(1).padStart(6)} s  ${relative(process.cwd(), file)}\n`,
+          );
       }
       process.stdout.write(`\ntests: ${passes} passed, ${failures} failed, ${pending} skipped\n`);
       setTimeout(() => {
