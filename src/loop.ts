@@ -6,8 +6,14 @@
  */
 export const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
-/** How long a long piece of work may hold the event loop before it lets others in. */
-export const LOOP_SLICE_MS = 4;
+/**
+ * How long a long piece of work may hold the event loop before it lets others in. The
+ * loop is held for a slice plus the step that ends it (a page: about 1 ms) plus whatever
+ * GC falls in it (minor pauses of 2-6 ms with 100,000 nodes in the heap): at 4 ms the
+ * main thread held it 10-17 ms at a time, at 2 ms at most 8.6 ms (measured, embedded
+ * store, every heavy route; a yield costs a few microseconds).
+ */
+export const LOOP_SLICE_MS = 2;
 
 /**
  * Yields to the event loop whenever the work that calls it has held the loop for a
