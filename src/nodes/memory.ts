@@ -23,6 +23,16 @@ function pageOfIndex(
   return { uuids, next: uuids[limit - 1]! };
 }
 
+/** Whether `a` and `b` (the same uuid) sit in the same indexes: a renamed node moves nowhere. */
+function sameIndexes(a: BareMetalNode, b: BareMetalNode): boolean {
+  if (a.shard !== b.shard) return false;
+  if (a.shard !== null) return true;
+  return (
+    (a.instance_host === null ? null : hostKey(a.instance_host)) ===
+    (b.instance_host === null ? null : hostKey(b.instance_host))
+  );
+}
+
 /**
  * The embedded node registry: nodes by uuid, and ordered indexes of uuids by place, by
  * instance host and for nova's ring, kept in step on every change.
@@ -88,13 +98,16 @@ export class MemoryNodes implements NodeBackend {
     }
     return nodes.map((node) => {
       const old = this.byUuid.get(node.uuid);
+      // A node sent again as it is (a sync sends the whole fleet each time) changes
+      // nothing: no version, no index, no new object for the GC to copy and promote.
+      if (old !== undefined && sameNode(old, node)) return { created: false, shard: old.shard };
       if (this.touchesPool(old, node)) this.version++;
-      if (old === undefined || !sameNode(old, node)) {
-        this.touch(node.shard);
-        if (old !== undefined) this.touch(old.shard);
+      this.touch(node.shard);
+      if (old !== undefined) this.touch(old.shard);
+      if (old === undefined || !sameIndexes(old, node)) {
+        if (old !== undefined) this.unindex(old);
+        this.indexNode(node);
       }
-      if (old !== undefined) this.unindex(old);
-      this.indexNode(node);
       // Kept frozen and handed out as is: no copy per node listed.
       this.byUuid.set(node.uuid, Object.freeze({ ...node }));
       return old === undefined ? { created: true } : { created: false, shard: old.shard };
