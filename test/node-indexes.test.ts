@@ -129,6 +129,56 @@ for (const backend of backendsUnderTest()) {
       await ctx.store.nodes.backend.upsert([{ ...node, shard: null }]);
       expect(await ctx.store.nodes.poolVersion()).to.not.equal(version);
     });
+
+    it("a node sent again as it is changes no version; renamed in place, it stays in its indexes", async () => {
+      const random = seededRandom(11);
+      const pooled = {
+        uuid: randomUuid(random),
+        name: "a",
+        shard: null,
+        conductor_group: "",
+        instance_host: "Compute-A",
+      };
+      const sharded = {
+        uuid: randomUuid(random),
+        name: "b",
+        shard: "rack-a",
+        conductor_group: "",
+        instance_host: null,
+      };
+      await ctx.store.nodes.backend.upsert([pooled, sharded]);
+      const places: Array<string | null> = [null, "rack-a"];
+      const versions = async () => [
+        await ctx.store.nodes.poolVersion(),
+        ...(await ctx.store.nodes.placeVersions(places)),
+      ];
+      const before = await versions();
+      expect(await ctx.store.nodes.backend.upsert([{ ...pooled }, { ...sharded }])).to.deep.equal([
+        { created: false, shard: null },
+        { created: false, shard: "rack-a" },
+      ]);
+      expect(await versions(), "nothing changed").to.deep.equal(before);
+      // Renamed, the host's case changed: the same indexes, new values, the places' versions move.
+      const renamed = [
+        { ...pooled, name: "a2", instance_host: "compute-a" },
+        { ...sharded, name: "b2", conductor_group: "g1" },
+      ];
+      await ctx.store.nodes.backend.upsert(renamed);
+      const after = await versions();
+      expect(after[0], "the pool's membership is the same").to.equal(before[0]);
+      expect(after[1]).to.not.equal(before[1]);
+      expect(after[2]).to.not.equal(before[2]);
+      const nodes = new Map(renamed.map((n) => [n.uuid, n]));
+      for (const source of SOURCES) {
+        const listed: BareMetalNode[] = [];
+        for await (const page of ctx.store.nodes.pages(source)) listed.push(...page);
+        expect(
+          listed.map((n) => n.uuid),
+          JSON.stringify(source),
+        ).to.deep.equal(expected(nodes, source));
+        for (const node of listed) expect(node).to.deep.equal(nodes.get(node.uuid));
+      }
+    });
   });
 }
 
