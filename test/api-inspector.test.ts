@@ -92,6 +92,19 @@ for (const backend of backendsUnderTest()) {
       expect((await traitsOf()).generation).to.equal(2);
     });
 
+    it("answers copies of one delivery sent at once with one answer: applied once, the rest replays of it", async () => {
+      // An inspector that retries on a timeout can send the same delivery again while the
+      // first is in flight. The copies race for the node's compare-and-set; each that
+      // loses must find the winner's answer, not apply again (nor be refused as stale).
+      const payload = inspected("2026-11-29T12:00:00Z");
+      const sent = await Promise.all(Array.from({ length: 8 }, () => send(payload, { delivery: "d-race" })));
+      const applied = sent.filter((s) => !s.replay);
+      expect(applied, "one copy applied").to.have.length(1);
+      expect(applied[0]!.status).to.equal(200);
+      for (const copy of sent) expect({ ...copy, replay: false }).to.deep.equal(applied[0]);
+      expect((await traitsOf()).generation, "one commit").to.equal(2);
+    });
+
     it("does not remember a delivery for an unknown node: sent again once the node exists, it applies", async () => {
       const later = "6a0b7f4e-3c2d-4e1f-8a9b-0c1d2e3f4a5b";
       const payload = { kind: "deltas", node: later, deltas: ["+CUSTOM_LATE"] };

@@ -11,6 +11,9 @@ export const NodeUuid = z
   .regex(UUID_PATTERN, { error: "must be a UUID (8-4-4-4-12 hex digits)" })
   .transform((uuid) => uuid.toLowerCase());
 
+/** The `{uuid}` of a node's path (every node route checks it so). */
+export const NodePath = z.strictObject({ uuid: NodeUuid });
+
 /** Ironic's logical node names: RFC 3986 unreserved characters, at most 255. */
 export const NodeName = z
   .string({ error: "must be a string" })

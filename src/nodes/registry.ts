@@ -1,5 +1,4 @@
-import { z } from "zod";
-import { NodeInput, NodeListQuery, NodePatch, NodeUuid, type BareMetalNode } from "../domain/node.js";
+import { NodeInput, NodeListQuery, NodePatch, NodePath, type BareMetalNode } from "../domain/node.js";
 import { ValidationError, parseBoth, parseOrThrow } from "../domain/validation.js";
 import { fromStore } from "../domain/store-errors.js";
 import {
@@ -12,7 +11,6 @@ import {
   type ShardCount,
 } from "./port.js";
 
-const UuidPath = z.strictObject({ uuid: NodeUuid });
 /** A PATCH that keeps losing its compare-and-set means heavy contention on one node. */
 const MAX_PATCH_ATTEMPTS = 8;
 
@@ -52,7 +50,7 @@ export class NodeRegistry {
     uuid: string,
     body: unknown,
   ): Promise<{ node: BareMetalNode; created: boolean; moved: ShardMove[] }> {
-    const [path, input] = parseBoth([UuidPath, { uuid }], [NodeInput, body]);
+    const [path, input] = parseBoth([NodePath, { uuid }], [NodeInput, body]);
     if (input.uuid !== undefined && input.uuid !== path.uuid) {
       throw new ValidationError([
         { field: "uuid", reason: `must match the uuid in the path (${path.uuid})` },
@@ -69,7 +67,7 @@ export class NodeRegistry {
    * the same node is never overwritten with stale fields.
    */
   async patch(uuid: string, body: unknown): Promise<{ node: BareMetalNode; moved: ShardMove[] } | null> {
-    const [path, patch] = parseBoth([UuidPath, { uuid }], [NodePatch, body]);
+    const [path, patch] = parseBoth([NodePath, { uuid }], [NodePatch, body]);
     for (let attempt = 0; attempt < MAX_PATCH_ATTEMPTS; attempt++) {
       const current = await fromStore(() => this.backend.get(path.uuid));
       if (current === null) return null;
@@ -94,12 +92,12 @@ export class NodeRegistry {
   }
 
   async get(uuid: string): Promise<BareMetalNode | null> {
-    const input = parseOrThrow(UuidPath, { uuid });
+    const input = parseOrThrow(NodePath, { uuid });
     return fromStore(() => this.backend.get(input.uuid));
   }
 
   async delete(uuid: string): Promise<boolean> {
-    const input = parseOrThrow(UuidPath, { uuid });
+    const input = parseOrThrow(NodePath, { uuid });
     return fromStore(() => this.backend.delete(input.uuid));
   }
 

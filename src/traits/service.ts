@@ -11,18 +11,26 @@ export type TraitOutcome =
   | { kind: "applied"; node: string; generation: number; applied: string[] }
   | { kind: "unknown_node"; node: string }
   | { kind: "stale"; node: string; order: number; lastOrder: number }
-  | { kind: "refused"; node: string; problems: DeltaProblem[] };
+  | { kind: "refused"; node: string; problems: DeltaProblem[] }
+  /** the delivery was seen before: its first answer, as remembered (see DeliveryMemory) */
+  | { kind: "replayed"; node: string; answer: string };
+
+/** What a change came to when it was not a replay: what a delivery remembers. */
+export type FinalOutcome = Exclude<TraitOutcome, { kind: "replayed" }>;
 
 /**
  * A webhook delivery to remember with its outcome: the answer (made by the caller from
  * the outcome) is stored with the commit itself, or on its own when nothing is committed.
  * An unknown node is not a final outcome (it may be loaded and the delivery sent again),
- * so it is not remembered.
+ * so it is not remembered. A delivery already remembered is not applied again: the
+ * change answers "replayed" with the first answer, looked up in the same round trip to
+ * the store as the node and its traits (and again on each retry of a lost
+ * compare-and-set, so a duplicate sent concurrently gets the first one's answer too).
  */
 export interface DeliveryMemory {
   id: string;
   ttlSeconds: number;
-  answerOf(outcome: TraitOutcome): string;
+  answerOf(outcome: FinalOutcome): string;
 }
 
 /** A shard's current traits, for an agent whose feed cursor fell behind what the feed keeps. */
@@ -183,17 +191,19 @@ export class TraitService {
     delivery?: DeliveryMemory,
   ): Promise<TraitOutcome> {
     // The outcome when nothing is committed, remembered on its own.
-    const settle = async (outcome: TraitOutcome): Promise<TraitOutcome> => {
+    const settle = async (outcome: FinalOutcome): Promise<TraitOutcome> => {
       if (delivery !== undefined && outcome.kind !== "unknown_node")
         await this.recordDelivery(delivery.id, delivery.answerOf(outcome), delivery.ttlSeconds);
       return outcome;
     };
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-      // Read together: one round trip to the store, not two.
-      const [known, record] = await Promise.all([
+      // Read together: one round trip to the store, not three.
+      const [known, record, seen] = await Promise.all([
         this.nodes.get(node),
         fromStore(() => this.backend.read(node)),
+        delivery === undefined ? null : this.delivery(delivery.id),
       ]);
+      if (seen !== null) return { kind: "replayed", node, answer: seen };
       if (known === null) return settle({ kind: "unknown_node", node });
       const lastOrder = record.lastOrder[source];
       if (order !== undefined && lastOrder !== undefined && order <= lastOrder) {
