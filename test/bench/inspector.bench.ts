@@ -12,10 +12,11 @@ import { nodeUuid } from "./uuids.js";
 
 /**
  * The inspector bridge end to end: signed webhook deliveries of realistic inspection
- * results, one per node (HTTP + signature + rules + ownership + CAS commit + feed append
- * on Redis), driven by wrk for a few seconds, beside the raw Redis write rate of the same
- * trait changes (one HSET of the node's trait record and one XADD per node, pipelined)
- * in the same run; then how fast the shard's holder reads the feed.
+ * results, one per node, each with its delivery id (HTTP + signature + rules + ownership
+ * + CAS commit + feed append + the answer remembered, on Redis), driven by wrk for a few
+ * seconds, beside the raw Redis write rate of the same changes (the node's trait record
+ * HSET, one XADD and the delivery's SET per node, pipelined) in the same run; then how
+ * fast the shard's holder reads the feed.
  */
 /**
  * More nodes than wrk gets through in WEBHOOK_SECONDS, so no delivery is sent twice; at
@@ -71,7 +72,8 @@ export async function inspectorBench(): Promise<void> {
     });
     // Driven by wrk (C), not a Node client on the same two cores: each request a new
     // node's signed inspection, used once (a second pass would be refused as stale, and
-    // would show as non-2xx).
+    // would show as non-2xx), with a delivery id as `shardbridge inspection-watch` sends
+    // one (the bridge remembers each delivery's answer).
     const requests = Array.from({ length: NODES }, (_, i) => {
       const body = JSON.stringify(payload(i));
       return {
@@ -80,7 +82,7 @@ export async function inspectorBench(): Promise<void> {
         headers: {
           authorization: `Bearer ${inspector}`,
           "content-type": "application/json",
-          ...signedHeaders(TEST_WEBHOOK_SECRET, body, Date.now() / 1000),
+          ...signedHeaders(TEST_WEBHOOK_SECRET, body, Date.now() / 1000, `bench-${nodeUuid(i + 1)}-1`),
         },
         body,
       };
@@ -100,7 +102,8 @@ export async function inspectorBench(): Promise<void> {
           " (more requests than nodes: raise BENCH_INSPECTION_NODES)\n",
       );
 
-    // The same number of trait changes written to Redis directly, one record + one stream entry each.
+    // The same number of trait changes written to Redis directly: one record, one stream
+    // entry and the delivery's remembered answer each.
     const client = redis.client();
     const record = JSON.stringify({
       holders: { CUSTOM_BOOT_UEFI: "inspector" },
@@ -117,6 +120,15 @@ export async function inspectorBench(): Promise<void> {
           "*",
           "e",
           JSON.stringify({ node: nodeUuid(j), deltas: ["+CUSTOM_BOOT_UEFI"], generation: 1 }),
+        );
+        pipeline.set(
+          `raw:{nodes}:delivery:bench-${j}`,
+          JSON.stringify({
+            status: 200,
+            body: { node: nodeUuid(j), generation: 1, applied: ["+CUSTOM_BOOT_UEFI"] },
+          }),
+          "EX",
+          86_400,
         );
       }
       await pipeline.exec();
@@ -143,7 +155,7 @@ export async function inspectorBench(): Promise<void> {
       ["what", "per second", "p50 ms", "p99 ms", "server µs each", "ratio", "goal"],
       [
         [
-          "raw Redis: record HSET + feed XADD per node, pipelined",
+          "raw Redis: record HSET + feed XADD + delivery SET per node, pipelined",
           rawPerSecond,
           "",
           "",
