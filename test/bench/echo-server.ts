@@ -2,6 +2,8 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { createServer } from "node:http";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
+import { Redis } from "ioredis";
+import { coalesceWrites } from "../../src/redis/coalesce.js";
 
 /**
  * The floor of any Node HTTP service on this machine: bare `node:http`, keep-alive, that
@@ -9,8 +11,26 @@ import { fileURLToPath } from "node:url";
  * process of its own (started the way the bridge is, `node --import tsx`), so a bench can
  * drive it with the same load generator and read its CPU apart.
  *
- *   node --import tsx test/bench/echo-server.ts --serve   (prints {"port":N} when listening)
+ * With `--redis URL` each answer also waits for one script call on that Redis, a lease
+ * renew's worth of work (read the holder's token, write it, set the expiry), by EVALSHA
+ * with the writes of one loop turn sent together as the bridge sends them
+ * (src/redis/coalesce.ts): the floor of a Node service that renews a lease in Redis per
+ * request the bridge's way, with nothing else to do.
+ *
+ *   node --import tsx test/bench/echo-server.ts --serve [--redis URL]   (prints {"port":N} when listening)
  */
+
+/** A renew's worth of Redis work: compare the token, write it, set the expiry. */
+const RENEW_LIKE_LUA = `
+local held = redis.call('HGET', KEYS[1], 'token')
+if held and held ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'token', ARGV[1], 'holder', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1`;
+
+interface RenewLike {
+  renewLike(key: string, token: string, holder: string, ttlMs: number): Promise<number>;
+}
 
 export interface EchoServer {
   url: string;
@@ -18,30 +38,45 @@ export interface EchoServer {
   stop(): Promise<void>;
 }
 
-function serve(): void {
+function serve(redisUrl: string | undefined): void {
+  const redis = redisUrl === undefined ? undefined : new Redis(redisUrl);
+  if (redis !== undefined) {
+    coalesceWrites(redis);
+    redis.defineCommand("renewLike", { numberOfKeys: 1, lua: RENEW_LIKE_LUA });
+  }
   const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (c: Buffer) => chunks.push(c));
-    req.on("end", () => {
-      let parsed: unknown = null;
-      let status = 200;
-      if (chunks.length > 0) {
-        try {
-          parsed = JSON.parse(Buffer.concat(chunks).toString("utf8"));
-        } catch {
-          status = 400;
-        }
-      }
+    const respond = (status: number, parsed: unknown) => {
       const body = JSON.stringify(
         status === 200
           ? { ok: true, method: req.method, path: req.url, echo: parsed }
-          : { errors: [{ status, code: "echo.body.malformed" }] },
+          : { errors: [{ status, code: `echo.status_${status}` }] },
       );
       res.writeHead(status, {
         "content-type": "application/json; charset=utf-8",
         "content-length": Buffer.byteLength(body),
       });
       res.end(body);
+    };
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      let parsed: unknown = null;
+      if (chunks.length > 0) {
+        try {
+          parsed = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+        } catch {
+          return respond(400, null);
+        }
+      }
+      // The plain echo answers on this turn, with no promise in its way.
+      if (redis === undefined) return respond(200, parsed);
+      const { agent, token } = (parsed ?? {}) as { agent?: unknown; token?: unknown };
+      (redis as unknown as RenewLike)
+        .renewLike(`floor:${req.url}`, String(token), String(agent), 60_000)
+        .then(
+          (renewed) => respond(renewed === 1 ? 200 : 409, parsed),
+          () => respond(503, null),
+        );
     });
   });
   server.keepAliveTimeout = 60_000;
@@ -62,10 +97,11 @@ process.once("exit", () => {
   for (const child of running) child.kill("SIGKILL");
 });
 
-/** Start the echo server in a child process on a free loopback port. */
-export async function startEchoServer(): Promise<EchoServer> {
+/** Start the echo server in a child process on a free loopback port (with `redisUrl`: see above). */
+export async function startEchoServer(redisUrl?: string): Promise<EchoServer> {
   const script = fileURLToPath(import.meta.url);
-  const child = spawn(process.execPath, ["--import", "tsx", script, "--serve"], {
+  const redisArgs = redisUrl === undefined ? [] : ["--redis", redisUrl];
+  const child = spawn(process.execPath, ["--import", "tsx", script, "--serve", ...redisArgs], {
     stdio: ["ignore", "pipe", "inherit"],
   });
   running.add(child);
@@ -91,4 +127,7 @@ export async function startEchoServer(): Promise<EchoServer> {
   };
 }
 
-if (process.argv.includes("--serve")) serve();
+if (process.argv.includes("--serve")) {
+  const at = process.argv.indexOf("--redis");
+  serve(at === -1 ? undefined : process.argv[at + 1]);
+}

@@ -21,9 +21,12 @@ import { nodeUuid } from "./uuids.js";
  * The bridge over HTTP, driven by wrk (C; it costs a fraction of a core for what one Node
  * process serves) instead of a Node client sharing the bridge's two cores. Every row
  * beside a floor measured in the same run: a bare node:http JSON echo in its own process,
- * driven the same way. The bridge runs as it does in production (`shardbridge serve` in
- * its own process) on a private redis-server, and on the embedded memory store where that
- * is cheap. Nothing is asserted: the goals are printed beside the numbers.
+ * driven the same way; beside the Redis renew also that echo waiting for one renew-like
+ * script a request (the floor of any Node service that renews in Redis per request: how
+ * much of the gap to the plain floor is Redis on these two cores). The bridge runs as it
+ * does in production (`shardbridge serve` in its own process) on a private redis-server,
+ * and on the embedded memory store where that is cheap. Nothing is asserted: the goals
+ * are printed beside the numbers.
  *
  * Each wrk run is BENCH_WRK_SECONDS (5) long after a 1 s warm-up; the leases need one TTL
  * (60 s) after the store's start before they are granted, which the runs that need no
@@ -265,6 +268,8 @@ export async function httpBench(): Promise<void> {
 
   const echo = await startEchoServer();
   const redis = await TestRedisServer.start();
+  // The floor with Redis in it: the same echo, waiting for one renew-like script a request.
+  const echoRedis = await startEchoServer(redis.url);
   const bridges: BridgeProcess[] = [];
   try {
     // Both stores start now, so their first TTL (no lease before it) runs down together.
@@ -294,7 +299,7 @@ export async function httpBench(): Promise<void> {
     };
     // Before each measured run, let our servers finish what an earlier run left in flight (wrk
     // drops its connections at the end; a bridge still computes the answers): at most 10 s.
-    const ours = [echo.pid, onRedis.pid, onMemory.pid, redis.pid];
+    const ours = [echo.pid, echoRedis.pid, onRedis.pid, onMemory.pid, redis.pid];
     const oursCpuS = () => ours.reduce((sum: number, pid) => sum + processCpuS(pid), 0);
     const settle = async () => {
       const deadline = performance.now() + 10_000;
@@ -383,6 +388,14 @@ export async function httpBench(): Promise<void> {
       });
     note("renew, redis");
     const renewRedis = await renew(onRedis);
+    // The Redis floor just after it (the plain floor was measured just before): what any
+    // Node service pays to renew in Redis per request on these two cores.
+    note("echo + one EVALSHA a request");
+    await runWrk({ ...floorOptions, url: echoRedis.url, durationS: 1 });
+    await settle();
+    const redisFloor = await measure([echoRedis.pid], async () => ({
+      result: await runWrk({ ...floorOptions, url: echoRedis.url }),
+    }));
     note("renew, memory");
     const renewMemory = await renew(onMemory);
 
@@ -513,6 +526,13 @@ export async function httpBench(): Promise<void> {
     const rows = [
       row(`node:http JSON echo, floor (${RENEW_AGENTS} conns)`, floor, "1.00 (baseline)", "", ""),
       renewRow(`renew over HTTP, redis (${RENEW_AGENTS} agents, ${RENEW_AGENTS} conns)`, renewRedis),
+      row(
+        `  node:http + one EVALSHA a request, the Redis floor (${RENEW_AGENTS} conns)`,
+        { ...redisFloor, floor: renewRedis.floor! },
+        `${ratio(redisFloor.result.rps / renewRedis.floor!.result.rps)}x floor`,
+        `renew: ${ratio(renewRedis.result.rps / redisFloor.result.rps)}x this`,
+        "",
+      ),
       renewRow(`renew over HTTP, memory (${RENEW_AGENTS} agents, ${RENEW_AGENTS} conns)`, renewMemory),
       floorRow(`GET /healthz, same bridge (${RENEW_AGENTS} conns)`, health),
       floorRow(`GET /v1/shards, redis (${HEAVY_CONNECTIONS} conns)`, shardList),
@@ -548,6 +568,7 @@ export async function httpBench(): Promise<void> {
       ["/healthz", health],
       ["/v1/shards, redis", shardList],
       ["renew, redis", renewRedis],
+      ["echo + one EVALSHA a request", { ...redisFloor, floor: renewRedis.floor! }],
       ["renew, memory", renewMemory],
       ["node list, redis", listRedis],
       ["node list, memory", listMemory],
@@ -594,6 +615,7 @@ export async function httpBench(): Promise<void> {
     );
   } finally {
     for (const bridge of bridges) await bridge.stop();
+    await echoRedis.stop();
     await redis.stop();
     await echo.stop();
   }
