@@ -1,6 +1,5 @@
 /**
- * Loaded into a bridge under a bench (`NODE_OPTIONS=--import .../loop-probe.mjs`, Linux
- * only): tells apart the two things an event-loop delay is made of on a shared machine.
+ * Loaded into a bridge under a bench (`NODE_OPTIONS=--import .../loop-probe.mjs`): tells apart the two things an event-loop delay is made of on a shared machine.
  * Every millisecond a timer reads how long the bridge's main thread has been on a CPU
  * (/proc/thread-self/schedstat, kernel time included) and how long it waited for one;
  * between two ticks the loop did not turn, so
@@ -12,12 +11,15 @@
  * On SIGUSR2 it appends the longest of each since the last SIGUSR2 to the file named by
  * SHARDBRIDGE_LOOP_PROBE_FILE, one JSON line, and starts again.
  */
-import { appendFileSync, readFileSync } from "node:fs";
+import { appendFileSync, existsSync, readFileSync } from "node:fs";
 import { isMainThread } from "node:worker_threads";
 
 const file = process.env.SHARDBRIDGE_LOOP_PROBE_FILE;
 if (isMainThread && file !== undefined) {
-  const schedstat = () => readFileSync("/proc/thread-self/schedstat", "utf8").split(" ").map(Number);
+  // Linux only; elsewhere the gaps are still measured and the CPU columns read null.
+  const SCHEDSTAT = "/proc/thread-self/schedstat";
+  const readable = existsSync(SCHEDSTAT);
+  const schedstat = () => (readable ? readFileSync(SCHEDSTAT, "utf8").split(" ").map(Number) : [NaN, NaN]);
   let worst = { gapMs: 0, onCpuMs: 0, waitedMs: 0 };
   let lastAt = performance.now();
   let [lastCpuNs, lastWaitNs] = schedstat();

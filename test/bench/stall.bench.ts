@@ -41,8 +41,9 @@ const PROBE = fileURLToPath(new URL("./loop-probe.mjs", import.meta.url));
 /** The probe's worst gap since it was last read, read now (see loop-probe.mjs). */
 interface ProbeReading {
   gapMs: number;
-  onCpuMs: number;
-  waitedMs: number;
+  /** null where the kernel does not say (not Linux) */
+  onCpuMs: number | null;
+  waitedMs: number | null;
 }
 
 async function readProbe(pid: number, file: string): Promise<ProbeReading> {
@@ -204,12 +205,12 @@ export async function stallBench(): Promise<void> {
         row.requests === 0 ? "" : row.maxMs,
         row.loop.maxMs,
         row.requests === 0 ? "1.00 (baseline)" : `${(row.loop.maxMs / idle.loop.maxMs).toFixed(1)}x`,
-        row.probe.onCpuMs,
+        row.probe.onCpuMs ?? "n/a",
         `${row.gcPauses} (${row.gcOver10})`,
         row.requests === 0 ? "" : `<= ${GOAL_MS} ms`,
         row.requests === 0
           ? ""
-          : `${row.probe.onCpuMs <= GOAL_MS ? "yes" : "no"} / ${row.loop.maxMs <= GOAL_MS ? "yes" : "no"}`,
+          : `${row.probe.onCpuMs === null ? "?" : row.probe.onCpuMs <= GOAL_MS ? "yes" : "no"} / ${row.loop.maxMs <= GOAL_MS ? "yes" : "no"}`,
         machine(row),
       ];
     }),
