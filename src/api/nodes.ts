@@ -82,7 +82,7 @@ export function nodeRoutes(nodes: NodeRegistry, traits: TraitService, decoder: D
       query.set("marker", marker);
       return { next: `/v1/nodes?${query.toString()}` };
     };
-    // Up to 10,000 nodes, read and written a page at a time (LIST_PAGE); `next` after them (as
+    // Up to 10,000 nodes, read and written a page at a time (the backend's listPage); `next` after them (as
     // Ironic places it), known once the last is out.
     await streamJsonList(
       res,

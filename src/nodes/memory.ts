@@ -38,6 +38,12 @@ function sameIndexes(a: BareMetalNode, b: BareMetalNode): boolean {
  * instance host and for nova's ring, kept in step on every change.
  */
 export class MemoryNodes implements NodeBackend {
+  /**
+   * A node costs about 4 µs of the event loop to read and serialise here, so 250 take
+   * about a millisecond and a stream's LoopSlicer hands the loop back within a few; pages
+   * of 1,000 (4 ms each) held it 10-15 ms at a time (measured, a page of 10,000 nodes).
+   */
+  readonly listPage = 250;
   private readonly byUuid = new Map<string, BareMetalNode>();
   private readonly all = new OrderedSet();
   private readonly sharded = new OrderedSet();

@@ -55,6 +55,12 @@ export function perPlaceLimit(limit: number, places: number): number {
  */
 export interface NodeBackend {
   /**
+   * Nodes a streamed listing asks for per call: what one call costs decides it. The
+   * embedded store answers on the event loop, so its pages are small enough to leave the
+   * loop within a slice; Redis answers after a round trip, which a small page multiplies.
+   */
+  readonly listPage: number;
+  /**
    * Insert or replace each node; answers, per node, where it was before. With `expected`
    * (one node only), only if the stored node still equals it — a compare-and-set for
    * read-modify-write changes — and null when it did not.

@@ -14,14 +14,6 @@ import {
 /** A PATCH that keeps losing its compare-and-set means heavy contention on one node. */
 const MAX_PATCH_ATTEMPTS = 8;
 
-/**
- * Nodes per store call when a listing is streamed: a node costs about 4 µs of the event
- * loop to read and serialise (embedded store), so 250 take about a millisecond and the
- * stream's LoopSlicer can hand the loop back within a few; at 1,000 a page alone took 4 ms
- * and blocks of 10-15 ms showed between yields (measured, a page of 10,000 nodes).
- */
-const LIST_PAGE = 250;
-
 /** A node that changed shard and now lives in `to`. */
 export interface ShardMove {
   uuid: string;
@@ -104,7 +96,7 @@ export class NodeRegistry {
   /**
    * One page of GET /v1/nodes: `limit` nodes (fewer only at the end) after `marker`, in
    * uuid order. The query is checked at once (a ValidationError, before anything is
-   * read); the nodes then come LIST_PAGE at a time, so a page of 10,000 nodes is never
+   * read); the nodes then come the backend's listPage at a time, so a page of 10,000 nodes is never
    * decoded in one go, and `next()` — the marker for the page after — is known once the
    * last of them is out.
    */
@@ -127,7 +119,7 @@ export class NodeRegistry {
         const page = await fromStore(() =>
           backend.list({
             source,
-            limit: Math.min(filter.limit - sent, LIST_PAGE),
+            limit: Math.min(filter.limit - sent, backend.listPage),
             ...(marker !== undefined && { marker }),
           }),
         );
@@ -156,7 +148,7 @@ export class NodeRegistry {
    * Every node of `source` in uuid order, a bounded page at a time: callers stream large
    * answers (a whole shard, nova's ring share) without holding the event loop.
    */
-  async *pages(source: NodeSource, pageSize = LIST_PAGE): AsyncGenerator<BareMetalNode[]> {
+  async *pages(source: NodeSource, pageSize = this.backend.listPage): AsyncGenerator<BareMetalNode[]> {
     let marker: string | undefined;
     for (;;) {
       const page = await fromStore(() =>
