@@ -64,8 +64,13 @@ export class MemoryTraits implements TraitBackend {
     this.records.set(uuid, structuredClone(next));
     // Queued before the first await: a commit on the same node in between must queue after this one.
     if (ironic !== undefined) this.ironicQueue.enqueue(ironic);
-    if (feed !== undefined) await this.appendFeed(feed.shard, feed.entry);
-    if (delivery !== undefined) await this.recordDelivery(delivery.id, delivery.answer, delivery.ttlSeconds);
+    // The feed entry and the delivery's answer too, before any await, as the Redis script
+    // writes them all at once: a copy of the delivery that reads the new record must also
+    // find its answer.
+    await Promise.all([
+      feed !== undefined && this.appendFeed(feed.shard, feed.entry),
+      delivery !== undefined && this.recordDelivery(delivery.id, delivery.answer, delivery.ttlSeconds),
+    ]);
     return true;
   }
 
