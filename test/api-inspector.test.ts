@@ -96,6 +96,8 @@ for (const backend of backendsUnderTest()) {
       // An inspector that retries on a timeout can send the same delivery again while the
       // first is in flight. The copies race for the node's compare-and-set; each that
       // loses must find the winner's answer, not apply again (nor be refused as stale).
+      // Only Redis interleaves them (the embedded store runs each request to its end in one
+      // turn), so only the Redis run can catch a regression: it did, 4 copies applying.
       const payload = inspected("2026-11-29T12:00:00Z");
       const sent = await Promise.all(Array.from({ length: 8 }, () => send(payload, { delivery: "d-race" })));
       const applied = sent.filter((s) => !s.replay);
