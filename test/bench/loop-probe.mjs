@@ -16,10 +16,18 @@ import { isMainThread } from "node:worker_threads";
 
 const file = process.env.SHARDBRIDGE_LOOP_PROBE_FILE;
 if (isMainThread && file !== undefined) {
-  // Linux only; elsewhere the gaps are still measured and the CPU columns read null.
+  // Linux only; elsewhere (or with the kernel's sched_info off: it reads zeros) the gaps
+  // are still measured and the CPU columns read null.
   const SCHEDSTAT = "/proc/thread-self/schedstat";
-  const readable = existsSync(SCHEDSTAT);
-  const schedstat = () => (readable ? readFileSync(SCHEDSTAT, "utf8").split(" ").map(Number) : [NaN, NaN]);
+  const readable = existsSync(SCHEDSTAT) && readFileSync(SCHEDSTAT, "utf8").trim() !== "0 0 0";
+  const schedstat = () => {
+    if (!readable) return [NaN, NaN];
+    // The kernel brings a running thread's CPU time up to date only at a scheduler tick
+    // (4 ms at HZ=250) or a switch, so a plain read is off by up to a tick; getrusage
+    // (process.cpuUsage) updates the calling thread's first, and the read is exact.
+    process.cpuUsage();
+    return readFileSync(SCHEDSTAT, "utf8").split(" ").map(Number);
+  };
   let worst = { gapMs: 0, onCpuMs: 0, waitedMs: 0 };
   let lastAt = performance.now();
   let [lastCpuNs, lastWaitNs] = schedstat();
