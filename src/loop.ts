@@ -9,9 +9,10 @@ export const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImme
 /**
  * How long a long piece of work may hold the event loop before it lets others in. The
  * loop is held for a slice plus the step that ends it (a page: about 1 ms) plus whatever
- * GC falls in it (minor pauses of 2-6 ms with 100,000 nodes in the heap): at 4 ms the
- * main thread held it 10-17 ms at a time, at 2 ms at most 8.6 ms (measured, embedded
- * store, every heavy route; a yield costs a few microseconds).
+ * GC falls in it (minor pauses of 2-6 ms with 100,000 nodes in the heap): with pages of
+ * 1,000 nodes and 4 ms slices the main thread held it 10-17 ms at a time on a page of
+ * 10,000 nodes, with pages of 250 and 2 ms slices 8.6 ms at most (embedded store; read
+ * to within a scheduler tick). A yield costs a few microseconds.
  */
 export const LOOP_SLICE_MS = 2;
 

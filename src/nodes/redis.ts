@@ -29,8 +29,8 @@ export class RedisNodes implements NodeBackend {
    * Each page is a round trip and a script call, so small pages cost time: a page of
    * 10,000 nodes answered in 62-67 ms (p50) at 1,000 a call, 77-98 ms at 250. But a
    * 1,000-node reply is decoded and serialised in one turn of the loop: the main thread
-   * held it up to 11.4 ms at a time, at 250 at most 7.2 ms (measured, stall bench). Every
-   * renew waits behind the loop; an operator's page of 10,000 can wait 20 ms.
+   * held it up to 11.4 ms at a time, at 250 at most 5.9-7.2 ms (stall bench). Every renew
+   * waits behind the loop; an operator's page of 10,000 can wait 20 ms.
    */
   readonly listPage = 250;
   constructor(
