@@ -23,15 +23,15 @@ function pageOfIndex(
   return { uuids, next: uuids[limit - 1]! };
 }
 
-/** Whether `a` and `b` (the same uuid) sit in the same indexes: a renamed node moves nowhere. */
-function sameIndexes(a: BareMetalNode, b: BareMetalNode): boolean {
-  if (a.shard !== b.shard) return false;
-  if (a.shard !== null) return true;
-  return (
-    (a.instance_host === null ? null : hostKey(a.instance_host)) ===
-    (b.instance_host === null ? null : hostKey(b.instance_host))
-  );
-}
+/**
+ * Which of the place indexes a node sits in: its shard's, or the unsharded pool's under
+ * its instance host's key ("" for none). Two nodes with the same place sit in the same
+ * indexes: a renamed node moves nowhere.
+ */
+const placeOf = (node: BareMetalNode): string =>
+  node.shard !== null
+    ? `s:${node.shard}`
+    : `u:${node.instance_host === null ? "" : hostKey(node.instance_host)}`;
 
 /**
  * The embedded node registry: nodes by uuid, and ordered indexes of uuids by place, by
@@ -90,10 +90,7 @@ export class MemoryNodes implements NodeBackend {
 
   /** Whether a change from `old` to `next` changes what nova's ring must place. */
   private touchesPool(old: BareMetalNode | undefined, next: BareMetalNode | undefined): boolean {
-    const pool = (n: BareMetalNode | undefined) =>
-      n === undefined || n.shard !== null
-        ? ""
-        : `u:${n.instance_host === null ? "" : hostKey(n.instance_host)}`;
+    const pool = (n: BareMetalNode | undefined) => (n === undefined || n.shard !== null ? "" : placeOf(n));
     return pool(old) !== pool(next);
   }
 
@@ -110,7 +107,7 @@ export class MemoryNodes implements NodeBackend {
       if (this.touchesPool(old, node)) this.version++;
       this.touch(node.shard);
       if (old !== undefined) this.touch(old.shard);
-      if (old === undefined || !sameIndexes(old, node)) {
+      if (old === undefined || placeOf(old) !== placeOf(node)) {
         if (old !== undefined) this.unindex(old);
         this.indexNode(node);
       }
