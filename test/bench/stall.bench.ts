@@ -97,7 +97,7 @@ async function alone(
   const pid = bridge.serve.child.pid!;
   const before = await readLoop(bridge.url); // this scrape also resets the delay histogram
   await readProbe(pid, probeFile); // and this the probe
-  const cpuBefore = processCpuS(bridge.serve.child.pid);
+  const cpuBefore = processCpuS(pid);
   const started = performance.now();
   const latencies: number[] = [];
   const statuses = new Map<number, number>();
@@ -124,7 +124,7 @@ async function alone(
     probe,
     gcPauses: after.gcPauses - before.gcPauses,
     gcOver10: after.gcPausesOver10Ms - before.gcPausesOver10Ms,
-    serverCpuPct: ((processCpuS(bridge.serve.child.pid) - cpuBefore) / wallS) * 100,
+    serverCpuPct: ((processCpuS(pid) - cpuBefore) / wallS) * 100,
     statuses: [...statuses].map(([s, n]) => `${n}×${s}`).join(" "),
   };
 }
