@@ -92,6 +92,18 @@ for (const backend of backendsUnderTest()) {
       expect((await traitsOf()).generation).to.equal(2);
     });
 
+    it("refuses a malformed delivery id (400 naming the header's field) and applies nothing", async () => {
+      const before = await traitsOf();
+      const payload = { kind: "deltas", node: NODE, deltas: ["+CUSTOM_GPU_X"] };
+      for (const delivery of ["has space", "x".repeat(129), "semi;colon"]) {
+        const res = await send(payload, { delivery });
+        expect(res.status, delivery).to.equal(400);
+        expect(res.body.errors[0].field).to.equal("delivery");
+        expect(res.body.errors[0].detail).to.match(/1\.\.128/);
+      }
+      expect(await traitsOf()).to.deep.equal(before);
+    });
+
     it("answers copies of one delivery sent at once with one answer: applied once, the rest replays of it", async () => {
       // An inspector that retries on a timeout can send the same delivery again while the
       // first is in flight. The copies race for the node's compare-and-set; each that
