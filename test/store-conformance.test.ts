@@ -332,6 +332,26 @@ for (const backend of [...backendsUnderTest(), redisClusterUnderTest()]) {
         expect(await backend.storedKeys(store)).to.equal(0);
       });
 
+      it("checks a renew again whenever any field differs from the last one it accepted for the shard", async () => {
+        const granted = await store.acquire({ shard: "s1", agent: "a", ttlMs: 10_000 });
+        if (!granted.ok) throw new Error("not granted");
+        const renew = { shard: "s1", agent: "a", token: granted.token, ttlMs: 10_000 };
+        expect(await store.renew(renew)).to.include({ ok: true });
+        expect(await store.renew({ ...renew })).to.include({ ok: true });
+        // The same shard with one field changed is parsed afresh: each is refused.
+        await expectInvalid(store.renew({ ...renew, token: granted.token + 0.5 }), "token");
+        await expectInvalid(store.renew({ ...renew, ttlMs: 5 }), "ttlMs");
+        await expectInvalid(store.renew({ ...renew, agent: "tab\there" }), "agent");
+        await expectInvalid(store.renew({ ...renew, extra: 1 } as never), "(root)");
+        await expectInvalid(store.renew({ ...renew, token: String(granted.token) as never }), "token");
+        const { ttlMs: _dropped, ...withoutTtl } = renew;
+        // No TTL: the default (6 s) is this renew's, not the remembered 10 s.
+        const defaulted = await store.renew(withoutTtl);
+        expect(defaulted.ok && defaulted.ttlMs).to.be.within(5_000, 6_000);
+        const again = await store.renew(renew);
+        expect(again.ok && again.ttlMs).to.be.within(9_000, 10_000);
+      });
+
       it("names every offending field at once", async () => {
         const error = await expectInvalid(
           store.renew({ shard: "no way", agent: "", token: 0, ttlMs: 5 }),

@@ -57,6 +57,63 @@ export function parseOrThrow<S extends z.ZodType>(schema: S, input: unknown): z.
   throw new ValidationError(issuesOf(result.error));
 }
 
+/** How many keys a RepeatParse remembers before it starts over: a fleet's shards fit. */
+const REMEMBERED_KEYS = 10_000;
+
+type Primitive = string | number | boolean | bigint | null | undefined;
+const isPrimitive = (value: unknown): value is Primitive =>
+  value === null || (typeof value !== "object" && typeof value !== "function");
+
+/** `input` as a plain object of primitive fields, or undefined if it is anything else. */
+function flatFields(input: unknown): Record<string, Primitive> | undefined {
+  if (typeof input !== "object" || input === null) return undefined;
+  const prototype = Object.getPrototypeOf(input) as unknown;
+  if (prototype !== Object.prototype && prototype !== null) return undefined;
+  const fields = input as Record<string, unknown>;
+  for (const key in fields) if (!isPrimitive(fields[key])) return undefined;
+  return fields as Record<string, Primitive>;
+}
+
+/** The same own fields with the same primitive values (=== on primitives: the same to any schema). */
+function sameFields(seen: Record<string, Primitive>, input: Record<string, unknown>): boolean {
+  const keys = Object.keys(seen);
+  if (Object.keys(input).length !== keys.length) return false;
+  for (const key of keys) if (!Object.hasOwn(input, key) || input[key] !== seen[key]) return false;
+  return true;
+}
+
+/**
+ * parseOrThrow for a request its callers send again and again unchanged: an agent renews
+ * its shard with the same agent, token and TTL every TTL/3, and a fleet's renews reach
+ * the bridge thousands of times a second. zod's parse is cheap alone (0.5 µs a renew in a
+ * tight loop) but not among the bridge's other work, where its shared checks run cold:
+ * measured, 49 -> 43 µs of the bridge's CPU per renew without it. So the last input
+ * accepted under each key (the field `keyField`, a shard) is remembered, and an input
+ * equal to it field by field — a plain object of primitives, so equal means the same to
+ * the schema — gets that parse's (frozen) result again. Anything else, a new token or a
+ * field more or less, is parsed in full; a refused input is never remembered.
+ */
+export class RepeatParse<S extends z.ZodType> {
+  private readonly last = new Map<string, { fields: Record<string, Primitive>; parsed: z.output<S> }>();
+
+  constructor(
+    private readonly schema: S,
+    private readonly keyField: string,
+  ) {}
+
+  parse(input: unknown): z.output<S> {
+    const fields = flatFields(input);
+    const key = fields?.[this.keyField];
+    if (fields === undefined || typeof key !== "string") return parseOrThrow(this.schema, input);
+    const seen = this.last.get(key);
+    if (seen !== undefined && sameFields(seen.fields, fields)) return seen.parsed;
+    const parsed = Object.freeze(parseOrThrow(this.schema, input)) as z.output<S>;
+    if (this.last.size >= REMEMBERED_KEYS) this.last.clear();
+    this.last.set(key, { fields: { ...fields }, parsed });
+    return parsed;
+  }
+}
+
 /**
  * Parse two parts of one request (say the path and the body) and report the problems of
  * both at once, so a client fixes everything in one round.

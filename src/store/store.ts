@@ -10,7 +10,7 @@ import {
   type RenewRequest as RenewArgs,
 } from "../domain/lease.js";
 import { AgentId, ShardName } from "../domain/names.js";
-import { parseOrThrow } from "../domain/validation.js";
+import { parseOrThrow, RepeatParse } from "../domain/validation.js";
 import { NodeRegistry } from "../nodes/registry.js";
 import type { NodeBackend } from "../nodes/port.js";
 import type { TraitBackend } from "../traits/store-port.js";
@@ -49,6 +49,8 @@ export class Store {
   /** the node registry, on the same store as the leases */
   readonly nodes: NodeRegistry;
   private readonly closers: Array<() => void> = [];
+  /** a holder renews the same lease unchanged every TTL/3: parsed once per shard and token */
+  private readonly renews = new RepeatParse(RenewRequest, "shard");
 
   constructor(
     readonly backend: LeaseBackend,
@@ -78,7 +80,7 @@ export class Store {
   }
 
   async renew(args: RenewArgs, admit?: Admit<RenewInput>) {
-    const input = parseOrThrow(RenewRequest, args);
+    const input = this.renews.parse(args);
     admit?.(input);
     return fromStore(() => this.backend.renew(input));
   }
