@@ -48,6 +48,45 @@ for (const backend of backendsUnderTest()) {
       expect(theirs.body.nodes).to.have.length(20);
     });
 
+    it("follows an agent's grants from one node list to the next: a shard granted since its last list is in the next", async () => {
+      const nodesOf = async (agent: string, tokens: number[]) => {
+        const list = await call(
+          `${ctx.base}/v1/agents/${agent}/nodes?token=${tokens.join(",")}`,
+          "GET",
+          undefined,
+          as(agent),
+        );
+        expect(list.status).to.equal(200);
+        return {
+          shards: list.body.leases.map((l: { shard: string }) => l.shard),
+          nodes: new Set(
+            list.body.nodes.map((n: { shard: string; token: number }) => `${n.shard}@${n.token}`),
+          ),
+          count: list.body.nodes.length,
+        };
+      };
+      const lease = async (shard: string) =>
+        (await call(`${ctx.base}/v1/shards/${shard}/lease`, "POST", { agent: "compute-0" }, as("compute-0")))
+          .body.token as number;
+      const a = await lease("rack-a");
+      expect(await nodesOf("compute-0", [a])).to.deep.include({ shards: ["rack-a"], count: 10 });
+      const b = await lease("rack-b");
+      // rack-b was granted after the last list: read in the list's second round trip.
+      for (let list = 0; list < 2; list++) {
+        const both = await nodesOf("compute-0", [a, b]);
+        expect(both).to.deep.include({ shards: ["rack-a", "rack-b"], count: 20 });
+        expect([...both.nodes].sort()).to.deep.equal([`rack-a@${a}`, `rack-b@${b}`]);
+      }
+      // Released: the remembered grant of rack-a lists nothing of it.
+      await call(
+        `${ctx.base}/v1/shards/rack-a/lease`,
+        "DELETE",
+        { agent: "compute-0", token: a },
+        as("compute-0"),
+      );
+      expect(await nodesOf("compute-0", [a, b])).to.deep.include({ shards: ["rack-b"], count: 10 });
+    });
+
     it("tells an older incarnation of an agent nothing: the new token is not handed out for the old one", async () => {
       const old = await call(
         `${ctx.base}/v1/shards/rack-a/lease`,

@@ -87,6 +87,43 @@ async function* agentNodes(
 /** Nodes of nova's ring share read per store call. */
 const RING_PAGE = 250;
 
+/** Agents whose grants a bridge remembers before it starts over (each a handful of shards). */
+const REMEMBERED_AGENTS = 10_000;
+
+/**
+ * The shards each agent was granted when its node list was last read. A store's grants
+ * only grow (LeaseBackend.grantedTo), so an agent's next list can read those shards'
+ * leases and versions in the same round trip as its grants, instead of after them; the
+ * grants read fresh then say which of those count, and a shard granted since is read in
+ * a second round trip as before. Per bridge: a guess, never the answer.
+ */
+class GrantsSeen {
+  private readonly byAgent = new Map<string, readonly string[]>();
+
+  get(agent: string): readonly string[] {
+    return this.byAgent.get(agent) ?? [];
+  }
+
+  set(agent: string, shards: readonly string[]): void {
+    if (this.byAgent.size >= REMEMBERED_AGENTS && !this.byAgent.has(agent)) this.byAgent.clear();
+    this.byAgent.set(agent, shards);
+  }
+}
+
+/** The live leases `agent` holds among `shards` and those shards' node-list versions, together. */
+async function leasesAndVersions(
+  store: Store,
+  agent: string,
+  shards: readonly string[],
+): Promise<{ held: Map<string, LeaseView>; versions: Map<string, number> }> {
+  if (shards.length === 0) return { held: new Map(), versions: new Map() };
+  const [held, versions] = await Promise.all([
+    store.liveLeasesAmong(agent, shards),
+    store.nodes.placeVersions(shards),
+  ]);
+  return { held, versions: new Map(shards.map((shard, i) => [shard, versions[i]!])) };
+}
+
 function agentOf(req: { params: unknown }, res: Response): string {
   const { id } = parseOrThrow(AgentPath, req.params);
   assertActsAs(principalOf(res), id);
@@ -113,6 +150,7 @@ export function agentRoutes(
 ): Router {
   const router = Router();
   const shardNodes = new ShardNodesCache(store.nodes);
+  const grantsSeen = new GrantsSeen();
 
   router.post("/v1/agents/:id/heartbeat", async (req, res) => {
     const agent = agentOf(req, res);
@@ -139,21 +177,29 @@ export function agentRoutes(
         { field: "token", reason: "required for an agent: the fencing tokens it holds" },
       ]);
     }
-    // Two round trips to the store before the answer starts, whatever the agent holds: the
-    // shards it was granted, its record, the node counts (is a shard it serves in service?)
-    // and its first instance page together; then those shards' leases and node-list
-    // versions together.
+    // One round trip to the store before the answer starts, as a rule: the shards the
+    // agent was granted, its record, the node counts (is a shard it serves in service?),
+    // its first instance page, and the leases and node-list versions of the shards it was
+    // granted last time (see GrantsSeen); a second only for shards granted since.
     const instancePages = prefetched(store.nodes.pages({ kind: "instance", host: agent }));
-    const [granted, seen, counts] = await Promise.all([
+    const guessed = grantsSeen.get(agent);
+    const [granted, seen, counts, early] = await Promise.all([
       store.grantedShards(agent),
       store.agent(agent),
       store.nodes.counts(),
+      leasesAndVersions(store, agent, guessed),
     ]);
-    const [held, versionList] = await Promise.all([
-      store.liveLeasesAmong(agent, granted),
-      store.nodes.placeVersions(granted),
-    ]);
-    const versions = new Map(granted.map((shard, i) => [shard, versionList[i]!]));
+    grantsSeen.set(agent, granted);
+    const readEarly = new Set(guessed);
+    const late = await leasesAndVersions(
+      store,
+      agent,
+      granted.filter((shard) => !readEarly.has(shard)),
+    );
+    // Only what the fresh grants name counts (a store that lost its keys forgot the rest).
+    const grantedNow = new Set(granted);
+    const held = new Map([...early.held, ...late.held].filter(([shard]) => grantedNow.has(shard)));
+    const versions = new Map([...early.versions, ...late.versions]);
     const mine = [...held]
       .filter(([, lease]) => presented === undefined || presented.includes(lease.token))
       .sort(([a], [b]) => (a < b ? -1 : 1));
