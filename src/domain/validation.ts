@@ -64,21 +64,30 @@ type Primitive = string | number | boolean | bigint | null | undefined;
 const isPrimitive = (value: unknown): value is Primitive =>
   value === null || (typeof value !== "object" && typeof value !== "function");
 
-/** `input` as a plain object of primitive fields, or undefined if it is anything else. */
-function flatFields(input: unknown): Record<string, Primitive> | undefined {
+/**
+ * A copy of `input`'s own enumerable fields, each read once, if it is a plain object of
+ * primitives; else undefined. The copy is what is parsed, compared and remembered, so a
+ * getter that answers differently each time, or a field zod would see but a comparison
+ * would not (non-enumerable, inherited), cannot make the two disagree.
+ */
+function flatCopy(input: unknown): Record<string, Primitive> | undefined {
   if (typeof input !== "object" || input === null) return undefined;
   const prototype = Object.getPrototypeOf(input) as unknown;
   if (prototype !== Object.prototype && prototype !== null) return undefined;
-  const fields = input as Record<string, unknown>;
-  for (const key in fields) if (!isPrimitive(fields[key])) return undefined;
-  return fields as Record<string, Primitive>;
+  const copy = Object.create(null) as Record<string, Primitive>;
+  for (const key of Object.keys(input)) {
+    const value = (input as Record<string, unknown>)[key];
+    if (!isPrimitive(value)) return undefined;
+    copy[key] = value;
+  }
+  return copy;
 }
 
-/** The same own fields with the same primitive values (=== on primitives: the same to any schema). */
-function sameFields(seen: Record<string, Primitive>, input: Record<string, unknown>): boolean {
+/** The same fields with the same values (Object.is: -0 is not 0, NaN is NaN). */
+function sameFields(seen: Record<string, Primitive>, input: Record<string, Primitive>): boolean {
   const keys = Object.keys(seen);
   if (Object.keys(input).length !== keys.length) return false;
-  for (const key of keys) if (!Object.hasOwn(input, key) || input[key] !== seen[key]) return false;
+  for (const key of keys) if (!(key in input) || !Object.is(input[key], seen[key])) return false;
   return true;
 }
 
@@ -89,8 +98,8 @@ function sameFields(seen: Record<string, Primitive>, input: Record<string, unkno
  * tight loop) but not among the bridge's other work, where its shared checks run cold:
  * measured, 49 -> 43 µs of the bridge's CPU per renew without it. So the last input
  * accepted under each key (the field `keyField`, a shard) is remembered, and an input
- * equal to it field by field — a plain object of primitives, so equal means the same to
- * the schema — gets that parse's (frozen) result again. Anything else, a new token or a
+ * equal to it field by field — a plain object of primitives, copied once and compared
+ * with Object.is, so equal means the same to the schema — gets that parse's (frozen) result again. Anything else, a new token or a
  * field more or less, is parsed in full; a refused input is never remembered.
  */
 export class RepeatParse<S extends z.ZodType> {
@@ -102,14 +111,14 @@ export class RepeatParse<S extends z.ZodType> {
   ) {}
 
   parse(input: unknown): z.output<S> {
-    const fields = flatFields(input);
+    const fields = flatCopy(input);
     const key = fields?.[this.keyField];
     if (fields === undefined || typeof key !== "string") return parseOrThrow(this.schema, input);
     const seen = this.last.get(key);
     if (seen !== undefined && sameFields(seen.fields, fields)) return seen.parsed;
-    const parsed = Object.freeze(parseOrThrow(this.schema, input)) as z.output<S>;
+    const parsed = Object.freeze(parseOrThrow(this.schema, fields)) as z.output<S>;
     if (this.last.size >= REMEMBERED_KEYS) this.last.clear();
-    this.last.set(key, { fields: { ...fields }, parsed });
+    this.last.set(key, { fields, parsed });
     return parsed;
   }
 }
