@@ -35,6 +35,8 @@ const SOURCES: NodeSource[] = [
   { kind: "free" },
   { kind: "instance", host: "COMPUTE-a" },
   { kind: "instance", host: "compute-b" },
+  // Asking for places' versions beside the page leaves the page as it is.
+  { kind: "instance", host: "compute-a", versionsOf: ["rack-a", null, "no-such-shard"] },
   { kind: "places", places: [null] },
   { kind: "places", places: ["rack-a"] },
   { kind: "places", places: ["rack-b", null, "rack-c"] },
@@ -84,6 +86,14 @@ for (const backend of backendsUnderTest()) {
             );
           }
         }
+        // The places' versions read with an instance listing's first page are the versions.
+        const places = [...SHARDS, null, "no-such-shard"];
+        const instance = ctx.store.nodes.instanceNodes("Compute-A", places);
+        expect(await instance.versions).to.deep.equal(await ctx.store.nodes.placeVersions(places));
+        expect((await instance.versions).slice(0, SHARDS.length + 1).every((v) => v > 0)).to.equal(true);
+        const listed: string[] = [];
+        for await (const page of instance.pages) listed.push(...page.map((n) => n.uuid));
+        expect(listed).to.deep.equal(expected(nodes, { kind: "instance", host: "compute-a" }));
         const counts = new Map((await ctx.store.nodes.counts()).map((c) => [c.shard, c.count]));
         for (const place of [null, ...SHARDS])
           expect(counts.get(place) ?? 0).to.equal(

@@ -15,7 +15,7 @@ import type { BareMetalNode } from "../domain/node.js";
 import type { LegacyAssignments } from "../ring/assignment.js";
 import { SERVICE_DOWN_TIME_MS, servesNoShard } from "../ring/membership.js";
 import type { LegacyPool } from "../ring/pool.js";
-import { prefetched, streamJsonList, type ListPage } from "./stream.js";
+import { streamJsonList, type ListPage } from "./stream.js";
 import { ShardNodesCache } from "./shard-nodes.js";
 import { leaseJson, nodeJson } from "./views.js";
 
@@ -105,21 +105,30 @@ class GrantsSeen {
   }
 
   set(agent: string, shards: readonly string[]): void {
-    if (this.byAgent.size >= REMEMBERED_AGENTS && !this.byAgent.has(agent)) this.byAgent.clear();
+    if (!this.byAgent.has(agent)) {
+      // An id never granted anything (an admin's look at any name) has nothing to guess.
+      if (shards.length === 0) return;
+      if (this.byAgent.size >= REMEMBERED_AGENTS) this.byAgent.clear();
+    }
     this.byAgent.set(agent, shards);
   }
 }
 
-/** The live leases `agent` holds among `shards` and those shards' node-list versions, together. */
+/**
+ * The live leases `agent` holds among `shards` and those shards' node-list versions,
+ * together; the versions from `versionsRead` when they were read already (with the first
+ * instance page, see NodeRegistry.instanceNodes), else read now.
+ */
 async function leasesAndVersions(
   store: Store,
   agent: string,
   shards: readonly string[],
+  versionsRead?: Promise<number[]>,
 ): Promise<{ held: Map<string, LeaseView>; versions: Map<string, number> }> {
   if (shards.length === 0) return { held: new Map(), versions: new Map() };
   const [held, versions] = await Promise.all([
     store.liveLeasesAmong(agent, shards),
-    store.nodes.placeVersions(shards),
+    versionsRead ?? store.nodes.placeVersions(shards),
   ]);
   return { held, versions: new Map(shards.map((shard, i) => [shard, versions[i]!])) };
 }
@@ -180,14 +189,16 @@ export function agentRoutes(
     // One round trip to the store before the answer starts, as a rule: the shards the
     // agent was granted, its record, the node counts (is a shard it serves in service?),
     // its first instance page, and the leases and node-list versions of the shards it was
-    // granted last time (see GrantsSeen); a second only for shards granted since.
-    const instancePages = prefetched(store.nodes.pages({ kind: "instance", host: agent }));
+    // granted last time (see GrantsSeen); a second only for shards granted since. The
+    // versions come in one step with the instance page, or after it: a shard answered
+    // from its cached listing (agentNodes) is then no older than the instance page.
     const guessed = grantsSeen.get(agent);
+    const instance = store.nodes.instanceNodes(agent, guessed);
     const [granted, seen, counts, early] = await Promise.all([
       store.grantedShards(agent),
       store.agent(agent),
       store.nodes.counts(),
-      leasesAndVersions(store, agent, guessed),
+      leasesAndVersions(store, agent, guessed, instance.versions),
     ]);
     grantsSeen.set(agent, granted);
     const readEarly = new Set(guessed);
@@ -221,7 +232,7 @@ export function agentRoutes(
       res,
       head,
       "nodes",
-      agentNodes(store.nodes, shardNodes, mine, versions, instancePages, share),
+      agentNodes(store.nodes, shardNodes, mine, versions, instance.pages, share),
     );
   });
 

@@ -68,20 +68,3 @@ export async function streamJsonList(
   res.end(chunks[0]);
   res.uncork();
 }
-
-/**
- * `source` with its first page asked for now rather than when it is first iterated: a
- * page the answer needs later, read while the caller waits for something else (one
- * round trip to the store saved). A failure of that first read surfaces where the page
- * is consumed, never as an unhandled rejection.
- */
-export function prefetched<T>(source: AsyncIterable<T>): AsyncIterable<T> {
-  const iterator = source[Symbol.asyncIterator]();
-  const first = iterator.next();
-  first.catch(() => undefined);
-  return {
-    async *[Symbol.asyncIterator]() {
-      for (let step = await first; step.done !== true; step = await iterator.next()) yield step.value;
-    },
-  };
-}

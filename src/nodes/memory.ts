@@ -149,12 +149,23 @@ export class MemoryNodes implements NodeBackend {
         break;
       case "instance":
         page = pageOfIndex(this.hosts.get(hostKey(source.host)), limit, marker);
+        // In the same step as the page, as the Redis script reads them.
+        if (source.versionsOf !== undefined)
+          return { ...this.nodesOf(page), versions: this.versionsOf(source.versionsOf) };
         break;
       case "places":
         page = this.mergedPage(source.places, limit, marker);
         break;
     }
+    return this.nodesOf(page);
+  }
+
+  private nodesOf(page: { uuids: string[]; next: string | null }): NodePage {
     return { nodes: page.uuids.map((uuid) => this.byUuid.get(uuid)!), next: page.next };
+  }
+
+  private versionsOf(places: ReadonlyArray<string | null>): number[] {
+    return places.map((place) => this.versions.get(place) ?? 0);
   }
 
   /** A page over several places, as the Redis script pages them (see perPlaceLimit). */
@@ -182,7 +193,7 @@ export class MemoryNodes implements NodeBackend {
   }
 
   async placeVersions(places: ReadonlyArray<string | null>): Promise<number[]> {
-    return places.map((place) => this.versions.get(place) ?? 0);
+    return this.versionsOf(places);
   }
 
   /** How many nodes (for tests proving a refusal stored nothing). */

@@ -14,6 +14,8 @@ export interface NodePage {
    * bounded number of entries (LIST_BUDGET), so no listing holds the store for long.
    */
   next: string | null;
+  /** the versions of the source's `versionsOf` places, read in the same step as the page */
+  versions?: number[];
 }
 
 /** Where a node was before an upsert: nowhere (new), or its shard (null = unsharded). */
@@ -23,13 +25,15 @@ export type PreviousPlace = { created: true } | { created: false; shard: string 
  * Which nodes a listing walks, each kept as an index in the store so a listing costs
  * O(the page), never O(the registry):
  * - `places`: the nodes of these shards (null: the unsharded pool);
- * - `instance`: unsharded nodes whose instance is on `host` (compared lower-cased, as nova does);
+ * - `instance`: unsharded nodes whose instance is on `host` (compared lower-cased, as nova does),
+ *   and with `versionsOf`, those places' versions (see placeVersions) read in one atomic
+ *   step with each page: a listing kept for one of them is then no older than the page;
  * - `free`: unsharded nodes without an instance, what nova's ring spreads;
  * - `sharded`: nodes with any shard; `all`: every node.
  */
 export type NodeSource =
   | { kind: "places"; places: Array<string | null> }
-  | { kind: "instance"; host: string }
+  | { kind: "instance"; host: string; versionsOf?: ReadonlyArray<string | null> }
   | { kind: "free" }
   | { kind: "sharded" }
   | { kind: "all" };

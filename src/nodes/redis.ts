@@ -96,15 +96,26 @@ export class RedisNodes implements NodeBackend {
             ...new Set(source.places.map((p) => p ?? "")),
           ]
         : source.kind === "instance"
-          ? ["instance", marker ?? "", budget, hostKey(source.host)]
+          ? [
+              "instance",
+              marker ?? "",
+              budget,
+              hostKey(source.host),
+              ...(source.versionsOf ?? []).map((p) => p ?? ""),
+            ]
           : [source.kind, marker ?? "", budget];
-    const [next, ...flat] = (await this.script("nodes-list", args)) as string[];
+    const [next, ...rest] = (await this.script("nodes-list", args)) as string[];
+    // Asked for places' versions (instance only), the answer gives them first, counted.
+    const asked = source.kind === "instance" ? source.versionsOf : undefined;
+    const counted = asked !== undefined && asked.length > 0 ? Number(rest[0]) : -1;
+    const versions = asked === undefined ? {} : { versions: rest.slice(1, 1 + counted).map(Number) };
+    const flat = counted < 0 ? rest : rest.slice(1 + counted);
     const nodes: BareMetalNode[] = [];
     for (let i = 0; i < flat.length && nodes.length < limit; i += 2)
       nodes.push(decodeNode(flat[i]!, flat[i + 1]!));
     // The data buckets are read whole, so a page of every node may come back longer than asked.
-    if (nodes.length < flat.length / 2) return { nodes, next: nodes[nodes.length - 1]!.uuid };
-    return { nodes, next: next === "" ? null : next! };
+    if (nodes.length < flat.length / 2) return { nodes, next: nodes[nodes.length - 1]!.uuid, ...versions };
+    return { nodes, next: next === "" ? null : next!, ...versions };
   }
 
   async counts(): Promise<ShardCount[]> {

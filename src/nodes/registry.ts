@@ -148,16 +148,45 @@ export class NodeRegistry {
    * Every node of `source` in uuid order, a bounded page at a time: callers stream large
    * answers (a whole shard, nova's ring share) without holding the event loop.
    */
-  async *pages(source: NodeSource, pageSize = this.backend.listPage): AsyncGenerator<BareMetalNode[]> {
+  async *pages(
+    source: NodeSource,
+    pageSize = this.backend.listPage,
+    first?: Promise<NodePage>,
+  ): AsyncGenerator<BareMetalNode[]> {
     let marker: string | undefined;
     for (;;) {
-      const page = await fromStore(() =>
-        this.backend.list({ source, limit: pageSize, ...(marker !== undefined && { marker }) }),
-      );
+      const page =
+        first !== undefined && marker === undefined
+          ? await first
+          : await fromStore(() =>
+              this.backend.list({ source, limit: pageSize, ...(marker !== undefined && { marker }) }),
+            );
       if (page.nodes.length > 0) yield page.nodes;
       if (page.next === null) return;
       marker = page.next;
     }
+  }
+
+  /**
+   * The unsharded nodes whose instance is on `host`, page by page, the first asked for
+   * now; and the versions of `places` (see placeVersions), read in one atomic step with
+   * that first page. A caller that answers a place from a listing kept under its version
+   * knows the listing is no older than the page: a node that left the host's instances for
+   * one of those places is in the page, or in the place at that version, never in neither.
+   * A failed first read surfaces where the pages are read, and in `versions`.
+   */
+  instanceNodes(
+    host: string,
+    places: ReadonlyArray<string | null>,
+  ): { pages: AsyncIterable<BareMetalNode[]>; versions: Promise<number[]> } {
+    const source: NodeSource = { kind: "instance", host, versionsOf: places };
+    const pageSize = this.backend.listPage;
+    const first = fromStore(() => this.backend.list({ source, limit: pageSize }));
+    first.catch(() => undefined); // read by whoever consumes it
+    return {
+      pages: this.pages({ kind: "instance", host }, pageSize, first),
+      versions: first.then((page) => page.versions ?? []),
+    };
   }
 
   /** These nodes in the order given (null where gone), LIST_BUDGET at a time. */

@@ -5,7 +5,12 @@
 -- ...}; a page may be short, even empty, with next set.
 --   places SHARD...  the nodes of these shards ('' = the unsharded pool); the caller
 --                    passes each place's share of the budget
---   instance HOSTKEY unsharded nodes whose instance is on that (lower-cased) host
+--   instance HOSTKEY [PLACE...]
+--                    unsharded nodes whose instance is on that (lower-cased) host; with
+--                    places ('' = the unsharded pool), the answer starts {next, n,
+--                    version1..versionN, uuid1, ...}: those places' versions, read in the
+--                    same step as the page (a cached listing of a place is then known to be
+--                    no older than the page)
 --   free             unsharded nodes without an instance: what nova's ring places
 --   all | sharded    every node / every node with a shard
 --   get UUID...      these nodes, in the order given ('' for one that is not there)
@@ -107,7 +112,15 @@ elseif mode == 'places' then
   return finish(limit, uuids, {})
 elseif mode == 'instance' then
   local uuids = {}
-  return finish(walk(host_index(ARGV[5]), budget, uuids), uuids, {})
+  local out = finish(walk(host_index(ARGV[5]), budget, uuids), uuids, {})
+  if #ARGV == 5 then return out end
+  local places = {}
+  for i = 6, #ARGV do places[#places + 1] = ARGV[i] end
+  local versions = redis.call('HMGET', VERSIONS, unpack(places))
+  local answer = { out[1], #places }
+  for i = 1, #places do answer[#answer + 1] = versions[i] or '0' end
+  for i = 2, #out do answer[#answer + 1] = out[i] end
+  return answer
 elseif mode == 'all' then
   local uuids = {}
   return finish(walk(ALL, budget, uuids), uuids, {})
