@@ -199,6 +199,7 @@ export function agentRoutes(
       store.agent(agent),
       store.nodes.counts(),
       leasesAndVersions(store, agent, guessed, instance.versions),
+      instance.versions, // the first instance page: read before any version below
     ]);
     grantsSeen.set(agent, granted);
     const readEarly = new Set(guessed);
