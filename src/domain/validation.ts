@@ -99,8 +99,9 @@ function sameFields(seen: Record<string, Primitive>, input: Record<string, Primi
  * measured, 49 -> 43 µs of the bridge's CPU per renew without it. So the last input
  * accepted under each key (the field `keyField`, a shard) is remembered, and an input
  * equal to it field by field — a plain object of primitives, copied once and compared
- * with Object.is, so equal means the same to the schema — gets that parse's (frozen) result again. Anything else, a new token or a
- * field more or less, is parsed in full; a refused input is never remembered.
+ * with Object.is, so equal means the same to the schema — gets that parse's (frozen)
+ * result again. Anything else, a new token or a field more or less, is parsed in full;
+ * a refused input is never remembered.
  */
 export class RepeatParse<S extends z.ZodType> {
   private readonly last = new Map<string, { fields: Record<string, Primitive>; parsed: z.output<S> }>();
