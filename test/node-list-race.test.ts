@@ -13,38 +13,53 @@ import { call, listen, TEST_TOKENS, testAuthority, wholeNode } from "./helpers/h
 const uuid = (n: number) => `00000000-0000-4000-8000-${n.toString(16).padStart(12, "0")}`;
 
 /**
- * A node leaves the agent's instances for a shard the agent holds while the agent's node
- * list is read. The shard may be answered from a listing kept under its version, so that
- * version must be read no earlier than the instance page. Until this test, it was read in
- * a separate call that, on Redis, ran after the instance page only because it was sent
- * after it on the same connection — not when Redis answers the page's script NOSCRIPT
- * (after a restart, a failover, a SCRIPT FLUSH) and ioredis sends the script again after
- * the rest has run, with another bridge's write in between. No real store shows that on
- * demand, so the one fake here: the embedded node registry's instance listing lets a
- * write land, on a later turn, just before it reads. The code before the versions came in
- * one step with the page (ad34c95, f069ba2) lists the node from neither.
+ * A node leaves the agent's pool nodes (its instances, or its share of nova's ring) for a
+ * shard the agent holds while the agent's node list is read. The shard may be answered
+ * from a listing kept under its version, so that version must be read no earlier than
+ * the pool nodes. Until these tests it was read in a separate call that, on Redis, ran
+ * after the instance page only because it was sent after it on the same connection — not
+ * when Redis answers the page's script NOSCRIPT (after a restart, a failover, a SCRIPT
+ * FLUSH) and ioredis sends the script again after the rest has run, with another bridge's
+ * write in between — and before the ring share's nodes, always. No real store shows those
+ * interleavings on demand, so the one fake here: the embedded node registry's instance
+ * listing, or its read of nodes by uuid, lets a write land, on a later turn, just before
+ * it reads. The code before (ad34c95, f069ba2) lists the node from neither in every case.
  */
-describe("Agent node list: a node moving from the agent's instances into its shard during the list", () => {
+describe("Agent node list: a node moving from the agent's pool nodes into its shard during the list", () => {
   let close: () => Promise<void> = async () => undefined;
   afterEach(() => close());
 
-  /** A bridge on the embedded store whose instance listing can be made to wait for a write. */
+  /**
+   * A bridge on the embedded store whose instance listing, or read of nodes by uuid (nova's
+   * ring share), can be made to wait for a write.
+   */
   async function bridge() {
     const nodes = new MemoryNodes();
     const listNodes = nodes.list.bind(nodes);
-    const hook: { beforeInstanceRead?: (() => Promise<void>) | undefined } = {};
+    const getNodes = nodes.getMany.bind(nodes);
+    const hook: { beforePoolRead?: (() => Promise<void>) | undefined; readKind?: "instance" | "ring" } = {};
+    const interleave = async (kind: "instance" | "ring") => {
+      const write = hook.readKind === kind ? hook.beforePoolRead : undefined;
+      if (write === undefined) return;
+      hook.beforePoolRead = undefined;
+      await write();
+    };
     nodes.list = async (query: NodeQuery): Promise<NodePage> => {
-      const interleave = query.source.kind === "instance" ? hook.beforeInstanceRead : undefined;
-      hook.beforeInstanceRead = undefined;
-      if (interleave !== undefined) await interleave();
+      if (query.source.kind === "instance") await interleave("instance");
       return listNodes(query);
+    };
+    nodes.getMany = async (uuids: readonly string[]) => {
+      await interleave("ring");
+      return getNodes(uuids);
     };
     // Started long ago: leases on new shards are granted at once.
     const store = new Store(new MemoryBackend(processClockUs, 0), nodes, new MemoryTraits());
     const catalog = new ShardCatalog(
-      ["rack-a", "rack-b"].map((name) => ({ name, description: "", lease_ttl_ms: 60_000 })),
+      ["rack-a", "rack-b", "rack-c"].map((name) => ({ name, description: "", lease_ttl_ms: 60_000 })),
     );
-    const served = await listen(createApp(store, { authority: testAuthority(), catalog }));
+    const served = await listen(
+      createApp(store, { authority: testAuthority(), catalog, legacy: { rebuildMs: 0 } }),
+    );
     close = served.close;
     const lease = async (shard: string, agent: string) =>
       (await call(`${served.url}/v1/shards/${shard}/lease`, "POST", { agent }, TEST_TOKENS.agent(agent))).body
@@ -61,9 +76,10 @@ describe("Agent node list: a node moving from the agent's instances into its sha
         .map((n) => `${n.uuid.slice(-1)}:${n.via}`)
         .sort();
     };
-    /** Move `node` (as given) just before the next instance listing reads, on a later turn. */
-    const moveDuringNextList = (node: BareMetalNode) => {
-      hook.beforeInstanceRead = async () => {
+    /** Move `node` (as given) just before the next instance listing (or ring read) reads, on a later turn. */
+    const moveDuringNextList = (node: BareMetalNode, readKind: "instance" | "ring" = "instance") => {
+      hook.readKind = readKind;
+      hook.beforePoolRead = async () => {
         await new Promise((resolve) => setImmediate(resolve));
         await store.nodes.backend.upsert([node]);
       };
@@ -74,7 +90,7 @@ describe("Agent node list: a node moving from the agent's instances into its sha
       lease,
       list,
       moveDuringNextList,
-      moved: () => hook.beforeInstanceRead === undefined,
+      moved: () => hook.beforePoolRead === undefined,
     };
   }
 
@@ -115,6 +131,34 @@ describe("Agent node list: a node moving from the agent's instances into its sha
     const token = await lease("rack-b", "compute-0");
     moveDuringNextList({ ...moving, shard: "rack-b" });
     expect(await list("compute-0", [token])).to.deep.equal(["1:lease", "2:lease", "3:lease"]);
+    expect(moved(), "the move happened").to.equal(true);
+  });
+
+  it("is listed when it moves from the agent's ring share into the shard it holds (migrate apply)", async () => {
+    const { served, lease, list, moveDuringNextList, moved } = await bridge();
+    // compute-0 is in nova's legacy pool (it declares no shard) and holds rack-c, which has
+    // no nodes yet: it stays in the pool. No free node yet: the shard's (empty) listing is kept.
+    await call(
+      `${served.url}/v1/agents/compute-0/heartbeat`,
+      "POST",
+      { shards: [] },
+      TEST_TOKENS.agent("compute-0"),
+    );
+    const token = await lease("rack-c", "compute-0");
+    expect(await list("compute-0", [token])).to.deep.equal([]);
+    // A free node: the only pool member's ring share.
+    const free: BareMetalNode = wholeNode({ uuid: uuid(5) });
+    await call(`${served.url}/v1/nodes/bulk`, "POST", { nodes: [free] });
+    // The ring's share is computed again in the background once the pool changed (the old
+    // one served meanwhile, as nova places new nodes at its next periodic task).
+    for (let attempt = 0; attempt < 100; attempt++) {
+      if ((await list("compute-0", [token])).length > 0) break;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    expect(await list("compute-0", [token])).to.deep.equal(["5:ring"]);
+    // migrate apply writes its shard key while the list reads the ring share.
+    moveDuringNextList({ ...free, shard: "rack-c" }, "ring");
+    expect(await list("compute-0", [token])).to.deep.equal(["5:lease"]);
     expect(moved(), "the move happened").to.equal(true);
   });
 });

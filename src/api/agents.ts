@@ -56,11 +56,11 @@ async function* agentNodes(
   shardNodes: ShardNodesCache,
   leases: Array<[string, LeaseView]>,
   versions: ReadonlyMap<string, number>,
-  instancePages: AsyncIterable<BareMetalNode[]>,
+  instance: { pages: AsyncIterable<BareMetalNode[]>; whole: boolean },
   ringShare: readonly string[],
 ): AsyncGenerator<ListPage> {
   const unsharded = new Set<string>();
-  for await (const page of instancePages) {
+  for await (const page of instance.pages) {
     for (const node of page) unsharded.add(node.uuid);
     yield page.map((node) => nodeJson(node, ',"token":null,"via":"instance"'));
   }
@@ -73,8 +73,12 @@ async function* agentNodes(
   }
   for (const [shard, lease] of leases) {
     const extra = `,"token":${lease.token},"via":"lease"`;
-    // The cached shard is whole JSON: used only when no pool node can be in it twice.
-    const joined = unsharded.size === 0 ? await shardNodes.joined(shard, extra, versions.get(shard)) : null;
+    // The kept listing is whole JSON: used only when no pool node can be in it twice (none
+    // listed), and when every pool node the list could hold was read no later than the
+    // shard's version: the instances whole in their first page (read in one step with the
+    // versions), and no ring share (its nodes are read after).
+    const kept = unsharded.size === 0 && instance.whole && ringShare.length === 0;
+    const joined = kept ? await shardNodes.joined(shard, extra, versions.get(shard)) : null;
     if (joined !== null) {
       if (joined.length > 0) yield joined;
       continue;
@@ -194,12 +198,17 @@ export function agentRoutes(
     // from its cached listing (agentNodes) is then no older than the instance page.
     const guessed = grantsSeen.get(agent);
     const instance = store.nodes.instanceNodes(agent, guessed);
-    const [granted, seen, counts, early] = await Promise.all([
+    const [granted, seen, counts, early, firstInstancePage] = await Promise.all([
       store.grantedShards(agent),
       store.agent(agent),
       store.nodes.counts(),
-      leasesAndVersions(store, agent, guessed, instance.versions),
-      instance.versions, // the first instance page: read before any version below
+      leasesAndVersions(
+        store,
+        agent,
+        guessed,
+        instance.first.then((first) => first.versions),
+      ),
+      instance.first, // read before any version below
     ]);
     grantsSeen.set(agent, granted);
     const readEarly = new Set(guessed);
@@ -233,7 +242,14 @@ export function agentRoutes(
       res,
       head,
       "nodes",
-      agentNodes(store.nodes, shardNodes, mine, versions, instance.pages, share),
+      agentNodes(
+        store.nodes,
+        shardNodes,
+        mine,
+        versions,
+        { pages: instance.pages, whole: firstInstancePage.whole },
+        share,
+      ),
     );
   });
 

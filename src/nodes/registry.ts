@@ -169,23 +169,24 @@ export class NodeRegistry {
 
   /**
    * The unsharded nodes whose instance is on `host`, page by page, the first asked for
-   * now; and the versions of `places` (see placeVersions), read in one atomic step with
-   * that first page. A caller that answers a place from a listing kept under its version
-   * knows the listing is no older than the page: a node that left the host's instances for
-   * one of those places is in the page, or in the place at that version, never in neither.
-   * A failed first read surfaces where the pages are read, and in `versions`.
+   * now; and, in `first`, the versions of `places` (see placeVersions) read in one atomic
+   * step with that first page, and whether that page was the whole listing. A caller that
+   * answers a place from a listing kept under its version knows the listing is no older
+   * than the page: a node that left the host's instances for one of those places is in
+   * the page, or in the place at that version, never in neither. A failed first read
+   * surfaces where the pages are read, and in `first`.
    */
   instanceNodes(
     host: string,
     places: ReadonlyArray<string | null>,
-  ): { pages: AsyncIterable<BareMetalNode[]>; versions: Promise<number[]> } {
+  ): { pages: AsyncIterable<BareMetalNode[]>; first: Promise<{ versions: number[]; whole: boolean }> } {
     const source: NodeSource = { kind: "instance", host, versionsOf: places };
     const pageSize = this.backend.listPage;
     const first = fromStore(() => this.backend.list({ source, limit: pageSize }));
     first.catch(() => undefined); // read by whoever consumes it
     return {
       pages: this.pages({ kind: "instance", host }, pageSize, first),
-      versions: first.then((page) => page.versions ?? []),
+      first: first.then((page) => ({ versions: page.versions ?? [], whole: page.next === null })),
     };
   }
 
