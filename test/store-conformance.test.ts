@@ -344,6 +344,11 @@ for (const backend of [...backendsUnderTest(), redisClusterUnderTest()]) {
         await expectInvalid(store.renew({ ...renew, agent: "tab\there" }), "agent");
         await expectInvalid(store.renew({ ...renew, extra: 1 } as never), "(root)");
         await expectInvalid(store.renew({ ...renew, token: String(granted.token) as never }), "token");
+        // Refused, so written nothing: the lease is as the last accepted renew left it.
+        const { current, lastToken } = await store.read("s1");
+        expect(current).to.include({ holder: "a", token: granted.token });
+        expect(current!.ttlMs).to.be.within(9_000, 10_000);
+        expect(lastToken).to.equal(granted.token);
         const { ttlMs: _dropped, ...withoutTtl } = renew;
         // No TTL: the default (6 s) is this renew's, not the remembered 10 s.
         const defaulted = await store.renew(withoutTtl);
