@@ -34,6 +34,7 @@ import { shardRoutes } from "./shards.js";
 import { versionInfo } from "../version.js";
 import { openApiText } from "./openapi/document.js";
 import { expressRoutes, type MountedRoute } from "./routes.js";
+import { stableMessageClasses, type MessageClasses } from "./message-classes.js";
 
 /** Free unsharded nodes read per store call while nova's ring share is computed. */
 const FREE_PAGE = 500;
@@ -57,9 +58,12 @@ export interface AppOptions {
  * route it serves, read from express's router and the raw routes' own tables — what the
  * OpenAPI document must list (test/openapi.test.ts holds the two together). `close` ends
  * what would keep a server's close waiting: the status pages' event streams.
+ * `messageClasses`: what a server serving it builds requests and responses from (see
+ * message-classes.ts; bridgeServer does).
  */
 export type BridgeApp = ((req: IncomingMessage, res: ServerResponse) => void) & {
   readonly routes: readonly MountedRoute[];
+  readonly messageClasses: MessageClasses;
   close(): void;
 };
 
@@ -75,6 +79,7 @@ export function createApp(
   }: AppOptions,
 ): BridgeApp {
   const app = express();
+  const messageClasses = stableMessageClasses(app);
   app.disable("x-powered-by");
   const metrics = new BridgeMetrics(store);
   if (ironic !== undefined) metrics.watchIronic(ironic);
@@ -190,7 +195,11 @@ export function createApp(
   };
   // Read when asked (the contract test), not at start: a route added in a form that cannot
   // be listed fails that test, never a bridge starting up.
-  return Object.defineProperty(Object.assign(listener, { close: () => ui.close() }), "routes", {
-    get: (): MountedRoute[] => [...raw.flatMap((route) => route.routes), ...expressRoutes(app)],
-  }) as BridgeApp;
+  return Object.defineProperty(
+    Object.assign(listener, { close: () => ui.close(), messageClasses }),
+    "routes",
+    {
+      get: (): MountedRoute[] => [...raw.flatMap((route) => route.routes), ...expressRoutes(app)],
+    },
+  ) as BridgeApp;
 }
