@@ -149,9 +149,11 @@ export class MemoryNodes implements NodeBackend {
         break;
       case "instance":
         page = pageOfIndex(this.hosts.get(hostKey(source.host)), limit, marker);
-        // In the same step as the page, as the Redis script reads them.
+        // In the same step as the page, as the Redis script reads them; `versions` first,
+        // as a spread followed by a field gives each page a hidden class of its own
+        // (docs/ARCHITECTURE.md, One event loop).
         if (source.versionsOf !== undefined)
-          return { ...this.nodesOf(page), versions: this.versionsOf(source.versionsOf) };
+          return { versions: this.versionsOf(source.versionsOf), ...this.nodesOf(page) };
         break;
       case "places":
         page = this.mergedPage(source.places, limit, marker);

@@ -51,9 +51,19 @@ export class AgentProcess {
     return AgentProcess.spawnTs(name, fixture, args);
   }
 
-  /** The shardbridge command itself (see SHARDBRIDGE), e.g. `serve` or `agent`. */
-  static cli(name: string, args: string[], env: NodeJS.ProcessEnv = {}): AgentProcess {
-    return AgentProcess.spawnCommand(name, SHARDBRIDGE.command, [...SHARDBRIDGE.args, ...args], env);
+  /** The shardbridge command itself (see SHARDBRIDGE), e.g. `serve` or `agent`; `nodeFlags` go to node. */
+  static cli(
+    name: string,
+    args: string[],
+    env: NodeJS.ProcessEnv = {},
+    nodeFlags: string[] = [],
+  ): AgentProcess {
+    return AgentProcess.spawnCommand(
+      name,
+      SHARDBRIDGE.command,
+      [...nodeFlags, ...SHARDBRIDGE.args, ...args],
+      env,
+    );
   }
 
   private static spawnTs(

@@ -42,6 +42,8 @@ export async function startBridge(options: {
   env?: NodeJS.ProcessEnv;
   /** more `serve` flags */
   args?: string[];
+  /** flags for node itself, before the script (e.g. V8's --log-ic) */
+  nodeFlags?: string[];
   /** the tokens file's content (default: fresh dev tokens for `agents`), e.g. another bridge's */
   tokens?: TokensFile;
 }): Promise<BridgeProcess> {
@@ -64,6 +66,7 @@ export async function startBridge(options: {
         ...(options.args ?? []),
       ],
       env,
+      options.nodeFlags,
     );
   let serve = start();
   try {

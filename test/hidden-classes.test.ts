@@ -1,0 +1,116 @@
+import { expect } from "chai";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { BridgeClient } from "../src/agent/client.js";
+import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
+import { acquireWhenReady } from "./helpers/leases.js";
+import { TestRedisServer } from "./helpers/redis-server.js";
+
+/**
+ * The hot paths give V8 objects of the same hidden class request after request, so its
+ * inline caches hit. Two ways they did not, both found in #11: express setting its
+ * prototypes on every request (src/api/message-classes.ts: ~100 cache misses a request,
+ * 3-4x the CPU of `GET /healthz`), and object literals that start with a spread and add a
+ * field after it (`{ ...outcome, atUs }`), which on Node 20's V8 give every object a class
+ * of its own (4 misses a renew, 3 a node list). Read from V8 itself: the bridge runs with
+ * `--log-ic`, which writes a line for every inline-cache state change, and a path that
+ * makes a fresh class per request shows a class never seen before, every request.
+ */
+for (const storeKind of ["memory", "redis"] as const)
+  describe(`hot paths keep V8's inline caches (no hidden class per request), ${storeKind} store`, function () {
+    this.timeout(90_000);
+    const WARM = 300;
+    const MEASURED = 600;
+    let bridge: BridgeProcess;
+    let redis: TestRedisServer | undefined;
+    const logDir = mkdtempSync(join(tmpdir(), "sb-ic-"));
+    const log = join(logDir, "v8.log");
+    let agent: BridgeClient;
+    let token: number;
+    let keeper: NodeJS.Timeout;
+
+    /** The inline-cache lines V8 has written to the log so far. */
+    const icLines = (): string[] => readFileSync(log, "latin1").match(/^[A-Za-z]*IC,.*$/gm) ?? [];
+
+    /**
+     * Hidden classes (maps) first seen by an inline cache per request while `request` runs
+     * MEASURED times, after WARM runs to settle the caches, and the inline caches that saw
+     * the most, to say where a failure comes from. A path that builds its objects on
+     * classes already seen adds none; one that makes a class per object adds one or more
+     * per request. (Not the count of lines: stores into objects without a prototype, like a
+     * parsed query string, log a line each time on the one class all such objects share.)
+     */
+    async function newClassesPerRequest(
+      request: () => Promise<unknown>,
+    ): Promise<{ perRequest: number; top: string }> {
+      for (let i = 0; i < WARM; i++) await request();
+      const before = icLines();
+      const known = new Set(before.map((line) => line.split(",")[7]));
+      for (let i = 0; i < MEASURED; i++) await request();
+      const fresh = new Set<string>();
+      const sites = new Map<string, number>();
+      for (const line of icLines().slice(before.length)) {
+        const [kind, , , row, column, , , map, property] = line.split(",");
+        if (map === undefined || known.has(map) || fresh.has(map)) continue;
+        fresh.add(map);
+        const site = `${kind} ${row}:${column} ${property}`;
+        sites.set(site, (sites.get(site) ?? 0) + 1);
+      }
+      const top = [...sites]
+        .sort((a, b) => b[1] - a[1])
+        .slice(0, 5)
+        .map(([site, n]) => `${n}× ${site}`)
+        .join("; ");
+      return { perRequest: fresh.size / MEASURED, top };
+    }
+
+    before(async () => {
+      if (storeKind === "redis") redis = await TestRedisServer.start();
+      bridge = await startBridge({
+        ...(redis && { store: redis.url }),
+        shards: [{ name: "s0", lease_ttl_ms: 2000 }],
+        agents: ["compute-0"],
+        env: { SHARDBRIDGE_LOG_LEVEL: "warn" },
+        nodeFlags: ["--log-ic", "--no-logfile-per-isolate", `--logfile=${log}`],
+      });
+    });
+
+    after(async () => {
+      clearInterval(keeper);
+      await bridge?.stop();
+      await redis?.stop();
+      rmSync(logDir, { recursive: true, force: true });
+    });
+
+    it("GET /healthz, a renew and an agent's node list build no hidden class per request", async () => {
+      const admin = new BridgeClient(bridge.url, bridge.tokens.tokens.find((t) => t.role === "admin")!.token);
+      agent = new BridgeClient(bridge.url, bridge.tokenOf("compute-0"));
+      await admin.bulkUpsert(
+        Array.from({ length: 300 }, (_, i) => ({
+          uuid: `00000000-0000-4000-8000-${String(i + 1).padStart(12, "0")}`,
+          name: `node-${i}`,
+          shard: i % 3 === 0 ? "s0" : null,
+          conductor_group: "",
+          instance_host: null,
+        })),
+      );
+      await agent.heartbeat("compute-0", ["s0"]);
+      token = await acquireWhenReady(agent, "s0", "compute-0");
+      const renew = () => agent.renew({ shard: "s0", agent: "compute-0", token });
+      keeper = setInterval(() => void renew(), 500);
+
+      const healthz = await newClassesPerRequest(() => fetch(`${bridge.url}/healthz`).then((r) => r.text()));
+      const renews = await newClassesPerRequest(async () => expect((await renew()).ok).to.equal(true));
+      const lists = await newClassesPerRequest(async () => {
+        const list = await agent.nodesOf("compute-0", [token]);
+        expect(list.nodes).to.have.length(100);
+      });
+      // Before the fixes: at least 2 (a request and its response), 1 and 1 a request. A few
+      // new classes turn up now and then on any path (0.03-0.1 a request on Redis, from
+      // ioredis and Node's internals): a class per request is what this is after.
+      expect(healthz.perRequest, `new classes per GET /healthz (${healthz.top})`).to.be.below(0.5);
+      expect(renews.perRequest, `new classes per renew (${renews.top})`).to.be.below(0.5);
+      expect(lists.perRequest, `new classes per node list (${lists.top})`).to.be.below(0.5);
+    });
+  });
