@@ -6,6 +6,8 @@ import { BridgeClient } from "../src/agent/client.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { acquireWhenReady } from "./helpers/leases.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
+import { postWebhook } from "./helpers/http.js";
+import { readExample } from "./helpers/examples.js";
 
 /**
  * The hot paths give V8 objects of the same hidden class request after request, so its
@@ -17,6 +19,10 @@ import { TestRedisServer } from "./helpers/redis-server.js";
  * `--log-ic`, which writes a line for every inline-cache state change, and a path that
  * makes a fresh class per request shows a class never seen before, every request.
  */
+const uuidOf = (i: number) => `00000000-0000-4000-8000-${String(i + 1).padStart(12, "0")}`;
+const NODE_ONE = uuidOf(0);
+const INSPECTION = readExample("inspection-result.json");
+
 for (const storeKind of ["memory", "redis"] as const)
   describe(`hot paths keep V8's inline caches (no hidden class per request), ${storeKind} store`, function () {
     this.timeout(90_000);
@@ -83,7 +89,7 @@ for (const storeKind of ["memory", "redis"] as const)
       rmSync(logDir, { recursive: true, force: true });
     });
 
-    it("GET /healthz, a renew and an agent's node list build no hidden class per request", async () => {
+    it("GET /healthz, a renew, an agent's node list and an inspector delivery build no hidden class per request", async () => {
       const admin = new BridgeClient(bridge.url, bridge.tokens.tokens.find((t) => t.role === "admin")!.token);
       agent = new BridgeClient(bridge.url, bridge.tokenOf("compute-0"));
       await admin.bulkUpsert(
@@ -106,11 +112,27 @@ for (const storeKind of ["memory", "redis"] as const)
         const list = await agent.nodesOf("compute-0", [token]);
         expect(list.nodes).to.have.length(100);
       });
+      let finished = Date.parse("2026-12-01T00:00:00Z");
+      const webhook = await newClassesPerRequest(async () => {
+        finished += 1000; // each a later inspection: applied, not refused as already seen
+        const sent = await postWebhook(
+          bridge.url,
+          {
+            kind: "inspection",
+            node: NODE_ONE,
+            finished_at: new Date(finished).toISOString(),
+            data: INSPECTION,
+          },
+          { token: bridge.tokens.tokens.find((t) => t.role === "inspector")!.token },
+        );
+        expect(sent.status).to.equal(200);
+      });
       // Before the fixes: at least 2 (a request and its response), 1 and 1 a request. A few
       // new classes turn up now and then on any path (0.03-0.1 a request on Redis, from
       // ioredis and Node's internals): a class per request is what this is after.
       expect(healthz.perRequest, `new classes per GET /healthz (${healthz.top})`).to.be.below(0.5);
       expect(renews.perRequest, `new classes per renew (${renews.top})`).to.be.below(0.5);
       expect(lists.perRequest, `new classes per node list (${lists.top})`).to.be.below(0.5);
+      expect(webhook.perRequest, `new classes per inspector delivery (${webhook.top})`).to.be.below(0.5);
     });
   });

@@ -211,10 +211,13 @@ export class TraitService {
       }
       const result = applyDeltas(record, deltasFor(record), source, this.ownership);
       if (!result.ok) return settle({ kind: "refused", node, problems: result.problems });
+      // Spelled out, not spread: a literal that starts with a spread and adds fields gives
+      // every record a hidden class of its own (docs/ARCHITECTURE.md, One event loop).
       const next: TraitRecord = {
-        ...result.state,
+        holders: result.state.holders,
         generation: record.generation + 1,
-        lastOrder: order === undefined ? record.lastOrder : { ...record.lastOrder, [source]: order },
+        lastOrder:
+          order === undefined ? record.lastOrder : Object.assign({}, record.lastOrder, { [source]: order }),
       };
       if (result.applied.length === 0 && order === undefined) {
         return settle({ kind: "applied", node, generation: record.generation, applied: [] });
