@@ -116,6 +116,9 @@ for (const storeKind of ["memory", "redis"] as const)
         const list = await agent.nodesOf("compute-0", [token]);
         expect(list.nodes).to.have.length(100);
       });
+      const page = await newClassesPerRequest(async () => {
+        expect(await admin.allNodes(100)).to.have.length(300);
+      });
       let finished = Date.parse("2026-12-01T00:00:00Z");
       const webhook = await newClassesPerRequest(async () => {
         finished += 1000; // each a later inspection: applied, not refused as already seen
@@ -137,6 +140,10 @@ for (const storeKind of ["memory", "redis"] as const)
       expect(healthz.perRequest, `new classes per GET /healthz (${healthz.top})`).to.be.below(0.5);
       expect(renews.perRequest, `new classes per renew (${renews.top})`).to.be.below(0.5);
       expect(lists.perRequest, `new classes per node list (${lists.top})`).to.be.below(0.5);
+      expect(
+        page.perRequest,
+        `new classes per listing of GET /v1/nodes, 100 nodes a page (${page.top})`,
+      ).to.be.below(0.5);
       expect(webhook.perRequest, `new classes per inspector delivery (${webhook.top})`).to.be.below(0.5);
     });
   });

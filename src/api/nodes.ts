@@ -1,4 +1,5 @@
 import { Router, type Request } from "express";
+import type { BareMetalNode } from "../domain/node.js";
 import type { NodeRegistry } from "../nodes/registry.js";
 import type { TraitService } from "../traits/service.js";
 import { requireRole } from "./auth.js";
@@ -19,6 +20,11 @@ import { HttpError, nodeNotFound } from "./errors.js";
 const uuidOf = (req: Request): string => (req.params as { uuid: string }).uuid;
 
 const notFound = (uuid: string): HttpError => new HttpError([nodeNotFound(uuid)]);
+
+/** Each page of nodes as API JSON; declared once, not per request (see listPages in nodes/registry.ts). */
+async function* nodesAsJson(pages: AsyncIterable<BareMetalNode[]>): AsyncGenerator<string[]> {
+  for await (const page of pages) yield page.map((node) => nodeJson(node));
+}
 
 /**
  * Nodes with explicit shard keys, with Ironic's semantics:
@@ -84,15 +90,7 @@ export function nodeRoutes(nodes: NodeRegistry, traits: TraitService, decoder: D
     };
     // Up to 10,000 nodes, read and written a page at a time (the backend's listPage); `next` after them (as
     // Ironic places it), known once the last is out.
-    await streamJsonList(
-      res,
-      {},
-      "nodes",
-      (async function* () {
-        for await (const page of listing.nodes) yield page.map((n) => nodeJson(n));
-      })(),
-      nextLink,
-    );
+    await streamJsonList(res, {}, "nodes", nodesAsJson(listing.nodes), nextLink);
   });
 
   return router;

@@ -110,30 +110,8 @@ export class NodeRegistry {
           : filter.sharded === false
             ? { kind: "places", places: [null] }
             : { kind: "all" };
-    let next: string | null = null;
-    const backend = this.backend;
-    async function* nodes(): AsyncGenerator<BareMetalNode[]> {
-      let marker = filter.marker;
-      let sent = 0;
-      while (sent < filter.limit) {
-        const page = await fromStore(() =>
-          backend.list({
-            source,
-            limit: Math.min(filter.limit - sent, backend.listPage),
-            ...(marker !== undefined && { marker }),
-          }),
-        );
-        const taken = page.nodes.slice(0, filter.limit - sent);
-        sent += taken.length;
-        if (taken.length > 0) yield taken;
-        // Nodes left in this page are the next page's first: continue after the last taken.
-        if (taken.length < page.nodes.length) marker = taken[taken.length - 1]!.uuid;
-        else if (page.next === null) return;
-        else marker = page.next;
-        if (sent === filter.limit) next = marker;
-      }
-    }
-    return { nodes: nodes(), next: () => next };
+    const cursor: ListCursor = { next: null };
+    return { nodes: listPages(this.backend, source, filter, cursor), next: () => cursor.next };
   }
 
   /** `openList`, gathered: the whole page at once (tests, small pages). */
@@ -210,5 +188,43 @@ export class NodeRegistry {
   /** See NodeBackend.poolVersion. */
   async poolVersion(): Promise<number> {
     return fromStore(() => this.backend.poolVersion());
+  }
+}
+
+/** Where a listing stands: the marker after its last node, once its limit is reached. */
+interface ListCursor {
+  next: string | null;
+}
+
+/**
+ * The pages of NodeRegistry.openList: `filter.limit` nodes at most, `cursor.next` set once
+ * the limit is reached. Declared once, here: a generator function made per call (a closure)
+ * gives the generator objects of each call a hidden class of their own (docs/ARCHITECTURE.md,
+ * One event loop).
+ */
+async function* listPages(
+  backend: NodeBackend,
+  source: NodeSource,
+  filter: { limit: number; marker?: string | undefined },
+  cursor: ListCursor,
+): AsyncGenerator<BareMetalNode[]> {
+  let marker = filter.marker;
+  let sent = 0;
+  while (sent < filter.limit) {
+    const page = await fromStore(() =>
+      backend.list({
+        source,
+        limit: Math.min(filter.limit - sent, backend.listPage),
+        ...(marker !== undefined && { marker }),
+      }),
+    );
+    const taken = page.nodes.slice(0, filter.limit - sent);
+    sent += taken.length;
+    if (taken.length > 0) yield taken;
+    // Nodes left in this page are the next page's first: continue after the last taken.
+    if (taken.length < page.nodes.length) marker = taken[taken.length - 1]!.uuid;
+    else if (page.next === null) return;
+    else marker = page.next;
+    if (sent === filter.limit) cursor.next = marker;
   }
 }
