@@ -26,8 +26,8 @@ const INSPECTION = readExample("inspection-result.json");
 for (const storeKind of ["memory", "redis"] as const)
   describe(`hot paths keep V8's inline caches (no hidden class per request), ${storeKind} store`, function () {
     this.timeout(90_000);
-    const WARM = 300;
-    const MEASURED = 600;
+    const WARM = 200;
+    const MEASURED = 300;
     let bridge: BridgeProcess;
     let redis: TestRedisServer | undefined;
     const logDir = mkdtempSync(join(tmpdir(), "sb-ic-"));
