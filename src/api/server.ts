@@ -63,7 +63,7 @@ function answerClientError(error: Error & { code?: string }, socket: Duplex): vo
 /** The bridge's HTTP server for `app`: every refusal, even Node's own, in the API-SIG shape. */
 export function bridgeServer(app: BridgeApp): Server {
   // Built from the classes express's prototypes were moved to (see message-classes.ts).
-  const server = createServer({ ...app.messageClasses }, app);
+  const server = createServer(app.messageClasses, app);
   server.on("clientError", answerClientError);
   return server;
 }
