@@ -2,9 +2,7 @@ import { expect } from "chai";
 import { createApp } from "../src/api/app.js";
 import { ShardCatalog } from "../src/shards/definitions.js";
 import { backendsUnderTest, useApp } from "./helpers/backends.js";
-import { call, testAuthority, wholeNode } from "./helpers/http.js";
-
-const uuid = (n: number) => `00000000-0000-4000-8000-${n.toString(16).padStart(12, "0")}`;
+import { call, testAuthority, uuid, wholeNode } from "./helpers/http.js";
 
 for (const backend of backendsUnderTest()) {
   describe(`Node registry over HTTP: ${backend.name}`, () => {

@@ -6,21 +6,20 @@ import { BridgeClient } from "../src/agent/client.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { acquireWhenReady } from "./helpers/leases.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
-import { postWebhook } from "./helpers/http.js";
+import { postWebhook, uuid } from "./helpers/http.js";
 import { readExample } from "./helpers/examples.js";
 
 /**
  * The hot paths give V8 objects of the same hidden class request after request, so its
- * inline caches hit. Two ways they did not, both found in #11: express setting its
+ * inline caches hit. Three ways they did not, all found in #11: express setting its
  * prototypes on every request (src/api/message-classes.ts: ~100 cache misses a request,
- * 3-4x the CPU of `GET /healthz`), and object literals that start with a spread and add a
+ * 3-4x the CPU of `GET /healthz`); object literals that start with a spread and add a
  * field after it (`{ ...outcome, atUs }`), which on Node 20's V8 give every object a class
- * of its own (4 misses a renew, 3 a node list). Read from V8 itself: the bridge runs with
+ * of its own (4 misses a renew, 3 a node list, 1 an inspector delivery); and generator
+ * functions declared inside a request's code (`GET /v1/nodes`). Read from V8 itself: the bridge runs with
  * `--log-ic`, which writes a line for every inline-cache state change, and a path that
  * makes a fresh class per request shows a class never seen before, every request.
  */
-const uuidOf = (i: number) => `00000000-0000-4000-8000-${String(i + 1).padStart(12, "0")}`;
-const NODE_ONE = uuidOf(0);
 const INSPECTION = readExample("inspection-result.json");
 
 for (const storeKind of ["memory", "redis"] as const)
@@ -98,7 +97,7 @@ for (const storeKind of ["memory", "redis"] as const)
       agent = new BridgeClient(bridge.url, bridge.tokenOf("compute-0"), 60_000);
       await admin.bulkUpsert(
         Array.from({ length: 300 }, (_, i) => ({
-          uuid: `00000000-0000-4000-8000-${String(i + 1).padStart(12, "0")}`,
+          uuid: uuid(i + 1),
           name: `node-${i}`,
           shard: i % 3 === 0 ? "s0" : null,
           conductor_group: "",
@@ -126,7 +125,7 @@ for (const storeKind of ["memory", "redis"] as const)
           bridge.url,
           {
             kind: "inspection",
-            node: NODE_ONE,
+            node: uuid(1),
             finished_at: new Date(finished).toISOString(),
             data: INSPECTION,
           },
@@ -134,9 +133,9 @@ for (const storeKind of ["memory", "redis"] as const)
         );
         expect(sent.status).to.equal(200);
       });
-      // Before the fixes: at least 2 (a request and its response), 1 and 1 a request. A few
-      // new classes turn up now and then on any path (0.03-0.1 a request on Redis, from
-      // ioredis and Node's internals): a class per request is what this is after.
+      // Before the fixes: 10 a /healthz, 1 a renew, 1 a node list, ~6 a listing (4 pages),
+      // 1 a delivery. A few new classes turn up now and then on any path (0.03-0.1 a request
+      // on Redis, from ioredis and Node's internals): a class per request is what this is after.
       expect(healthz.perRequest, `new classes per GET /healthz (${healthz.top})`).to.be.below(0.5);
       expect(renews.perRequest, `new classes per renew (${renews.top})`).to.be.below(0.5);
       expect(lists.perRequest, `new classes per node list (${lists.top})`).to.be.below(0.5);

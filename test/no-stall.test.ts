@@ -5,6 +5,7 @@ import { AgentProcess } from "./helpers/agent-process.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { HEAVY_AGENTS, HEAVY_SHARDS, loadHeavyFleet, writeRequests } from "./helpers/heavy-fleet.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
+import { uuid } from "./helpers/http.js";
 
 const LOAD = fileURLToPath(new URL("./fixtures/http-load.ts", import.meta.url));
 const EXAMPLES = fileURLToPath(new URL("../examples/", import.meta.url));
@@ -14,7 +15,6 @@ const EXAMPLES = fileURLToPath(new URL("../examples/", import.meta.url));
  * lease is granted, runs down while the fleet loads.
  */
 const TTL_MS = 10_000;
-const uuid = (n: number) => `00000000-0000-4000-8000-${n.toString(16).padStart(12, "0")}`;
 
 /**
  * The bridge is one event loop, and every renew of every shard waits behind it: no

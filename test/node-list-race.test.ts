@@ -8,9 +8,7 @@ import { processClockUs } from "../src/store/clock.js";
 import { MemoryBackend } from "../src/store/memory.js";
 import { Store } from "../src/store/store.js";
 import { MemoryTraits } from "../src/traits/memory-store.js";
-import { call, listen, TEST_TOKENS, testAuthority, wholeNode } from "./helpers/http.js";
-
-const uuid = (n: number) => `00000000-0000-4000-8000-${n.toString(16).padStart(12, "0")}`;
+import { call, listen, TEST_TOKENS, testAuthority, uuid, wholeNode } from "./helpers/http.js";
 
 /**
  * A node leaves the agent's pool nodes (its instances, or its share of nova's ring) for a

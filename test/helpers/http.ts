@@ -88,6 +88,9 @@ export async function postWebhook(
   };
 }
 
+/** The test fleet's node `n` (1, 2, ...): a valid uuid4 that sorts as `n` does. */
+export const uuid = (n: number): string => `00000000-0000-4000-8000-${n.toString(16).padStart(12, "0")}`;
+
 /** A whole node as PUT and bulk take it: every field given, those not named here empty. */
 export function wholeNode<T extends object>(fields: T) {
   return { name: null, shard: null, conductor_group: "", instance_host: null, ...fields };
