@@ -10,7 +10,7 @@ import { INSPECTOR, type FinalOutcome, type TraitService } from "../traits/servi
 import type { ApiError } from "./errors.js";
 import { conflict, HttpError, nodeNotFound } from "./errors.js";
 import { assertRole, principalFrom, type TokenAuthority } from "./auth.js";
-import { readRequestBody } from "./body.js";
+import { readRequestChunks } from "./body.js";
 import type { BridgeMetrics } from "./metrics.js";
 import { serveRaw, type RawAnswer } from "./raw-route.js";
 import { rawHandler, type RawHandler } from "./routes.js";
@@ -41,7 +41,12 @@ const header = (headers: IncomingHttpHeaders, name: string): string | undefined 
   return Array.isArray(value) ? value[0] : value;
 };
 
-function verify(headers: IncomingHttpHeaders, rawBody: Buffer, secret: string, nowS: number): void {
+function verify(
+  headers: IncomingHttpHeaders,
+  rawBody: readonly Buffer[],
+  secret: string,
+  nowS: number,
+): void {
   const timestamp = header(headers, SIGNATURE_HEADERS.timestamp);
   const signature = header(headers, SIGNATURE_HEADERS.signature);
   if (timestamp === undefined || signature === undefined) {
@@ -130,7 +135,7 @@ export function webhookRoute(context: WebhookContext): RawHandler {
       // Authenticated before a byte of the body is read.
       const principal = principalFrom(context.authority, req.headers.authorization);
       assertRole(principal, ["inspector"]);
-      const rawBody = await readRequestBody(req, res, WEBHOOK_BODY.limit);
+      const rawBody = await readRequestChunks(req, res, WEBHOOK_BODY.limit);
       return webhook(context, req.headers, rawBody);
     });
     return true;
@@ -140,7 +145,7 @@ export function webhookRoute(context: WebhookContext): RawHandler {
 async function webhook(
   { service, decoder, secret, nowS = () => Date.now() / 1000 }: WebhookContext,
   headers: IncomingHttpHeaders,
-  rawBody: Buffer,
+  rawBody: readonly Buffer[],
 ): Promise<RawAnswer> {
   if (secret === undefined) {
     throw new HttpError([

@@ -7,7 +7,7 @@
  */
 export interface BodyPolicy {
   limit: number;
-  /** true: parsed here into req.body; false: the route decodes req.rawBody itself */
+  /** true: parsed here into req.body; false: the route decodes req.bodyChunks itself */
   parseHere: boolean;
 }
 

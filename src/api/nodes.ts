@@ -39,7 +39,7 @@ export function nodeRoutes(nodes: NodeRegistry, traits: TraitService, decoder: D
   const router = Router();
 
   router.post(BULK_PATH, requireRole("admin"), async (req, res) => {
-    const decoded = await decoder.decode({ kind: "bulk" }, req.rawBody!);
+    const decoded = await decoder.decode({ kind: "bulk" }, req.bodyChunks!);
     if (!decoded.ok) throw decodeFailure(decoded);
     // Every node was validated before any is written; now a chunk at a time, yielding
     // between chunks, so 20,000 nodes never hold the event loop.

@@ -13,9 +13,19 @@ export const SIGNATURE_HEADERS = {
   delivery: "x-shardbridge-delivery",
 } as const;
 
-/** HMAC-SHA256 over "<timestamp>.<raw body>", hex: what the sender puts in X-Shardbridge-Signature as "sha256=<hex>". */
-export function webhookSignature(secret: string, timestamp: string, body: Buffer | string): string {
-  return createHmac("sha256", secret).update(`${timestamp}.`).update(body).digest("hex");
+/**
+ * HMAC-SHA256 over "<timestamp>.<raw body>", hex: what the sender puts in
+ * X-Shardbridge-Signature as "sha256=<hex>". The body may be given as the chunks it was
+ * read in (never joined for this).
+ */
+export function webhookSignature(
+  secret: string,
+  timestamp: string,
+  body: Buffer | string | readonly Buffer[],
+): string {
+  const hmac = createHmac("sha256", secret).update(`${timestamp}.`);
+  for (const part of Array.isArray(body) ? body : [body]) hmac.update(part);
+  return hmac.digest("hex");
 }
 
 /** The headers that sign `body` at `nowS` (seconds since the epoch), with an optional delivery id. */

@@ -2,6 +2,7 @@ import { Worker } from "node:worker_threads";
 import type { TraitRule } from "../../traits/inspection.js";
 import { decodeBulk, type PackedNodes } from "./bulk.js";
 import type { Decoded } from "./result.js";
+import { ownBytes } from "./transfer.js";
 import { decodeWebhook, type WebhookRequest } from "./webhook.js";
 
 /**
@@ -38,9 +39,15 @@ export class DecodePool {
 
   constructor(private readonly rules: TraitRule[]) {}
 
-  decode<J extends DecodeJob>(job: J, body: Buffer): Promise<Decoded<ResultOf<J>>> {
-    if (body.length <= INLINE_MAX_BYTES) {
-      const text = body.toString("utf8");
+  /**
+   * Decode `body` (the chunks it was read in, see readRequestChunks) as `job` says. A
+   * large body is handed to the worker chunk by chunk, not copied and not joined here
+   * (see transfer.ts): the caller must not read `body` afterwards (it may be emptied).
+   */
+  decode<J extends DecodeJob>(job: J, body: readonly Buffer[]): Promise<Decoded<ResultOf<J>>> {
+    const length = body.reduce((sum, chunk) => sum + chunk.length, 0);
+    if (length <= INLINE_MAX_BYTES) {
+      const text = Buffer.concat(body, length).toString("utf8");
       const result = job.kind === "bulk" ? decodeBulk(text) : decodeWebhook(text, this.rules, job.nowS);
       return Promise.resolve(result as Decoded<ResultOf<J>>);
     }
@@ -51,8 +58,8 @@ export class DecodePool {
       // not keep a stopped bridge (or a test run) alive.
       if (this.pending.size === 0) worker.ref();
       this.pending.set(id, { resolve: resolve as Pending["resolve"], reject });
-      // A copy, so the body's memory (maybe a slab shared with other buffers) stays ours.
-      worker.postMessage({ id, job, body: new Uint8Array(body) });
+      const chunks = body.map(ownBytes);
+      worker.postMessage({ id, job, chunks }, [...new Set(chunks.map((chunk) => chunk.buffer))]);
     });
   }
 

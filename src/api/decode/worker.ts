@@ -6,15 +6,25 @@ import { parentPort, workerData } from "node:worker_threads";
 import type { TraitRule } from "../../traits/inspection.js";
 import { decodeBulk } from "./bulk.js";
 import type { DecodeJob } from "./pool.js";
+import { ownBytes } from "./transfer.js";
 import { decodeWebhook } from "./webhook.js";
 
 const { rules } = workerData as { rules: TraitRule[] };
 
-parentPort!.on("message", ({ id, job, body }: { id: number; job: DecodeJob; body: Uint8Array }) => {
-  const text = Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString("utf8");
+parentPort!.on("message", ({ id, job, chunks }: { id: number; job: DecodeJob; chunks: Uint8Array[] }) => {
+  // Joined here, off the event loop (see readRequestChunks).
+  const text = Buffer.concat(chunks).toString("utf8");
   try {
-    const result = job.kind === "bulk" ? decodeBulk(text) : decodeWebhook(text, rules, job.nowS);
-    parentPort!.postMessage({ id, result });
+    if (job.kind === "bulk") {
+      // The packed nodes go back transferred (see transfer.ts): the event loop never copies them whole.
+      const result = decodeBulk(text);
+      if (!result.ok) return parentPort!.postMessage({ id, result });
+      const packed = ownBytes(result.value.packed);
+      const value = { packed, count: result.value.count };
+      parentPort!.postMessage({ id, result: { ok: true, value } }, [packed.buffer]);
+    } else {
+      parentPort!.postMessage({ id, result: decodeWebhook(text, rules, job.nowS) });
+    }
   } catch (error) {
     parentPort!.postMessage({ id, failure: String(error) });
   }
