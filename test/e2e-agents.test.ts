@@ -138,7 +138,7 @@ describe("End to end: the reference agent consumes its shard's trait feed", func
 
   it("logs each change once, in order, and acknowledges it", async () => {
     bridge = await startBridge({ shards: [{ name: "rack", lease_ttl_ms: 1000 }], agents: ["compute-0"] });
-    const admin = new BridgeClient(bridge.url, bridge.tokens.tokens.find((t) => t.role === "admin")!.token);
+    const admin = new BridgeClient(bridge.url, bridge.tokenFor("admin"));
     const node = "8c0e1d2c-b4a5-4697-8877-665544332211";
     await admin.bulkUpsert([
       { uuid: node, name: null, shard: "rack", conductor_group: "", instance_host: null },
@@ -148,7 +148,7 @@ describe("End to end: the reference agent consumes its shard's trait feed", func
       ...["--bridge", bridge.url, "--tokens-file", bridge.tokensFile],
     ]);
     await agent.waitFor((e) => e.ev === "active", 15_000);
-    const inspectorToken = bridge.tokens.tokens.find((t) => t.role === "inspector")!.token;
+    const inspectorToken = bridge.tokenFor("inspector");
     expect(
       (
         await postWebhook(

@@ -89,11 +89,7 @@ for (const storeKind of ["memory", "redis"] as const)
     });
 
     it("GET /healthz, a renew, an agent's node list and an inspector delivery build no hidden class per request", async () => {
-      const admin = new BridgeClient(
-        bridge.url,
-        bridge.tokens.tokens.find((t) => t.role === "admin")!.token,
-        60_000,
-      );
+      const admin = new BridgeClient(bridge.url, bridge.tokenFor("admin"), 60_000);
       agent = new BridgeClient(bridge.url, bridge.tokenOf("compute-0"), 60_000);
       await admin.bulkUpsert(
         Array.from({ length: 300 }, (_, i) => ({
@@ -129,7 +125,7 @@ for (const storeKind of ["memory", "redis"] as const)
             finished_at: new Date(finished).toISOString(),
             data: INSPECTION,
           },
-          { token: bridge.tokens.tokens.find((t) => t.role === "inspector")!.token },
+          { token: bridge.tokenFor("inspector") },
         );
         expect(sent.status).to.equal(200);
       });

@@ -55,8 +55,6 @@ describe("Inspection watcher: real Ironic and ironic-inspector, unmodified", fun
     if (work !== undefined) rmSync(work, { recursive: true, force: true });
   });
 
-  const tokenOf = (role: "admin" | "inspector") => bridge.tokens.tokens.find((t) => t.role === role)!.token;
-
   /** Run a shardbridge command to its end; answer its last JSON line on stdout. */
   async function runCli(args: string[]): Promise<{ code: number | null; report: any }> {
     const cli = AgentProcess.cli(args[0]!, args);
@@ -68,11 +66,11 @@ describe("Inspection watcher: real Ironic and ironic-inspector, unmodified", fun
   const watchOnce = (...extra: string[]) =>
     runCli([
       ...["inspection-watch", "--once", "--ironic", peer.endpoint, "--bridge", bridge.url],
-      ...["--token", tokenOf("inspector"), "--secret", TEST_WEBHOOK_SECRET, ...extra],
+      ...["--token", bridge.tokenFor("inspector"), "--secret", TEST_WEBHOOK_SECRET, ...extra],
     ]);
   const bridgeTraits = async (node: string): Promise<Array<{ name: string; owner: string }>> => {
     const res = await fetch(`${bridge.url}/v1/nodes/${node}/traits`, {
-      headers: { authorization: `Bearer ${tokenOf("admin")}` },
+      headers: { authorization: `Bearer ${bridge.tokenFor("admin")}` },
     });
     return ((await res.json()) as { traits: Array<{ name: string; owner: string }> }).traits;
   };
@@ -108,7 +106,15 @@ describe("Inspection watcher: real Ironic and ironic-inspector, unmodified", fun
     expect(early.report).to.include({ due: 1, unknownNode: 1, applied: 0 });
 
     const sync = await runCli([
-      ...["ironic-sync", "--ironic", peer.endpoint, "--bridge", bridge.url, "--token", tokenOf("admin")],
+      ...[
+        "ironic-sync",
+        "--ironic",
+        peer.endpoint,
+        "--bridge",
+        bridge.url,
+        "--token",
+        bridge.tokenFor("admin"),
+      ],
     ]);
     expect(sync.code).to.equal(0);
 
@@ -150,7 +156,7 @@ describe("Inspection watcher: real Ironic and ironic-inspector, unmodified", fun
     const state = join(work, "wrong-secret.json");
     const wrong = await runCli([
       ...["inspection-watch", "--once", "--ironic", peer.endpoint, "--bridge", bridge.url],
-      ...["--token", tokenOf("inspector"), "--secret", "not-the-secret", "--state", state],
+      ...["--token", bridge.tokenFor("inspector"), "--secret", "not-the-secret", "--state", state],
       ...["--inspector", peer.inspectorEndpoint!],
     ]);
     expect(wrong.code).to.equal(1);

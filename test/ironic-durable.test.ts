@@ -51,11 +51,10 @@ describe("Durable delivery to Ironic: kill -9 of a bridge with deliveries pendin
     running.push(bridge);
     return bridge;
   };
-  const admin = (bridge: BridgeProcess) => bridge.tokens.tokens.find((t) => t.role === "admin")!.token;
   const delivery = async (bridge: BridgeProcess): Promise<Record<string, any>> =>
     (
       await fetch(`${bridge.url}/v1/ironic/delivery`, {
-        headers: { authorization: `Bearer ${admin(bridge)}` },
+        headers: { authorization: `Bearer ${bridge.tokenFor("admin")}` },
       })
     ).json();
   const until = async (what: string, check: () => Promise<boolean>, timeoutMs = 60_000) => {
@@ -69,7 +68,7 @@ describe("Durable delivery to Ironic: kill -9 of a bridge with deliveries pendin
   const steps = (bridge: BridgeProcess, nodes: string[], k: number) =>
     Promise.all(
       nodes.map(async (node) => {
-        const token = bridge.tokens.tokens.find((t) => t.role === "inspector")!.token;
+        const token = bridge.tokenFor("inspector");
         const answer = await postWebhook(
           bridge.url,
           { kind: "deltas", node, deltas: stepDeltas(k) },
@@ -80,7 +79,7 @@ describe("Durable delivery to Ironic: kill -9 of a bridge with deliveries pendin
     );
   const bridgeTraits = async (bridge: BridgeProcess, node: string) => {
     const answer = await fetch(`${bridge.url}/v1/nodes/${node}/traits`, {
-      headers: { authorization: `Bearer ${admin(bridge)}` },
+      headers: { authorization: `Bearer ${bridge.tokenFor("admin")}` },
     });
     return ((await answer.json()) as { traits: Array<{ name: string }> }).traits.map((t) => t.name).sort();
   };
@@ -92,12 +91,12 @@ describe("Durable delivery to Ironic: kill -9 of a bridge with deliveries pendin
     );
     const loaded = await fetch(`${bridge.url}/v1/nodes/bulk`, {
       method: "POST",
-      headers: { authorization: `Bearer ${admin(bridge)}`, "content-type": "application/json" },
+      headers: { authorization: `Bearer ${bridge.tokenFor("admin")}`, "content-type": "application/json" },
       body: JSON.stringify({ nodes: toBridgeNodes(await new IronicClient(ironic.endpoint).nodes()) }),
     });
     expect(loaded.status).to.equal(200);
     await steps(bridge, nodes, 1);
-    await untilBridgeDrained(bridge.url, admin(bridge), 60_000);
+    await untilBridgeDrained(bridge.url, bridge.tokenFor("admin"), 60_000);
     return nodes;
   }
 
@@ -135,7 +134,7 @@ describe("Durable delivery to Ironic: kill -9 of a bridge with deliveries pendin
     expect(after.durable).to.equal(true);
     expect(after.pending_changes, "nothing lost with the bridge").to.equal(queued);
     ironic.thaw();
-    const done = await untilBridgeDrained(bridge.url, admin(bridge), 120_000);
+    const done = await untilBridgeDrained(bridge.url, bridge.tokenFor("admin"), 120_000);
     expect(done.batches.given_up).to.equal(0);
     await expectDelivered(bridge, nodes, 5);
   });
@@ -168,7 +167,7 @@ describe("Durable delivery to Ironic: kill -9 of a bridge with deliveries pendin
     );
     expect(lost.length).to.be.above(0);
     ironic.thaw();
-    const done = await untilBridgeDrained(b.url, admin(b), 120_000);
+    const done = await untilBridgeDrained(b.url, b.tokenFor("admin"), 120_000);
     expect(done.batches.given_up).to.equal(0);
     await expectDelivered(b, nodes, 5);
   });

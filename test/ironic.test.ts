@@ -55,7 +55,7 @@ describe("Ironic: trait sink and inventory sync against the real Ironic API", fu
     const uuid = await createIronicNode(ironic.endpoint, { name: "cli-sync", shard: "rack-z" });
     const bridge = await startBridge({ shards: [], agents: [] });
     try {
-      const admin = bridge.tokens.tokens.find((t) => t.role === "admin")!.token;
+      const admin = bridge.tokenFor("admin");
       const sync = AgentProcess.cli("ironic-sync", [
         "ironic-sync",
         "--ironic",

@@ -122,7 +122,7 @@ describe("migrate plan --out, apply, verify: the real Ironic, a real bridge, age
       agents: [...AGENTS, "compute-x"],
       args: ["--ring-rebuild", "0", "--service-down-time", "3600"],
     });
-    admin = bridge.tokens.tokens.find((t) => t.role === "admin")!.token;
+    admin = bridge.tokenFor("admin");
     const synced = await sync();
     expect(synced.status, synced.stderr).to.equal(0);
     // Two deployed nodes: nova keeps them with their instance's host whatever the ring says.

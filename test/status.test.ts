@@ -13,7 +13,7 @@ describe("shardbridge status", function () {
   let bridge: BridgeProcess;
   let token: number;
   let holder: BridgeClient;
-  const admin = () => bridge.tokens.tokens.find((t) => t.role === "admin")!.token;
+  const admin = () => bridge.tokenFor("admin");
 
   before(async () => {
     bridge = await startBridge({

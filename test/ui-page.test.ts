@@ -37,8 +37,8 @@ describe("The status page, in a real browser", function () {
   const agents: AgentProcess[] = [];
   let browser: Awaited<ReturnType<typeof openBrowser>>;
   let page: Page;
-  const viewer = () => bridgeA.tokens.tokens.find((t) => t.role === "viewer")!.token;
-  const admin = () => bridgeA.tokens.tokens.find((t) => t.role === "admin")!.token;
+  const viewer = () => bridgeA.tokenFor("viewer");
+  const admin = () => bridgeA.tokenFor("admin");
 
   before(async () => {
     redis = await TestRedisServer.start();

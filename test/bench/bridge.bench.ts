@@ -40,11 +40,7 @@ export async function bridgeBench(): Promise<void> {
   });
   const store = await openStore(redis.url);
   try {
-    const admin = new BridgeClient(
-      bridge.url,
-      bridge.tokens.tokens.find((t) => t.role === "admin")!.token,
-      60_000,
-    );
+    const admin = new BridgeClient(bridge.url, bridge.tokenFor("admin"), 60_000);
     const rows: Array<Array<string | number>> = [];
 
     // Bulk load first: it also lets the fresh Redis's recovery wait pass.

@@ -149,7 +149,7 @@ class Rig {
   }
 
   get adminToken(): string {
-    return this.bridge.tokens.tokens.find((t) => t.role === "admin")!.token;
+    return this.bridge.tokenFor("admin");
   }
 
   get pid(): number | undefined {

@@ -45,12 +45,8 @@ export async function inspectorBench(): Promise<void> {
     const inspection = JSON.parse(
       readFileSync(new URL("../../examples/inspection-result.json", import.meta.url), "utf8"),
     );
-    const admin = new BridgeClient(
-      bridge.url,
-      bridge.tokens.tokens.find((t) => t.role === "admin")!.token,
-      60_000,
-    );
-    const inspector = bridge.tokens.tokens.find((t) => t.role === "inspector")!.token;
+    const admin = new BridgeClient(bridge.url, bridge.tokenFor("admin"), 60_000);
+    const inspector = bridge.tokenFor("inspector");
     for (let from = 0; from < NODES; from += 20_000) {
       const count = Math.min(20_000, NODES - from);
       await admin.bulkUpsert(

@@ -73,8 +73,8 @@ export async function ironicDeliveryBench(): Promise<void> {
       env: { SHARDBRIDGE_LOG_LEVEL: "warn" },
     });
     const b = bridge;
-    const admin = b.tokens.tokens.find((t) => t.role === "admin")!.token;
-    const inspector = b.tokens.tokens.find((t) => t.role === "inspector")!.token;
+    const admin = b.tokenFor("admin");
+    const inspector = b.tokenFor("inspector");
     await fetch(`${b.url}/v1/nodes/bulk`, {
       method: "POST",
       headers: { authorization: `Bearer ${admin}`, "content-type": "application/json" },

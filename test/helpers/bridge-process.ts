@@ -16,6 +16,8 @@ export interface BridgeProcess {
   /** kill -9 the bridge and start it again on the same port, files and store */
   restart(): Promise<void>;
   tokenOf(agent: string): string;
+  /** the token of the one admin, inspector or viewer the tokens file holds */
+  tokenFor(role: "admin" | "inspector" | "viewer"): string;
   stop(): Promise<void>;
 }
 
@@ -91,6 +93,7 @@ export async function startBridge(options: {
       await untilHealthy(`http://127.0.0.1:${port}`, serve);
     },
     tokenOf: (agent) => tokens.tokens.find((t) => t.role === "agent" && t.agent === agent)!.token,
+    tokenFor: (role) => tokens.tokens.find((t) => t.role === role)!.token,
     stop: async () => {
       await serve.kill();
       rmSync(dir, { recursive: true, force: true });

@@ -42,7 +42,6 @@ export async function loadHeavyFleet(
   bridge: BridgeProcess,
   uuid: (n: number) => string,
 ): Promise<HeavyFleet> {
-  const token = (role: "admin" | "inspector") => bridge.tokens.tokens.find((t) => t.role === role)!.token;
   const as = (bearer: string, extra: Record<string, string> = {}) => ({
     authorization: `Bearer ${bearer}`,
     "content-type": "application/json",
@@ -65,7 +64,7 @@ export async function loadHeavyFleet(
     instance_host: null,
   }));
   for (let i = 0; i < HEAVY_NODES; i += HEAVY_BULK)
-    await post("/v1/nodes/bulk", { nodes: nodes.slice(i, i + HEAVY_BULK) }, token("admin"));
+    await post("/v1/nodes/bulk", { nodes: nodes.slice(i, i + HEAVY_BULK) }, bridge.tokenFor("admin"));
   for (const agent of ["legacy-0", "legacy-1"])
     await post(`/v1/agents/${agent}/heartbeat`, { shards: [] }, bridge.tokenOf(agent));
   await post("/v1/agents/fleet-0/heartbeat", { shards: ["fleet-a"] }, bridge.tokenOf("fleet-0"));
@@ -81,7 +80,10 @@ export async function loadHeavyFleet(
         });
         const res = await fetch(`${bridge.url}/v1/inspector/webhook`, {
           method: "POST",
-          headers: as(token("inspector"), signedHeaders(TEST_WEBHOOK_SECRET, body, Date.now() / 1000)),
+          headers: as(
+            bridge.tokenFor("inspector"),
+            signedHeaders(TEST_WEBHOOK_SECRET, body, Date.now() / 1000),
+          ),
           body,
         });
         await res.arrayBuffer();
@@ -117,7 +119,7 @@ export async function loadHeavyFleet(
   const heavy: HeavyFleet["heavy"] = [
     {
       what: "a legacy agent's nodes (its ring share of 99,000)",
-      request: { method: "GET", path: "/v1/agents/legacy-0/nodes", headers: as(token("admin")) },
+      request: { method: "GET", path: "/v1/agents/legacy-0/nodes", headers: as(bridge.tokenFor("admin")) },
     },
     {
       what: "the fleet agent's nodes (a 1,000-node shard)",
@@ -132,17 +134,17 @@ export async function loadHeavyFleet(
       request: {
         method: "POST",
         path: "/v1/nodes/bulk",
-        headers: as(token("admin")),
+        headers: as(bridge.tokenFor("admin")),
         body: JSON.stringify({ nodes: nodes.slice(0, HEAVY_BULK) }),
       },
     },
     {
       what: "a page of 10,000 nodes",
-      request: { method: "GET", path: "/v1/nodes?limit=10000", headers: as(token("admin")) },
+      request: { method: "GET", path: "/v1/nodes?limit=10000", headers: as(bridge.tokenFor("admin")) },
     },
     {
       what: "GET /v1/shards (100,000 nodes counted)",
-      request: { method: "GET", path: "/v1/shards", headers: as(token("admin")) },
+      request: { method: "GET", path: "/v1/shards", headers: as(bridge.tokenFor("admin")) },
     },
     {
       what: "a feed read of 1,000 entries",
@@ -157,7 +159,10 @@ export async function loadHeavyFleet(
       request: {
         method: "POST",
         path: "/v1/inspector/webhook",
-        headers: as(token("inspector"), signedHeaders(TEST_WEBHOOK_SECRET, inspection, Date.now() / 1000)),
+        headers: as(
+          bridge.tokenFor("inspector"),
+          signedHeaders(TEST_WEBHOOK_SECRET, inspection, Date.now() / 1000),
+        ),
         body: inspection,
       },
     },

@@ -32,8 +32,8 @@ async function statusPage(): Promise<void> {
   const agents: AgentProcess[] = [];
   const browser = await openBrowser({ width: 1280, height: 720 });
   try {
-    const admin = bridge.tokens.tokens.find((t) => t.role === "admin")!.token;
-    const viewer = bridge.tokens.tokens.find((t) => t.role === "viewer")!.token;
+    const admin = bridge.tokenFor("admin");
+    const viewer = bridge.tokenFor("viewer");
     const counts: Array<[string | null, number]> = [
       ["rack-a", 240],
       ["rack-b", 180],
