@@ -6,7 +6,7 @@ import { BridgeClient } from "../src/agent/client.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { acquireWhenReady } from "./helpers/leases.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
-import { postWebhook, uuid } from "./helpers/http.js";
+import { everyThirdIn, postWebhook, uuid } from "./helpers/http.js";
 import { readExample } from "./helpers/examples.js";
 
 /**
@@ -91,15 +91,7 @@ for (const storeKind of ["memory", "redis"] as const)
     it("GET /healthz, a renew, an agent's node list and an inspector delivery build no hidden class per request", async () => {
       const admin = new BridgeClient(bridge.url, bridge.tokenFor("admin"), 60_000);
       agent = new BridgeClient(bridge.url, bridge.tokenOf("compute-0"), 60_000);
-      await admin.bulkUpsert(
-        Array.from({ length: 300 }, (_, i) => ({
-          uuid: uuid(i + 1),
-          name: `node-${i}`,
-          shard: i % 3 === 0 ? "s0" : null,
-          conductor_group: "",
-          instance_host: null,
-        })),
-      );
+      await admin.bulkUpsert(everyThirdIn("s0", 300));
       await agent.heartbeat("compute-0", ["s0"]);
       token = await acquireWhenReady(agent, "s0", "compute-0");
       const renew = () => agent.renew({ shard: "s0", agent: "compute-0", token });

@@ -21,14 +21,6 @@ const decode = (stored: string) => JSON.parse(stored.slice(stored.indexOf("\t") 
 const recordOf = (stored: string | null): TraitRecord =>
   stored === null ? structuredClone(EMPTY_TRAIT_RECORD) : decode(stored);
 
-/** A pipeline's replies in order; the first failed command's error is thrown. */
-async function repliesOf(pipeline: ReturnType<RedisClient["pipeline"]>): Promise<unknown[]> {
-  return ((await pipeline.exec()) ?? []).map(([error, reply]) => {
-    if (error !== null) throw error;
-    return reply;
-  });
-}
-
 /**
  * Traits in Redis: each node's record in a bucket (a small hash per uuid prefix, as the
  * node data is kept: about a quarter of the memory of a key per node), under the
@@ -57,9 +49,9 @@ export class RedisTraits implements TraitBackend {
 
   async readMany(uuids: readonly string[]): Promise<TraitRecord[]> {
     if (uuids.length === 0) return [];
-    const reads = this.redis.pipeline();
-    for (const uuid of uuids) reads.hget(this.keys.bucket(uuid), uuid);
-    return (await repliesOf(reads)).map((stored) => recordOf(stored as string | null));
+    // Sent together, not as an ioredis pipeline (see RedisBackend.agent).
+    const stored = await Promise.all(uuids.map((uuid) => this.redis.hget(this.keys.bucket(uuid), uuid)));
+    return stored.map(recordOf);
   }
 
   async commit(
@@ -156,11 +148,18 @@ export class RedisTraits implements TraitBackend {
     if (shards.length === 0) return [];
     // Two round trips for any number of shards: every cursor, then the entry after each.
     const cursors = await this.redis.mget(...shards.map((shard) => this.keys.cursor(shard)));
-    const reads = this.redis.pipeline();
-    shards.forEach((shard, i) =>
-      reads.xrange(this.keys.feed(shard), cursors[i] === null ? "-" : `(${cursors[i]}`, "+", "COUNT", 1),
+    const entries = await Promise.all(
+      shards.map((shard, i) =>
+        this.redis.xrange(
+          this.keys.feed(shard),
+          cursors[i] === null ? "-" : `(${cursors[i]}`,
+          "+",
+          "COUNT",
+          1,
+        ),
+      ),
     );
-    return (await repliesOf(reads)).map((entries) => (entries as Array<[string, string[]]>)[0]?.[0] ?? null);
+    return entries.map((first) => first[0]?.[0] ?? null);
   }
 
   async ack(shard: string, id: string): Promise<string | null> {

@@ -91,6 +91,16 @@ export async function postWebhook(
 /** The test fleet's node `n` (1, 2, ...): a valid uuid4 that sorts as `n` does. */
 export const uuid = (n: number): string => `00000000-0000-4000-8000-${n.toString(16).padStart(12, "0")}`;
 
+/** `count` nodes of the test fleet (uuid(1) on, named node-0 on), every third in `shard`, the rest unsharded. */
+export const everyThirdIn = (shard: string, count: number) =>
+  Array.from({ length: count }, (_, i) => ({
+    uuid: uuid(i + 1),
+    name: `node-${i}`,
+    shard: i % 3 === 0 ? shard : null,
+    conductor_group: "",
+    instance_host: null,
+  }));
+
 /** A whole node as PUT and bulk take it: every field given, those not named here empty. */
 export function wholeNode<T extends object>(fields: T) {
   return { name: null, shard: null, conductor_group: "", instance_host: null, ...fields };
