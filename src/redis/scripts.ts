@@ -115,6 +115,18 @@ export async function runScriptAcked(
   replicas: number,
   timeoutMs: number,
 ): Promise<{ reply: unknown; acked: number }> {
+  if (!(redis instanceof Cluster)) {
+    // One connection, which resends nothing (see leaseConnectionOptions): the two go out
+    // together and in order, and the WAIT answers for the script's write. Not as an ioredis
+    // pipeline: every pipeline object keeps what it allocated alive across minor GCs, and
+    // every renew on a replicated store would make one (docs/ARCHITECTURE.md, One event loop).
+    const [reply, acked] = await Promise.all([
+      runScript(redis, name, key, args),
+      redis.wait(replicas, timeoutMs),
+    ]);
+    return { reply, acked: Number(acked) };
+  }
+  // A Cluster routes a keyless WAIT to any node: the pipeline keeps it with the script's.
   for (let moved = 0; ; moved++) {
     const pipeline = redis.pipeline();
     const command = (pipeline as unknown as Record<string, (...a: Array<string | number>) => unknown>)[
