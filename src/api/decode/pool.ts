@@ -1,5 +1,6 @@
 import { Worker } from "node:worker_threads";
 import type { TraitRule } from "../../traits/inspection.js";
+import { joinChunks } from "../body.js";
 import { decodeBulk, type PackedNodes } from "./bulk.js";
 import type { Decoded } from "./result.js";
 import { ownBytes } from "./transfer.js";
@@ -47,7 +48,7 @@ export class DecodePool {
   decode<J extends DecodeJob>(job: J, body: readonly Buffer[]): Promise<Decoded<ResultOf<J>>> {
     const length = body.reduce((sum, chunk) => sum + chunk.length, 0);
     if (length <= INLINE_MAX_BYTES) {
-      const text = Buffer.concat(body, length).toString("utf8");
+      const text = joinChunks(body).toString("utf8");
       const result = job.kind === "bulk" ? decodeBulk(text) : decodeWebhook(text, this.rules, job.nowS);
       return Promise.resolve(result as Decoded<ResultOf<J>>);
     }
