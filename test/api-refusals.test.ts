@@ -8,6 +8,7 @@ import {
   TEST_TOKENS,
   TEST_WEBHOOK_SECRET,
   call,
+  everyThirdIn,
   postWebhook,
   testAuthority,
   wholeNode,
@@ -118,6 +119,19 @@ for (const backend of backendsUnderTest()) {
           () => call(`${ctx.base}/v1/nodes/bulk`, "POST", { nodes }),
           400,
           "nodes[1].shard",
+        );
+      });
+
+      it("a bulk large enough for the decode worker, its last node lacking its shard: 400 naming it, none written", async () => {
+        // 3,000 nodes (~300 KB): read a chunk a turn and decoded in the worker (src/api/decode/).
+        const nodes: Array<Record<string, unknown>> = everyThirdIn("rack-b", 3000);
+        const { shard: _left, ...lacking } = nodes[2999]!;
+        nodes[2999] = lacking;
+        expect(JSON.stringify({ nodes }).length).to.be.greaterThan(128 * 1024);
+        await refusedUnchanged(
+          () => call(`${ctx.base}/v1/nodes/bulk`, "POST", { nodes }),
+          400,
+          "nodes[2999].shard",
         );
       });
 
