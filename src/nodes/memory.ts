@@ -1,4 +1,4 @@
-import type { BareMetalNode } from "../domain/node.js";
+import { nodeRecord, type BareMetalNode } from "../domain/node.js";
 import { OrderedSet } from "./ordered-set.js";
 import {
   hostKey,
@@ -111,8 +111,9 @@ export class MemoryNodes implements NodeBackend {
         if (old !== undefined) this.unindex(old);
         this.indexNode(node);
       }
-      // Kept frozen and handed out as is: no copy per node listed.
-      this.byUuid.set(node.uuid, Object.freeze({ ...node }));
+      // Kept frozen and handed out as is: no copy per node listed. One literal for every
+      // node (nodeRecord), never a spread: see there.
+      this.byUuid.set(node.uuid, Object.freeze(nodeRecord(node)));
       return old === undefined ? { created: true } : { created: false, shard: old.shard };
     });
   }
