@@ -1,5 +1,6 @@
 import { Router, type RequestHandler } from "express";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { CellCounter, CellHistogram, type CounterCell, type HistogramCell } from "./metric-cells.js";
 import type { DeliveryStats, IronicDelivery } from "../ironic/delivery.js";
 import type { Store } from "../store/store.js";
 
@@ -42,24 +43,25 @@ export class BridgeMetrics {
     labelNames: ["shard", "outcome"],
     registers: [this.registry],
   });
-  readonly renewSeconds = new Histogram({
+  /** Store time of each renew (a cell: see metric-cells.ts, every renew records it) */
+  readonly renewSeconds = new CellHistogram({
     name: "shardbridge_lease_renew_seconds",
     help: "Store time of one lease renewal",
     buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5],
-    registers: [this.registry],
-  });
-  readonly requests = new Counter({
+    registry: this.registry,
+  }).cell();
+  private readonly requests = new CellCounter({
     name: "shardbridge_http_requests_total",
     help: "HTTP requests by route, method and status",
     labelNames: ["route", "method", "status"],
-    registers: [this.registry],
+    registry: this.registry,
   });
-  readonly requestSeconds = new Histogram({
+  private readonly requestSeconds = new CellHistogram({
     name: "shardbridge_http_request_seconds",
     help: "HTTP request duration by route",
     labelNames: ["route"],
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
-    registers: [this.registry],
+    registry: this.registry,
   });
 
   /** Shard label values seen; past MAX_SHARD_LABELS new shards count under "other". */
@@ -175,21 +177,31 @@ export class BridgeMetrics {
     delivery.onDelivered = (waitedMs) => lag.observe(waitedMs / 1000);
   }
 
-  /** Per route, method and status: the counter and histogram children, looked up once. */
-  private readonly requestSeries = new Map<string, { count: () => void; time: (seconds: number) => void }>();
+  /** Per route: its duration cell, and its count cells by method and status (found once each). */
+  private readonly requestSeries = new Map<
+    string,
+    { seconds: HistogramCell; counts: Map<string, Map<number, CounterCell>> }
+  >();
 
   /** Count one answered request under its route pattern (never the raw path: that would be unbounded). */
   countRequest(route: string, method: string, status: number, seconds: number): void {
-    const key = `${route} ${method} ${status}`;
-    let series = this.requestSeries.get(key);
+    let series = this.requestSeries.get(route);
     if (series === undefined) {
-      const counter = this.requests.labels({ route, method, status: String(status) });
-      const histogram = this.requestSeconds.labels({ route });
-      series = { count: () => counter.inc(), time: (s) => histogram.observe(s) };
-      this.requestSeries.set(key, series);
+      series = { seconds: this.requestSeconds.cell({ route }), counts: new Map() };
+      this.requestSeries.set(route, series);
     }
-    series.count();
-    series.time(seconds);
+    let byStatus = series.counts.get(method);
+    if (byStatus === undefined) {
+      byStatus = new Map();
+      series.counts.set(method, byStatus);
+    }
+    let count = byStatus.get(status);
+    if (count === undefined) {
+      count = this.requests.cell({ route, method, status: String(status) });
+      byStatus.set(status, count);
+    }
+    count.inc();
+    series.seconds.observe(seconds);
   }
 
   /** Count each request express answers (see countRequest). */
