@@ -43,7 +43,9 @@ describe("Metric cells: prom-client's exposition at a few number writes per even
       m.histogram.cell({ route }).observe(value);
       m.reference.observe({ route }, value);
       const status = i % 3 === 0 ? "409" : "200";
-      m.counter.cell({ route, status }).inc();
+      // both ways of finding a cell: by named labels, and by values in the names' order
+      if (i % 2 === 0) m.counter.cell({ route, status }).inc();
+      else m.counter.at(route, status).inc();
       m.referenceCounter.inc({ route, status });
     });
     const text = await m.ours.metrics();
@@ -57,7 +59,7 @@ describe("Metric cells: prom-client's exposition at a few number writes per even
     const m = pair();
     const cell = m.histogram.cell({ route: "/x" });
     cell.observe(0.002);
-    m.histogram.cell({ route: "/x" }).observe(0.003);
+    m.histogram.at("/x").observe(0.003);
     m.reference.observe({ route: "/x" }, 0.002);
     m.reference.observe({ route: "/x" }, 0.003);
     expect(await m.ours.metrics()).to.equal(await m.theirs.metrics());
@@ -74,6 +76,9 @@ describe("Metric cells: prom-client's exposition at a few number writes per even
     const m = pair();
     expect(() => m.histogram.cell({ path: "/x" })).to.throw(/labels path are not route/);
     expect(() => m.counter.cell({ route: "/x" })).to.throw(/are not route,status/);
+    m.counter.at("/x", "200").inc(); // a known prefix must not lead a wrong count astray
+    expect(() => m.counter.at("/x")).to.throw(/1 label values for route,status/);
+    expect(() => m.counter.at("/x", "200", "extra")).to.throw(/3 label values/);
     const cell = m.histogram.cell({ route: "/x" });
     cell.observe(Number.NaN);
     cell.observe(Number.POSITIVE_INFINITY);

@@ -274,7 +274,7 @@ export function fencedIronic(context: {
         try {
           timeoutMs = await check(shard.data, token.data, method, path, body, headers);
         } catch (error) {
-          context.metrics.fencedRequests.inc({ shard: label, outcome: "refused" });
+          context.metrics.fencedRequests.at(label, "refused").inc();
           throw error;
         }
       }
@@ -284,7 +284,7 @@ export function fencedIronic(context: {
       } catch (error) {
         throw unreachable(error);
       }
-      context.metrics.fencedRequests.inc({ shard: label, outcome: "forwarded" });
+      context.metrics.fencedRequests.at(label, "forwarded").inc();
       // Ironic's links point at itself: point them at this endpoint instead, as the client
       // reached it (behind a TLS-terminating balancer: https, from X-Forwarded-Proto).
       const base = `${clientScheme(req)}://${req.headers.host}/fenced/${match[1]}/lease-${match[2]}/ironic`;

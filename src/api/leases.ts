@@ -138,8 +138,8 @@ async function acquireOrRenew(
   if (token === undefined) {
     outcome = await body.write((admitted) => store.acquire(request, admitted), admit);
     const label = metrics.shardLabel(shard);
-    if (outcome.ok) metrics.leaseAcquired.inc({ shard: label });
-    else metrics.leaseRefused.inc({ shard: label, reason: outcome.reason });
+    if (outcome.ok) metrics.leaseAcquired.at(label).inc();
+    else metrics.leaseRefused.at(label, outcome.reason).inc();
   } else {
     const started = performance.now();
     outcome = await body.write(
@@ -149,7 +149,7 @@ async function acquireOrRenew(
       admit,
     );
     metrics.renewSeconds.observe((performance.now() - started) / 1000);
-    if (!outcome.ok) metrics.leaseLost.inc({ shard: metrics.shardLabel(shard), reason: outcome.reason });
+    if (!outcome.ok) metrics.leaseLost.at(metrics.shardLabel(shard), outcome.reason).inc();
   }
   if (!outcome.ok)
     throw refusal(shard, outcome.reason, outcome.current, seesTokens(principal), outcome.retryAfterMs);

@@ -13,7 +13,8 @@ type Labels = Readonly<Record<string, string>>;
  * into a string each time). In a tight loop that is about 1 µs; beside a renew's other
  * work it cost 8–10 µs of the ~50–60 µs a renew costs (a scratch renew server, the same
  * wrk load, with and without, eight alternating rounds: #11). Here each label set is a
- * cell, found once by its caller and kept; an event adds to it.
+ * cell, found by its values through a map per label (or kept by its caller); an event
+ * adds to it.
  *
  * Each class is a prom-client Metric in what the registry reads (name, help, type,
  * aggregator, get, reset): its exposition is what prom-client's own metric of the same
@@ -21,8 +22,11 @@ type Labels = Readonly<Record<string, string>>;
  */
 abstract class CellMetric<Cell> {
   readonly aggregator = "sum" as const;
-  /** the label sets seen, each with its cell, by the label values joined */
-  private readonly cells = new Map<string, { labels: Labels; cell: Cell }>();
+  /** every label set seen, with its cell, in the order first seen (what a scrape prints) */
+  private readonly series: Array<{ labels: Labels; cell: Cell }> = [];
+  /** the cells by label values, one level of maps per label name (no key built per event) */
+  private readonly index = new Map<string, unknown>();
+  private unlabelled: Cell | undefined;
 
   protected constructor(
     readonly name: string,
@@ -35,20 +39,44 @@ abstract class CellMetric<Cell> {
   }
 
   /**
-   * The cell of one label set (every name of the metric, none other): keep it and count
-   * into it. Label values must be bounded by the caller (routes from the code, statuses).
+   * The cell of the label values given in the order of the metric's label names: count
+   * into it, or keep it. Label values must be bounded by the caller (routes from the code,
+   * statuses, shards through BridgeMetrics.shardLabel).
    */
-  protected cellOf(labels: Labels): Cell {
+  at(...values: string[]): Cell {
+    if (values.length !== this.labelNames.length)
+      throw new Error(`${this.name}: ${values.length} label values for ${this.labelNames.join(",")}`);
+    if (values.length === 0 && this.unlabelled !== undefined) return this.unlabelled;
+    let level = this.index;
+    const last = values.length - 1;
+    for (let i = 0; i < last; i++) {
+      const next = level.get(values[i]!) as Map<string, unknown> | undefined;
+      if (next === undefined) return this.add(values);
+      level = next;
+    }
+    return (level.get(values[last]!) as Cell | undefined) ?? this.add(values);
+  }
+
+  /** The cell of one label set, named (every name of the metric, none other): see `at`. */
+  cell(labels: Labels = {}): Cell {
     const names = Object.keys(labels);
     if (names.length !== this.labelNames.length || !names.every((n) => this.labelNames.includes(n)))
       throw new Error(`${this.name}: labels ${names.join(",")} are not ${this.labelNames.join(",")}`);
-    const key = this.labelNames.map((n) => labels[n]).join("\u0000");
-    let entry = this.cells.get(key);
-    if (entry === undefined) {
-      entry = { labels: { ...labels }, cell: this.newCell() };
-      this.cells.set(key, entry);
+    return this.at(...this.labelNames.map((n) => labels[n]!));
+  }
+
+  private add(values: readonly string[]): Cell {
+    const cell = this.newCell();
+    this.series.push({ labels: Object.fromEntries(this.labelNames.map((n, i) => [n, values[i]!])), cell });
+    if (values.length === 0) return (this.unlabelled = cell);
+    let level = this.index;
+    for (const value of values.slice(0, -1)) {
+      let next = level.get(value) as Map<string, unknown> | undefined;
+      if (next === undefined) level.set(value, (next = new Map()));
+      level = next;
     }
-    return entry.cell;
+    level.set(values[values.length - 1]!, cell);
+    return cell;
   }
 
   protected abstract newCell(): Cell;
@@ -70,7 +98,7 @@ abstract class CellMetric<Cell> {
       help: this.help,
       type: this.type,
       aggregator: this.aggregator,
-      values: [...this.cells.values()].flatMap(({ labels, cell }) => this.values(labels, cell)),
+      values: this.series.flatMap(({ labels, cell }) => this.values(labels, cell)),
     });
   }
 
@@ -78,7 +106,7 @@ abstract class CellMetric<Cell> {
 
   /** Registry.resetMetrics: every count back to zero (the cells callers hold stay valid). */
   reset(): void {
-    for (const { cell } of this.cells.values()) this.zero(cell);
+    for (const { cell } of this.series) this.zero(cell);
   }
 
   protected abstract zero(cell: Cell): void;
@@ -98,10 +126,6 @@ export class CellCounter extends CellMetric<CounterCell> {
 
   constructor(options: { name: string; help: string; labelNames?: readonly string[]; registry: Registry }) {
     super(options.name, options.help, options.labelNames ?? [], options.registry);
-  }
-
-  cell(labels: Labels = {}): CounterCell {
-    return this.cellOf(labels);
   }
 
   protected newCell(): CounterCell {
@@ -153,10 +177,6 @@ export class CellHistogram extends CellMetric<HistogramCell> {
   }) {
     super(options.name, options.help, options.labelNames ?? [], options.registry);
     this.bounds = Float64Array.from([...options.buckets].sort((a, b) => a - b));
-  }
-
-  cell(labels: Labels = {}): HistogramCell {
-    return this.cellOf(labels);
   }
 
   protected newCell(): HistogramCell {

@@ -1,6 +1,6 @@
 import { Router, type RequestHandler } from "express";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
-import { CellCounter, CellHistogram, type CounterCell, type HistogramCell } from "./metric-cells.js";
+import { CellCounter, CellHistogram } from "./metric-cells.js";
 import type { DeliveryStats, IronicDelivery } from "../ironic/delivery.js";
 import type { Store } from "../store/store.js";
 
@@ -15,33 +15,35 @@ const EMPTY_STATS = {
 /**
  * Prometheus metrics of one bridge (a registry per app, so tests can build many apps).
  * Lease counters are counted where the API decides, label values are bounded: shards
- * come from operators, reasons and routes from the code.
+ * come from operators, reasons and routes from the code. What a lease request or any
+ * request records is a metric cell (metric-cells.ts): every renew, every standby's poll
+ * (at scale the most frequent request) and every fenced Ironic call counts here.
  */
 export class BridgeMetrics {
   readonly registry = new Registry();
-  readonly leaseAcquired = new Counter({
+  readonly leaseAcquired = new CellCounter({
     name: "shardbridge_lease_acquired_total",
     help: "Leases granted (new holder, new token), by shard",
     labelNames: ["shard"],
-    registers: [this.registry],
+    registry: this.registry,
   });
-  readonly leaseLost = new Counter({
+  readonly leaseLost = new CellCounter({
     name: "shardbridge_lease_lost_total",
     help: "Renewals refused, so the caller lost its lease, by shard and reason",
     labelNames: ["shard", "reason"],
-    registers: [this.registry],
+    registry: this.registry,
   });
-  readonly leaseRefused = new Counter({
+  readonly leaseRefused = new CellCounter({
     name: "shardbridge_lease_refused_total",
     help: "Acquisitions refused, by shard and reason (held, recovering)",
     labelNames: ["shard", "reason"],
-    registers: [this.registry],
+    registry: this.registry,
   });
-  readonly fencedRequests = new Counter({
+  readonly fencedRequests = new CellCounter({
     name: "shardbridge_fenced_requests_total",
     help: "Requests to the fenced Ironic endpoint, by shard and outcome (forwarded, refused)",
     labelNames: ["shard", "outcome"],
-    registers: [this.registry],
+    registry: this.registry,
   });
   /** Store time of each renew (a cell: see metric-cells.ts, every renew records it) */
   readonly renewSeconds = new CellHistogram({
@@ -49,7 +51,7 @@ export class BridgeMetrics {
     help: "Store time of one lease renewal",
     buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5],
     registry: this.registry,
-  }).cell();
+  }).at();
   private readonly requests = new CellCounter({
     name: "shardbridge_http_requests_total",
     help: "HTTP requests by route, method and status",
@@ -177,31 +179,10 @@ export class BridgeMetrics {
     delivery.onDelivered = (waitedMs) => lag.observe(waitedMs / 1000);
   }
 
-  /** Per route: its duration cell, and its count cells by method and status (found once each). */
-  private readonly requestSeries = new Map<
-    string,
-    { seconds: HistogramCell; counts: Map<string, Map<number, CounterCell>> }
-  >();
-
   /** Count one answered request under its route pattern (never the raw path: that would be unbounded). */
   countRequest(route: string, method: string, status: number, seconds: number): void {
-    let series = this.requestSeries.get(route);
-    if (series === undefined) {
-      series = { seconds: this.requestSeconds.cell({ route }), counts: new Map() };
-      this.requestSeries.set(route, series);
-    }
-    let byStatus = series.counts.get(method);
-    if (byStatus === undefined) {
-      byStatus = new Map();
-      series.counts.set(method, byStatus);
-    }
-    let count = byStatus.get(status);
-    if (count === undefined) {
-      count = this.requests.cell({ route, method, status: String(status) });
-      byStatus.set(status, count);
-    }
-    count.inc();
-    series.seconds.observe(seconds);
+    this.requests.at(route, method, String(status)).inc();
+    this.requestSeconds.at(route).observe(seconds);
   }
 
   /** Count each request express answers (see countRequest). */
