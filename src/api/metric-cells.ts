@@ -1,4 +1,7 @@
-import type { Metric, MetricValueWithName, Registry } from "prom-client";
+import type { Metric, MetricValueWithName, Registry, RegistryContentType } from "prom-client";
+
+/** A prom-client registry, of either exposition format. */
+type AnyRegistry = Registry<RegistryContentType>;
 
 type Labels = Readonly<Record<string, string>>;
 
@@ -6,19 +9,23 @@ type Labels = Readonly<Record<string, string>>;
  * Counters and histograms for what every request records, at the cost of a few number
  * writes per event; prom-client's registry still renders them, with its others, at a scrape.
  *
- * Why not prom-client's own Counter and Histogram here: each `inc` or `observe` — even on
- * a child from `labels()`, which only hands its labels back — checks the labels against
- * the metric's names, hashes them (sorted keys joined into a string), allocates a closure
- * and a pair, and a histogram finds its bucket by a float-keyed property (the bound turned
- * into a string each time). In a tight loop that is about 1 µs; beside a renew's other
- * work it cost 8–10 µs of the ~50–60 µs a renew costs (a scratch renew server, the same
- * wrk load, with and without, eight alternating rounds: #11). Here each label set is a
- * cell, found by its values through a map per label (or kept by its caller); an event
- * adds to it.
+ * Why not prom-client's own Counter and Histogram here: each `inc` or `observe` — on a
+ * child from `labels()` too, which only hands its labels back — validates the labels
+ * against the metric's names, builds their hash string, and allocates (`inc` a result
+ * object; a direct `observe` a closure); a histogram then tests and increments its bucket
+ * by a float-keyed property, the bound made a property key each time. In a tight loop that
+ * is about 1 µs; beside a renew's other work it cost 8–10 µs of the ~50–60 µs a renew
+ * costs (a scratch renew server, the same wrk load, with and without, eight alternating
+ * rounds: #11). Here each label set is a cell, found by its values through a map per label
+ * (or kept by its caller); an event adds to it.
  *
  * Each class is a prom-client Metric in what the registry reads (name, help, type,
- * aggregator, get, reset): its exposition is what prom-client's own metric of the same
- * kind prints for the same events (test/metric-cells.test.ts renders both).
+ * aggregator, get, reset): its text exposition, Prometheus or OpenMetrics, is what
+ * prom-client's own metric of the same kind prints for the same events
+ * (test/metric-cells.test.ts renders both). Where they differ, on purpose: a reset keeps
+ * every series at zero (prom-client drops them) so that cells callers hold stay valid; a
+ * non-finite observation is dropped, not thrown; registry default labels (unused here)
+ * would come after a histogram's own labels, not before.
  */
 abstract class CellMetric<Cell> {
   readonly aggregator = "sum" as const;
@@ -29,10 +36,11 @@ abstract class CellMetric<Cell> {
   private unlabelled: Cell | undefined;
 
   protected constructor(
-    readonly name: string,
+    /** not readonly: an OpenMetrics scrape renames a counter (Registry's standardizeCounterName) */
+    public name: string,
     readonly help: string,
     private readonly labelNames: readonly string[],
-    registry: Registry,
+    registry: AnyRegistry,
   ) {
     // prom-client's registry takes any object that reads as a Metric; its type lists its own classes.
     registry.registerMetric(this as unknown as Metric);
@@ -46,7 +54,7 @@ abstract class CellMetric<Cell> {
   at(...values: string[]): Cell {
     if (values.length !== this.labelNames.length)
       throw new Error(`${this.name}: ${values.length} label values for ${this.labelNames.join(",")}`);
-    if (values.length === 0 && this.unlabelled !== undefined) return this.unlabelled;
+    if (values.length === 0) return this.unlabelled ?? this.add(values);
     let level = this.index;
     const last = values.length - 1;
     for (let i = 0; i < last; i++) {
@@ -116,15 +124,21 @@ abstract class CellMetric<Cell> {
 export class CounterCell {
   value = 0;
 
-  inc(by = 1): void {
-    this.value += by;
+  /** One more (every caller counts events one at a time; prom-client's `inc(n)` is not needed). */
+  inc(): void {
+    this.value += 1;
   }
 }
 
 export class CellCounter extends CellMetric<CounterCell> {
   readonly type = "counter" as const;
 
-  constructor(options: { name: string; help: string; labelNames?: readonly string[]; registry: Registry }) {
+  constructor(options: {
+    name: string;
+    help: string;
+    labelNames?: readonly string[];
+    registry: AnyRegistry;
+  }) {
     super(options.name, options.help, options.labelNames ?? [], options.registry);
   }
 
@@ -164,6 +178,14 @@ export class HistogramCell {
   }
 }
 
+/** The buckets' upper bounds in order: finite and distinct, as prom-client has them. */
+function sortedBounds(name: string, buckets: readonly number[]): Float64Array {
+  const bounds = [...buckets].sort((a, b) => a - b);
+  if (bounds.some((b, i) => !Number.isFinite(b) || b === bounds[i - 1]))
+    throw new Error(`${name}: buckets must be finite and distinct`);
+  return Float64Array.from(bounds);
+}
+
 export class CellHistogram extends CellMetric<HistogramCell> {
   readonly type = "histogram" as const;
   private readonly bounds: Float64Array;
@@ -173,10 +195,13 @@ export class CellHistogram extends CellMetric<HistogramCell> {
     help: string;
     labelNames?: readonly string[];
     buckets: readonly number[];
-    registry: Registry;
+    registry: AnyRegistry;
   }) {
+    // Checked before the registry has it: a histogram refused is not left registered.
+    const bounds = sortedBounds(options.name, options.buckets);
+    if (options.labelNames?.includes("le")) throw new Error(`${options.name}: le is a reserved label name`);
     super(options.name, options.help, options.labelNames ?? [], options.registry);
-    this.bounds = Float64Array.from([...options.buckets].sort((a, b) => a - b));
+    this.bounds = bounds;
   }
 
   protected newCell(): HistogramCell {
