@@ -54,15 +54,18 @@ abstract class CellMetric<Cell> {
   at(...values: string[]): Cell {
     if (values.length !== this.labelNames.length)
       throw new Error(`${this.name}: ${values.length} label values for ${this.labelNames.join(",")}`);
-    if (values.length === 0) return this.unlabelled ?? this.add(values);
+    if (values.length === 0) return (this.unlabelled ??= this.newSeries(values));
+    // One walk: a label value not seen yet gets its map (or, last, its cell) on the way.
     let level = this.index;
     const last = values.length - 1;
     for (let i = 0; i < last; i++) {
-      const next = level.get(values[i]!) as Map<string, unknown> | undefined;
-      if (next === undefined) return this.add(values);
+      let next = level.get(values[i]!) as Map<string, unknown> | undefined;
+      if (next === undefined) level.set(values[i]!, (next = new Map()));
       level = next;
     }
-    return (level.get(values[last]!) as Cell | undefined) ?? this.add(values);
+    let cell = level.get(values[last]!) as Cell | undefined;
+    if (cell === undefined) level.set(values[last]!, (cell = this.newSeries(values)));
+    return cell;
   }
 
   /** The cell of one label set, named (every name of the metric, none other): see `at`. */
@@ -73,17 +76,10 @@ abstract class CellMetric<Cell> {
     return this.at(...this.labelNames.map((n) => labels[n]!));
   }
 
-  private add(values: readonly string[]): Cell {
+  /** A new cell for `values`, among the series a scrape prints. */
+  private newSeries(values: readonly string[]): Cell {
     const cell = this.newCell();
     this.series.push({ labels: Object.fromEntries(this.labelNames.map((n, i) => [n, values[i]!])), cell });
-    if (values.length === 0) return (this.unlabelled = cell);
-    let level = this.index;
-    for (const value of values.slice(0, -1)) {
-      let next = level.get(value) as Map<string, unknown> | undefined;
-      if (next === undefined) level.set(value, (next = new Map()));
-      level = next;
-    }
-    level.set(values[values.length - 1]!, cell);
     return cell;
   }
 
