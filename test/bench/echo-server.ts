@@ -17,7 +17,12 @@ import { coalesceWrites } from "../../src/redis/coalesce.js";
  * (src/redis/coalesce.ts): the floor of a Node service that renews a lease in Redis per
  * request the bridge's way, with nothing else to do.
  *
- *   node --import tsx test/bench/echo-server.ts --serve [--redis URL]   (prints {"port":N} when listening)
+ * With `--answer-bytes N` every answer is instead one JSON document of exactly N bytes,
+ * made once at start: the floor of a Node service answering a large list it keeps ready
+ * (the node list's kept listings), where the bytes through the socket are the cost.
+ *
+ *   node --import tsx test/bench/echo-server.ts --serve [--redis URL | --answer-bytes N]
+ *   (prints {"port":N} when listening)
  */
 
 /** A renew's worth of Redis work: compare the token, write it, set the expiry. */
@@ -38,7 +43,21 @@ export interface EchoServer {
   stop(): Promise<void>;
 }
 
-function serve(redisUrl: string | undefined): void {
+export interface EchoOptions {
+  /** each answer waits for one renew-like script on this Redis */
+  redisUrl?: string;
+  /** each answer is one kept JSON document of this many bytes */
+  answerBytes?: number;
+}
+
+/** A JSON document of exactly `bytes` bytes (at least 10). */
+function keptAnswer(bytes: number): Buffer {
+  const frame = '{"pad":""}';
+  return Buffer.from(`{"pad":"${"n".repeat(Math.max(0, bytes - frame.length))}"}`);
+}
+
+function serve({ redisUrl, answerBytes }: EchoOptions): void {
+  const kept = answerBytes === undefined ? undefined : keptAnswer(answerBytes);
   const redis = redisUrl === undefined ? undefined : new Redis(redisUrl);
   if (redis !== undefined) {
     coalesceWrites(redis);
@@ -67,6 +86,10 @@ function serve(redisUrl: string | undefined): void {
         } catch {
           return respond(400, null);
         }
+      }
+      if (kept !== undefined) {
+        res.writeHead(200, { "content-type": "application/json", "content-length": kept.length });
+        return res.end(kept);
       }
       // The plain echo answers on this turn, with no promise in its way.
       if (redis === undefined) return respond(200, parsed);
@@ -97,11 +120,14 @@ process.once("exit", () => {
   for (const child of running) child.kill("SIGKILL");
 });
 
-/** Start the echo server in a child process on a free loopback port (with `redisUrl`: see above). */
-export async function startEchoServer(redisUrl?: string): Promise<EchoServer> {
+/** Start the echo server in a child process on a free loopback port (options: see above). */
+export async function startEchoServer(options: EchoOptions = {}): Promise<EchoServer> {
   const script = fileURLToPath(import.meta.url);
-  const redisArgs = redisUrl === undefined ? [] : ["--redis", redisUrl];
-  const child = spawn(process.execPath, ["--import", "tsx", script, "--serve", ...redisArgs], {
+  const args = [
+    ...(options.redisUrl === undefined ? [] : ["--redis", options.redisUrl]),
+    ...(options.answerBytes === undefined ? [] : ["--answer-bytes", String(options.answerBytes)]),
+  ];
+  const child = spawn(process.execPath, ["--import", "tsx", script, "--serve", ...args], {
     stdio: ["ignore", "pipe", "inherit"],
   });
   running.add(child);
@@ -128,6 +154,13 @@ export async function startEchoServer(redisUrl?: string): Promise<EchoServer> {
 }
 
 if (process.argv.includes("--serve")) {
-  const at = process.argv.indexOf("--redis");
-  serve(at === -1 ? undefined : process.argv[at + 1]);
+  const valueOf = (flag: string) => {
+    const at = process.argv.indexOf(flag);
+    return at === -1 ? undefined : process.argv[at + 1];
+  };
+  const answerBytes = valueOf("--answer-bytes");
+  serve({
+    redisUrl: valueOf("--redis"),
+    answerBytes: answerBytes === undefined ? undefined : Number(answerBytes),
+  });
 }

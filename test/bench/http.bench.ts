@@ -1,7 +1,7 @@
 import { BridgeClient } from "../../src/agent/client.js";
 import { startBridge, type BridgeProcess } from "../helpers/bridge-process.js";
 import { TestRedisServer } from "../helpers/redis-server.js";
-import { startEchoServer } from "./echo-server.js";
+import { startEchoServer, type EchoServer } from "./echo-server.js";
 import {
   machineBusyCpuS,
   probeBeside,
@@ -23,10 +23,12 @@ import { nodeUuid } from "./uuids.js";
  * beside a floor measured in the same run: a bare node:http JSON echo in its own process,
  * driven the same way; beside the Redis renew also that echo waiting for one renew-like
  * script a request (the floor of any Node service that renews in Redis per request: how
- * much of the gap to the plain floor is Redis on these two cores). The bridge runs as it
- * does in production (`shardbridge serve` in its own process) on a private redis-server,
- * and on the embedded memory store where that is cheap. Nothing is asserted: the goals
- * are printed beside the numbers.
+ * much of the gap to the plain floor is Redis on these two cores); beside the node list
+ * also that echo answering a document of the list's size kept ready (the floor of any
+ * Node service sending those bytes: what the machine makes of them shows in its p99).
+ * The bridge runs as it does in production (`shardbridge serve` in its own process) on a
+ * private redis-server, and on the embedded memory store where that is cheap. Nothing is
+ * asserted: the goals are printed beside the numbers.
  *
  * Each wrk run is BENCH_WRK_SECONDS (5) long after a 1 s warm-up; the leases need one TTL
  * (60 s) after the store's start before they are granted, which the runs that need no
@@ -222,6 +224,15 @@ class Rig {
     return { method: "GET", path: "/v1/shards", headers: { authorization: `Bearer ${this.adminToken}` } };
   }
 
+  /** The node list's answer as it goes out, in bytes. */
+  async nodeListBytes(): Promise<number> {
+    const { path, headers } = this.nodeListRequest();
+    const res = await fetch(`${this.bridge.url}${path}`, { headers });
+    const bytes = (await res.arrayBuffer()).byteLength;
+    if (!res.ok) throw new Error(`${this.label}: node list: ${res.status}`);
+    return bytes;
+  }
+
   /** The node list answers the shard's 1,000 nodes under the lease (and nothing else for this agent). */
   async checkNodeList(): Promise<void> {
     const list = await this.client
@@ -269,7 +280,9 @@ export async function httpBench(): Promise<void> {
   const echo = await startEchoServer();
   const redis = await TestRedisServer.start();
   // The floor with Redis in it: the same echo, waiting for one renew-like script a request.
-  const echoRedis = await startEchoServer(redis.url);
+  const echoRedis = await startEchoServer({ redisUrl: redis.url });
+  // The node list's floor, started once the list's size is known.
+  let keptEcho: EchoServer | undefined;
   const bridges: BridgeProcess[] = [];
   try {
     // Both stores start now, so their first TTL (no lease before it) runs down together.
@@ -420,6 +433,17 @@ export async function httpBench(): Promise<void> {
     const listRedisOne = await nodeList(onRedis, 1);
     note("node list, one caller, memory");
     const listMemoryOne = await nodeList(onMemory, 1);
+    // The list's own floor: node:http answering a document of the list's size that it keeps
+    // ready, as the bridge keeps the shard's listing; the bytes through the socket are most
+    // of the cost, and what the machine makes of them shows in its p99.
+    const listBytes = await onMemory.nodeListBytes();
+    keptEcho = await startEchoServer({ answerBytes: listBytes });
+    ours.push(keptEcho.pid);
+    const keptFloor = async (connections: number) =>
+      wrk(keptEcho!.pid, { url: keptEcho!.url, connections, requests: [{ method: "GET", path: "/" }] });
+    note("node:http answering a kept document of the node list's size");
+    const listFloor = await keptFloor(LIST_CONNECTIONS);
+    const listFloorOne = await keptFloor(1);
 
     // The renew probe alone, then beside the heavy reads.
     const besides = async (rig: Rig) => {
@@ -541,8 +565,13 @@ export async function httpBench(): Promise<void> {
       floorRow(`GET /v1/shards, redis (${HEAVY_CONNECTIONS} conns)`, shardList),
       listRow(`GET /v1/agents/{id}/nodes, redis (${LIST_CONNECTIONS} conns)`, listRedis),
       listRow(`GET /v1/agents/{id}/nodes, memory (${LIST_CONNECTIONS} conns)`, listMemory),
+      floorRow(
+        `  node:http answering a kept ${(listBytes / 1000).toFixed(0)} kB document, the list's floor (${LIST_CONNECTIONS} conns)`,
+        listFloor,
+      ),
       listRow("GET /v1/agents/{id}/nodes, redis (1 conn)", listRedisOne),
       listRow("GET /v1/agents/{id}/nodes, memory (1 conn)", listMemoryOne),
+      floorRow("  node:http answering the same kept document (1 conn)", listFloorOne),
       ...besideRows("redis", probeRedis),
       ...besideRows("memory", probeMemory),
     ];
@@ -577,6 +606,8 @@ export async function httpBench(): Promise<void> {
       ["node list, memory", listMemory],
       ["node list, 1 conn, redis", listRedisOne],
       ["node list, 1 conn, memory", listMemoryOne],
+      ["kept document of the list's size", listFloor],
+      ["kept document of the list's size, 1 conn", listFloorOne],
     ];
     printTable(
       "CPU during each run, % of one core (2 cores): wrk itself, the server under test, redis-server, and the rest of " +
@@ -619,6 +650,7 @@ export async function httpBench(): Promise<void> {
   } finally {
     for (const bridge of bridges) await bridge.stop();
     await echoRedis.stop();
+    await keptEcho?.stop();
     await redis.stop();
     await echo.stop();
   }
