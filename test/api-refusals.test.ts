@@ -1,6 +1,7 @@
 import { expect } from "chai";
 import { connect } from "node:net";
 import { createApp } from "../src/api/app.js";
+import { MAX_LISTED_ISSUES } from "../src/domain/validation.js";
 import { ShardCatalog } from "../src/shards/definitions.js";
 import { OwnershipRegistry } from "../src/traits/ownership.js";
 import { backendsUnderTest, useApp } from "./helpers/backends.js";
@@ -135,6 +136,23 @@ for (const backend of backendsUnderTest()) {
         );
       });
 
+      it("a bulk of 20,000 nodes each lacking its shard: 400 listing the first 50 and counting the rest, none written", async () => {
+        const nodes = everyThirdIn("rack-b", 20_000).map(({ shard: _left, ...lacking }) => lacking);
+        const answer = await refusedUnchanged(
+          () => call(`${ctx.base}/v1/nodes/bulk`, "POST", { nodes }),
+          400,
+          "nodes[49].shard",
+        );
+        const errors = answer.body.errors as Array<{ field?: string; detail: string }>;
+        expect(errors.map((e) => e.field)).to.deep.equal([
+          ...Array.from({ length: MAX_LISTED_ISSUES }, (_, i) => `nodes[${i}].shard`),
+          "(more)",
+        ]);
+        expect(errors.at(-1)!.detail).to.equal(
+          `(more): ${20_000 - MAX_LISTED_ISSUES} more problems, not listed: only the first ${MAX_LISTED_ISSUES} are`,
+        );
+      });
+
       it("PATCH changes only the fields it names; an unknown node is a 404 that writes nothing", async () => {
         const moved = await call(`${ctx.base}/v1/nodes/${NAMED_NODE}`, "PATCH", { shard: "rack-b" });
         expect(moved.status).to.equal(200);
@@ -251,6 +269,45 @@ for (const backend of backendsUnderTest()) {
       await refusedUnchanged(() => beat({ shards: "rack-b" }), 400, "shards");
       const agent = (await call(`${ctx.base}/v1/agents`, "GET")).body.agents[0];
       expect(agent).to.include({ id: "compute-0", legacy_pool: false });
+      expect(agent.serves).to.deep.equal(["rack-b"]);
+    });
+
+    it("a heartbeat body near its limit that names no shards is 400 in one error and changes nothing", async () => {
+      const beat = (body: unknown) =>
+        call(`${ctx.base}/v1/agents/compute-0/heartbeat`, "POST", body, as("compute-0"));
+      expect((await beat({ shards: ["rack-b"] })).status).to.equal(200);
+      // Each under the 512 KiB limit: the worker reads them, and each is one refusal.
+      const near = 250_000;
+      const bodies: Array<[string, string, string]> = [
+        [
+          "250,000 numbers",
+          `{"shards":[${Array(near).fill("0").join(",")}]}`,
+          "must name at most 1000 shards",
+        ],
+        [
+          "1,001 names",
+          JSON.stringify({ shards: Array(1001).fill("rack-b") }),
+          "must name at most 1000 shards",
+        ],
+        [
+          "brackets nested 250,000 deep",
+          `{"shards":${"[".repeat(near)}${"]".repeat(near)}}`,
+          "shards[0]: must be a string",
+        ],
+        [
+          "a bad name",
+          JSON.stringify({ shards: ["rack-b", "bad name"] }),
+          "must match ^[a-zA-Z0-9_.-]{1,255}$",
+        ],
+      ];
+      for (const [what, body, reason] of bodies) {
+        const answer = await refusedUnchanged(() => beat(body), 400);
+        const [only, ...rest] = answer.body.errors as Array<{ field: string; detail: string }>;
+        expect(rest, what).to.deep.equal([]);
+        expect(only!.field, what).to.match(/^shards/);
+        expect(only!.detail, what).to.include(reason);
+      }
+      const agent = (await call(`${ctx.base}/v1/agents`, "GET")).body.agents[0];
       expect(agent.serves).to.deep.equal(["rack-b"]);
     });
 

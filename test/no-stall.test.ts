@@ -20,7 +20,8 @@ const TTL_MS = 10_000;
  * The bridge is one event loop, and every renew of every shard waits behind it: no
  * request at the sizes the API accepts may hold it. Heavy requests at their limits run
  * for a few seconds — a legacy-pool agent's share of 98,000 unsharded nodes, a bulk of
- * 20,000 nodes, 10,000 nodes in one page, 100,000 nodes counted by GET /v1/shards, a
+ * 20,000 nodes (and one refused, every node at fault), a heartbeat of 500 KiB that names
+ * no shard, 10,000 nodes in one page, 100,000 nodes counted by GET /v1/shards, a
  * feed read of 1,000 entries, an inspection result near its 1 MiB limit — while a probe
  * renews a lease every 20 ms. The goal is a few milliseconds; the bounds here are far
  * above it so that a busy machine does not fail the test, and far below what a stall
@@ -89,6 +90,8 @@ describe("No request stalls the bridge (real bridge and redis-server, heavy rout
     for (const route of [
       "GET /v1/agents/legacy-0/nodes 200",
       "POST /v1/nodes/bulk 200",
+      "POST /v1/nodes/bulk 400",
+      "POST /v1/agents/legacy-1/heartbeat 400",
       "GET /v1/nodes 200",
       "GET /v1/shards 200",
       "GET /v1/shards/fleet-a/feed 200",

@@ -8,7 +8,12 @@ import { fileURLToPath } from "node:url";
 import { createApp } from "../src/api/app.js";
 import { processClockUs } from "../src/store/clock.js";
 import { MemoryBackend } from "../src/store/memory.js";
-import { ShardCatalog, ShardDefinitionError, loadShardCatalog } from "../src/shards/definitions.js";
+import {
+  MAX_SHARD_AGENTS,
+  ShardCatalog,
+  ShardDefinitionError,
+  loadShardCatalog,
+} from "../src/shards/definitions.js";
 import { Store } from "../src/store/store.js";
 import { call, listen, testAuthority, TEST_TOKENS } from "./helpers/http.js";
 import { backendsUnderTest, useApp } from "./helpers/backends.js";
@@ -189,6 +194,23 @@ for (const backend of backendsUnderTest()) {
         expect(await backend.state(ctx.store)).to.equal(before);
       });
     }
+
+    it("refuses a list of agents past the bound in one error, not one per agent, and writes nothing", async () => {
+      const before = await backend.state(ctx.store);
+      // 64 KiB of agent ids that are no strings: 32,000 of them.
+      const refused = await define("rack-s", `{"agents":[${Array(32_000).fill("0").join(",")}]}`);
+      expect(refused.status, JSON.stringify(refused.body).slice(0, 300)).to.equal(400);
+      expect(refused.body.errors).to.deep.equal([
+        {
+          status: 400,
+          code: "shardbridge.validation",
+          title: "Invalid request",
+          detail: `agents: must name at most ${MAX_SHARD_AGENTS} agents`,
+          field: "agents",
+        },
+      ]);
+      expect(await backend.state(ctx.store)).to.equal(before);
+    });
 
     it("lets only admin write (403 for an agent) and writes nothing", async () => {
       const before = await backend.state(ctx.store);

@@ -6,7 +6,8 @@ import { ValidationError, parseOrThrow } from "../domain/validation.js";
 import type { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
 import { assertActsAs, principalOf } from "./auth.js";
-import { bodyObject } from "./body.js";
+import { decodeFailure } from "./decode/failure.js";
+import type { DecodePool } from "./decode/pool.js";
 import { agentsOverview, leaseCensus } from "./overview.js";
 import { inServiceOf } from "../shards/queries.js";
 import type { LegacyAssignments } from "../ring/assignment.js";
@@ -17,18 +18,6 @@ import { AgentNodeLists } from "./agent-nodes.js";
 import { leaseJson } from "./views.js";
 
 export const AgentPath = z.strictObject({ id: AgentId });
-/**
- * `shards` must be given: [] puts the agent in nova's legacy ring pool, so a body left
- * empty by accident must not (the ring would hand a sharded agent unsharded nodes).
- */
-export const HeartbeatBody = z.strictObject({
-  shards: z.array(z.unknown(), {
-    error: (issue) =>
-      issue.input === undefined
-        ? "is required: the shards this agent serves ([] for nova's legacy ring pool)"
-        : "must be a list of shard names",
-  }),
-});
 export const NodesQuery = z.strictObject({
   token: z
     .string({ error: "must be a comma-separated list of fencing tokens" })
@@ -60,6 +49,7 @@ export function agentRoutes(
   catalog: ShardCatalog,
   pool: LegacyPool,
   assignments: LegacyAssignments,
+  decoder: DecodePool,
   serviceDownMs = SERVICE_DOWN_TIME_MS,
 ): Router {
   const router = Router();
@@ -67,8 +57,9 @@ export function agentRoutes(
 
   router.post("/v1/agents/:id/heartbeat", async (req, res) => {
     const agent = agentOf(req, res);
-    const body = parseOrThrow(HeartbeatBody, bodyObject(req));
-    const seen = await store.heartbeat(agent, body.shards as string[] | undefined);
+    const shards = await decoder.decode({ kind: "heartbeat" }, req.bodyChunks!);
+    if (!shards.ok) throw decodeFailure(shards);
+    const seen = await store.heartbeat(agent, shards.value);
     res.json({ agent, last_seen: new Date(seen.lastSeenMs).toISOString(), serves: seen.serves });
   });
 

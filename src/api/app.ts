@@ -170,7 +170,7 @@ export function createApp(
     },
     version: () => store.nodes.poolVersion(),
   });
-  app.use(agentRoutes(store, catalog, pool, assignments, serviceDownMs));
+  app.use(agentRoutes(store, catalog, pool, assignments, decoder, serviceDownMs));
   app.use(traitRoutes(traits));
   app.use(feedRoutes(store, traits));
   app.use(ironicDeliveryRoutes(ironic));

@@ -1,5 +1,5 @@
 import type { ErrorRequestHandler } from "express";
-import { ValidationError } from "../domain/validation.js";
+import { MAX_LISTED_ISSUES, ValidationError } from "../domain/validation.js";
 import { StoreUnavailableError } from "../domain/store-errors.js";
 
 /** One error in the OpenStack API-SIG shape. */
@@ -53,14 +53,27 @@ export function conflict(
   return { status: 409, code: `shardbridge.${code}`, title, detail, ...extra };
 }
 
+/**
+ * One error per listed field; past MAX_LISTED_ISSUES, one more under the field `(more)`
+ * (as `(body)` and `(root)`, no field of the request) that counts the rest.
+ */
 export function validationErrors(error: ValidationError): ApiError[] {
-  return error.issues.map((issue) => ({
+  const errors: ApiError[] = error.issues.map((issue) => ({
     status: 400,
     code: "shardbridge.validation",
     title: "Invalid request",
     detail: `${issue.field}: ${issue.reason}`,
     field: issue.field,
   }));
+  if (error.unlisted > 0)
+    errors.push({
+      status: 400,
+      code: "shardbridge.validation",
+      title: "Invalid request",
+      detail: `(more): ${error.unlisted} more problems, not listed: only the first ${MAX_LISTED_ISSUES} are`,
+      field: "(more)",
+    });
+  return errors;
 }
 
 /**

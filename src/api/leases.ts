@@ -71,7 +71,7 @@ class LeaseBody {
       });
     } catch (error) {
       if (error instanceof ValidationError && error !== refused)
-        throw new ValidationError([...this.unknown, ...error.issues]);
+        throw new ValidationError([...this.unknown, ...error.issues], error.unlisted);
       throw error;
     }
   }

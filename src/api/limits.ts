@@ -18,8 +18,8 @@ const MiB = 1024 * KiB;
 export const BULK_BODY: BodyPolicy = { limit: 8 * MiB, parseHere: false };
 /** An inspection result with its inventory; decoded off the event loop (the signature covers the raw bytes). */
 export const WEBHOOK_BODY: BodyPolicy = { limit: 1 * MiB, parseHere: false };
-/** A heartbeat may name 1,000 shards of 255 characters. */
-export const HEARTBEAT_BODY: BodyPolicy = { limit: 512 * KiB, parseHere: true };
+/** A heartbeat may name 1,000 shards of 255 characters; decoded off the event loop (see decode/heartbeat.ts). */
+export const HEARTBEAT_BODY: BodyPolicy = { limit: 512 * KiB, parseHere: false };
 /**
  * A request forwarded through the fenced Ironic endpoint, never parsed here: Ironic's own
  * limit (oslo.middleware's max_request_body_size, 112 KiB by default) is far below it,

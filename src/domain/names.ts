@@ -21,6 +21,17 @@ export const AgentId = z
   // eslint-disable-next-line no-control-regex
   .regex(/^[^\u0000-\u001f\u007f]*$/, { error: "must not contain control characters" });
 
+/** The most shards one agent may say it serves (a heartbeat's `shards`). */
+export const MAX_SERVED_SHARDS = 1000;
+
+/**
+ * The shards an agent says it serves, each a shard name. The bound is checked before any
+ * name: a longer list is refused in one step, not name by name.
+ */
+export const ServedShards = z
+  .array(ShardName)
+  .max(MAX_SERVED_SHARDS, { error: `must name at most ${MAX_SERVED_SHARDS} shards` });
+
 export type ShardName = z.infer<typeof ShardName>;
 export type AgentId = z.infer<typeof AgentId>;
 

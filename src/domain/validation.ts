@@ -7,15 +7,29 @@ export interface FieldIssue {
 }
 
 /**
- * Raised before any I/O when an input breaks a rule. It carries every offending
- * field so an HTTP layer can answer 4xx naming each one; nothing was written.
+ * The most problems one refusal lists. A bulk of 20,000 nodes that each lack a field has
+ * 20,000 of them: listed whole, the answer was 14–18 MB, built and written on the event
+ * loop (190–240 ms that every renew waited behind). The first ones say what is wrong;
+ * the rest are counted.
+ */
+export const MAX_LISTED_ISSUES = 50;
+
+/**
+ * Raised before any I/O when an input breaks a rule. It carries the offending fields (the
+ * first MAX_LISTED_ISSUES, and how many more) so an HTTP layer can answer 4xx naming
+ * each one; nothing was written.
  */
 export class ValidationError extends Error {
   readonly issues: FieldIssue[];
-  constructor(issues: FieldIssue[]) {
-    super(issues.map((i) => `${i.field}: ${i.reason}`).join("; "));
+  /** problems found past the listed ones: counted, not kept */
+  readonly unlisted: number;
+  constructor(issues: FieldIssue[], unlisted = 0) {
+    const listed = issues.slice(0, MAX_LISTED_ISSUES);
+    const more = unlisted + issues.length - listed.length;
+    super(listed.map((i) => `${i.field}: ${i.reason}`).join("; ") + (more > 0 ? `; and ${more} more` : ""));
     this.name = "ValidationError";
-    this.issues = issues;
+    this.issues = listed;
+    this.unlisted = more;
   }
 }
 

@@ -5,6 +5,9 @@ import { LEASE_TTL_DEFAULT_MS, LeaseTtlMs } from "../domain/lease.js";
 import { AgentId, ShardName } from "../domain/names.js";
 import { ValidationError, parseOrThrow } from "../domain/validation.js";
 
+/** The most agents one shard's definition may allow. */
+export const MAX_SHARD_AGENTS = 100;
+
 /** One file in shards/ (`NAME.json`), or one definition written through the API. */
 export const ShardDefinition = z.strictObject({
   name: ShardName,
@@ -13,8 +16,15 @@ export const ShardDefinition = z.strictObject({
     .max(1000, { error: "must be at most 1000 characters" })
     .default(""),
   lease_ttl_ms: LeaseTtlMs.default(LEASE_TTL_DEFAULT_MS),
-  /** agents allowed to serve the shard; absent = any agent */
-  agents: z.array(AgentId).min(1, { error: "must name at least one agent, or be left out" }).optional(),
+  /**
+   * agents allowed to serve the shard (one active, the rest its standbys); absent = any
+   * agent. Bounded so that a long list is refused in one step, not agent by agent.
+   */
+  agents: z
+    .array(AgentId)
+    .min(1, { error: "must name at least one agent, or be left out" })
+    .max(MAX_SHARD_AGENTS, { error: `must name at most ${MAX_SHARD_AGENTS} agents` })
+    .optional(),
   /**
    * The shard is being filled with nodes from nova's ring (`migrate apply` sets it before
    * it writes shard keys and clears it once every node has its key): until then a lease

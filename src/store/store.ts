@@ -9,7 +9,7 @@ import {
   type ReleaseRequest as ReleaseArgs,
   type RenewRequest as RenewArgs,
 } from "../domain/lease.js";
-import { AgentId, ShardName } from "../domain/names.js";
+import { AgentId, ServedShards, ShardName } from "../domain/names.js";
 import { parseOrThrow, RepeatParse } from "../domain/validation.js";
 import { NodeRegistry } from "../nodes/registry.js";
 import type { NodeBackend } from "../nodes/port.js";
@@ -25,11 +25,7 @@ const ReadRequest = z.strictObject({ shard: ShardName });
 /** An agent's heartbeat, and the shards it serves (none: it is in nova's legacy ring pool). */
 export const HeartbeatRequest = z.strictObject({
   agent: AgentId,
-  shards: z
-    .array(ShardName)
-    .max(1000, { error: "must name at most 1000 shards" })
-    .default([])
-    .transform((shards) => [...new Set(shards)].sort()),
+  shards: ServedShards.default([]).transform((shards) => [...new Set(shards)].sort()),
 });
 
 /**

@@ -139,6 +139,29 @@ export async function loadHeavyFleet(
       },
     },
     {
+      // An operator's mistake at full size: a refusal that listed every node's problem was
+      // 14 MB, built on the event loop.
+      what: "a bulk of 20,000 nodes, each lacking its shard (400)",
+      request: {
+        method: "POST",
+        path: "/v1/nodes/bulk",
+        headers: as(bridge.tokenFor("admin")),
+        body: JSON.stringify({
+          nodes: nodes.slice(0, HEAVY_BULK).map(({ shard: _left, ...lacking }) => lacking),
+        }),
+      },
+    },
+    {
+      // Half a megabyte that is no list of shard names, decoded off the event loop and refused.
+      what: "a heartbeat of 500 KiB naming no shard (400)",
+      request: {
+        method: "POST",
+        path: "/v1/agents/legacy-1/heartbeat",
+        headers: as(bridge.tokenOf("legacy-1")),
+        body: `{"shards":[${Array(250_000).fill("0").join(",")}]}`,
+      },
+    },
+    {
       what: "a page of 10,000 nodes",
       request: { method: "GET", path: "/v1/nodes?limit=10000", headers: as(bridge.tokenFor("admin")) },
     },

@@ -1,10 +1,9 @@
 import { Worker } from "node:worker_threads";
 import type { TraitRule } from "../../traits/inspection.js";
 import { joinChunks } from "../body.js";
-import { decodeBulk, type PackedNodes } from "./bulk.js";
+import { decodeText, type DecodeJob, type ResultOf } from "./jobs.js";
 import type { Decoded } from "./result.js";
 import { ownBytes } from "./transfer.js";
-import { decodeWebhook, type WebhookRequest } from "./webhook.js";
 
 /**
  * The worker thread: from dist the compiled worker.js; from source (tsx) worker-dev.mjs,
@@ -14,10 +13,6 @@ function spawnWorker(workerData: unknown): Worker {
   const file = import.meta.url.endsWith(".ts") ? "./worker-dev.mjs" : "./worker.js";
   return new Worker(new URL(file, import.meta.url), { workerData });
 }
-
-/** What to decode a body as. */
-export type DecodeJob = { kind: "bulk" } | { kind: "webhook"; nowS: number };
-type ResultOf<J extends DecodeJob> = J extends { kind: "bulk" } ? PackedNodes : WebhookRequest;
 
 /** Bodies up to this size decode on the event loop: under a millisecond, less than a trip to the worker. */
 const INLINE_MAX_BYTES = 32 * 1024;
@@ -49,8 +44,7 @@ export class DecodePool {
     const length = body.reduce((sum, chunk) => sum + chunk.length, 0);
     if (length <= INLINE_MAX_BYTES) {
       const text = joinChunks(body).toString("utf8");
-      const result = job.kind === "bulk" ? decodeBulk(text) : decodeWebhook(text, this.rules, job.nowS);
-      return Promise.resolve(result as Decoded<ResultOf<J>>);
+      return Promise.resolve(decodeText(job, text, this.rules) as Decoded<ResultOf<J>>);
     }
     const id = this.nextId++;
     return new Promise((resolve, reject) => {

@@ -6,7 +6,9 @@ import { asBodyObject } from "../body.js";
  * or why it is not JSON at all. Plain data, so it crosses to and from a worker thread.
  */
 export type Decoded<T> =
-  { ok: true; value: T } | { ok: false; issues: FieldIssue[] } | { ok: false; malformed: string };
+  | { ok: true; value: T }
+  | { ok: false; issues: FieldIssue[]; unlisted: number }
+  | { ok: false; malformed: string };
 
 /**
  * Decode `text` as a JSON object and hand it to `decode`: an empty body is a missing one,
@@ -23,7 +25,8 @@ export function decodeObject<T>(text: string, decode: (body: Record<string, unkn
   try {
     return { ok: true, value: decode(asBodyObject(raw)) };
   } catch (error) {
-    if (error instanceof ValidationError) return { ok: false, issues: error.issues };
+    if (error instanceof ValidationError)
+      return { ok: false, issues: error.issues, unlisted: error.unlisted };
     throw error;
   }
 }

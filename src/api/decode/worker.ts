@@ -5,9 +5,8 @@
 import { parentPort, workerData } from "node:worker_threads";
 import type { TraitRule } from "../../traits/inspection.js";
 import { decodeBulk } from "./bulk.js";
-import type { DecodeJob } from "./pool.js";
+import { decodeText, type DecodeJob } from "./jobs.js";
 import { ownBytes } from "./transfer.js";
-import { decodeWebhook } from "./webhook.js";
 
 const { rules } = workerData as { rules: TraitRule[] };
 
@@ -23,7 +22,7 @@ parentPort!.on("message", ({ id, job, chunks }: { id: number; job: DecodeJob; ch
       const value = { packed, count: result.value.count };
       parentPort!.postMessage({ id, result: { ok: true, value } }, [packed.buffer]);
     } else {
-      parentPort!.postMessage({ id, result: decodeWebhook(text, rules, job.nowS) });
+      parentPort!.postMessage({ id, result: decodeText(job, text, rules) });
     }
   } catch (error) {
     parentPort!.postMessage({ id, failure: String(error) });

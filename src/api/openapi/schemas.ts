@@ -5,7 +5,7 @@ import { BulkNodesRequest, NodeInput, NodePatch, NodeUuid } from "../../domain/n
 import { RingKindName } from "../../domain/ring.js";
 import { HeartbeatRequest } from "../../store/store.js";
 import { AckBody } from "../feed.js";
-import { HeartbeatBody } from "../agents.js";
+import { HeartbeatBody } from "../decode/heartbeat.js";
 import { LeaseWriteBodies } from "../leases.js";
 import { WebhookPayload } from "../decode/webhook.js";
 import { CSP, LoginForm, SESSION_COOKIE, SESSION_MS, STATIC_TYPES, StaticPath } from "../ui/routes.js";

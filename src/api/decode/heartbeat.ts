@@ -1,0 +1,30 @@
+import { z } from "zod";
+import { ServedShards } from "../../domain/names.js";
+import { parseOrThrow } from "../../domain/validation.js";
+import { decodeObject, type Decoded } from "./result.js";
+
+/**
+ * A heartbeat's body. `shards` must be given: [] puts the agent in nova's legacy ring
+ * pool, so a body left empty by accident must not (the ring would hand a sharded agent
+ * unsharded nodes).
+ */
+export const HeartbeatBody = z.strictObject({
+  shards: z
+    .array(z.unknown(), {
+      error: (issue) =>
+        issue.input === undefined
+          ? "is required: the shards this agent serves ([] for nova's legacy ring pool)"
+          : "must be a list of shard names",
+    })
+    .pipe(ServedShards),
+});
+
+/**
+ * The shards a heartbeat says its agent serves. Its body may be half a megabyte (1,000
+ * names of 255 characters), and text of that size that is no such list — 260,000 numbers,
+ * or brackets nested 260,000 deep — holds a JSON parser for 5–40 ms: it is decoded in the
+ * worker (see pool.ts), and refused there, whole, before the event loop sees any of it.
+ */
+export function decodeHeartbeat(text: string): Decoded<string[]> {
+  return decodeObject(text, (body) => parseOrThrow(HeartbeatBody, body).shards);
+}
