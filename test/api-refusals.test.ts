@@ -276,7 +276,7 @@ for (const backend of backendsUnderTest()) {
       const beat = (body: unknown) =>
         call(`${ctx.base}/v1/agents/compute-0/heartbeat`, "POST", body, as("compute-0"));
       expect((await beat({ shards: ["rack-b"] })).status).to.equal(200);
-      // Each under the 512 KiB limit: the worker reads them, and each is one refusal.
+      // Each under the 512 KiB limit, each one refusal; those over 32 KiB are decoded in the worker.
       const near = 250_000;
       const bodies: Array<[string, string, string]> = [
         [

@@ -202,6 +202,18 @@ describe("migrate plan --out, apply, verify: the real Ironic, a real bridge, age
         /definitions\[0\]\.agents: must include compute-/,
       ],
       [
+        "more agents than a definition may allow",
+        (p) => ({
+          ...p,
+          definitions: p.definitions.map((d: any, i: number) =>
+            i === 0
+              ? { ...d, agents: [...d.agents, ...Array.from({ length: 100 }, (_, n) => `extra-${n}`)] }
+              : d,
+          ),
+        }),
+        /definitions\[0\]\.agents: must name at most 100 agents/,
+      ],
+      [
         "a node planned twice",
         (p) => ({
           ...p,

@@ -86,7 +86,9 @@ describe("No request stalls the bridge (real bridge and redis-server, heavy rout
       `      renew beside them: p50 ${Number(probed.p50).toFixed(1)} ms, p99 ${Number(probed.p99).toFixed(1)} ms, ` +
         `max ${Number(probed.max).toFixed(1)} ms over ${probed.count}; bridge event-loop delay max ${(lag * 1000).toFixed(1)} ms`,
     );
-    // Every heavy route was really served, each at its size, and every renew succeeded.
+    // Every heavy route was really served, each at its size, and every renew succeeded. (The
+    // refused bulk and heartbeat are here to be exercised beside the rest; their contents are
+    // checked in api-refusals.test.ts, and what they cost the loop in the stall bench.)
     for (const route of [
       "GET /v1/agents/legacy-0/nodes 200",
       "POST /v1/nodes/bulk 200",

@@ -49,6 +49,33 @@ describe("Shard definitions", () => {
     expect(catalog.mayServe("rack-b", "anyone")).to.equal(true);
   });
 
+  it("still reads a definition with more agents than one written now may allow (an older bridge's), and keeps it closed to others", async () => {
+    const agents = Array.from({ length: MAX_SHARD_AGENTS + 20 }, (_, i) => `compute-${i}`);
+    write("rack-a.json", { name: "rack-a", agents });
+    expect(loadShardCatalog(dir).mayServe("rack-a", "compute-110")).to.equal(true);
+    expect(loadShardCatalog(dir).mayServe("rack-a", "compute-999")).to.equal(false);
+    // The same schema reads what an older bridge stored.
+    const store = new Store(new MemoryBackend(processClockUs), new MemoryNodes(), new MemoryTraits());
+    await store.definitions.write("rack-s", JSON.stringify({ description: "", lease_ttl_ms: 6000, agents }));
+    const catalog = new ShardCatalog();
+    await new StoredDefinitions(store, catalog).refresh();
+    expect(catalog.mayServe("rack-s", "compute-999")).to.equal(false);
+    expect(catalog.get("rack-s")?.agents).to.have.length(MAX_SHARD_AGENTS + 20);
+  });
+
+  it("a file with more problems than a refusal lists: the first 50, and how many more", () => {
+    write("x.json", { name: "x", agents: Array(60).fill("") });
+    try {
+      loadShardCatalog(dir);
+    } catch (error) {
+      const e = error as ShardDefinitionError;
+      expect(e.issues).to.have.length(50);
+      expect(e.message.endsWith("; and 10 more"), e.message).to.equal(true);
+      return;
+    }
+    throw new Error("expected the definition to be refused");
+  });
+
   const bad: Array<[string, string | object, string, RegExp]> = [
     ["x.json", { name: "x", lease_ttl_ms: 500 }, "lease_ttl_ms", /at least 1000/],
     ["x.json", { name: "x", agents: [] }, "agents", /at least one agent/],

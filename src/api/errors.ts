@@ -70,7 +70,7 @@ export function validationErrors(error: ValidationError): ApiError[] {
       status: 400,
       code: "shardbridge.validation",
       title: "Invalid request",
-      detail: `(more): ${error.unlisted} more problems, not listed: only the first ${MAX_LISTED_ISSUES} are`,
+      detail: `(more): ${error.unlisted} more ${error.unlisted === 1 ? "problem" : "problems"}, not listed: only the first ${MAX_LISTED_ISSUES} are`,
       field: "(more)",
     });
   return errors;

@@ -6,6 +6,7 @@ import { NodeUuid } from "../domain/node.js";
 import { RingKindName, RingMembers } from "../domain/ring.js";
 import { ValidationError, parseOrThrow } from "../domain/validation.js";
 import { ConfigError } from "../config.js";
+import { MAX_SHARD_AGENTS } from "../shards/definitions.js";
 import {
   inventoryEntry,
   inventoryFingerprint,
@@ -32,7 +33,12 @@ const PlannedDefinition = z.strictObject({
     .string({ error: "must be a string" })
     .max(1000, { error: "must be at most 1000 characters" }),
   lease_ttl_ms: LeaseTtlMs,
-  agents: z.array(AgentId).min(1, { error: "must name at least one agent" }),
+  // Bounded as the API bounds a definition, so a plan that could not be applied is refused
+  // before apply writes anything.
+  agents: z
+    .array(AgentId)
+    .min(1, { error: "must name at least one agent" })
+    .max(MAX_SHARD_AGENTS, { error: `must name at most ${MAX_SHARD_AGENTS} agents` }),
 });
 
 const Count = z.number({ error: "must be a number" }).int({ error: "must be an integer" }).min(0);

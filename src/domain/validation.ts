@@ -26,11 +26,17 @@ export class ValidationError extends Error {
   constructor(issues: FieldIssue[], unlisted = 0) {
     const listed = issues.slice(0, MAX_LISTED_ISSUES);
     const more = unlisted + issues.length - listed.length;
-    super(listed.map((i) => `${i.field}: ${i.reason}`).join("; ") + (more > 0 ? `; and ${more} more` : ""));
+    super(describeIssues(listed, more));
     this.name = "ValidationError";
     this.issues = listed;
     this.unlisted = more;
   }
+}
+
+/** Issues as one line of text: `field: reason; …`, and how many more were not listed. */
+export function describeIssues(issues: readonly FieldIssue[], unlisted = 0): string {
+  const listed = issues.map((i) => `${i.field}: ${i.reason}`).join("; ");
+  return unlisted > 0 ? `${listed}; and ${unlisted} more` : listed;
 }
 
 function fieldPath(path: ReadonlyArray<PropertyKey>): string {

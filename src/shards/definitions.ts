@@ -3,10 +3,22 @@ import { basename, join } from "node:path";
 import { z } from "zod";
 import { LEASE_TTL_DEFAULT_MS, LeaseTtlMs } from "../domain/lease.js";
 import { AgentId, ShardName } from "../domain/names.js";
-import { ValidationError, parseOrThrow } from "../domain/validation.js";
+import { ValidationError, describeIssues, parseOrThrow, type FieldIssue } from "../domain/validation.js";
 
-/** The most agents one shard's definition may allow. */
+/**
+ * The most agents a definition written now may allow (one active, the rest standbys):
+ * a longer list is refused in one step, not agent by agent. A file or a stored definition
+ * of an older bridge with more is still read — refusing it would open its shard to any
+ * agent — so the bound is on what is written (ShardDefinitionBody, a migration's plan).
+ */
 export const MAX_SHARD_AGENTS = 100;
+
+const ShardAgents = z.array(AgentId).min(1, { error: "must name at least one agent, or be left out" });
+
+/** A definition's `agents` as one is written. */
+export const BoundedShardAgents = ShardAgents.max(MAX_SHARD_AGENTS, {
+  error: `must name at most ${MAX_SHARD_AGENTS} agents`,
+});
 
 /** One file in shards/ (`NAME.json`), or one definition written through the API. */
 export const ShardDefinition = z.strictObject({
@@ -16,15 +28,8 @@ export const ShardDefinition = z.strictObject({
     .max(1000, { error: "must be at most 1000 characters" })
     .default(""),
   lease_ttl_ms: LeaseTtlMs.default(LEASE_TTL_DEFAULT_MS),
-  /**
-   * agents allowed to serve the shard (one active, the rest its standbys); absent = any
-   * agent. Bounded so that a long list is refused in one step, not agent by agent.
-   */
-  agents: z
-    .array(AgentId)
-    .min(1, { error: "must name at least one agent, or be left out" })
-    .max(MAX_SHARD_AGENTS, { error: `must name at most ${MAX_SHARD_AGENTS} agents` })
-    .optional(),
+  /** agents allowed to serve the shard (one active, the rest its standbys); absent = any agent */
+  agents: ShardAgents.optional(),
   /**
    * The shard is being filled with nodes from nova's ring (`migrate apply` sets it before
    * it writes shard keys and clears it once every node has its key): until then a lease
@@ -36,7 +41,9 @@ export const ShardDefinition = z.strictObject({
 export type ShardDefinition = z.output<typeof ShardDefinition>;
 
 /** A definition's body as the API takes it: the shard's name is the path's. */
-export const ShardDefinitionBody = ShardDefinition.omit({ name: true });
+export const ShardDefinitionBody = ShardDefinition.omit({ name: true }).extend({
+  agents: BoundedShardAgents.optional(),
+});
 
 /** Where a shard's definition comes from: a file of this bridge, or the store all bridges share. */
 export type DefinitionSource = "file" | "store";
@@ -45,9 +52,10 @@ export type DefinitionSource = "file" | "store";
 export class ShardDefinitionError extends Error {
   constructor(
     readonly file: string,
-    readonly issues: Array<{ field: string; reason: string }>,
+    readonly issues: FieldIssue[],
+    unlisted = 0,
   ) {
-    super(`${file}: ${issues.map((i) => `${i.field}: ${i.reason}`).join("; ")}`);
+    super(`${file}: ${describeIssues(issues, unlisted)}`);
     this.name = "ShardDefinitionError";
   }
 }
@@ -115,7 +123,7 @@ function parseFile(path: string): ShardDefinition {
   try {
     definition = parseOrThrow(ShardDefinition, raw);
   } catch (error) {
-    if (error instanceof ValidationError) throw new ShardDefinitionError(file, error.issues);
+    if (error instanceof ValidationError) throw new ShardDefinitionError(file, error.issues, error.unlisted);
     throw error;
   }
   // The file name is the shard name, so `ls shards/` tells an operator what is defined.

@@ -66,7 +66,8 @@ export const SCHEMAS = {
   NodeInput: fromZod(NodeInput),
   NodePatch: fromZod(NodePatch),
   BulkNodes: fromZod(BulkNodesRequest),
-  // The route requires `shards` (HeartbeatBody); the Store's parse checks each name.
+  // The route requires `shards` and checks each name (HeartbeatBody pipes into ServedShards,
+  // which fromZod describes by its input side): the names' schema is the Store's.
   Heartbeat: {
     ...fromZod(HeartbeatBody),
     properties: { shards: (fromZod(HeartbeatRequest).properties as Record<string, JsonSchema>).shards },
