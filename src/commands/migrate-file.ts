@@ -6,7 +6,7 @@ import { NodeUuid } from "../domain/node.js";
 import { RingKindName, RingMembers } from "../domain/ring.js";
 import { ValidationError, parseOrThrow } from "../domain/validation.js";
 import { ConfigError } from "../config.js";
-import { MAX_SHARD_AGENTS } from "../shards/definitions.js";
+import { boundShardAgents } from "../shards/definitions.js";
 import {
   inventoryEntry,
   inventoryFingerprint,
@@ -35,10 +35,7 @@ const PlannedDefinition = z.strictObject({
   lease_ttl_ms: LeaseTtlMs,
   // Bounded as the API bounds a definition, so a plan that could not be applied is refused
   // before apply writes anything.
-  agents: z
-    .array(AgentId)
-    .min(1, { error: "must name at least one agent" })
-    .max(MAX_SHARD_AGENTS, { error: `must name at most ${MAX_SHARD_AGENTS} agents` }),
+  agents: boundShardAgents(z.array(AgentId).min(1, { error: "must name at least one agent" })),
 });
 
 const Count = z.number({ error: "must be a number" }).int({ error: "must be an integer" }).min(0);

@@ -13,12 +13,11 @@ import { ValidationError, describeIssues, parseOrThrow, type FieldIssue } from "
  */
 export const MAX_SHARD_AGENTS = 100;
 
-const ShardAgents = z.array(AgentId).min(1, { error: "must name at least one agent, or be left out" });
+/** `agents` bounded as a definition written now is (the API's body, a migration's plan). */
+export const boundShardAgents = (agents: z.ZodArray<typeof AgentId>) =>
+  agents.max(MAX_SHARD_AGENTS, { error: `must name at most ${MAX_SHARD_AGENTS} agents` });
 
-/** A definition's `agents` as one is written. */
-export const BoundedShardAgents = ShardAgents.max(MAX_SHARD_AGENTS, {
-  error: `must name at most ${MAX_SHARD_AGENTS} agents`,
-});
+const ShardAgents = z.array(AgentId).min(1, { error: "must name at least one agent, or be left out" });
 
 /** One file in shards/ (`NAME.json`), or one definition written through the API. */
 export const ShardDefinition = z.strictObject({
@@ -42,7 +41,7 @@ export type ShardDefinition = z.output<typeof ShardDefinition>;
 
 /** A definition's body as the API takes it: the shard's name is the path's. */
 export const ShardDefinitionBody = ShardDefinition.omit({ name: true }).extend({
-  agents: BoundedShardAgents.optional(),
+  agents: boundShardAgents(ShardAgents).optional(),
 });
 
 /** Where a shard's definition comes from: a file of this bridge, or the store all bridges share. */
