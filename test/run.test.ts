@@ -7,6 +7,7 @@ import { AgentProcess } from "./helpers/agent-process.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { running, watchOverlaps } from "./helpers/processes.js";
 import { ChildCgroup } from "../src/run/cgroup.js";
+import { maxGraceMs } from "../src/run/supervisor.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
 import { SHARDBRIDGE } from "./helpers/cli.js";
 
@@ -179,6 +180,27 @@ describe("shardbridge run: a command only while its host holds the lease (real b
     expectOneAtATime();
   });
 
+  it("the whole host frozen past the TTL and woken after the failover: the supervisor KILLs its child at once, no grace", async () => {
+    const { active, standby } = await pair();
+    const child = Number((await active.waitFor((e) => e.ev === "child-started", 5000)).pid);
+    // The supervisor, its watchdog (its other child) and the child's group: all of the host's part.
+    const supervisor = active.child.pid!;
+    const watchdog = readFileSync(`/proc/${supervisor}/task/${supervisor}/children`, "utf8")
+      .trim()
+      .split(" ")
+      .map(Number)
+      .filter((pid) => pid !== child);
+    for (const pid of [supervisor, ...watchdog]) process.kill(pid, "SIGSTOP");
+    process.kill(-child, "SIGSTOP");
+    await standby.waitFor((e) => e.ev === "child-started", TTL_MS + 1000);
+    process.kill(-child, "SIGCONT");
+    for (const pid of [supervisor, ...watchdog]) process.kill(pid, "SIGCONT");
+    // Woken past the lease's expiry, a grace would let the stale child run beside the
+    // standby's: the supervisor's own record says it gave none.
+    const stopped = await active.waitFor((e) => e.ev === "child-stopped", 5000);
+    expect(stopped).to.include({ grace_ms: 0, killed: true });
+  });
+
   it("SIGTERM to the active: its child is stopped, the lease handed back, the standby's child starts at once", async () => {
     const { active, standby } = await pair();
     active.signal("SIGTERM");
@@ -188,6 +210,8 @@ describe("shardbridge run: a command only while its host holds the lease (real b
     await active.exited();
     expect(active.child.exitCode).to.equal(0);
     expect(active.events.map((e) => e.ev)).to.include("released");
+    // Stopped while the lease is held: the child gets the whole grace the margin allows.
+    expect(active.events.find((e) => e.ev === "child-stopped")).to.include({ grace_ms: maxGraceMs(TTL_MS) });
     await untilLives(2);
     const all = expectOneAtATime();
     expect(readFileSync(records, "utf8")).to.match(new RegExp(`^term ${all[0]!.pid} `, "m"));

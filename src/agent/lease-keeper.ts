@@ -1,5 +1,5 @@
 import { EventEmitter } from "node:events";
-import { LEASE_TTL_MAX_MS } from "../domain/lease.js";
+import { LEASE_TTL_MAX_MS, renewDeadlineMs } from "../domain/lease.js";
 import type { LeaseOutcome, LeaseView, RefusalReason, ReleaseOutcome } from "../lease/machine.js";
 import {
   initialKeeperState,
@@ -117,6 +117,19 @@ export class LeaseKeeper extends EventEmitter<KeeperEvents> {
   msLeft(): number | null {
     if (this.token() === null) return null;
     return Math.min(this.state.deadlineMono - this.now(), this.state.deadlineWall - this.wallNow());
+  }
+
+  /**
+   * Milliseconds until the store may first grant the lease to another agent: TTL after the
+   * last renew sent that succeeded (the deadline is 2/3 of the way there), by the sooner of
+   * the two clocks; negative once that has passed, and meaningless before a lease was held.
+   * Whatever this agent runs under the lease must be gone by then.
+   */
+  msUntilExpiry(): number {
+    const pastDeadline = this.state.ttlMs - renewDeadlineMs(this.state.ttlMs);
+    return (
+      Math.min(this.state.deadlineMono - this.now(), this.state.deadlineWall - this.wallNow()) + pastDeadline
+    );
   }
 
   /** The TTL the keeper times itself by: the shorter of the asked and the granted. */

@@ -65,7 +65,14 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
   const client = new BridgeClient(options.bridge, options.token);
   const keeper = bridgeKeeper(client, shard, id, options.standbyPollMs);
   const nowMs = () => performance.now();
-  const graceFor = () => Math.min(options.graceMs ?? Infinity, maxGraceMs(keeper.ttlMs));
+  // The grace is also bounded by what is left before a standby may be granted the lease: a
+  // supervisor that notices its loss late (frozen with its child, starved, its host
+  // suspended) KILLs at once instead of letting a stale child drain beside its successor.
+  const graceFor = () =>
+    Math.max(
+      0,
+      Math.min(options.graceMs ?? Infinity, maxGraceMs(keeper.ttlMs), keeper.msUntilExpiry() - KILL_SLACK_MS),
+    );
 
   const watchdog: ChildProcess = spawn("bash", [WATCHDOG], { stdio: ["pipe", "ignore", "pipe"] });
   createInterface({ input: watchdog.stderr!, crlfDelay: Infinity }).on("line", (line) =>
@@ -104,12 +111,14 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
     if (child === null) return stopping;
     const { group, token } = child;
     child = null;
-    stopping = group.stop(graceFor()).then((stopped) => {
+    const graceMs = graceFor();
+    stopping = group.stop(graceMs).then((stopped) => {
       feed("disarm");
       log.info("child-stopped", {
         why,
         token,
         pid: group.pid,
+        grace_ms: Math.round(graceMs),
         term_to_gone_ms: Math.round(stopped.goneAtMs - stopped.termAtMs),
         killed: stopped.killed,
         exit: exitStatus(stopped.exit),
