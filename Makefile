@@ -1,6 +1,6 @@
 # Every target installs what it needs: `npm ci` runs when node_modules is missing or
 # older than package-lock.json.
-.PHONY: run build test test-packages typecheck bench screenshots clean
+.PHONY: run build test test-packages test-services openstack-venv typecheck bench screenshots clean
 
 DEPS := node_modules/.shardbridge-installed
 
@@ -22,8 +22,17 @@ typecheck: $(DEPS)
 test-packages:
 	@bash scripts/test-packages.sh
 
+# MariaDB and RabbitMQ answering (started when down): the OpenStack tests' databases and bus.
+test-services: test-packages
+	@bash scripts/test-services.sh
+
+# nova, Ironic, placement, keystone at the versions test/openstack/requirements.txt pins,
+# in a virtual environment kept between runs (rebuilt when a pin changes).
+openstack-venv:
+	@bash scripts/openstack-venv.sh >/dev/null
+
 # Built first: the tests run the CLI from dist/ when it is current (see test/helpers/cli.ts).
-test: test-packages $(DEPS) typecheck build
+test: test-packages test-services openstack-venv $(DEPS) typecheck build
 	npx mocha 'test/**/*.test.ts'
 
 # The HTTP benches drive the bridge with wrk (Debian's package), a C load generator that

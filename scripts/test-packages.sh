@@ -22,6 +22,11 @@ need chromium test -x /usr/bin/chromium
 need python3-tooz /usr/bin/python3 -c 'import tooz.hashring'
 need python3-oslo.config /usr/bin/python3 -c 'import oslo_config'
 need python3-openstacksdk /usr/bin/python3 -c 'import openstack'
+# Today's OpenStack (scripts/openstack-venv.sh) keeps its databases in MariaDB and talks
+# over RabbitMQ (scripts/test-services.sh starts them when they are down).
+need mariadb-server test -x /usr/sbin/mariadbd
+need mariadb-client command -v mariadb
+need rabbitmq-server command -v rabbitmqctl
 # The real Ironic and inspector the peers in ../shared/peers start (when they are there).
 if [ -d "${BASH_SOURCE[0]%/*}/../../shared/peers" ]; then
   need ironic-common test -x /usr/bin/ironic

@@ -1,6 +1,7 @@
 // Loaded by mocha before the tests (.mocharc.json "require").
 import { logger } from "../../src/log.js";
 import { stopSharedServer } from "./backends.js";
+import { stopSharedCloud } from "./openstack/cloud.js";
 
 // Request logs are useful in a running bridge, noise in a test report.
 // SHARDBRIDGE_LOG_LEVEL still wins when set.
@@ -10,5 +11,6 @@ if (process.env.SHARDBRIDGE_LOG_LEVEL === undefined) logger.level = "warn";
 export const mochaHooks = {
   async afterAll() {
     await stopSharedServer();
+    await stopSharedCloud();
   },
 };

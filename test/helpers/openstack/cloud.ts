@@ -1,0 +1,300 @@
+import { randomBytes } from "node:crypto";
+import { spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { freePort } from "../redis-server.js";
+import { mariadbRows, TestDatabases } from "./mariadb.js";
+import { TestVhost } from "./rabbitmq.js";
+import { Service } from "./service.js";
+import { openstackBin } from "./venv.js";
+
+/** What Ironic 39 answers to (its newest microversion is 1.115; 1.82 brought shards). */
+export const IRONIC_HEADERS = {
+  "x-openstack-ironic-api-version": "1.115",
+  "content-type": "application/json",
+};
+/** placement under noauth2: the token `admin` is an admin. */
+const PLACEMENT_HEADERS = { "x-auth-token": "admin", "openstack-api-version": "placement latest" };
+
+/**
+ * The periodic at which nova-compute reports its nodes (nova's default is 60 s; what an
+ * operator may set). The tests wait for reports, so a shorter one shortens every case.
+ */
+export const NOVA_UPDATE_INTERVAL_S = 10;
+
+/** A compute service record, as nova-conductor wrote it in nova's cell database. */
+export interface NovaService {
+  id: number;
+  host: string;
+  binary: string;
+  uuid: string;
+  deleted: boolean;
+  forcedDown: boolean;
+  reportCount: number;
+  updatedAt: string | null;
+}
+
+/** A compute node record of nova's cell database. */
+export interface NovaComputeNode {
+  id: number;
+  uuid: string;
+  host: string;
+  hypervisorHostname: string;
+  deleted: boolean;
+  createdAt: string;
+}
+
+/**
+ * A private OpenStack of today's releases on this machine: Ironic 39 (API and conductor in
+ * one process, fake-hardware, built-in `agent` inspection, notifications to RabbitMQ),
+ * placement 16, nova-conductor 34, each on its own MariaDB database and the run's own
+ * RabbitMQ vhost. nova-compute is not started here: a test runs it (under `shardbridge
+ * run`) with `novaConf`, the lines an operator writes for it.
+ */
+export interface OpenStackCloud {
+  ironic: string;
+  placement: string;
+  vhost: TestVhost;
+  dir: string;
+  /** nova.conf for nova-compute: driver, bus, placement; [ironic] left to the environment (run) */
+  novaConf: string;
+  /** nova's compute service records (deleted ones too) */
+  novaServices(): NovaService[];
+  /** nova's compute node records (deleted ones too) */
+  novaComputeNodes(): NovaComputeNode[];
+  /** GET a placement path: its JSON */
+  placementGet(path: string): Promise<any>;
+  /** nova-compute's log lines (every process that ran with `novaConf`) */
+  novaComputeLog: string;
+  stop(): Promise<void>;
+}
+
+function conf(sections: Record<string, Record<string, string | number | boolean>>): string {
+  return Object.entries(sections)
+    .map(([name, options]) =>
+      [`[${name}]`, ...Object.entries(options).map(([k, v]) => `${k} = ${v}`)].join("\n"),
+    )
+    .join("\n\n");
+}
+
+function syncOrThrow(what: string, command: string, args: string[], log: string): void {
+  const run = spawnSync(command, args, { encoding: "utf8", timeout: 300_000 });
+  writeFileSync(log, `${run.stdout}\n${run.stderr}`, { flag: "a" });
+  if (run.status !== 0) throw new Error(`${what} failed (${run.status}): ${run.stderr.slice(-2000)}`);
+}
+
+async function answers(url: string, headers: Record<string, string> = {}): Promise<boolean> {
+  const res = await fetch(url, { headers, signal: AbortSignal.timeout(2000) });
+  return res.ok;
+}
+
+export async function startCloud(): Promise<OpenStackCloud> {
+  const run = `sbt_${process.pid}_${randomBytes(3).toString("hex")}`;
+  const dir = mkdtempSync(join(tmpdir(), "sb-openstack-"));
+  const databases = new TestDatabases(run);
+  let vhost: TestVhost | null = null;
+  const services: Service[] = [];
+  const stop = async () => {
+    for (const service of services.reverse()) await service.stop();
+    databases.drop();
+    vhost?.remove();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    vhost = TestVhost.create(run);
+    const [ironicPort, placementPort] = [await freePort(), await freePort()];
+    const ironic = `http://127.0.0.1:${ironicPort}`;
+    const placement = `http://127.0.0.1:${placementPort}`;
+
+    // Ironic 39: one process (API + conductor), no RPC bus, notifications on the vhost.
+    mkdirSync(join(dir, "ironic", "tmp"), { recursive: true });
+    const ironicConf = join(dir, "ironic", "ironic.conf");
+    writeFileSync(
+      ironicConf,
+      conf({
+        DEFAULT: {
+          auth_strategy: "noauth",
+          rpc_transport: "none",
+          host: `${run}-conductor`,
+          log_file: join(dir, "ironic", "ironic.log"),
+          state_path: join(dir, "ironic"),
+          tempdir: join(dir, "ironic", "tmp"),
+          enabled_hardware_types: "fake-hardware",
+          enabled_bios_interfaces: "fake,no-bios",
+          enabled_boot_interfaces: "fake",
+          enabled_console_interfaces: "fake,no-console",
+          enabled_deploy_interfaces: "fake",
+          enabled_inspect_interfaces: "agent,fake,no-inspect",
+          enabled_management_interfaces: "fake",
+          enabled_network_interfaces: "noop",
+          enabled_power_interfaces: "fake",
+          enabled_raid_interfaces: "fake,no-raid",
+          enabled_rescue_interfaces: "fake,no-rescue",
+          enabled_storage_interfaces: "noop",
+          enabled_vendor_interfaces: "fake,no-vendor",
+          default_network_interface: "noop",
+          notification_level: "info",
+        },
+        api: { host_ip: "127.0.0.1", port: ironicPort, api_workers: 1 },
+        conductor: { automated_clean: false },
+        database: { connection: databases.create("ironic") },
+        dhcp: { dhcp_provider: "none" },
+        oslo_concurrency: { lock_path: join(dir, "ironic", "tmp") },
+        oslo_messaging_notifications: { driver: "messagingv2", transport_url: vhost.url },
+      }),
+    );
+    syncOrThrow(
+      "ironic-dbsync",
+      openstackBin("ironic-dbsync"),
+      ["--config-file", ironicConf, "create_schema"],
+      join(dir, "ironic", "dbsync.log"),
+    );
+    const ironicService = Service.start(
+      "ironic",
+      openstackBin("ironic"),
+      ["--config-file", ironicConf],
+      join(dir, "ironic", "out.log"),
+    );
+    services.push(ironicService);
+
+    // placement 16 under cheroot (an Ironic dependency, so pinned with it), noauth2.
+    mkdirSync(join(dir, "placement"));
+    writeFileSync(
+      join(dir, "placement", "placement.conf"),
+      conf({
+        DEFAULT: { log_file: join(dir, "placement", "placement.log") },
+        api: { auth_strategy: "noauth2" },
+        placement_database: { connection: databases.create("placement") },
+      }),
+    );
+    syncOrThrow(
+      "placement-manage db sync",
+      openstackBin("placement-manage"),
+      ["--config-file", join(dir, "placement", "placement.conf"), "db", "sync"],
+      join(dir, "placement", "dbsync.log"),
+    );
+    const placementService = Service.start(
+      "placement",
+      openstackBin("cheroot"),
+      ["--bind", `127.0.0.1:${placementPort}`, "--threads", "4", "placement.wsgi.api:application"],
+      join(dir, "placement", "out.log"),
+      { OS_PLACEMENT_CONFIG_DIR: join(dir, "placement") },
+    );
+    services.push(placementService);
+
+    // nova 34: its API database, cell0 and cell1, and one conductor.
+    mkdirSync(join(dir, "nova", "log"), { recursive: true });
+    const novaConf = join(dir, "nova", "nova.conf");
+    const cell0 = databases.create("nova_cell0");
+    writeFileSync(
+      novaConf,
+      conf({
+        DEFAULT: {
+          compute_driver: "ironic.IronicDriver",
+          transport_url: vhost.url,
+          log_dir: join(dir, "nova", "log"),
+          state_path: join(dir, "nova"),
+          report_interval: 10,
+          service_down_time: 60,
+          update_resources_interval: NOVA_UPDATE_INTERVAL_S,
+          // oslo.log's default format carries each line's pid: the tests tell old from new by it.
+          debug: true,
+          default_log_levels: "amqp=WARN,amqplib=WARN,urllib3=WARN,stevedore=WARN",
+        },
+        api_database: { connection: databases.create("nova_api") },
+        database: { connection: databases.create("nova") },
+        conductor: { workers: 1 },
+        oslo_concurrency: { lock_path: join(dir, "nova", "lock") },
+        // placement under noauth2 takes a fixed token; with keystone this is the usual password auth.
+        placement: { auth_type: "admin_token", endpoint: placement, token: "admin" },
+        // The endpoint comes from `shardbridge run` (OS_IRONIC__ENDPOINT_OVERRIDE): the fenced one.
+        ironic: { auth_type: "none" },
+      }),
+    );
+    const manage = (args: string[]) =>
+      syncOrThrow(
+        `nova-manage ${args.join(" ")}`,
+        openstackBin("nova-manage"),
+        ["--config-file", novaConf, ...args],
+        join(dir, "nova", "manage.log"),
+      );
+    manage(["api_db", "sync"]);
+    manage(["cell_v2", "map_cell0", "--database_connection", cell0]);
+    manage(["cell_v2", "create_cell", "--name", "cell1"]);
+    manage(["db", "sync"]);
+    services.push(
+      Service.start(
+        "nova-conductor",
+        openstackBin("nova-conductor"),
+        ["--config-file", novaConf],
+        join(dir, "nova", "conductor.out"),
+        {
+          OS_DEFAULT__HOST: `${run}-conductor`,
+        },
+      ),
+    );
+
+    await ironicService.until(() => answers(`${ironic}/v1/drivers/fake-hardware`, IRONIC_HEADERS), 90_000);
+    await placementService.until(() => answers(`${placement}/resource_providers`, PLACEMENT_HEADERS), 60_000);
+    const novaDb = databases.name("nova");
+    return {
+      ironic,
+      placement,
+      vhost,
+      dir,
+      novaConf,
+      novaComputeLog: join(dir, "nova", "log", "nova-compute.log"),
+      novaServices: () =>
+        mariadbRows(
+          "SELECT id, host, `binary`, uuid, deleted, forced_down, report_count, updated_at FROM services WHERE `binary` = 'nova-compute' ORDER BY id",
+          novaDb,
+        ).map(([id, host, binary, uuid, deleted, forcedDown, reportCount, updatedAt]) => ({
+          id: Number(id),
+          host: host!,
+          binary: binary!,
+          uuid: uuid!,
+          deleted: deleted !== "0",
+          forcedDown: forcedDown === "1",
+          reportCount: Number(reportCount),
+          updatedAt: updatedAt ?? null,
+        })),
+      novaComputeNodes: () =>
+        mariadbRows(
+          "SELECT id, uuid, host, hypervisor_hostname, deleted, created_at FROM compute_nodes ORDER BY id",
+          novaDb,
+        ).map(([id, uuid, host, hypervisorHostname, deleted, createdAt]) => ({
+          id: Number(id),
+          uuid: uuid!,
+          host: host!,
+          hypervisorHostname: hypervisorHostname!,
+          deleted: deleted !== "0",
+          createdAt: createdAt!,
+        })),
+      placementGet: async (path) => {
+        const res = await fetch(`${placement}${path}`, { headers: PLACEMENT_HEADERS });
+        if (!res.ok) throw new Error(`placement GET ${path}: ${res.status} ${await res.text()}`);
+        return res.json();
+      },
+      stop,
+    };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+let shared: Promise<OpenStackCloud> | null = null;
+
+/** One cloud for every suite of the run that needs one (started on first use, stopped by the root hook). */
+export function sharedCloud(): Promise<OpenStackCloud> {
+  shared ??= startCloud();
+  return shared;
+}
+
+export async function stopSharedCloud(): Promise<void> {
+  if (shared === null) return;
+  const cloud = await shared.catch(() => null);
+  shared = null;
+  await cloud?.stop();
+}

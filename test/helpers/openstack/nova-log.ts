@@ -1,0 +1,75 @@
+import { existsSync, readFileSync } from "node:fs";
+
+/** One line of nova's log (oslo.log's default format: time, pid, level, logger, context, message). */
+export interface NovaLogLine {
+  /** ms of the epoch (the log's local time, as this machine reads it) */
+  at: number;
+  pid: number;
+  level: string;
+  logger: string;
+  message: string;
+}
+
+const LINE = /^(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{3}) (\d+) (\w+) (\S+) (?:\[[^\]]*\] )?(.*)$/;
+
+export function readNovaLog(path: string): NovaLogLine[] {
+  if (!existsSync(path)) return [];
+  return readFileSync(path, "utf8")
+    .split("\n")
+    .flatMap((text) => {
+      const m = LINE.exec(text);
+      if (m === null) return [];
+      const [y, mo, d, h, mi, s, ms] = m.slice(1, 8).map(Number) as [
+        number,
+        number,
+        number,
+        number,
+        number,
+        number,
+        number,
+      ];
+      return [
+        {
+          at: new Date(y, mo - 1, d, h, mi, s, ms).getTime(),
+          pid: Number(m[8]),
+          level: m[9]!,
+          logger: m[10]!,
+          message: m[11]!,
+        },
+      ];
+    });
+}
+
+/**
+ * When process `pid` had reported every node of `nodes` (its resource tracker's "Final
+ * resource view" for each, logged as it finishes a node's update), at or after `since`:
+ * the time of the last of them, or null while one is missing.
+ */
+export function reportedAllAt(
+  lines: NovaLogLine[],
+  pid: number,
+  nodes: string[],
+  since: number,
+): number | null {
+  const first = new Map<string, number>();
+  for (const line of lines) {
+    if (line.pid !== pid || line.at < since) continue;
+    const m = /Final resource view: name=(\S+)/.exec(line.message);
+    if (m !== null && !first.has(m[1]!)) first.set(m[1]!, line.at);
+  }
+  if (!nodes.every((n) => first.has(n))) return null;
+  return Math.max(...nodes.map((n) => first.get(n)!));
+}
+
+/** The HTTP requests process `pid` logged sending (keystoneauth's `REQ: curl ... -X METHOD URL`), at or after `since`. */
+export function requestsSent(
+  lines: NovaLogLine[],
+  pid: number,
+  since: number,
+): Array<{ at: number; method: string; url: string }> {
+  return lines.flatMap((line) => {
+    if (line.pid !== pid || line.at < since) return [];
+    const m = /REQ: curl -g -i (?:--insecure )?-X (\w+) "?([^"\s]+)/.exec(line.message);
+    return m === null ? [] : [{ at: line.at, method: m[1]!, url: m[2]! }];
+  });
+}

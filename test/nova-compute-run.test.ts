@@ -1,0 +1,432 @@
+import { expect } from "chai";
+import { mkdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { AgentProcess } from "./helpers/agent-process.js";
+import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
+import { SHARDBRIDGE, runShardbridge } from "./helpers/cli.js";
+import { postWebhook } from "./helpers/http.js";
+import { running, watchOverlaps } from "./helpers/processes.js";
+import {
+  IRONIC_HEADERS,
+  NOVA_UPDATE_INTERVAL_S,
+  sharedCloud,
+  type NovaComputeNode,
+  type OpenStackCloud,
+} from "./helpers/openstack/cloud.js";
+import { readNovaLog, reportedAllAt, requestsSent } from "./helpers/openstack/nova-log.js";
+import { openstackBin } from "./helpers/openstack/venv.js";
+
+const SHARD = "rack-n";
+const HOST = `${SHARD}-ironic`;
+const TTL_MS = 2000;
+const EXAMPLES = new URL("../examples/", import.meta.url);
+
+async function ironic(cloud: OpenStackCloud, method: string, path: string, body?: unknown): Promise<any> {
+  const res = await fetch(`${cloud.ironic}${path}`, {
+    method,
+    headers: IRONIC_HEADERS,
+    ...(body !== undefined && { body: JSON.stringify(body) }),
+  });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`Ironic ${method} ${path}: ${res.status} ${text}`);
+  return text === "" ? null : JSON.parse(text);
+}
+
+/** Until every node of `uuids` is in `state` in Ironic. */
+async function untilProvisionState(cloud: OpenStackCloud, uuids: string[], state: string): Promise<void> {
+  const deadline = performance.now() + 60_000;
+  for (;;) {
+    const { nodes } = await ironic(cloud, "GET", "/v1/nodes?fields=uuid,provision_state");
+    const pending = (nodes as Array<{ uuid: string; provision_state: string }>).filter(
+      (n) => uuids.includes(n.uuid) && n.provision_state !== state,
+    );
+    if (pending.length === 0) return;
+    if (performance.now() > deadline) throw new Error(`nodes not ${state}: ${JSON.stringify(pending)}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/** Enroll fake-hardware nodes in `shard` (or none) and make them available, as an operator would. */
+async function enrollAvailable(
+  cloud: OpenStackCloud,
+  names: string[],
+  shard: string | null,
+): Promise<string[]> {
+  const uuids: string[] = [];
+  for (const name of names) {
+    const node = await ironic(cloud, "POST", "/v1/nodes", {
+      driver: "fake-hardware",
+      name,
+      resource_class: "baremetal",
+      properties: { cpus: 8, memory_mb: 16384, local_gb: 100, cpu_arch: "x86_64" },
+      ...(shard !== null && { shard }),
+    });
+    uuids.push(node.uuid);
+  }
+  for (const uuid of uuids)
+    await ironic(cloud, "PUT", `/v1/nodes/${uuid}/states/provision`, { target: "manage" });
+  await untilProvisionState(cloud, uuids, "manageable");
+  for (const uuid of uuids)
+    await ironic(cloud, "PUT", `/v1/nodes/${uuid}/states/provision`, { target: "provide" });
+  await untilProvisionState(cloud, uuids, "available");
+  return uuids;
+}
+
+/** A resource provider as placement has it: its generation and traits. */
+interface Provider {
+  uuid: string;
+  generation: number;
+  traits: string[];
+}
+
+/**
+ * nova-compute 34, unmodified, under two `shardbridge run` supervisors (host-a, host-b:
+ * two hosts of one shard), against a real Ironic 39 behind the bridge's fenced endpoint and
+ * a real placement. Every claim is read from the participants' own records: nova's cell
+ * database (services, compute_nodes), placement's API, nova-compute's own log (each line
+ * carries its pid), the supervisors' JSON lines, and the kernel's (which pids run).
+ */
+describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironic 39, placement 16)", function () {
+  this.timeout(600_000);
+  let cloud: OpenStackCloud;
+  let bridge: BridgeProcess;
+  let nodes: string[] = [];
+  let others: string[] = [];
+  let supervisors: AgentProcess[] = [];
+  let watch: ReturnType<typeof watchOverlaps> | null = null;
+
+  /** Every nova-compute pid any record names: a supervisor's child-started, or a line of nova's log. */
+  const novaComputePids = (): Array<{ pid: number; label: string }> => {
+    const pids = new Map<number, string>();
+    for (const s of supervisors)
+      for (const e of s.events)
+        if (e.ev === "child-started") pids.set(Number(e.pid), `${s.name} token ${e.token}`);
+    for (const line of readNovaLog(cloud.novaComputeLog))
+      if (!pids.has(line.pid)) pids.set(line.pid, "nova's log");
+    return [...pids].map(([pid, label]) => ({ pid, label }));
+  };
+
+  const supervise = (host: string): AgentProcess => {
+    const state = join(cloud.dir, host);
+    mkdirSync(state, { recursive: true });
+    const s = AgentProcess.spawnCommand(
+      host,
+      "setsid",
+      [
+        ...[SHARDBRIDGE.command, ...SHARDBRIDGE.args, "run", "--id", host, "--shard", SHARD],
+        ...["--bridge", bridge.url, "--tokens-file", bridge.tokensFile, "--"],
+        ...[openstackBin("nova-compute"), "--config-file", cloud.novaConf],
+      ],
+      // Each host's own local state, as on two machines.
+      { OS_DEFAULT__STATE_PATH: state },
+    );
+    supervisors.push(s);
+    return s;
+  };
+
+  const providers = async (): Promise<Provider[]> => {
+    const { resource_providers: rps } = await cloud.placementGet("/resource_providers");
+    return Promise.all(
+      (rps as Array<{ uuid: string; generation: number }>).map(async (rp) => ({
+        uuid: rp.uuid,
+        generation: rp.generation,
+        traits: (
+          (await cloud.placementGet(`/resource_providers/${rp.uuid}/traits`)).traits as string[]
+        ).sort(),
+      })),
+    );
+  };
+
+  /** The pid of the nova-compute a supervisor started (its child-started record). */
+  const childPid = async (
+    s: AgentProcess,
+    withinMs: number,
+  ): Promise<{ pid: number; token: string; startedAt: number }> => {
+    const e = await s.waitFor((ev) => ev.ev === "child-started", withinMs);
+    return { pid: Number(e.pid), token: String(e.token), startedAt: Date.now() };
+  };
+
+  /** Until nova-compute `pid` has reported every node of the shard (nova's own log); when, in ms of the epoch. */
+  const untilReported = async (pid: number, since: number, timeoutMs: number): Promise<number> => {
+    const deadline = performance.now() + timeoutMs;
+    for (;;) {
+      const at = reportedAllAt(readNovaLog(cloud.novaComputeLog), pid, nodes, since);
+      if (at !== null) return at;
+      if (performance.now() > deadline)
+        throw new Error(
+          `nova-compute ${pid} did not report all ${nodes.length} nodes within ${timeoutMs} ms`,
+        );
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  };
+
+  /** After a fault at `faultAt`: the standby's nova-compute, started and reported every node (both times printed). */
+  const takeover = async (fault: string, standby: AgentProcess, faultAt: number) => {
+    const next = await childPid(standby, TTL_MS + 2000);
+    const reportedAt = await untilReported(next.pid, faultAt, 90_000);
+    console.log(
+      `      ${fault}: the standby's nova-compute started ${next.startedAt - faultAt} ms after, ` +
+        `had reported all ${nodes.length} nodes ${reportedAt - faultAt} ms after`,
+    );
+    return next;
+  };
+
+  /** Both supervisors up; the active one's nova-compute has reported every node. */
+  const pair = async () => {
+    const a = supervise("host-a");
+    const b = supervise("host-b");
+    const active = await Promise.race(
+      [a, b].map((s) => s.waitFor((e) => e.ev === "child-started", 30_000).then(() => s)),
+    );
+    const child = await childPid(active, 1);
+    await untilReported(child.pid, 0, 90_000);
+    return { active, standby: active === a ? b : a, child };
+  };
+
+  /** nova's and placement's records of the shard, to compare before and after a fault. */
+  const records = async () => ({
+    services: cloud.novaServices().filter((s) => s.host === HOST),
+    computeNodes: cloud.novaComputeNodes().map(({ id, uuid, host, deleted, createdAt }: NovaComputeNode) => ({
+      id,
+      uuid,
+      host,
+      deleted,
+      createdAt,
+    })),
+    providers: await providers(),
+  });
+
+  /**
+   * The shard's records after a failover are the ones before it: one service record for the
+   * host (the same row), the same compute nodes (ids, uuids, creation times, none deleted),
+   * the same resource providers (none recreated: placement's generation only grows).
+   */
+  const expectSameRecords = (
+    before: Awaited<ReturnType<typeof records>>,
+    after: Awaited<ReturnType<typeof records>>,
+  ) => {
+    expect(
+      after.services.map((s) => [s.id, s.uuid, s.deleted]),
+      "nova's service records for the host",
+    ).to.deep.equal(before.services.map((s) => [s.id, s.uuid, false]));
+    expect(after.services).to.have.length(1);
+    expect(after.computeNodes, "nova's compute nodes").to.deep.equal(before.computeNodes);
+    expect(after.providers.map((p) => p.uuid).sort(), "placement's providers").to.deep.equal(
+      before.providers.map((p) => p.uuid).sort(),
+    );
+    for (const p of after.providers) {
+      const was = before.providers.find((q) => q.uuid === p.uuid)!;
+      expect(p.generation, `provider ${p.uuid}'s generation (a recreated one starts again)`).to.be.at.least(
+        was.generation,
+      );
+    }
+  };
+
+  before(async () => {
+    cloud = await sharedCloud();
+    nodes = await enrollAvailable(cloud, ["bm-n-0", "bm-n-1", "bm-n-2", "bm-n-3"], SHARD);
+    // Nodes the shard's nova-compute must never report: another shard's, and one in none.
+    others = [
+      ...(await enrollAvailable(cloud, ["bm-o-0"], "rack-o")),
+      ...(await enrollAvailable(cloud, ["bm-unsharded"], null)),
+    ];
+    bridge = await startBridge({
+      shards: [{ name: SHARD, lease_ttl_ms: TTL_MS }],
+      agents: ["host-a", "host-b"],
+      args: [
+        ...["--ironic", cloud.ironic],
+        ...["--trait-rules", new URL("trait-rules.json", EXAMPLES).pathname],
+        ...["--ownership", new URL("ownership.json", EXAMPLES).pathname],
+      ],
+    });
+    const sync = await runShardbridge([
+      ...[
+        "ironic-sync",
+        "--ironic",
+        cloud.ironic,
+        "--bridge",
+        bridge.url,
+        "--token",
+        bridge.tokenFor("admin"),
+      ],
+    ]);
+    expect(sync.status, sync.stderr).to.equal(0);
+  });
+  after(async () => {
+    await bridge?.stop();
+  });
+  beforeEach(() => {
+    watch = watchOverlaps(novaComputePids);
+  });
+  afterEach(async () => {
+    for (const s of supervisors) {
+      try {
+        process.kill(-s.child.pid!, "SIGCONT");
+      } catch {
+        // gone
+      }
+      await s.kill();
+    }
+    // What the supervisors started must be gone before the next case starts its own.
+    const deadline = performance.now() + 10_000;
+    while (novaComputePids().some((p) => running(p.pid)) && performance.now() < deadline)
+      await new Promise((r) => setTimeout(r, 50));
+    const left = novaComputePids().filter((p) => running(p.pid));
+    supervisors = [];
+    watch?.stop();
+    expect(left, "nova-compute processes left behind by a killed supervisor").to.deep.equal([]);
+  });
+
+  it("the active nova-compute reports exactly its shard's nodes, with an inspection's traits on their providers", async () => {
+    const { child } = await pair();
+    // An inspection through the bridge: its traits reach Ironic by the bridge's delivery,
+    // and nova copies Ironic's traits to the provider at its next update.
+    const data = JSON.parse(readFileSync(new URL("inspection-result.json", EXAMPLES), "utf8"));
+    const sent = await postWebhook(
+      bridge.url,
+      {
+        kind: "inspection",
+        node: nodes[0],
+        finished_at: new Date().toISOString(),
+        data,
+      },
+      { token: bridge.tokenFor("inspector") },
+    );
+    expect(sent.status, JSON.stringify(sent.body)).to.equal(200);
+    // What the bridge's trait rules made of the inventory: these must reach Ironic, then placement.
+    const found = (sent.body.applied as string[]).filter((d) => d.startsWith("+")).map((d) => d.slice(1));
+    expect(found, "traits the inspection added").to.include("CUSTOM_DEV_VENDORID_15B3");
+    const sentAt = Date.now();
+    /** Poll `read` every 250 ms until it holds every trait found, or `withinMs` passes; what it read last. */
+    const untilHolds = async (read: () => Promise<string[]>, withinMs: number) => {
+      const deadline = performance.now() + withinMs;
+      let held = await read();
+      while (!found.every((t) => held.includes(t)) && performance.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 250));
+        held = await read();
+      }
+      return held;
+    };
+    const inIronic = await untilHolds(
+      async () => (await ironic(cloud, "GET", `/v1/nodes/${nodes[0]}/traits`)).traits,
+      30_000,
+    );
+    const ironicMs = Date.now() - sentAt;
+    expect(inIronic, "the inspection's traits in Ironic").to.include.members(found);
+    const onProvider = await untilHolds(
+      async () => (await providers()).find((p) => p.uuid === nodes[0])?.traits ?? [],
+      (2 * NOVA_UPDATE_INTERVAL_S + 10) * 1000,
+    );
+    console.log(
+      `      the inspection's traits in Ironic ${ironicMs} ms after the webhook, on nova's provider ${Date.now() - sentAt} ms after (nova's update every ${NOVA_UPDATE_INTERVAL_S} s)`,
+    );
+    expect(onProvider).to.include.members([...found, "COMPUTE_NODE", "OWNER_NOVA"]);
+
+    const { services, computeNodes, providers: rps } = await records();
+    expect(services.map((s) => [s.host, s.deleted])).to.deep.equal([[HOST, false]]);
+    expect(
+      computeNodes
+        .filter((c) => !c.deleted)
+        .map((c) => [c.uuid, c.host])
+        .sort(),
+    ).to.deep.equal(nodes.map((n) => [n, HOST]).sort());
+    expect(rps.map((p) => p.uuid).sort(), "one provider per node, of this shard only").to.deep.equal(
+      [...nodes].sort(),
+    );
+    for (const other of others) expect(computeNodes.map((c) => c.uuid)).not.to.include(other);
+    // Every Ironic call nova made went through the fenced endpoint under its own token.
+    const urls = requestsSent(readNovaLog(cloud.novaComputeLog), child.pid, 0).map((r) => r.url);
+    const ironicCalls = urls.filter((u) => u.includes("/v1/nodes"));
+    expect(ironicCalls.length).to.be.greaterThan(0);
+    for (const url of ironicCalls)
+      expect(url).to.match(new RegExp(`^${bridge.url}/fenced/${SHARD}/lease-${child.token}/ironic/`));
+    expect(watch!.overlaps).to.deep.equal([]);
+  });
+
+  it("kill -9 of the active supervisor: the standby's nova-compute takes over the same records and reports every node", async () => {
+    const { active, standby } = await pair();
+    const before = await records();
+    active.signal("SIGKILL");
+    await takeover("kill -9", standby, Date.now());
+    expectSameRecords(before, await records());
+    expect(watch!.overlaps, "instants with two nova-computes for the shard").to.deep.equal([]);
+  });
+
+  it("SIGSTOP of the active supervisor alone: its watchdog kills nova-compute before the standby's starts", async () => {
+    const { active, standby } = await pair();
+    const before = await records();
+    active.signal("SIGSTOP");
+    await takeover("SIGSTOP", standby, Date.now());
+    active.signal("SIGCONT");
+    await active.waitFor((e) => e.ev === "lost", 5000);
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(
+      active.events.filter((e) => e.ev === "child-started"),
+      "a second child of the woken supervisor",
+    ).to.have.length(1);
+    expectSameRecords(before, await records());
+    expect(watch!.overlaps).to.deep.equal([]);
+  });
+
+  /**
+   * The host frozen whole (supervisor, watchdog, nova-compute) past the TTL and woken after
+   * the failover: at once, or nova-compute a second before its supervisor (starved longer),
+   * when nothing on the host can stop it. What the old nova-compute sends meanwhile is read
+   * from its own log: HTTP requests (keystoneauth's) and RPC calls to the conductor.
+   */
+  for (const supervisorLagMs of [0, 1000])
+    it(`the whole group frozen past the TTL, resumed after the failover${supervisorLagMs > 0 ? `, nova-compute ${supervisorLagMs} ms before its supervisor` : ""}: what the old nova-compute sends before it dies`, async () => {
+      const { active, standby, child } = await pair();
+      const before = await records();
+      process.kill(-active.child.pid!, "SIGSTOP");
+      process.kill(-child.pid, "SIGSTOP");
+      await takeover("host frozen", standby, Date.now());
+      // Let the old one's periodic tasks fall due while frozen.
+      await new Promise((r) => setTimeout(r, NOVA_UPDATE_INTERVAL_S * 1000));
+      const resumedAt = Date.now();
+      process.kill(-child.pid, "SIGCONT");
+      if (supervisorLagMs > 0) await new Promise((r) => setTimeout(r, supervisorLagMs));
+      process.kill(-active.child.pid!, "SIGCONT");
+      const stopped = await active.waitFor((e) => e.ev === "child-stopped", 10_000);
+      const goneAfterMs = Date.now() - resumedAt;
+      // Woken past the lease's expiry, the supervisor grants no grace: KILL at once.
+      expect(stopped, "the supervisor's record of the stop").to.include({ grace_ms: 0, killed: true });
+      const log = readNovaLog(cloud.novaComputeLog);
+      const sent = requestsSent(log, child.pid, resumedAt);
+      const rpc = log.flatMap((l) => {
+        const m = /^Calling RPC method (\S+) on target (\S+)/.exec(l.message);
+        return l.pid === child.pid && l.at >= resumedAt && m !== null ? [`${m[2]}.${m[1]}`] : [];
+      });
+      /** Each kind of call once, with how often: ids and queries dropped. */
+      const tally = (calls: string[]) => {
+        const counts = new Map<string, number>();
+        for (const c of calls) counts.set(c, (counts.get(c) ?? 0) + 1);
+        return [...counts].map(([c, n]) => `${n}x ${c}`).join(", ") || "nothing";
+      };
+      const shape = (w: { method: string; url: string }) =>
+        `${w.method} ${new URL(w.url).pathname.replace(/lease-\d+/, "lease-N").replace(/[0-9a-f-]{36}/g, "ID")}`;
+      console.log(
+        `      resumed: the old nova-compute was gone ${goneAfterMs} ms after its SIGCONT; meanwhile it sent ` +
+          `over HTTP ${tally(sent.map(shape))}; over RPC ${tally(rpc)}`,
+      );
+      for (const w of sent.filter((w) => w.url.includes("/fenced/")))
+        expect(w.url, "the old nova-compute's Ironic calls go through its own (stale) fence").to.include(
+          `/lease-${child.token}/`,
+        );
+      expectSameRecords(before, await records());
+    });
+
+  it("SIGTERM to the active supervisor: nova-compute stopped, the lease handed back, the standby's starts at once", async () => {
+    const { active, standby } = await pair();
+    const before = await records();
+    active.signal("SIGTERM");
+    await takeover("SIGTERM", standby, Date.now());
+    await active.exited();
+    expect(
+      active.events.map((e) => e.ev),
+      "handed back, not run out",
+    ).to.include("released");
+    expectSameRecords(before, await records());
+    expect(watch!.overlaps).to.deep.equal([]);
+  });
+});
