@@ -88,17 +88,27 @@ describe("The shardbridge command line", function () {
   });
 
   it("exits 2 on bad flag values and missing settings, 1 when the work itself fails", async () => {
-    const [partitions, members, noTokens, noIronic, grace, unreachable] = await Promise.all([
-      runShardbridge(["ring", "--members", "a", "--partitions", "0"]),
-      runShardbridge(["ring", "--members", ""]),
-      runShardbridge(["serve", "--port", "0", "--tokens", "/nonexistent/tokens.json"]),
-      runShardbridge(["ironic-sync", "--token", "x"]),
-      runShardbridge(["run", "--id", "h", "--shard", "s", "--grace", "5x", "--token", "t", "--", "true"]),
-      runShardbridge([
-        ...["ironic-sync", "--ironic", "http://127.0.0.1:1", "--bridge", "http://127.0.0.1:1"],
-        ...["--token", "x"],
-      ]),
-    ]);
+    const [partitions, members, noTokens, noIronic, grace, unreachable, notifyAlone, notifyHttp] =
+      await Promise.all([
+        runShardbridge(["ring", "--members", "a", "--partitions", "0"]),
+        runShardbridge(["ring", "--members", ""]),
+        runShardbridge(["serve", "--port", "0", "--tokens", "/nonexistent/tokens.json"]),
+        runShardbridge(["ironic-sync", "--token", "x"]),
+        runShardbridge(["run", "--id", "h", "--shard", "s", "--grace", "5x", "--token", "t", "--", "true"]),
+        runShardbridge([
+          ...["ironic-sync", "--ironic", "http://127.0.0.1:1", "--bridge", "http://127.0.0.1:1"],
+          ...["--token", "x"],
+        ]),
+        runShardbridge(["serve", "--port", "0", "--ironic-notifications", "amqp://127.0.0.1:1/"]),
+        runShardbridge([
+          ...["serve", "--port", "0", "--ironic", "http://127.0.0.1:1"],
+          ...["--ironic-notifications", "http://127.0.0.1:1/"],
+        ]),
+      ]);
+    expect(notifyAlone.status, notifyAlone.stderr).to.equal(2);
+    expect(notifyAlone.stderr).to.include("--ironic-notifications needs --ironic");
+    expect(notifyHttp.status, notifyHttp.stderr).to.equal(2);
+    expect(notifyHttp.stderr).to.include("must be an amqp:// or amqps:// URL");
     expect(partitions.status, partitions.stderr).to.equal(2);
     expect(partitions.stderr).to.match(/--partitions: must be an integer/);
     expect(members.status, members.stderr).to.equal(2);

@@ -7,7 +7,7 @@ import { SHARDBRIDGE, runShardbridge } from "./helpers/cli.js";
 import { postWebhook } from "./helpers/http.js";
 import { running, watchOverlaps } from "./helpers/processes.js";
 import {
-  IRONIC_HEADERS,
+  ironicApi,
   NOVA_UPDATE_INTERVAL_S,
   sharedCloud,
   type NovaComputeNode,
@@ -21,22 +21,11 @@ const HOST = `${SHARD}-ironic`;
 const TTL_MS = 2000;
 const EXAMPLES = new URL("../examples/", import.meta.url);
 
-async function ironic(cloud: OpenStackCloud, method: string, path: string, body?: unknown): Promise<any> {
-  const res = await fetch(`${cloud.ironic}${path}`, {
-    method,
-    headers: IRONIC_HEADERS,
-    ...(body !== undefined && { body: JSON.stringify(body) }),
-  });
-  const text = await res.text();
-  if (!res.ok) throw new Error(`Ironic ${method} ${path}: ${res.status} ${text}`);
-  return text === "" ? null : JSON.parse(text);
-}
-
 /** Until every node of `uuids` is in `state` in Ironic. */
 async function untilProvisionState(cloud: OpenStackCloud, uuids: string[], state: string): Promise<void> {
   const deadline = performance.now() + 60_000;
   for (;;) {
-    const { nodes } = await ironic(cloud, "GET", "/v1/nodes?fields=uuid,provision_state");
+    const { nodes } = await ironicApi(cloud, "GET", "/v1/nodes?fields=uuid,provision_state");
     const pending = (nodes as Array<{ uuid: string; provision_state: string }>).filter(
       (n) => uuids.includes(n.uuid) && n.provision_state !== state,
     );
@@ -54,7 +43,7 @@ async function enrollAvailable(
 ): Promise<string[]> {
   const uuids: string[] = [];
   for (const name of names) {
-    const node = await ironic(cloud, "POST", "/v1/nodes", {
+    const node = await ironicApi(cloud, "POST", "/v1/nodes", {
       driver: "fake-hardware",
       name,
       resource_class: "baremetal",
@@ -64,10 +53,10 @@ async function enrollAvailable(
     uuids.push(node.uuid);
   }
   for (const uuid of uuids)
-    await ironic(cloud, "PUT", `/v1/nodes/${uuid}/states/provision`, { target: "manage" });
+    await ironicApi(cloud, "PUT", `/v1/nodes/${uuid}/states/provision`, { target: "manage" });
   await untilProvisionState(cloud, uuids, "manageable");
   for (const uuid of uuids)
-    await ironic(cloud, "PUT", `/v1/nodes/${uuid}/states/provision`, { target: "provide" });
+    await ironicApi(cloud, "PUT", `/v1/nodes/${uuid}/states/provision`, { target: "provide" });
   await untilProvisionState(cloud, uuids, "available");
   return uuids;
 }
@@ -308,7 +297,7 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
       return held;
     };
     const inIronic = await untilHolds(
-      async () => (await ironic(cloud, "GET", `/v1/nodes/${nodes[0]}/traits`)).traits,
+      async () => (await ironicApi(cloud, "GET", `/v1/nodes/${nodes[0]}/traits`)).traits,
       30_000,
     );
     const ironicMs = Date.now() - sentAt;

@@ -50,6 +50,20 @@ export interface AppOptions {
   ironicUrl?: string;
   /** the legacy ring pool: ring kind, rebuild period, service down time, clock */
   legacy?: LegacyPoolOptions & { serviceDownMs?: number };
+  /** the trait service, when the caller shares it (with the notification listener); else made here */
+  traits?: TraitService;
+}
+
+/** The trait service over the store: every committed change queued for Ironic when it delivers there. */
+export function bridgeTraits(
+  store: Store,
+  ownership: OwnershipRegistry,
+  ironic?: IronicDelivery,
+): TraitService {
+  return new TraitService(store.traits, store.nodes, ownership, {
+    toIronic: ironic !== undefined,
+    onApplied: () => ironic?.nudge(),
+  });
 }
 
 /**
@@ -76,6 +90,7 @@ export function createApp(
     ironic,
     ironicUrl,
     legacy = {},
+    traits = bridgeTraits(store, inspector.ownership, ironic),
   }: AppOptions,
 ): BridgeApp {
   const app = express();
@@ -156,10 +171,6 @@ export function createApp(
   app.use(leaseRoutes(store));
   app.use(definitionRoutes(stored, catalog));
   app.use(shardRoutes(store, catalog, ironicUrl !== undefined));
-  const traits = new TraitService(store.traits, store.nodes, inspector.ownership, {
-    toIronic: ironic !== undefined,
-    onApplied: () => ironic?.nudge(),
-  });
   // Large bodies (a bulk, an inspection result) are decoded off the event loop.
   const decoder = new DecodePool(inspector.rules);
   app.use(nodeRoutes(store.nodes, traits, decoder));

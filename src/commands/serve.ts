@@ -2,12 +2,15 @@ import type { Server } from "node:http";
 import { parseArgs } from "node:util";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
-import { createApp } from "../api/app.js";
+import { bridgeTraits, createApp } from "../api/app.js";
 import { bridgeServer } from "../api/server.js";
 import { ConfigError, readJsonConfig } from "../config.js";
 import { TokenAuthority, devTokens, parseTokens, readTokensFile } from "../api/auth.js";
 import { z } from "zod";
+import { IronicClient } from "../ironic/client.js";
 import { IronicDelivery } from "../ironic/delivery.js";
+import { NotificationListener } from "../inspection/notification-listener.js";
+import { ironicInventorySource } from "../inspection/watcher.js";
 import { IRONIC_QUEUE_MAX_ENTRIES } from "../outbox/port.js";
 import { integerFlag, flagsOrThrow } from "./io.js";
 import { RingKindName } from "../domain/ring.js";
@@ -49,6 +52,16 @@ export const SERVE_USAGE = `  serve    run the bridge
              --ironic-concurrency N Ironic calls in flight at once from this bridge (default 8)
              --ironic-queue-max N   changes (one commit's for one node) the queue holds before it folds further
                                     changes per node and trait, last one winning (default 100000)
+             --ironic-notifications URL
+                                    read Ironic's notifications from this RabbitMQ (amqp://USER:PASS@HOST:5672/VHOST,
+                                    env SHARDBRIDGE_IRONIC_NOTIFICATIONS; needs --ironic): each inspection Ironic
+                                    finishes is read from Ironic (its inventory), run through the trait rules and
+                                    applied as a webhook delivery would be. Ironic sends them once its
+                                    [DEFAULT] notification_level is set (info)
+             --ironic-notifications-exchange NAME   Ironic's control_exchange (default ironic)
+             --ironic-notifications-topic NAME      Ironic's notification topic (default ironic_versioned_notifications)
+             --ironic-notifications-queue NAME      the durable queue every bridge reads, each notification reaching
+                                                    one of them (default shardbridge.ironic-inspections)
 `;
 
 export async function serveCommand(argv: string[]): Promise<void> {
@@ -68,6 +81,10 @@ export async function serveCommand(argv: string[]): Promise<void> {
       "ironic-owner-ttl": { type: "string", default: "20" },
       "ironic-concurrency": { type: "string", default: "8" },
       "ironic-queue-max": { type: "string", default: String(IRONIC_QUEUE_MAX_ENTRIES) },
+      "ironic-notifications": { type: "string", default: process.env.SHARDBRIDGE_IRONIC_NOTIFICATIONS },
+      "ironic-notifications-exchange": { type: "string", default: "ironic" },
+      "ironic-notifications-topic": { type: "string", default: "ironic_versioned_notifications" },
+      "ironic-notifications-queue": { type: "string", default: "shardbridge.ironic-inspections" },
       ring: { type: "string", default: "tooz" },
       "ring-rebuild": { type: "string", default: "60" },
       "service-down-time": { type: "string", default: "60" },
@@ -91,6 +108,15 @@ export async function serveCommand(argv: string[]): Promise<void> {
     ),
     secret: values["inspector-secret"],
   };
+  const notifications = values["ironic-notifications"];
+  if (notifications !== undefined) {
+    if (!/^amqps?:\/\//.test(notifications))
+      throw new ConfigError("serve: --ironic-notifications must be an amqp:// or amqps:// URL");
+    if (values.ironic === undefined)
+      throw new ConfigError(
+        "serve: --ironic-notifications needs --ironic (inspection data is read from Ironic)",
+      );
+  }
   const authority = loadAuthority(values.tokens, values["dev-tokens"]);
   // Read the shard definitions before anything else: a bad file stops the start, naming it.
   const catalog = loadShardCatalog(values.shards!);
@@ -124,11 +150,27 @@ export async function serveCommand(argv: string[]): Promise<void> {
     });
   // The definitions other bridges wrote to the store are in force before the first request.
   await new StoredDefinitions(store, catalog).refresh();
+  const traits = bridgeTraits(store, inspector.ownership, ironic);
+  const listener =
+    notifications === undefined
+      ? undefined
+      : new NotificationListener({
+          url: notifications,
+          exchange: values["ironic-notifications-exchange"]!,
+          topic: values["ironic-notifications-topic"]!,
+          queue: values["ironic-notifications-queue"]!,
+          source: ironicInventorySource(
+            new IronicClient(values.ironic!, process.env.SHARDBRIDGE_IRONIC_TOKEN),
+          ),
+          rules: inspector.rules,
+          traits,
+        }).start();
   const app = createApp(store, {
     authority,
     catalog,
     inspector,
     legacy,
+    traits,
     ...(ironic && { ironic }),
     ...(values.ironic !== undefined && { ironicUrl: values.ironic }),
   });
@@ -158,7 +200,8 @@ export async function serveCommand(argv: string[]): Promise<void> {
     // (agents reconnect to whichever bridge answers) and end the status pages' streams
     // (they reconnect the same way), then close the store. Ironic delivery hands its part
     // of the queue back first, so another bridge goes on at once.
-    const delivered = ironic?.stop() ?? Promise.resolve();
+    // The notifications not yet handled go back to the queue for another bridge.
+    const delivered = Promise.all([listener?.stop(), ironic?.stop()]);
     server.close(() => void delivered.then(() => store.close()).then(() => process.exit(0)));
     app.close();
     server.closeIdleConnections();

@@ -1,5 +1,6 @@
 import { z } from "zod";
-import { TraitName } from "./names.js";
+import { ValidationError } from "../domain/validation.js";
+import { MAX_TRAITS_PER_NODE, TraitName } from "./names.js";
 
 /**
  * The parts of an inspection result (Ironic's inventory plus `pci_devices`) that trait
@@ -92,4 +93,37 @@ function matches(rule: TraitRule, data: InspectionData): string[] {
 /** The traits inspection finds for a node under `rules`: sorted, each once. Pure. */
 export function desiredTraits(data: InspectionData, rules: TraitRule[]): string[] {
   return [...new Set(rules.flatMap((rule) => matches(rule, data)))].sort();
+}
+
+/**
+ * The traits the rules find in `data`, refused (field `data`) when they are more than a
+ * node may hold: such a result could never apply, whatever the node holds now. Pure.
+ */
+export function inspectionTraits(data: InspectionData, rules: TraitRule[]): string[] {
+  const desired = desiredTraits(data, rules);
+  if (desired.length > MAX_TRAITS_PER_NODE)
+    throw new ValidationError([
+      {
+        field: "data",
+        reason: `the trait rules find ${desired.length} traits in it; a node holds at most ${MAX_TRAITS_PER_NODE} (Ironic's limit)`,
+      },
+    ]);
+  return desired;
+}
+
+/**
+ * The order of an inspection that finished at `finishedAt` (ISO 8601): its time in ms.
+ * The order is remembered per node and everything at or below it is refused from then on,
+ * so a time more than `skewS` ahead of `nowS` is refused rather than remembered (one in
+ * year 9999 would wedge the node). Pure.
+ */
+export function finishOrder(finishedAt: string, nowS: number, skewS: number): number {
+  const finishedMs = Date.parse(finishedAt);
+  if (!Number.isFinite(finishedMs))
+    throw new ValidationError([{ field: "finished_at", reason: "must be an ISO 8601 time" }]);
+  if (finishedMs > (nowS + skewS) * 1000)
+    throw new ValidationError([
+      { field: "finished_at", reason: `is in the future (more than ${skewS} s ahead of the bridge's clock)` },
+    ]);
+  return finishedMs;
 }

@@ -2,9 +2,8 @@ import { z } from "zod";
 import { NodeUuid } from "../../domain/node.js";
 import { ValidationError, parseOrThrow } from "../../domain/validation.js";
 import { DeltaText, type TraitDelta } from "../../traits/delta.js";
-import { MAX_TRAITS_PER_NODE } from "../../traits/names.js";
 import { SIGNATURE_WINDOW_S } from "../../inspection/signature.js";
-import { InspectionData, desiredTraits, type TraitRule } from "../../traits/inspection.js";
+import { InspectionData, finishOrder, inspectionTraits, type TraitRule } from "../../traits/inspection.js";
 import { decodeObject, type Decoded } from "./result.js";
 
 const Order = { sequence: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER).optional() };
@@ -49,15 +48,7 @@ function orderOf(
     ]);
   if (payload.sequence !== undefined) return payload.sequence;
   if (payload.finished_at === undefined) return undefined;
-  const finishedMs = Date.parse(payload.finished_at);
-  if (finishedMs > (nowS + SIGNATURE_WINDOW_S) * 1000)
-    throw new ValidationError([
-      {
-        field: "finished_at",
-        reason: `is in the future (more than ${SIGNATURE_WINDOW_S} s ahead of the bridge's clock)`,
-      },
-    ]);
-  return finishedMs;
+  return finishOrder(payload.finished_at, nowS, SIGNATURE_WINDOW_S);
 }
 
 export function decodeWebhook(text: string, rules: TraitRule[], nowS: number): Decoded<WebhookRequest> {
@@ -70,16 +61,8 @@ export function decodeWebhook(text: string, rules: TraitRule[], nowS: number): D
       throw new ValidationError([
         { field: "finished_at", reason: "an inspection result needs finished_at or sequence" },
       ]);
-    const desired = desiredTraits(payload.data, rules);
-    // More traits than a node may hold can never apply, whatever the node holds now:
-    // refused here, in the decoder, so thousands of them never reach the event loop.
-    if (desired.length > MAX_TRAITS_PER_NODE)
-      throw new ValidationError([
-        {
-          field: "data",
-          reason: `the trait rules find ${desired.length} traits in it; a node holds at most ${MAX_TRAITS_PER_NODE} (Ironic's limit)`,
-        },
-      ]);
+    // Refused here, in the decoder, so thousands of traits never reach the event loop.
+    const desired = inspectionTraits(payload.data, rules);
     return { kind: "inspection", node: payload.node, order, desired };
   });
 }
