@@ -1,19 +1,16 @@
 import { randomBytes } from "node:crypto";
-import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort } from "../redis-server.js";
 import { mariadbRows, TestDatabases } from "./mariadb.js";
 import { TestVhost } from "./rabbitmq.js";
+import { answers, conf, syncOrThrow } from "./conf.js";
+import { IRONIC_HEADERS, ironicAnswers, startIronic } from "./ironic.js";
 import { Service } from "./service.js";
 import { openstackBin } from "./venv.js";
 
-/** What Ironic 39 answers to (its newest microversion is 1.115; 1.82 brought shards). */
-export const IRONIC_HEADERS = {
-  "x-openstack-ironic-api-version": "1.115",
-  "content-type": "application/json",
-};
+export { IRONIC_HEADERS };
 /** placement under noauth2: the token `admin` is an admin. */
 const PLACEMENT_HEADERS = { "x-auth-token": "admin", "openstack-api-version": "placement latest" };
 
@@ -70,25 +67,6 @@ export interface OpenStackCloud {
   stop(): Promise<void>;
 }
 
-function conf(sections: Record<string, Record<string, string | number | boolean>>): string {
-  return Object.entries(sections)
-    .map(([name, options]) =>
-      [`[${name}]`, ...Object.entries(options).map(([k, v]) => `${k} = ${v}`)].join("\n"),
-    )
-    .join("\n\n");
-}
-
-function syncOrThrow(what: string, command: string, args: string[], log: string): void {
-  const run = spawnSync(command, args, { encoding: "utf8", timeout: 300_000 });
-  writeFileSync(log, `${run.stdout}\n${run.stderr}`, { flag: "a" });
-  if (run.status !== 0) throw new Error(`${what} failed (${run.status}): ${run.stderr.slice(-2000)}`);
-}
-
-async function answers(url: string, headers: Record<string, string> = {}): Promise<boolean> {
-  const res = await fetch(url, { headers, signal: AbortSignal.timeout(2000) });
-  return res.ok;
-}
-
 export async function startCloud(): Promise<OpenStackCloud> {
   const run = `sbt_${process.pid}_${randomBytes(3).toString("hex")}`;
   const dir = mkdtempSync(join(tmpdir(), "sb-openstack-"));
@@ -108,56 +86,13 @@ export async function startCloud(): Promise<OpenStackCloud> {
     const placement = `http://127.0.0.1:${placementPort}`;
 
     // Ironic 39: one process (API + conductor), no RPC bus, notifications on the vhost.
-    mkdirSync(join(dir, "ironic", "tmp"), { recursive: true });
-    const ironicConf = join(dir, "ironic", "ironic.conf");
-    writeFileSync(
-      ironicConf,
-      conf({
-        DEFAULT: {
-          auth_strategy: "noauth",
-          rpc_transport: "none",
-          host: `${run}-conductor`,
-          log_file: join(dir, "ironic", "ironic.log"),
-          state_path: join(dir, "ironic"),
-          tempdir: join(dir, "ironic", "tmp"),
-          enabled_hardware_types: "fake-hardware",
-          enabled_bios_interfaces: "fake,no-bios",
-          enabled_boot_interfaces: "fake",
-          enabled_console_interfaces: "fake,no-console",
-          enabled_deploy_interfaces: "fake",
-          enabled_inspect_interfaces: "agent,fake,no-inspect",
-          enabled_management_interfaces: "fake",
-          enabled_network_interfaces: "noop",
-          enabled_power_interfaces: "fake",
-          enabled_raid_interfaces: "fake,no-raid",
-          enabled_rescue_interfaces: "fake,no-rescue",
-          enabled_storage_interfaces: "noop",
-          enabled_vendor_interfaces: "fake,no-vendor",
-          default_network_interface: "noop",
-          notification_level: "info",
-        },
-        api: { host_ip: "127.0.0.1", port: ironicPort, api_workers: 1 },
-        conductor: { automated_clean: false },
-        database: { connection: databases.create("ironic") },
-        dhcp: { dhcp_provider: "none" },
-        // fake-hardware's boot interface cannot validate a managed boot; the test plays the ramdisk.
-        inspector: { require_managed_boot: false },
-        oslo_concurrency: { lock_path: join(dir, "ironic", "tmp") },
-        oslo_messaging_notifications: { driver: "messagingv2", transport_url: vhost.url },
-      }),
-    );
-    syncOrThrow(
-      "ironic-dbsync",
-      openstackBin("ironic-dbsync"),
-      ["--config-file", ironicConf, "create_schema"],
-      join(dir, "ironic", "dbsync.log"),
-    );
-    const ironicService = Service.start(
-      "ironic",
-      openstackBin("ironic"),
-      ["--config-file", ironicConf],
-      join(dir, "ironic", "out.log"),
-    );
+    const ironicService = await startIronic({
+      dir: join(dir, "ironic"),
+      port: ironicPort,
+      databases,
+      vhost,
+      host: `${run}-conductor`,
+    });
     services.push(ironicService);
 
     // placement 16 under cheroot (an Ironic dependency, so pinned with it), noauth2.
@@ -237,7 +172,7 @@ export async function startCloud(): Promise<OpenStackCloud> {
       ),
     );
 
-    await ironicService.until(() => answers(`${ironic}/v1/drivers/fake-hardware`, IRONIC_HEADERS), 90_000);
+    await ironicService.until(() => ironicAnswers(ironic), 90_000);
     await placementService.until(() => answers(`${placement}/resource_providers`, PLACEMENT_HEADERS), 60_000);
     const novaDb = databases.name("nova");
     return {

@@ -1,0 +1,100 @@
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { answers, conf, syncOrThrow } from "./conf.js";
+import type { TestDatabases } from "./mariadb.js";
+import type { TestVhost } from "./rabbitmq.js";
+import { Service } from "./service.js";
+import { openstackBin } from "./venv.js";
+
+/** What Ironic 39 answers to (its newest microversion is 1.115; 1.82 brought shards). */
+export const IRONIC_HEADERS = {
+  "x-openstack-ironic-api-version": "1.115",
+  "content-type": "application/json",
+};
+
+export interface IronicOptions {
+  /** its folder: ironic.conf, logs, state */
+  dir: string;
+  port: number;
+  /** where its database is made (`<prefix>_ironic`) */
+  databases: TestDatabases;
+  /** its notifications go here */
+  vhost: TestVhost;
+  /** the conductor's `[DEFAULT] host` */
+  host: string;
+  /** sections and options added to (or replacing) the defaults below */
+  extra?: Record<string, Record<string, string | number | boolean>>;
+  /** environment of the process (PYTHONPATH for a hook, say) */
+  env?: NodeJS.ProcessEnv;
+}
+
+/**
+ * Ironic 39 in one process (API and conductor), no RPC bus: fake-hardware, the built-in
+ * `agent` inspection, versioned notifications (info) to `vhost`; its database made and
+ * synced. Started, not yet answering: wait with `service.until(() => ironicAnswers(url))`.
+ */
+export function startIronic({
+  dir,
+  port,
+  databases,
+  vhost,
+  host,
+  extra = {},
+  env = {},
+}: IronicOptions): Service {
+  mkdirSync(join(dir, "tmp"), { recursive: true });
+  const ironicConf = join(dir, "ironic.conf");
+  const sections: Record<string, Record<string, string | number | boolean>> = {
+    DEFAULT: {
+      auth_strategy: "noauth",
+      rpc_transport: "none",
+      host,
+      log_file: join(dir, "ironic.log"),
+      state_path: dir,
+      tempdir: join(dir, "tmp"),
+      enabled_hardware_types: "fake-hardware",
+      enabled_bios_interfaces: "fake,no-bios",
+      enabled_boot_interfaces: "fake",
+      enabled_console_interfaces: "fake,no-console",
+      enabled_deploy_interfaces: "fake",
+      enabled_inspect_interfaces: "agent,fake,no-inspect",
+      enabled_management_interfaces: "fake",
+      enabled_network_interfaces: "noop",
+      enabled_power_interfaces: "fake",
+      enabled_raid_interfaces: "fake,no-raid",
+      enabled_rescue_interfaces: "fake,no-rescue",
+      enabled_storage_interfaces: "noop",
+      enabled_vendor_interfaces: "fake,no-vendor",
+      default_network_interface: "noop",
+      notification_level: "info",
+    },
+    api: { host_ip: "127.0.0.1", port, api_workers: 1 },
+    conductor: { automated_clean: false },
+    database: { connection: databases.create("ironic") },
+    dhcp: { dhcp_provider: "none" },
+    // fake-hardware's boot interface cannot validate a managed boot; the test plays the ramdisk.
+    inspector: { require_managed_boot: false },
+    oslo_concurrency: { lock_path: join(dir, "tmp") },
+    oslo_messaging_notifications: { driver: "messagingv2", transport_url: vhost.url },
+  };
+  for (const [name, options] of Object.entries(extra)) sections[name] = { ...sections[name], ...options };
+  writeFileSync(ironicConf, conf(sections));
+  syncOrThrow(
+    "ironic-dbsync",
+    openstackBin("ironic-dbsync"),
+    ["--config-file", ironicConf, "create_schema"],
+    join(dir, "dbsync.log"),
+  );
+  return Service.start(
+    "ironic",
+    openstackBin("ironic"),
+    ["--config-file", ironicConf],
+    join(dir, "out.log"),
+    env,
+  );
+}
+
+/** Whether the Ironic at `url` answers (its fake-hardware driver is loaded). */
+export function ironicAnswers(url: string): Promise<boolean> {
+  return answers(`${url}/v1/drivers/fake-hardware`, IRONIC_HEADERS);
+}
