@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { deliveryIdOf, dueInspections } from "../src/inspection/watcher.js";
+import { deliveryIdOf, dueInspections, nextReadFrom } from "../src/inspection/watcher.js";
 
 describe("Inspection watcher: which inspections are due (pure)", () => {
   const a = { uuid: "aaaaaaaa-0000-4000-8000-000000000001", finishedAt: "2026-11-30T05:00:02.000001+00:00" };
@@ -22,5 +22,31 @@ describe("Inspection watcher: which inspections are due (pure)", () => {
     expect(deliveryIdOf(a)).to.equal(`ironic-inspection.${a.uuid}.${Date.parse(a.finishedAt)}`);
     expect(deliveryIdOf(a)).to.match(/^[A-Za-z0-9._:-]{1,128}$/);
     expect(deliveryIdOf({ ...a, finishedAt: "2026-11-30T05:00:03+00:00" })).to.not.equal(deliveryIdOf(a));
+  });
+
+  describe("where the next poll reads from (pure)", () => {
+    const at = (iso: string) => Date.parse(iso);
+    const LOOKBACK = 120_000;
+
+    it("nothing inspected yet: from the beginning again; nothing new: where it was", () => {
+      expect(nextReadFrom([], [], null, LOOKBACK)).to.equal(null);
+      expect(nextReadFrom([], [], at(c.finishedAt), LOOKBACK)).to.equal(at(c.finishedAt));
+    });
+
+    it("the lookback before the newest inspection read", () => {
+      expect(nextReadFrom([a, b, c], [], null, LOOKBACK)).to.equal(at(a.finishedAt) - LOOKBACK);
+    });
+
+    it("never moves back: a window already past the lookback stays", () => {
+      const previous = at(a.finishedAt) - 1000;
+      expect(nextReadFrom([a], [], previous, LOOKBACK)).to.equal(previous);
+    });
+
+    it("an inspection to try again holds the window open at its time, however old", () => {
+      const old = { uuid: c.uuid, finishedAt: "2026-11-30T04:00:00+00:00" };
+      expect(nextReadFrom([a, b, old], [old], null, LOOKBACK)).to.equal(at(old.finishedAt));
+      // one inside the lookback already is read again anyway
+      expect(nextReadFrom([a, b], [b], null, LOOKBACK)).to.equal(at(a.finishedAt) - LOOKBACK);
+    });
   });
 });

@@ -9,15 +9,20 @@ import { ConfigError } from "../config.js";
 
 /** `shardbridge inspection-watch`: finished inspections to the webhook, for an inspector that cannot call it. */
 export const INSPECTION_WATCH_USAGE = `  inspection-watch  deliver inspections an unmodified inspector finished to the bridge's webhook
-             --ironic URL    Ironic's API, polled for inspection_finished_at (env SHARDBRIDGE_IRONIC_URL)
+             --ironic URL    Ironic's API, polled for the nodes whose inspection_finished_at is recent
+                             (env SHARDBRIDGE_IRONIC_URL); the fallback where Ironic sends no notifications
              --inspector URL read the data from ironic-inspector's /v1/introspection/{n}/data instead of
                              Ironic's /v1/nodes/{n}/inventory (env SHARDBRIDGE_INSPECTOR_URL)
              --bridge URL    the bridge (default http://127.0.0.1:6390)
              --token T       an inspector-role token (env SHARDBRIDGE_TOKEN)
              --secret S      the webhook's HMAC secret (env SHARDBRIDGE_INSPECTOR_SECRET)
              --interval S    seconds between polls (default 30)
-             --state FILE    remember handled inspections across restarts (without it a restart re-reads
-                             each node's last inspection once; the bridge applies each only once)
+             --lookback S    each poll reads back to S seconds before the newest inspection it has seen
+                             (default 120: conductors' clocks apart, a commit late); older ones are
+                             never read again unless one failed and waits to be tried again
+             --state FILE    remember handled inspections and the window across restarts (without it
+                             a restart's first poll reads each node's last inspection once; the
+                             bridge applies each only once)
              --once          poll once, print what happened as JSON, exit 1 if anything failed
 `;
 
@@ -31,6 +36,7 @@ export async function inspectionWatchCommand(argv: string[]): Promise<void> {
       token: { type: "string", default: process.env.SHARDBRIDGE_TOKEN },
       secret: { type: "string", default: process.env.SHARDBRIDGE_INSPECTOR_SECRET },
       interval: { type: "string", default: "30" },
+      lookback: { type: "string", default: "120" },
       state: { type: "string" },
       once: { type: "boolean", default: false },
     },
@@ -41,6 +47,7 @@ export async function inspectionWatchCommand(argv: string[]): Promise<void> {
   if (values.token === undefined) throw missing("token", "SHARDBRIDGE_TOKEN");
   if (values.secret === undefined) throw missing("secret", "SHARDBRIDGE_INSPECTOR_SECRET");
   const intervalS = integerFlag("interval", values.interval, 1, 3600)!;
+  const lookbackS = integerFlag("lookback", values.lookback, 0, 86_400)!;
   const ironic = new IronicClient(values.ironic, process.env.SHARDBRIDGE_IRONIC_TOKEN);
   const webhook = new WebhookClient(values.bridge!, values.token, values.secret);
   const watcher = new InspectionWatcher({
@@ -50,6 +57,7 @@ export async function inspectionWatchCommand(argv: string[]): Promise<void> {
         ? ironicInventorySource(ironic)
         : inspectorDataSource(new InspectorClient(values.inspector, process.env.SHARDBRIDGE_IRONIC_TOKEN)),
     deliver: (payload, delivery) => webhook.deliver(payload, delivery),
+    lookbackMs: lookbackS * 1000,
     ...(values.state !== undefined && { stateFile: values.state }),
   });
   if (values.once) {

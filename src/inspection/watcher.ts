@@ -54,7 +54,7 @@ export function inspectorDataSource(inspector: InspectorClient): InspectionDataS
 
 /** What one poll did, by outcome. */
 export interface PollSummary {
-  /** nodes with a finished inspection */
+  /** nodes read with a finished inspection: since the window's start (every one on a first poll) */
   inspected: number;
   /** of those, finished since the watcher last looked */
   due: number;
@@ -84,37 +84,75 @@ export function dueInspections(
     .sort((a, b) => Date.parse(a.finishedAt) - Date.parse(b.finishedAt) || (a.uuid < b.uuid ? -1 : 1));
 }
 
+/**
+ * How far back each poll reads before the newest inspection it has seen: an inspection
+ * stamped by a conductor whose clock is behind, or committed a little after a newer one,
+ * still falls inside the window.
+ */
+export const LOOKBACK_MS = 120_000;
+
+/**
+ * Where the next poll starts reading (ms since the epoch; null: from the beginning).
+ * `marks` were read from `previous` on; `retry` are those to try again next poll (the
+ * bridge or the source failed, or the bridge does not know the node yet), which hold the
+ * window open. The window never moves back, and moves on to `lookbackMs` before the
+ * newest inspection seen. Pure.
+ */
+export function nextReadFrom(
+  marks: readonly InspectionMark[],
+  retry: readonly InspectionMark[],
+  previous: number | null,
+  lookbackMs = LOOKBACK_MS,
+): number | null {
+  if (marks.length === 0) return previous;
+  const times = (list: readonly InspectionMark[]) => list.map((m) => Date.parse(m.finishedAt));
+  const onward = Math.max(previous ?? -Infinity, Math.max(...times(marks)) - lookbackMs);
+  return Math.min(onward, ...times(retry));
+}
+
 /** A delivery id that is the same for every attempt at one node's one inspection, so the bridge applies it once. */
 export const deliveryIdOf = (mark: InspectionMark): string =>
   `ironic-inspection.${mark.uuid}.${Date.parse(mark.finishedAt)}`;
 
-const StateFile = z.strictObject({
-  version: z.literal(1),
-  handled: z.record(z.string(), z.string()),
-});
+/** Version 1 had no window (every poll read every node); it is read as a first poll's. */
+const StateFile = z.union([
+  z.strictObject({ version: z.literal(1), handled: z.record(z.string(), z.string()) }),
+  z.strictObject({
+    version: z.literal(2),
+    handled: z.record(z.string(), z.string()),
+    read_from: z.number().nullable(),
+  }),
+]);
 
 export interface WatcherOptions {
-  ironic: Pick<IronicClient, "inspections">;
+  ironic: Pick<IronicClient, "inspectionsSince">;
   source: InspectionDataSource;
   deliver: (payload: unknown, deliveryId: string) => Promise<DeliveryAnswer>;
   /** where the watcher remembers what it handled across restarts; in memory only when absent */
   stateFile?: string;
   /** data fetches and deliveries in flight at once */
   concurrency?: number;
+  /** how far before the newest inspection seen each poll reads (default LOOKBACK_MS) */
+  lookbackMs?: number;
 }
 
 /**
  * Turns inspections an unmodified inspector finished into webhook deliveries. It polls
- * Ironic for each node's `inspection_finished_at`, fetches the data of inspections it
- * has not handled, and posts them to the bridge's webhook: the same signature, ordering
- * and ownership checks as any inspector delivery.
+ * Ironic for the nodes whose `inspection_finished_at` falls in its window (from
+ * `LOOKBACK_MS` before the newest it has seen, held open by what must be tried again),
+ * fetches the data of inspections it has not handled, and posts them to the bridge's
+ * webhook: the same signature, ordering and ownership checks as any inspector delivery.
+ * The fallback where Ironic sends no notifications (`serve --ironic-notifications`).
  *
  * Safe to restart and to run twice: a delivery's id names the node and its inspection,
  * so the bridge applies each inspection once, and refuses one older than it has applied.
- * Without a state file a restarted watcher re-reads every node's last inspection once.
+ * Without a state file a restarted watcher's first poll reads every node's last
+ * inspection once.
  */
 export class InspectionWatcher {
   private readonly handled = new Map<string, string>();
+  /** where the next poll reads from (null: every node) */
+  private readFrom: number | null = null;
   /** (node, inspection) pairs already reported as unknown to the bridge, so each is logged once */
   private readonly reportedUnknown = new Set<string>();
   private readonly concurrency: number;
@@ -125,11 +163,12 @@ export class InspectionWatcher {
       const state = StateFile.safeParse(JSON.parse(readFileSync(options.stateFile, "utf8")));
       if (!state.success) throw new Error(`${options.stateFile}: not a watcher state file`);
       for (const [uuid, finishedAt] of Object.entries(state.data.handled)) this.handled.set(uuid, finishedAt);
+      if (state.data.version === 2) this.readFrom = state.data.read_from;
     }
   }
 
   async poll(): Promise<PollSummary> {
-    const marks = await this.options.ironic.inspections();
+    const marks = await this.options.ironic.inspectionsSince(this.readFrom);
     const due = dueInspections(marks, this.handled);
     const summary: PollSummary = {
       inspected: marks.length,
@@ -141,17 +180,23 @@ export class InspectionWatcher {
       noData: 0,
       failed: 0,
     };
+    const retry: InspectionMark[] = [];
     let next = 0;
     const worker = async () => {
       while (next < due.length) {
         const mark = due[next++]!;
-        summary[await this.handle(mark)]++;
+        const outcome = await this.handle(mark);
+        summary[outcome]++;
+        if (outcome === "failed" || outcome === "unknownNode") retry.push(mark);
       }
     };
     await Promise.all(Array.from({ length: Math.min(this.concurrency, due.length) }, worker));
-    // Ironic no longer lists a deleted node: forget it, so the state stays the fleet's size.
-    const listed = new Set(marks.map((m) => m.uuid));
-    for (const uuid of this.handled.keys()) if (!listed.has(uuid)) this.handled.delete(uuid);
+    this.readFrom = nextReadFrom(marks, retry, this.readFrom, this.options.lookbackMs);
+    // What lies before the window is never read again (a node inspected anew is read with
+    // its new time): forget it, so the state stays the window's size.
+    if (this.readFrom !== null)
+      for (const [uuid, finishedAt] of this.handled)
+        if (Date.parse(finishedAt) < this.readFrom) this.handled.delete(uuid);
     this.save();
     return summary;
   }
@@ -212,7 +257,7 @@ export class InspectionWatcher {
   private save(): void {
     const file = this.options.stateFile;
     if (file === undefined) return;
-    const state = { version: 1, handled: Object.fromEntries(this.handled) };
+    const state = { version: 2, handled: Object.fromEntries(this.handled), read_from: this.readFrom };
     // Write then rename: a watcher killed mid-write leaves the previous state whole.
     writeFileSync(`${file}.tmp`, JSON.stringify(state));
     renameSync(`${file}.tmp`, file);

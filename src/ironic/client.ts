@@ -113,7 +113,7 @@ export class IronicClient {
       conductor_group?: string;
       instance_uuid?: string | null;
     };
-    const wire = await this.list<Wire>("uuid,name,shard,conductor_group,instance_uuid", pageSize);
+    const wire = await this.list<Wire>("fields=uuid,name,shard,conductor_group,instance_uuid", pageSize);
     return wire.map((n) => ({
       uuid: n.uuid,
       name: n.name ?? null,
@@ -132,15 +132,26 @@ export class IronicClient {
   }
 
   /**
-   * Every node's last finished inspection: Ironic sets `inspection_finished_at` when an
-   * inspection ends and clears it when the next one starts, so a node being inspected
-   * (or never inspected) has none and is left out.
+   * The nodes whose last inspection finished at or after `sinceMs` (every node with one
+   * when null), newest first. Ironic sets `inspection_finished_at` when an inspection ends
+   * and clears it when the next one starts, so a node being inspected (or never inspected)
+   * has none and is left out. Ironic has no "changed since" filter: the list is sorted by
+   * that time, newest first, and read only until a page reaches one older than `sinceMs` —
+   * one page a poll for a fleet that inspects fewer than `pageSize` nodes between polls.
+   * (Nodes without a time sort last on MySQL and SQLite; on PostgreSQL first, where they
+   * are read and skipped.)
    */
-  async inspections(pageSize = 1000): Promise<InspectionMark[]> {
+  async inspectionsSince(sinceMs: number | null, pageSize = 1000): Promise<InspectionMark[]> {
     type Wire = { uuid: string; inspection_finished_at?: string | null };
-    const wire = await this.list<Wire>("uuid,inspection_finished_at", pageSize);
+    const older = (n: Wire) =>
+      sinceMs !== null && !!n.inspection_finished_at && Date.parse(n.inspection_finished_at) < sinceMs;
+    const wire = await this.list<Wire>(
+      "fields=uuid,inspection_finished_at&sort_key=inspection_finished_at&sort_dir=desc",
+      pageSize,
+      (page) => page.some(older),
+    );
     return wire.flatMap((n) =>
-      n.inspection_finished_at ? [{ uuid: n.uuid, finishedAt: n.inspection_finished_at }] : [],
+      n.inspection_finished_at && !older(n) ? [{ uuid: n.uuid, finishedAt: n.inspection_finished_at }] : [],
     );
   }
 
@@ -155,15 +166,23 @@ export class IronicClient {
     return JSON.parse(text) as { inventory: unknown; plugin_data?: unknown };
   }
 
-  /** GET /v1/nodes with `fields`, following `next` links to the end. */
-  private async list<T>(fields: string, pageSize: number): Promise<T[]> {
+  /**
+   * GET /v1/nodes with `query` (fields, sort), following `next` links to the end, or until
+   * `enough` says a page holds all that is wanted.
+   */
+  private async list<T>(
+    query: string,
+    pageSize: number,
+    enough: (page: T[]) => boolean = () => false,
+  ): Promise<T[]> {
     const all: T[] = [];
-    let path: string | null = `/v1/nodes?fields=${fields}&limit=${pageSize}`;
+    let path: string | null = `/v1/nodes?${query}&limit=${pageSize}`;
     while (path !== null) {
       const { status, text } = await this.call("GET", path);
       if (status !== 200) throw new IronicError(status, ironicMessage(text));
       const page = JSON.parse(text) as { nodes: T[]; next?: string };
       all.push(...page.nodes);
+      if (enough(page.nodes)) break;
       path = page.next === undefined ? null : new URL(page.next).pathname + new URL(page.next).search;
     }
     return all;
