@@ -18,6 +18,7 @@ const benches: Record<string, () => Promise<void>> = {
   "ironic-delivery": async () => (await import("./ironic-delivery.bench.js")).ironicDeliveryBench(),
   failover: async () => (await import("./failover.bench.js")).failoverBench(),
   ha: async () => (await import("./ha.bench.js")).haBench(),
+  nova: async () => (await import("./nova.bench.js")).novaBench(),
   ring: ringBench,
   sim: simBench,
 };

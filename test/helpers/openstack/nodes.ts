@@ -1,0 +1,68 @@
+import { ironicApi, type OpenStackCloud } from "./cloud.js";
+
+/** Ironic calls in flight at once while enrolling (its one API worker queues the rest). */
+const CONCURRENCY = 8;
+
+/** `each` over `items`, at most CONCURRENCY at a time; the results in the items' order. */
+async function inTurns<T, R>(items: T[], each: (item: T) => Promise<R>): Promise<R[]> {
+  const results: R[] = new Array(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const k = next++;
+      results[k] = await each(items[k]!);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(CONCURRENCY, items.length) }, worker));
+  return results;
+}
+
+/** Until every node of `uuids` is in `state` in Ironic. */
+export async function untilProvisionState(
+  cloud: OpenStackCloud,
+  uuids: string[],
+  state: string,
+  timeoutMs = 60_000 + uuids.length * 500,
+): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  const wanted = new Set(uuids);
+  for (;;) {
+    const { nodes } = await ironicApi(cloud, "GET", "/v1/nodes?fields=uuid,provision_state");
+    const pending = (nodes as Array<{ uuid: string; provision_state: string }>).filter(
+      (n) => wanted.has(n.uuid) && n.provision_state !== state,
+    );
+    if (pending.length === 0) return;
+    if (performance.now() > deadline)
+      throw new Error(
+        `nodes not ${state}: ${JSON.stringify(pending.slice(0, 10))} (${pending.length} in all)`,
+      );
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/** Enroll fake-hardware nodes in `shard` (or none) and make them available, as an operator would. */
+export async function enrollAvailable(
+  cloud: OpenStackCloud,
+  names: string[],
+  shard: string | null,
+): Promise<string[]> {
+  const uuids = await inTurns(names, async (name) => {
+    const node = await ironicApi(cloud, "POST", "/v1/nodes", {
+      driver: "fake-hardware",
+      name,
+      resource_class: "baremetal",
+      properties: { cpus: 8, memory_mb: 16384, local_gb: 100, cpu_arch: "x86_64" },
+      ...(shard !== null && { shard }),
+    });
+    return node.uuid as string;
+  });
+  await inTurns(uuids, (uuid) =>
+    ironicApi(cloud, "PUT", `/v1/nodes/${uuid}/states/provision`, { target: "manage" }),
+  );
+  await untilProvisionState(cloud, uuids, "manageable");
+  await inTurns(uuids, (uuid) =>
+    ironicApi(cloud, "PUT", `/v1/nodes/${uuid}/states/provision`, { target: "provide" }),
+  );
+  await untilProvisionState(cloud, uuids, "available");
+  return uuids;
+}
