@@ -3,8 +3,10 @@ import { readFileSync } from "node:fs";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { runShardbridge } from "./helpers/cli.js";
 import { call, TEST_WEBHOOK_SECRET } from "./helpers/http.js";
-import { IRONIC_HEADERS, ironicApi, sharedCloud, type OpenStackCloud } from "./helpers/openstack/cloud.js";
+import { ironicApi, sharedCloud, type OpenStackCloud } from "./helpers/openstack/cloud.js";
+import { postInventory } from "./helpers/openstack/ramdisk.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
+import { until } from "./helpers/until.js";
 import { parseOrThrow } from "../src/domain/validation.js";
 import { InspectionData, TraitRulesFile, desiredTraits } from "../src/traits/inspection.js";
 
@@ -15,22 +17,6 @@ const FOUND = desiredTraits(
   parseOrThrow(InspectionData, JSON.parse(readFileSync(new URL("inspection-result.json", EXAMPLES), "utf8"))),
   parseOrThrow(TraitRulesFile, JSON.parse(readFileSync(new URL("trait-rules.json", EXAMPLES), "utf8"))).rules,
 );
-
-async function until<T>(
-  what: string,
-  read: () => Promise<T>,
-  done: (v: T) => boolean,
-  withinMs: number,
-): Promise<T> {
-  const deadline = performance.now() + withinMs;
-  for (;;) {
-    const value = await read();
-    if (done(value)) return value;
-    if (performance.now() > deadline)
-      throw new Error(`${what}: not within ${withinMs} ms (last: ${JSON.stringify(value)})`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 /**
  * Inspection from a current Ironic, without ironic-inspector: Ironic 39's built-in
@@ -87,19 +73,7 @@ describe("inspection from Ironic 39's notifications (real Ironic, RabbitMQ, two 
       },
       pci_devices: inventory.pci_devices,
     };
-    // As the ramdisk does: a node still locked by the conductor (powering on) answers 409; again.
-    for (let attempt = 1; ; attempt++) {
-      const postedAt = performance.now();
-      const res = await fetch(`${cloud.ironic}/v1/continue_inspection`, {
-        method: "POST",
-        headers: IRONIC_HEADERS,
-        body: JSON.stringify(body),
-      });
-      if (res.status === 202) return postedAt;
-      if (res.status !== 409 || attempt === 50)
-        throw new Error(`continue_inspection: ${res.status} ${await res.text()}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    return postInventory(cloud.ironic, body);
   };
 
   const bridgeTraits = async (bridge: BridgeProcess, node: string): Promise<string[]> => {

@@ -1,9 +1,8 @@
 import { expect } from "chai";
-import { mkdirSync, readFileSync } from "node:fs";
-import { join } from "node:path";
+import { readFileSync } from "node:fs";
 import { AgentProcess } from "./helpers/agent-process.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
-import { SHARDBRIDGE, runShardbridge } from "./helpers/cli.js";
+import { runShardbridge } from "./helpers/cli.js";
 import { postWebhook } from "./helpers/http.js";
 import { running, watchOverlaps } from "./helpers/processes.js";
 import {
@@ -14,8 +13,8 @@ import {
   type OpenStackCloud,
 } from "./helpers/openstack/cloud.js";
 import { enrollAvailable } from "./helpers/openstack/nodes.js";
+import { superviseNovaCompute } from "./helpers/openstack/nova-compute.js";
 import { readNovaLog, reportedAllAt, requestsSent } from "./helpers/openstack/nova-log.js";
-import { openstackBin } from "./helpers/openstack/venv.js";
 
 const SHARD = "rack-n";
 const HOST = `${SHARD}-ironic`;
@@ -57,19 +56,7 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
   };
 
   const supervise = (host: string): AgentProcess => {
-    const state = join(cloud.dir, host);
-    mkdirSync(state, { recursive: true });
-    const s = AgentProcess.spawnCommand(
-      host,
-      "setsid",
-      [
-        ...[SHARDBRIDGE.command, ...SHARDBRIDGE.args, "run", "--id", host, "--shard", SHARD],
-        ...["--bridge", bridge.url, "--tokens-file", bridge.tokensFile, "--"],
-        ...[openstackBin("nova-compute"), "--config-file", cloud.novaConf],
-      ],
-      // Each host's own local state, as on two machines.
-      { OS_DEFAULT__STATE_PATH: state },
-    );
+    const s = superviseNovaCompute(cloud, bridge, host, SHARD);
     supervisors.push(s);
     return s;
   };

@@ -1,18 +1,18 @@
-import { mkdirSync, readFileSync } from "node:fs";
-import { join } from "node:path";
+import { readFileSync } from "node:fs";
 import { AgentProcess } from "../helpers/agent-process.js";
 import { startBridge, type BridgeProcess } from "../helpers/bridge-process.js";
-import { SHARDBRIDGE, runShardbridge } from "../helpers/cli.js";
+import { runShardbridge } from "../helpers/cli.js";
 import {
   ironicApi,
   NOVA_UPDATE_INTERVAL_S,
   startCloud,
   type OpenStackCloud,
 } from "../helpers/openstack/cloud.js";
-import { IRONIC_HEADERS } from "../helpers/openstack/ironic.js";
 import { enrollAvailable, untilProvisionState } from "../helpers/openstack/nodes.js";
+import { superviseNovaCompute } from "../helpers/openstack/nova-compute.js";
 import { readNovaLog, reportedAllAt } from "../helpers/openstack/nova-log.js";
-import { openstackBin } from "../helpers/openstack/venv.js";
+import { postInventory } from "../helpers/openstack/ramdisk.js";
+import { until } from "../helpers/until.js";
 import { percentile, printTable } from "./stats.js";
 
 const SHARD = "rack-bench";
@@ -22,21 +22,6 @@ const ROUNDS = Number(process.env.BENCH_NOVA_ROUNDS ?? 5);
 const EXAMPLES = new URL("../../examples/", import.meta.url);
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until<T>(
-  what: string,
-  read: () => Promise<T>,
-  done: (v: T) => boolean,
-  withinMs: number,
-): Promise<T> {
-  const deadline = performance.now() + withinMs;
-  for (;;) {
-    const value = await read();
-    if (done(value)) return value;
-    if (performance.now() > deadline) throw new Error(`${what}: not within ${withinMs} ms`);
-    await sleep(50);
-  }
-}
 
 const row = (label: string, ms: number[]) => {
   const sorted = [...ms].sort((a, b) => a - b);
@@ -119,18 +104,7 @@ export async function novaBench(): Promise<void> {
     if (sync.status !== 0) throw new Error(`ironic-sync: ${sync.stderr}`);
 
     const supervise = (host: string): AgentProcess => {
-      const state = join(c.dir, host);
-      mkdirSync(state, { recursive: true });
-      const s = AgentProcess.spawnCommand(
-        host,
-        "setsid",
-        [
-          ...[SHARDBRIDGE.command, ...SHARDBRIDGE.args, "run", "--id", host, "--shard", SHARD],
-          ...["--bridge", b.url, "--tokens-file", b.tokensFile, "--"],
-          ...[openstackBin("nova-compute"), "--config-file", c.novaConf],
-        ],
-        { OS_DEFAULT__STATE_PATH: state },
-      );
+      const s = superviseNovaCompute(c, b, host, SHARD);
       supervisors.push(s);
       return s;
     };
@@ -203,19 +177,7 @@ export async function novaBench(): Promise<void> {
         },
         pci_devices: result.pci_devices,
       };
-      let postedAt = 0;
-      for (let attempt = 1; ; attempt++) {
-        postedAt = performance.now();
-        const res = await fetch(`${c.ironic}/v1/continue_inspection`, {
-          method: "POST",
-          headers: IRONIC_HEADERS,
-          body: JSON.stringify(body),
-        });
-        if (res.status === 202) break;
-        if (res.status !== 409 || attempt === 50)
-          throw new Error(`continue_inspection: ${res.status} ${await res.text()}`);
-        await sleep(100);
-      }
+      const postedAt = await postInventory(c.ironic, body);
       const has = (t: string[]) => t.includes("HW_CPU_X86_VMX") === withVmx;
       await until("the trait in Ironic", traitsOf, has, 60_000);
       const inIronic = performance.now() - postedAt;
