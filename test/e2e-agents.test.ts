@@ -68,6 +68,19 @@ for (const storeKind of ["memory", "redis"] as const) {
       await second.exited();
       expect(second.child.exitCode).to.equal(0);
       expect(second.events.some((e) => e.ev === "released")).to.equal(true);
+
+      // A closed terminal (SIGHUP) is a stop too: the lease handed back, not left to expire.
+      const third = agent("compute-1");
+      await third.waitFor((e) => e.ev === "standby" && e.holder === "compute-0", 10_000);
+      const hupAt = performance.now();
+      restarted.signal("SIGHUP");
+      const afterHup = await third.waitFor((e) => e.ev === "active", 5000);
+      console.log(`      handover after SIGHUP: ${Math.round(afterHup.seenAt - hupAt)} ms`);
+      expect(afterHup.seenAt - hupAt).to.be.below(1000);
+      await restarted.exited();
+      expect(restarted.child.exitCode).to.equal(0);
+      expect(restarted.events.find((e) => e.ev === "stopping")).to.include({ signal: "SIGHUP" });
+      expect(restarted.events.some((e) => e.ev === "released")).to.equal(true);
     });
   });
 }
@@ -112,19 +125,22 @@ describe("End to end: the Python example agent (standard library only)", functio
 describe("End to end: serve shuts down gracefully", function () {
   this.timeout(30_000);
 
-  it("exits 0 promptly on SIGTERM, even with an idle keep-alive connection open", async () => {
-    const bridge = await startBridge({ shards: [], agents: ["compute-0"] });
-    try {
-      expect((await fetch(`${bridge.url}/healthz`)).ok).to.equal(true); // leaves a keep-alive socket
-      const termAt = performance.now();
-      bridge.serve.signal("SIGTERM");
-      await bridge.serve.exited();
-      expect(performance.now() - termAt).to.be.below(2000);
-      expect(bridge.serve.child.exitCode).to.equal(0);
-    } finally {
-      await bridge.stop();
-    }
-  });
+  for (const signal of ["SIGTERM", "SIGHUP"] as const)
+    it(`exits 0 promptly on ${signal}, saying so, even with an idle keep-alive connection open`, async () => {
+      const bridge = await startBridge({ shards: [], agents: ["compute-0"] });
+      try {
+        expect((await fetch(`${bridge.url}/healthz`)).ok).to.equal(true); // leaves a keep-alive socket
+        const termAt = performance.now();
+        bridge.serve.signal(signal);
+        await bridge.serve.exited();
+        expect(performance.now() - termAt).to.be.below(2000);
+        // Node's default for SIGHUP was to die at once: status 129, no log line.
+        expect(bridge.serve.child.exitCode).to.equal(0);
+        expect(bridge.serve.events.find((e) => e.ev === "stopping")).to.include({ signal });
+      } finally {
+        await bridge.stop();
+      }
+    });
 });
 
 describe("End to end: the reference agent consumes its shard's trait feed", function () {

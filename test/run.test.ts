@@ -201,24 +201,31 @@ describe("shardbridge run: a command only while its host holds the lease (real b
     expect(stopped).to.include({ grace_ms: 0, killed: true });
   });
 
-  it("SIGTERM to the active: its child is stopped, the lease handed back, the standby's child starts at once", async () => {
-    const { active, standby } = await pair();
-    active.signal("SIGTERM");
-    // Handed back, not run out: the supervisor says it released. The time is measured and
-    // printed; the bound is the issue's TTL + 1 s, far above it, so a loaded machine passes.
-    await standby.waitFor((e) => e.ev === "child-started", TTL_MS + 1000);
-    await active.exited();
-    expect(active.child.exitCode).to.equal(0);
-    expect(active.events.map((e) => e.ev)).to.include("released");
-    // Stopped while the lease is held: the child gets the whole grace the margin allows.
-    expect(active.events.find((e) => e.ev === "child-stopped")).to.include({ grace_ms: maxGraceMs(TTL_MS) });
-    await untilLives(2);
-    const all = expectOneAtATime();
-    expect(readFileSync(records, "utf8")).to.match(new RegExp(`^term ${all[0]!.pid} `, "m"));
-    console.log(
-      `      handover: next child's first record ${takeoverMs(all).toFixed(0)} ms after the last write`,
-    );
-  });
+  // SIGHUP (a closed terminal or ssh session) is handled as SIGTERM: node's default was to
+  // die at once, status 129, no log line, the child killed by pdeathsig and its lease left
+  // held until it expired.
+  for (const signal of ["SIGTERM", "SIGHUP"] as const)
+    it(`${signal} to the active: its child is stopped, the lease handed back, the standby's child starts at once`, async () => {
+      const { active, standby } = await pair();
+      active.signal(signal);
+      // Handed back, not run out: the supervisor says it released. The time is measured and
+      // printed; the bound is the issue's TTL + 1 s, far above it, so a loaded machine passes.
+      await standby.waitFor((e) => e.ev === "child-started", TTL_MS + 1000);
+      await active.exited();
+      expect(active.child.exitCode).to.equal(0);
+      expect(active.events.map((e) => e.ev)).to.include("released");
+      expect(active.events.find((e) => e.ev === "stopping")).to.include({ signal });
+      // Stopped while the lease is held: the child gets the whole grace the margin allows.
+      expect(active.events.find((e) => e.ev === "child-stopped")).to.include({
+        grace_ms: maxGraceMs(TTL_MS),
+      });
+      await untilLives(2);
+      const all = expectOneAtATime();
+      expect(readFileSync(records, "utf8")).to.match(new RegExp(`^term ${all[0]!.pid} `, "m"));
+      console.log(
+        `      handover after ${signal}: next child's first record ${takeoverMs(all).toFixed(0)} ms after the last write`,
+      );
+    });
 
   it("a child that exits by itself: the lease is released, the supervisor exits with its code, the standby takes over", async () => {
     const once = join(bridge.dir, "exit-once");

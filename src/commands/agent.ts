@@ -3,6 +3,7 @@ import { z } from "zod";
 import { runReferenceAgent } from "../agent/reference-agent.js";
 import { AGENT_FLAGS, STANDBY_POLL_USAGE, agentToken, flagsOrThrow, standbyPollMs } from "./io.js";
 import { AgentId, ShardName } from "../domain/names.js";
+import { onStopSignal } from "./signals.js";
 
 /** `shardbridge agent`: the reference compute agent. */
 export const AGENT_USAGE = `  agent    run the reference compute agent for one shard
@@ -27,7 +28,5 @@ export async function agentCommand(argv: string[]): Promise<void> {
     token: agentToken(id, values.token, values["tokens-file"]),
     ...(pollMs !== undefined && { standbyPollMs: pollMs }),
   });
-  const stop = () => void running.stop().then(() => process.exit(0));
-  process.once("SIGTERM", stop);
-  process.once("SIGINT", stop);
+  onStopSignal("agent", () => void running.stop().then(() => process.exit(0)));
 }

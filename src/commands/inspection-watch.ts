@@ -6,6 +6,7 @@ import { InspectionWatcher, inspectorDataSource, ironicInventorySource } from ".
 import { WebhookClient } from "../inspection/webhook-client.js";
 import { logger } from "../log.js";
 import { ConfigError } from "../config.js";
+import { onStopSignal } from "./signals.js";
 
 /** `shardbridge inspection-watch`: finished inspections to the webhook, for an inspector that cannot call it. */
 export const INSPECTION_WATCH_USAGE = `  inspection-watch  deliver inspections an unmodified inspector finished to the bridge's webhook
@@ -67,8 +68,7 @@ export async function inspectionWatchCommand(argv: string[]): Promise<void> {
     return;
   }
   const stop = new AbortController();
-  process.once("SIGTERM", () => stop.abort());
-  process.once("SIGINT", () => stop.abort());
+  onStopSignal("inspection-watch", () => stop.abort());
   logger.info("inspection-watch started", {
     ironic: values.ironic,
     bridge: values.bridge,

@@ -13,6 +13,7 @@ import {
   integerFlag,
   standbyPollMs,
 } from "./io.js";
+import { onStopSignal } from "./signals.js";
 
 export const RUN_USAGE = `  run -- COMMAND [ARGS...]  run COMMAND (nova-compute) only while this host holds the shard's lease
              --id HOST       this physical host's agent id at the bridge
@@ -104,7 +105,6 @@ async function untilAnswered<T>(bridge: string, ask: () => Promise<T>): Promise<
 export async function runCommand(argv: string[]): Promise<void> {
   const options = await prepare(argv);
   const running = runSupervised(options);
-  process.once("SIGTERM", running.stop);
-  process.once("SIGINT", running.stop);
+  onStopSignal("run", running.stop);
   process.exit(await running.done);
 }

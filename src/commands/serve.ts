@@ -20,6 +20,7 @@ import { logger } from "../log.js";
 import { loadShardCatalog } from "../shards/definitions.js";
 import { StoredDefinitions } from "../shards/stored-definitions.js";
 import { openStore } from "../store/open.js";
+import { onStopSignal } from "./signals.js";
 
 /** `shardbridge serve`: the bridge itself. */
 export const SERVE_USAGE = `  serve    run the bridge
@@ -194,8 +195,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
         `  status page:       ${where}/ui (log in with a viewer or admin token)\n`,
     );
   });
-  const shutdown = (signal: string) => {
-    logger.info("shutting down", { signal });
+  onStopSignal("serve", () => {
     // Stop accepting, let requests in flight finish, drop idle keep-alive connections
     // (agents reconnect to whichever bridge answers) and end the status pages' streams
     // (they reconnect the same way), then close the store. Ironic delivery hands its part
@@ -207,9 +207,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
     server.closeIdleConnections();
     // Ironic calls in flight end within a quarter of the owner TTL before the hand-over.
     setTimeout(() => process.exit(0), 5000 + (ironic === undefined ? 0 : delivery.ownerTtlMs / 4)).unref();
-  };
-  process.once("SIGTERM", () => shutdown("SIGTERM"));
-  process.once("SIGINT", () => shutdown("SIGINT"));
+  });
 }
 
 /** Where the API tokens come from: a file, the environment, or a development file. */
