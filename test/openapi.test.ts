@@ -598,6 +598,13 @@ for (const backend of backendsUnderTest()) {
       const traits = await send(ctx.base, "GET", `/v1/nodes/${NODE}/traits`, { token: as("compute-1") });
       expect(traits.body.traits).to.deep.equal([{ name: "CUSTOM_BOOT_CONTRACT", owner: "inspector" }]);
       expectStatus(await send(ctx.base, "GET", `/v1/nodes/${OTHER}/traits`), 404);
+      // The operator's repair: the order forgotten, so sequence 1 would apply again.
+      const reset = await send(ctx.base, "POST", `/v1/nodes/${NODE}/traits/reset`, { body: { order: true } });
+      expect(reset.body).to.deep.include({ node: NODE, applied: [], forgotten: { inspector: 1 } });
+      expectStatus(
+        await send(ctx.base, "POST", `/v1/nodes/${OTHER}/traits/reset`, { body: { order: true } }),
+        404,
+      );
 
       // Without a secret the webhook is not configured: 503, in the same shape.
       const unconfigured = await listen(createApp(ctx.store, { authority: testAuthority() }));

@@ -9,8 +9,9 @@ import type { DecodePool } from "./decode/pool.js";
 import { INSPECTOR, type FinalOutcome, type TraitService } from "../traits/service.js";
 import type { ApiError } from "./errors.js";
 import { conflict, HttpError, nodeNotFound } from "./errors.js";
-import { assertRole, principalFrom, type TokenAuthority } from "./auth.js";
-import { readRequestChunks } from "./body.js";
+import { assertRole, principalFrom, principalOf, requireRole, type TokenAuthority } from "./auth.js";
+import { logger } from "../log.js";
+import { bodyObject, readRequestChunks } from "./body.js";
 import type { BridgeMetrics } from "./metrics.js";
 import { serveRaw, type RawAnswer } from "./raw-route.js";
 import { rawHandler, type RawHandler } from "./routes.js";
@@ -187,7 +188,23 @@ async function webhook(
   return outcome.kind === "replayed" ? replay(outcome.answer) : answerOf(outcome);
 }
 
-/** GET /v1/nodes/{uuid}/traits: the node's traits, who holds each, and the generation. */
+/** What an operator resets of a node (POST /v1/nodes/{uuid}/traits/reset). */
+export const TraitResetBody = z
+  .strictObject({
+    order: z.boolean().default(false).describe("forget the order each source last applied"),
+    traits: z.boolean().default(false).describe("remove every trait the node holds, whoever holds it"),
+  })
+  .refine((body) => body.order || body.traits, {
+    error: "ask for order, traits or both (true): nothing to reset",
+    path: ["order"],
+  });
+
+/**
+ * GET  /v1/nodes/{uuid}/traits: the node's traits, who holds each, and the generation.
+ * POST /v1/nodes/{uuid}/traits/reset (admin): the operator's repair of a node whose
+ *      inspections are refused as stale (an order from a broken inspector) or whose traits
+ *      must start afresh; logged as `node-traits-reset`.
+ */
 export function traitRoutes(service: TraitService): Router {
   const router = Router();
 
@@ -199,6 +216,27 @@ export function traitRoutes(service: TraitService): Router {
       .map(([name, owner]) => ({ name, owner }))
       .sort((a, b) => (a.name < b.name ? -1 : 1));
     res.json({ node: uuid, generation: record.generation, traits });
+  });
+
+  router.post("/v1/nodes/:uuid/traits/reset", requireRole("admin"), async (req, res) => {
+    const { uuid } = parseOrThrow(NodePath, req.params);
+    const what = parseOrThrow(TraitResetBody, bodyObject(req));
+    const outcome = await service.reset(uuid, what);
+    if (outcome.kind === "unknown_node") throw new HttpError([nodeNotFound(uuid)]);
+    const { node, generation, applied, forgotten } = outcome;
+    // The audit record: who (the admin role, from where, under which request id) reset what.
+    logger.warn("node-traits-reset", {
+      node,
+      order: what.order,
+      traits: what.traits,
+      removed: applied,
+      forgotten_orders: forgotten,
+      generation,
+      role: principalOf(res).role,
+      remote: req.socket.remoteAddress,
+      request_id: res.locals.requestId,
+    });
+    res.json({ node, generation, applied, forgotten });
   });
 
   return router;

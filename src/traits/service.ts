@@ -15,6 +15,14 @@ export type TraitOutcome =
   /** the delivery was seen before: its first answer, as remembered (see DeliveryMemory) */
   | { kind: "replayed"; node: string; answer: string };
 
+/**
+ * What an operator's reset of a node came to: the removals it committed (every trait the
+ * node held, when its traits were reset) and the orders it forgot, per source.
+ */
+export type ResetOutcome =
+  | { kind: "reset"; node: string; generation: number; applied: string[]; forgotten: Record<string, number> }
+  | { kind: "unknown_node"; node: string };
+
 /** What a change came to when it was not a replay: what a delivery remembers. */
 export type FinalOutcome = Exclude<TraitOutcome, { kind: "replayed" }>;
 
@@ -108,6 +116,45 @@ export class TraitService {
     delivery?: DeliveryMemory,
   ): Promise<TraitOutcome> {
     return this.change(node, source, order, () => deltas, delivery);
+  }
+
+  /**
+   * An operator's repair of a node: forget the order each source last applied (`order`),
+   * so that source's next result applies whatever its order; and/or remove every trait
+   * the node holds, whoever holds it (`traits`), as one commit that reaches the shard's
+   * feed and Ironic like any other. Ownership does not apply: only an admin may ask.
+   */
+  async reset(node: string, what: { order: boolean; traits: boolean }): Promise<ResetOutcome> {
+    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+      const [known, record] = await Promise.all([
+        this.nodes.get(node),
+        fromStore(() => this.backend.read(node)),
+      ]);
+      if (known === null) return { kind: "unknown_node", node };
+      const removed: TraitDelta[] = what.traits
+        ? Object.keys(record.holders)
+            .sort()
+            .map((trait) => ({ sign: "-", trait }))
+        : [];
+      const forgotten = what.order ? record.lastOrder : {};
+      if (removed.length === 0 && Object.keys(forgotten).length === 0)
+        return { kind: "reset", node, generation: record.generation, applied: [], forgotten };
+      const next: TraitRecord = {
+        holders: what.traits ? {} : record.holders,
+        generation: record.generation + 1,
+        lastOrder: what.order ? {} : record.lastOrder,
+      };
+      const applied = removed.map(formatDelta);
+      const change = { node, deltas: applied, generation: next.generation };
+      const feed =
+        known.shard !== null && applied.length > 0 ? { shard: known.shard, entry: change } : undefined;
+      const ironic = this.toIronic && applied.length > 0 ? change : undefined;
+      if (await fromStore(() => this.backend.commit(node, record.generation, next, { feed, ironic }))) {
+        if (removed.length > 0) this.onApplied(node, removed);
+        return { kind: "reset", node, generation: next.generation, applied, forgotten };
+      }
+    }
+    throw new Error(`traits of node ${node}: ${MAX_ATTEMPTS} concurrent changes in a row, gave up`);
   }
 
   /**

@@ -36,7 +36,11 @@ export type WebhookRequest =
  * The order a payload is applied in: its sequence, or its finish time in ms. The order
  * is remembered per node and source, and everything at or below it is refused as stale
  * from then on, so an order that cannot be meant is refused rather than remembered: both
- * kinds at once, or a finish time in the future (one in year 9999 would wedge the node).
+ * kinds at once, or one ahead of the bridge's clock by more than the signature window
+ * (300 s), read as ms since the epoch — a finish time in year 9999, a sequence that is a
+ * time in µs, or the largest integer would each wedge the node for good. A counter (1, 2,
+ * 3, ...) and a time in ms pass. (A node wedged by an order within the window, or by one
+ * an older bridge took, is repaired with POST /v1/nodes/{uuid}/traits/reset.)
  */
 function orderOf(
   payload: { finished_at?: string | undefined; sequence?: number | undefined },
@@ -46,7 +50,18 @@ function orderOf(
     throw new ValidationError([
       { field: "sequence", reason: "give finished_at or sequence, not both: they order differently" },
     ]);
-  if (payload.sequence !== undefined) return payload.sequence;
+  if (payload.sequence !== undefined) {
+    if (payload.sequence > (nowS + SIGNATURE_WINDOW_S) * 1000)
+      throw new ValidationError([
+        {
+          field: "sequence",
+          reason:
+            `is ahead of the bridge's clock read as ms since the epoch (${Math.floor(nowS * 1000)}) ` +
+            `by more than ${SIGNATURE_WINDOW_S} s: use a counter or a time in ms`,
+        },
+      ]);
+    return payload.sequence;
+  }
   if (payload.finished_at === undefined) return undefined;
   return finishOrder(payload.finished_at, nowS, SIGNATURE_WINDOW_S);
 }

@@ -498,6 +498,25 @@ export const OPERATIONS: Operation[] = [
       404: NO_NODE,
     },
   },
+  {
+    method: "post",
+    path: "/v1/nodes/{uuid}/traits/reset",
+    id: "resetNodeTraits",
+    tag: "traits",
+    summary: "Forget a node's inspection orders and/or remove every trait it holds (an operator's repair)",
+    description:
+      "`order`: each source's next result applies whatever its order (a node whose inspections are refused as stale). `traits`: every trait the node holds is removed, whoever holds it, as one change that reaches the shard's feed and Ironic. Logged as `node-traits-reset` (role, address, request id).",
+    access: ADMIN,
+    parameters: ["uuid"],
+    body: "TraitReset",
+    answers: {
+      200: {
+        description: "reset: the removals committed and the orders forgotten, per source",
+        schema: "TraitsReset",
+      },
+      404: NO_NODE,
+    },
+  },
 
   // ----- agents
   {

@@ -8,6 +8,7 @@ import { AckBody } from "../feed.js";
 import { HeartbeatBody } from "../decode/heartbeat.js";
 import { LeaseWriteBodies } from "../leases.js";
 import { WebhookPayload } from "../decode/webhook.js";
+import { TraitResetBody } from "../inspector.js";
 import { CSP, LoginForm, SESSION_COOKIE, SESSION_MS, STATIC_TYPES, StaticPath } from "../ui/routes.js";
 import { ShardDefinitionBody } from "../../shards/definitions.js";
 
@@ -75,6 +76,7 @@ export const SCHEMAS = {
   FeedAck: fromZod(AckBody),
   ShardDefinitionBody: fromZod(ShardDefinitionBody),
   WebhookPayload: fromZod(WebhookPayload),
+  TraitReset: fromZod(TraitResetBody),
   LoginForm: fromZod(LoginForm),
 
   // ----- answers
@@ -155,6 +157,12 @@ export const SCHEMAS = {
     node: fromZod(NodeUuid),
     generation: count,
     traits: listOf(strict({ name: text, owner: text })),
+  }),
+  TraitsReset: strict({
+    node: fromZod(NodeUuid),
+    generation: count,
+    applied: listOf({ type: "string", pattern: "^-" }),
+    forgotten: { type: "object", additionalProperties: count },
   }),
   TraitsApplied: strict({
     node: fromZod(NodeUuid),
