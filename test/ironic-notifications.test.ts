@@ -3,7 +3,8 @@ import { readFileSync } from "node:fs";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { runShardbridge } from "./helpers/cli.js";
 import { call } from "./helpers/http.js";
-import { IRONIC_HEADERS, ironicApi, sharedCloud, type OpenStackCloud } from "./helpers/openstack/cloud.js";
+import { ironicApi, sharedCloud, type OpenStackCloud } from "./helpers/openstack/cloud.js";
+import { manageableNode, playInspection, until, untilState } from "./helpers/openstack/inspection.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
 import { parseOrThrow } from "../src/domain/validation.js";
 import { InspectionData, TraitRulesFile, desiredTraits } from "../src/traits/inspection.js";
@@ -15,22 +16,6 @@ const FOUND = desiredTraits(
   parseOrThrow(InspectionData, JSON.parse(readFileSync(new URL("inspection-result.json", EXAMPLES), "utf8"))),
   parseOrThrow(TraitRulesFile, JSON.parse(readFileSync(new URL("trait-rules.json", EXAMPLES), "utf8"))).rules,
 );
-
-async function until<T>(
-  what: string,
-  read: () => Promise<T>,
-  done: (v: T) => boolean,
-  withinMs: number,
-): Promise<T> {
-  const deadline = performance.now() + withinMs;
-  for (;;) {
-    const value = await read();
-    if (done(value)) return value;
-    if (performance.now() > deadline)
-      throw new Error(`${what}: not within ${withinMs} ms (last: ${JSON.stringify(value)})`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 /**
  * Inspection from a current Ironic, without ironic-inspector: Ironic 39's built-in
@@ -46,61 +31,6 @@ describe("inspection from Ironic 39's notifications (real Ironic, RabbitMQ, two 
   let redis: TestRedisServer;
   let bridges: BridgeProcess[] = [];
   const inventory = JSON.parse(readFileSync(new URL("inspection-result.json", EXAMPLES), "utf8"));
-
-  /** A node of the shard with a port of its own MAC, enrolled and manageable, known to the bridges. */
-  const manageableNode = async (name: string, mac: string): Promise<string> => {
-    const node = await ironicApi(cloud, "POST", "/v1/nodes", {
-      driver: "fake-hardware",
-      name,
-      shard: SHARD,
-      inspect_interface: "agent",
-    });
-    await ironicApi(cloud, "POST", "/v1/ports", { node_uuid: node.uuid, address: mac });
-    await ironicApi(cloud, "PUT", `/v1/nodes/${node.uuid}/states/provision`, { target: "manage" });
-    await until(
-      "manageable",
-      () => ironicApi(cloud, "GET", `/v1/nodes/${node.uuid}`),
-      (n) => n.provision_state === "manageable",
-      30_000,
-    );
-    return node.uuid as string;
-  };
-
-  /** Inspect the node in Ironic and play its ramdisk: the inventory (with the node's MAC) posted back. */
-  const inspect = async (node: string, mac: string): Promise<number> => {
-    await ironicApi(cloud, "PUT", `/v1/nodes/${node}/states/provision`, { target: "inspect" });
-    await until(
-      "inspect wait",
-      () => ironicApi(cloud, "GET", `/v1/nodes/${node}`),
-      (n) => n.provision_state === "inspect wait",
-      30_000,
-    );
-    // Every interface gets a MAC of this node's own (Ironic finds the node by its ports' MACs).
-    const body = {
-      inventory: {
-        ...inventory.inventory,
-        interfaces: inventory.inventory.interfaces.map((i: object, k: number) => ({
-          ...i,
-          mac_address: `${mac.slice(0, -2)}${String(k).padStart(2, "0")}`,
-        })),
-        boot: { ...inventory.inventory.boot, pxe_interface: mac },
-      },
-      pci_devices: inventory.pci_devices,
-    };
-    // As the ramdisk does: a node still locked by the conductor (powering on) answers 409; again.
-    for (let attempt = 1; ; attempt++) {
-      const postedAt = performance.now();
-      const res = await fetch(`${cloud.ironic}/v1/continue_inspection`, {
-        method: "POST",
-        headers: IRONIC_HEADERS,
-        body: JSON.stringify(body),
-      });
-      if (res.status === 202) return postedAt;
-      if (res.status !== 409 || attempt === 50)
-        throw new Error(`continue_inspection: ${res.status} ${await res.text()}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  };
 
   const bridgeTraits = async (bridge: BridgeProcess, node: string): Promise<string[]> => {
     const { body } = await call(
@@ -143,7 +73,7 @@ describe("inspection from Ironic 39's notifications (real Ironic, RabbitMQ, two 
   it("each inspection Ironic finishes is applied once across the bridges, and its traits reach Ironic", async () => {
     const macs = ["52:54:00:00:01:00", "52:54:00:00:02:00", "52:54:00:00:03:00", "52:54:00:00:04:00"];
     const nodes: string[] = [];
-    for (const [k, mac] of macs.entries()) nodes.push(await manageableNode(`insp-${k}`, mac));
+    for (const [k, mac] of macs.entries()) nodes.push(await manageableNode(cloud, `insp-${k}`, mac, SHARD));
     const sync = await runShardbridge([
       ...[
         "ironic-sync",
@@ -161,14 +91,9 @@ describe("inspection from Ironic 39's notifications (real Ironic, RabbitMQ, two 
     // the bridge applied the result (its log line's time), the traits in Ironic.
     const steps: string[] = [];
     for (const [k, node] of nodes.entries()) {
-      const postedAt = await inspect(node, macs[k]!);
+      const postedAt = await playInspection(cloud, node, macs[k]!, inventory);
       const postedWall = Date.now() - (performance.now() - postedAt);
-      const ironicDone = await until(
-        "manageable",
-        () => ironicApi(cloud, "GET", `/v1/nodes/${node}`),
-        (n) => n.provision_state === "manageable",
-        30_000,
-      ).then(() => performance.now() - postedAt);
+      const ironicDone = await untilState(cloud, node, "manageable").then(() => performance.now() - postedAt);
       await until(
         "the traits in Ironic",
         () => ironicTraits(node),
