@@ -4,7 +4,7 @@ import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { runShardbridge } from "./helpers/cli.js";
 import { call, TEST_WEBHOOK_SECRET } from "./helpers/http.js";
 import { ironicApi, sharedCloud, type OpenStackCloud } from "./helpers/openstack/cloud.js";
-import { postInventory } from "./helpers/openstack/ramdisk.js";
+import { manageableNode, playInspection, untilState } from "./helpers/openstack/inspection.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
 import { until } from "./helpers/until.js";
 import { parseOrThrow } from "../src/domain/validation.js";
@@ -33,48 +33,10 @@ describe("inspection from Ironic 39's notifications (real Ironic, RabbitMQ, two 
   let bridges: BridgeProcess[] = [];
   const inventory = JSON.parse(readFileSync(new URL("inspection-result.json", EXAMPLES), "utf8"));
 
-  /** A node of the shard with a port of its own MAC, enrolled and manageable, known to the bridges. */
-  const manageableNode = async (name: string, mac: string): Promise<string> => {
-    const node = await ironicApi(cloud, "POST", "/v1/nodes", {
-      driver: "fake-hardware",
-      name,
-      shard: SHARD,
-      inspect_interface: "agent",
-    });
-    await ironicApi(cloud, "POST", "/v1/ports", { node_uuid: node.uuid, address: mac });
-    await ironicApi(cloud, "PUT", `/v1/nodes/${node.uuid}/states/provision`, { target: "manage" });
-    await until(
-      "manageable",
-      () => ironicApi(cloud, "GET", `/v1/nodes/${node.uuid}`),
-      (n) => n.provision_state === "manageable",
-      30_000,
-    );
-    return node.uuid as string;
-  };
-
-  /** Inspect the node in Ironic and play its ramdisk: the inventory (with the node's MAC) posted back. */
-  const inspect = async (node: string, mac: string): Promise<number> => {
-    await ironicApi(cloud, "PUT", `/v1/nodes/${node}/states/provision`, { target: "inspect" });
-    await until(
-      "inspect wait",
-      () => ironicApi(cloud, "GET", `/v1/nodes/${node}`),
-      (n) => n.provision_state === "inspect wait",
-      30_000,
-    );
-    // Every interface gets a MAC of this node's own (Ironic finds the node by its ports' MACs).
-    const body = {
-      inventory: {
-        ...inventory.inventory,
-        interfaces: inventory.inventory.interfaces.map((i: object, k: number) => ({
-          ...i,
-          mac_address: `${mac.slice(0, -2)}${String(k).padStart(2, "0")}`,
-        })),
-        boot: { ...inventory.inventory.boot, pxe_interface: mac },
-      },
-      pci_devices: inventory.pci_devices,
-    };
-    return postInventory(cloud.ironic, body);
-  };
+  /** A node of the shard, manageable, with a port of MAC `mac`. */
+  const manageable = (name: string, mac: string) => manageableNode(cloud, name, mac, SHARD);
+  /** Inspect it in Ironic, the ramdisk played with `inventory` as it is now. */
+  const inspect = (node: string, mac: string) => playInspection(cloud, node, mac, inventory);
 
   const bridgeTraits = async (bridge: BridgeProcess, node: string): Promise<string[]> => {
     const { body } = await call(
@@ -117,7 +79,7 @@ describe("inspection from Ironic 39's notifications (real Ironic, RabbitMQ, two 
   it("each inspection Ironic finishes is applied once across the bridges, and its traits reach Ironic", async () => {
     const macs = ["52:54:00:00:01:00", "52:54:00:00:02:00", "52:54:00:00:03:00", "52:54:00:00:04:00"];
     const nodes: string[] = [];
-    for (const [k, mac] of macs.entries()) nodes.push(await manageableNode(`insp-${k}`, mac));
+    for (const [k, mac] of macs.entries()) nodes.push(await manageableNode(cloud, `insp-${k}`, mac, SHARD));
     const sync = await runShardbridge([
       ...[
         "ironic-sync",
@@ -135,14 +97,9 @@ describe("inspection from Ironic 39's notifications (real Ironic, RabbitMQ, two 
     // the bridge applied the result (its log line's time), the traits in Ironic.
     const steps: string[] = [];
     for (const [k, node] of nodes.entries()) {
-      const postedAt = await inspect(node, macs[k]!);
+      const postedAt = await playInspection(cloud, node, macs[k]!, inventory);
       const postedWall = Date.now() - (performance.now() - postedAt);
-      const ironicDone = await until(
-        "manageable",
-        () => ironicApi(cloud, "GET", `/v1/nodes/${node}`),
-        (n) => n.provision_state === "manageable",
-        30_000,
-      ).then(() => performance.now() - postedAt);
+      const ironicDone = await untilState(cloud, node, "manageable").then(() => performance.now() - postedAt);
       await until(
         "the traits in Ironic",
         () => ironicTraits(node),
@@ -190,7 +147,7 @@ describe("inspection from Ironic 39's notifications (real Ironic, RabbitMQ, two 
     }
     try {
       const mac = "52:54:00:00:05:00";
-      const node = await manageableNode("insp-rules", mac);
+      const node = await manageable("insp-rules", mac);
       await sync(bridges[0]!);
       await inspect(node, mac);
       const union = [...new Set([...FOUND, "CUSTOM_DEV_VENDORID_ABCD", "CUSTOM_IRONIC_RULE"])].sort();
@@ -274,7 +231,7 @@ describe("inspection from Ironic 39's notifications (real Ironic, RabbitMQ, two 
       // a second before the newest it saw, not the fleet.
       await new Promise((r) => setTimeout(r, 1100));
       const mac = "52:54:00:00:06:00";
-      const node = await manageableNode("insp-watched", mac);
+      const node = await manageable("insp-watched", mac);
       await sync(quiet);
       await inspect(node, mac);
       await until(

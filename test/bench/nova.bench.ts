@@ -11,7 +11,7 @@ import {
 import { enrollAvailable, untilProvisionState } from "../helpers/openstack/nodes.js";
 import { superviseNovaCompute } from "../helpers/openstack/nova-compute.js";
 import { readNovaLog, reportedAllAt } from "../helpers/openstack/nova-log.js";
-import { postInventory } from "../helpers/openstack/ramdisk.js";
+import { postInventory } from "../helpers/openstack/inspection.js";
 import { until } from "../helpers/until.js";
 import { percentile, printTable } from "./stats.js";
 

@@ -221,9 +221,9 @@ export async function startCloud(): Promise<OpenStackCloud> {
   }
 }
 
-/** Call the cloud's Ironic API: its JSON answer (null when empty), or an error with Ironic's words. */
+/** Call the cloud's Ironic API (or any Ironic's: `{ ironic: URL }`): its JSON answer (null when empty), or an error with Ironic's words. */
 export async function ironicApi(
-  cloud: OpenStackCloud,
+  cloud: Pick<OpenStackCloud, "ironic">,
   method: string,
   path: string,
   body?: unknown,
