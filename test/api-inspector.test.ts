@@ -2,7 +2,8 @@ import { exampleInspector, readExample, withoutVendor } from "./helpers/examples
 import { expect } from "chai";
 import { createApp } from "../src/api/app.js";
 import { backendsUnderTest, useApp } from "./helpers/backends.js";
-import { call, postWebhook, TEST_TOKENS, wholeNode } from "./helpers/http.js";
+import { call, postWebhook, TEST_TOKENS, TEST_WEBHOOK_SECRET, wholeNode } from "./helpers/http.js";
+import { signedHeaders } from "../src/inspection/signature.js";
 import { testAuthority } from "./helpers/http.js";
 
 const NODE = "5f0e1d2c-b4a5-4697-8877-665544332211";
@@ -90,6 +91,45 @@ for (const backend of backendsUnderTest()) {
       );
       expect(again).to.deep.equal({ ...first, replay: true });
       expect((await traitsOf()).generation).to.equal(2);
+    });
+
+    it("a signed request captured and sent again under another delivery id does not match; without an id it is a replay", async () => {
+      // A deltas delivery with no order: nothing but the memory keeps a copy from applying.
+      const body = JSON.stringify({ kind: "deltas", node: NODE, deltas: ["+CUSTOM_GPU_X"] });
+      const post = (headers: Record<string, string>) =>
+        fetch(`${ctx.base}/v1/inspector/webhook`, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${TEST_TOKENS.inspector}`,
+            "content-type": "application/json",
+            ...headers,
+          },
+          body,
+        });
+      const signed = signedHeaders(TEST_WEBHOOK_SECRET, body, Date.now() / 1000, "d-sig-1");
+      expect((await post(signed)).status).to.equal(200);
+      const generation = (await traitsOf()).generation;
+      const undo = JSON.stringify({ kind: "deltas", node: NODE, deltas: ["-CUSTOM_GPU_X"] });
+      await send(JSON.parse(undo), { delivery: "d-sig-undo" });
+      // The first request again, byte for byte, under a new id: refused, the undo stands.
+      const moved = await post({ ...signed, "x-shardbridge-delivery": "d-sig-2" });
+      expect(moved.status).to.equal(401);
+      expect(((await moved.json()) as any).errors[0].code).to.equal("shardbridge.inspector.bad_signature");
+      const withoutId = Object.fromEntries(
+        Object.entries(signed).filter(([k]) => k !== "x-shardbridge-delivery"),
+      );
+      expect((await post(withoutId)).status, "the id taken away").to.equal(401);
+      expect((await traitsOf()).traits.map((t: { name: string }) => t.name)).to.not.include("CUSTOM_GPU_X");
+      expect((await traitsOf()).generation).to.equal(generation + 1);
+
+      // Signed without an id: the very same request twice is applied once, the copy a replay.
+      const anonymous = signedHeaders(TEST_WEBHOOK_SECRET, body, Date.now() / 1000);
+      const first = await post(anonymous);
+      const again = await post(anonymous);
+      expect([first.status, again.status]).to.deep.equal([200, 200]);
+      expect(again.headers.get("x-shardbridge-replay")).to.equal("true");
+      expect(await again.json()).to.deep.equal(await first.json());
+      expect((await traitsOf()).generation).to.equal(generation + 2);
     });
 
     it("refuses a malformed delivery id (400 naming the header's field) and applies nothing", async () => {

@@ -88,20 +88,30 @@ describe("the Ironic inspection hook (ironic-hook/)", function () {
 
   it("signs as the bridge checks: the same HMAC and headers as src/inspection/signature.ts", () => {
     const cases = [
-      { secret: "webhook-secret-for-tests", timestamp: "1767268800", body: '{"kind":"inspection"}' },
-      { secret: "s", timestamp: "0", body: "" },
-      { secret: "clé secrète ✓", timestamp: "1767268800", body: '{"name":"nœud ☃","n":[1,2]}' },
+      {
+        secret: "webhook-secret-for-tests",
+        timestamp: "1767268800",
+        delivery: "ironic-inspection.6a0e1d2c-b4a5-4697-8877-665544332211.1767268800123",
+        body: '{"kind":"inspection"}',
+      },
+      { secret: "s", timestamp: "0", delivery: "", body: "" },
+      {
+        secret: "clé secrète ✓",
+        timestamp: "1767268800",
+        delivery: "d-1",
+        body: '{"name":"nœud ☃","n":[1,2]}',
+      },
     ];
     const python = py(`
 import json
 from shardbridge_ironic_hook.signing import signed_headers, webhook_signature
 cases = json.loads(${JSON.stringify(JSON.stringify(cases))})
 print(json.dumps({
-    "signatures": [webhook_signature(c["secret"], c["timestamp"], c["body"].encode()) for c in cases],
+    "signatures": [webhook_signature(c["secret"], c["timestamp"], c["delivery"], c["body"].encode()) for c in cases],
     "headers": signed_headers(cases[2]["secret"], cases[2]["body"].encode(), 1767268800.9, "d-1"),
 }))`);
     expect(python.signatures).to.deep.equal(
-      cases.map((c) => webhookSignature(c.secret, c.timestamp, c.body)),
+      cases.map((c) => webhookSignature(c.secret, c.timestamp, c.delivery, c.body)),
     );
     const lower = Object.fromEntries(Object.entries(python.headers).map(([k, v]) => [k.toLowerCase(), v]));
     expect(lower).to.deep.equal(signedHeaders(cases[2]!.secret, cases[2]!.body, 1767268800.9, "d-1"));

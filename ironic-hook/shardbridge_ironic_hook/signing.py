@@ -6,13 +6,14 @@ import hashlib
 import hmac
 
 
-def webhook_signature(secret: str, timestamp: str, body: bytes) -> str:
-    """HMAC-SHA256 over ``"<timestamp>.<raw body>"`` with the shared secret, hex.
+def webhook_signature(secret: str, timestamp: str, delivery: str, body: bytes) -> str:
+    """HMAC-SHA256 over ``"<timestamp>\\n<delivery id>\\n<raw body>"`` with the shared secret, hex.
 
-    The one place the signed string is spelled out: should the bridge come to sign the
-    delivery id as well, this function and its TypeScript twin change together.
+    The one place the signed string is spelled out, the twin of ``webhookSignature`` in the
+    bridge (src/inspection/signature.ts): the delivery id is signed too, so a replay under
+    another id does not match. Neither a timestamp nor a delivery id holds a newline.
     """
-    signed = timestamp.encode("ascii") + b"." + body
+    signed = timestamp.encode("ascii") + b"\n" + delivery.encode("ascii") + b"\n" + body
     return hmac.new(secret.encode("utf-8"), signed, hashlib.sha256).hexdigest()
 
 
@@ -25,6 +26,6 @@ def signed_headers(secret: str, body: bytes, now_s: float, delivery: str) -> dic
     timestamp = str(int(now_s))
     return {
         "X-Shardbridge-Timestamp": timestamp,
-        "X-Shardbridge-Signature": "sha256=" + webhook_signature(secret, timestamp, body),
+        "X-Shardbridge-Signature": "sha256=" + webhook_signature(secret, timestamp, delivery, body),
         "X-Shardbridge-Delivery": delivery,
     }

@@ -42,21 +42,26 @@ const header = (headers: IncomingHttpHeaders, name: string): string | undefined 
   return Array.isArray(value) ? value[0] : value;
 };
 
+/** Checks the delivery's signature and timestamp; answers the signature's hex. */
 function verify(
   headers: IncomingHttpHeaders,
   rawBody: readonly Buffer[],
   secret: string,
   nowS: number,
-): void {
+): string {
   const timestamp = header(headers, SIGNATURE_HEADERS.timestamp);
   const signature = header(headers, SIGNATURE_HEADERS.signature);
   if (timestamp === undefined || signature === undefined) {
     throw unauthorized("unsigned", "send X-Shardbridge-Timestamp and X-Shardbridge-Signature: sha256=<hex>");
   }
-  const expected = Buffer.from(`sha256=${webhookSignature(secret, timestamp, rawBody)}`);
+  const hex = webhookSignature(secret, timestamp, header(headers, SIGNATURE_HEADERS.delivery), rawBody);
+  const expected = Buffer.from(`sha256=${hex}`);
   const presented = Buffer.from(signature);
   if (presented.length !== expected.length || !timingSafeEqual(presented, expected)) {
-    throw unauthorized("bad_signature", "the signature does not match the body and timestamp");
+    throw unauthorized(
+      "bad_signature",
+      "the signature does not match: HMAC-SHA256 over <timestamp>\\n<delivery id>\\n<raw body>",
+    );
   }
   const at = Number(timestamp);
   if (!Number.isInteger(at) || Math.abs(nowS - at) > SIGNATURE_WINDOW_S) {
@@ -65,6 +70,7 @@ function verify(
       `the timestamp is not within ${SIGNATURE_WINDOW_S} s of now (a replay?)`,
     );
   }
+  return hex;
 }
 
 /** A delivery's first answer, as remembered, given again. */
@@ -118,9 +124,10 @@ export interface WebhookContext {
 }
 
 /**
- * POST /v1/inspector/webhook (inspector role), signed: HMAC-SHA256 over the timestamp
- * and the raw body with the shared secret. A delivery id seen before gets its first
- * answer again and nothing is applied twice. Two kinds of payload: an inspection result
+ * POST /v1/inspector/webhook (inspector role), signed: HMAC-SHA256 over the timestamp,
+ * the delivery id and the raw body with the shared secret. A delivery id seen before (a
+ * signed request without one: the same signature) gets its first answer again and
+ * nothing is applied twice. Two kinds of payload: an inspection result
  * (turned into deltas by the trait rules) or explicit deltas.
  *
  * Served on node:http ahead of express, like the lease writes (see leaseWrites): express's
@@ -159,28 +166,30 @@ async function webhook(
     ]);
   }
   const receivedS = nowS();
-  verify(headers, rawBody, secret, receivedS);
+  const signature = verify(headers, rawBody, secret, receivedS);
   const delivery = header(headers, SIGNATURE_HEADERS.delivery);
-  const deliveryId = delivery === undefined ? undefined : parseOrThrow(DeliveryHeader, { delivery }).delivery;
+  // Remembered by its id, or — without one — by its signature, so the very same signed
+  // request sent again inside the window is answered as a replay, never applied twice.
+  // ("~" is no character of a delivery id: the two never meet.)
+  const deliveryId =
+    delivery === undefined ? `~sig.${signature}` : parseOrThrow(DeliveryHeader, { delivery }).delivery;
+  const memoryS = delivery === undefined ? 2 * SIGNATURE_WINDOW_S : DELIVERY_MEMORY_S;
   // Decoded off the event loop when large. Whether the delivery was seen before is asked
   // with the node's first read (the change below), in the same round trip to the store;
   // only a body that does not decode needs its own lookup: a retry of a delivery that
   // was applied still gets its first answer.
   const decoded = await decoder.decode({ kind: "webhook", nowS: receivedS }, rawBody);
   if (!decoded.ok) {
-    const seen = deliveryId === undefined ? null : await service.delivery(deliveryId);
+    const seen = await service.delivery(deliveryId);
     if (seen !== null) return replay(seen);
     throw decodeFailure(decoded);
   }
   const request = decoded.value;
-  const memory =
-    deliveryId === undefined
-      ? undefined
-      : {
-          id: deliveryId,
-          ttlSeconds: DELIVERY_MEMORY_S,
-          answerOf: (o: FinalOutcome) => JSON.stringify(answerOf(o)),
-        };
+  const memory = {
+    id: deliveryId,
+    ttlSeconds: memoryS,
+    answerOf: (o: FinalOutcome) => JSON.stringify(answerOf(o)),
+  };
   const outcome =
     request.kind === "inspection"
       ? await service.applyInspection(request.node, request.order, request.desired, memory)

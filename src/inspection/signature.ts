@@ -14,16 +14,21 @@ export const SIGNATURE_HEADERS = {
 } as const;
 
 /**
- * HMAC-SHA256 over "<timestamp>.<raw body>", hex: what the sender puts in
- * X-Shardbridge-Signature as "sha256=<hex>". The body may be given as the chunks it was
- * read in (never joined for this).
+ * HMAC-SHA256 over "<timestamp>\n<delivery id>\n<raw body>" (the id empty when the
+ * delivery has none), hex: what the sender puts in X-Shardbridge-Signature as
+ * "sha256=<hex>". Every header that changes what a delivery means is signed: a replay
+ * under another delivery id does not match. Neither a timestamp (digits) nor a delivery id
+ * (DeliveryId's characters) can hold a newline, so the string splits one way only. The
+ * body may be given as the chunks it was read in (never joined for this). The hook in
+ * ironic-hook/ (signing.py) signs the same string.
  */
 export function webhookSignature(
   secret: string,
   timestamp: string,
+  delivery: string | undefined,
   body: Buffer | string | readonly Buffer[],
 ): string {
-  const hmac = createHmac("sha256", secret).update(`${timestamp}.`);
+  const hmac = createHmac("sha256", secret).update(`${timestamp}\n${delivery ?? ""}\n`);
   for (const part of Array.isArray(body) ? body : [body]) hmac.update(part);
   return hmac.digest("hex");
 }
@@ -38,7 +43,7 @@ export function signedHeaders(
   const timestamp = String(Math.floor(nowS));
   return {
     [SIGNATURE_HEADERS.timestamp]: timestamp,
-    [SIGNATURE_HEADERS.signature]: `sha256=${webhookSignature(secret, timestamp, body)}`,
+    [SIGNATURE_HEADERS.signature]: `sha256=${webhookSignature(secret, timestamp, delivery, body)}`,
     ...(delivery !== undefined && { [SIGNATURE_HEADERS.delivery]: delivery }),
   };
 }

@@ -400,7 +400,7 @@ export const SECURITY_SCHEMES = {
     in: "header",
     name: "X-Shardbridge-Signature",
     description:
-      '`sha256=<hex HMAC-SHA256(secret, "<timestamp>.<raw body>")>`, the secret from `--inspector-secret`.',
+      '`sha256=<hex HMAC-SHA256(secret, "<timestamp>\\n<X-Shardbridge-Delivery, or empty>\\n<raw body>")>`, the secret from `--inspector-secret`.',
   },
   webhookTimestamp: {
     type: "apiKey",
