@@ -187,6 +187,43 @@ for (const backend of backendsUnderTest()) {
       expect(again.body.errors[0].code).to.equal("shardbridge.shard.not_defined");
     });
 
+    it("an agent taken off the definition while it holds the lease: fence says no at once, the lease ends, a named standby is granted", async () => {
+      await define("rack-r", { agents: ["compute-0", "compute-1"] });
+      const acquire = async (agent: string) => {
+        let granted = await call(`${ctx.base}/v1/shards/rack-r/lease`, "POST", { agent });
+        while (granted.body.errors?.[0].code === "shardbridge.lease.recovering") {
+          await new Promise((r) => setTimeout(r, granted.body.errors[0].retry_after_ms));
+          granted = await call(`${ctx.base}/v1/shards/rack-r/lease`, "POST", { agent });
+        }
+        return granted;
+      };
+      const fence = async (token: number) =>
+        (await call(`${ctx.base}/v1/shards/rack-r/fence`, "POST", { token })).body.allowed;
+      const held = await acquire("compute-0");
+      expect(await fence(held.body.token)).to.equal(true);
+
+      // compute-0 removed: its fence is refused before its lease could run out, and the
+      // lease is gone — compute-1, still named, is granted at once.
+      await define("rack-r", { agents: ["compute-1"] });
+      expect(await fence(held.body.token)).to.equal(false);
+      expect((await call(`${ctx.base}/v1/shards/rack-r/lease`, "GET")).body.lease).to.equal(null);
+      const next = await acquire("compute-1");
+      expect(next.status).to.equal(200);
+      expect(next.body.token).to.be.greaterThan(held.body.token);
+
+      // The same by renew: compute-1 taken off too, its renew is 403 and its lease ended.
+      await define("rack-r", { agents: ["compute-0"] });
+      const renew = await call(`${ctx.base}/v1/shards/rack-r/lease`, "POST", {
+        agent: "compute-1",
+        token: next.body.token,
+      });
+      expect(renew.status).to.equal(403);
+      expect(renew.body.errors[0].code).to.equal("shardbridge.shard.agent_not_allowed");
+      expect((await call(`${ctx.base}/v1/shards/rack-r/lease`, "GET")).body.lease).to.equal(null);
+      expect((await acquire("compute-0")).status).to.equal(200);
+      await call(`${ctx.base}/v1/shard-definitions/rack-r`, "DELETE");
+    });
+
     const refusals: Array<[string, string, unknown, number, string, string | undefined]> = [
       [
         "a TTL under a second",

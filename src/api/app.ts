@@ -183,7 +183,7 @@ export function createApp(
   });
   app.use(agentRoutes(store, catalog, pool, assignments, decoder, serviceDownMs));
   app.use(traitRoutes(traits));
-  app.use(feedRoutes(store, traits));
+  app.use(feedRoutes(store, catalog, traits));
   app.use(ironicDeliveryRoutes(ironic));
   app.use((req) => {
     throw new HttpError([

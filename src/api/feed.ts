@@ -8,6 +8,8 @@ import type { Store } from "../store/store.js";
 import { assertOwnLease, requireRole, principalOf } from "./auth.js";
 import { bodyObject } from "./body.js";
 import { conflict, HttpError } from "./errors.js";
+import type { ShardCatalog } from "../shards/definitions.js";
+import { fenceServing } from "../shards/revocation.js";
 
 export const ReadQuery = z.strictObject({
   token: z.coerce.number({ error: "must be a number" }).pipe(FencingToken),
@@ -24,8 +26,14 @@ export const AckBody = z.strictObject({
  * moves the shard's feed: a stale token is refused (409), another agent's live token too
  * (403), and neither changes anything.
  */
-async function assertHolder(store: Store, res: Response, shard: string, token: number): Promise<void> {
-  const fence = await store.fence({ shard, token });
+async function assertHolder(
+  store: Store,
+  catalog: ShardCatalog,
+  res: Response,
+  shard: string,
+  token: number,
+): Promise<void> {
+  const fence = await fenceServing(store, catalog, { shard, token });
   if (!fence.allowed) {
     throw new HttpError([
       conflict(
@@ -45,19 +53,19 @@ async function assertHolder(store: Store, res: Response, shard: string, token: n
  * after the acknowledged cursor and acknowledges what it applied; after a failover the
  * new holder resumes from the last acknowledged entry, so no change is lost.
  */
-export function feedRoutes(store: Store, traits: TraitService): Router {
+export function feedRoutes(store: Store, catalog: ShardCatalog, traits: TraitService): Router {
   const router = Router();
 
   router.get("/v1/shards/:shard/feed", requireRole("agent", "admin"), async (req, res) => {
     const [{ shard }, query] = parseBoth([ShardPath, req.params], [ReadQuery, req.query]);
-    await assertHolder(store, res, shard, query.token);
+    await assertHolder(store, catalog, res, shard, query.token);
     const { cursor, entries, resync } = await traits.readFeed(shard, query.limit);
     res.json({ shard, cursor, entries, ...(resync !== undefined && { resync }) });
   });
 
   router.post("/v1/shards/:shard/feed/ack", requireRole("agent", "admin"), async (req, res) => {
     const [{ shard }, body] = parseBoth([ShardPath, req.params], [AckBody, bodyObject(req)]);
-    await assertHolder(store, res, shard, body.token);
+    await assertHolder(store, catalog, res, shard, body.token);
     const cursor = await traits.ack(shard, body.id);
     if (cursor === null) {
       throw new HttpError([

@@ -2,6 +2,7 @@ import { request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { FencingToken, renewDeadlineMs } from "../domain/lease.js";
 import { ShardName } from "../domain/names.js";
+import { fenceServing } from "../shards/revocation.js";
 import type { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
 import { replaceAllBytes } from "../text/bytes.js";
@@ -225,7 +226,7 @@ export function fencedIronic(context: {
     body: Buffer,
     headers: Record<string, string | string[]>,
   ): Promise<number> => {
-    const { allowed, current } = await context.store.fence({ shard, token });
+    const { allowed, current } = await fenceServing(context.store, context.catalog, { shard, token });
     if (!allowed || current === null) throw fenced(`token ${token} is not the live lease of shard ${shard}`);
     const margin = fenceMarginMs(context.catalog.ttlMsFor(shard));
     if (current.ttlMs < margin)

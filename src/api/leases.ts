@@ -5,6 +5,7 @@ import { FenceRequest, ReleaseRequest, RenewRequest } from "../domain/lease.js";
 import { parseOrThrow, ValidationError, type FieldIssue } from "../domain/validation.js";
 import type { LeaseView } from "../lease/machine.js";
 import type { ShardCatalog } from "../shards/definitions.js";
+import { endRevoked, fenceServing } from "../shards/revocation.js";
 import type { Admit, Store } from "../store/store.js";
 import {
   assertActsAs,
@@ -129,9 +130,13 @@ async function acquireOrRenew(
   const body = new LeaseBody(rawBody, ACQUIRE_FIELDS);
   const { agent, token } = body.fields;
   // Checked on the parsed request, before the store is touched.
+  let revoked = false;
   const admit = (input: { shard: string; agent: string }) => {
     assertActsAs(principal, input.agent);
-    if (!catalog.mayServe(input.shard, input.agent)) throw notAllowed(input.shard, input.agent);
+    if (!catalog.mayServe(input.shard, input.agent)) {
+      revoked = true;
+      throw notAllowed(input.shard, input.agent);
+    }
   };
   const request = { shard, agent: agent as string, ttlMs: catalog.ttlMsFor(shard) };
   let outcome;
@@ -142,12 +147,19 @@ async function acquireOrRenew(
     else metrics.leaseRefused.at(label, outcome.reason).inc();
   } else {
     const started = performance.now();
-    outcome = await body.write(
-      // The token first: a literal that starts with a spread and adds to it gets a hidden
-      // class of its own per object on Node 20's V8 (see docs/ARCHITECTURE.md, One event loop).
-      (admitted) => store.renew({ token: token as number, ...request }, admitted),
-      admit,
-    );
+    try {
+      outcome = await body.write(
+        // The token first: a literal that starts with a spread and adds to it gets a hidden
+        // class of its own per object on Node 20's V8 (see docs/ARCHITECTURE.md, One event loop).
+        (admitted) => store.renew({ token: token as number, ...request }, admitted),
+        admit,
+      );
+    } catch (error) {
+      // A holder taken off the shard's definition: its renew is refused and its lease
+      // ended with it, so a standby the definition names is granted at once.
+      if (revoked) await endRevoked(store, shard, { holder: agent as string, token: token as number });
+      throw error;
+    }
     metrics.renewSeconds.observe((performance.now() - started) / 1000);
     if (!outcome.ok) metrics.leaseLost.at(metrics.shardLabel(shard), outcome.reason).inc();
   }
@@ -178,14 +190,14 @@ async function release(
 
 /** POST /v1/shards/{shard}/fence: may a write under `token` happen now? */
 async function fence(
-  { store }: LeaseContext,
+  { store, catalog }: LeaseContext,
   principal: Principal,
   shard: string,
   rawBody: unknown,
 ): Promise<RawAnswer> {
   const body = new LeaseBody(rawBody, FENCE_FIELDS);
   const outcome = await body.write((admitted) =>
-    store.fence({ shard, token: body.fields.token as number }, admitted),
+    fenceServing(store, catalog, { shard, token: body.fields.token as number }, admitted),
   );
   // Another agent's live token is refused as the feed refuses it (an agent acts as itself
   // only); any other token just does not pass, which tells nothing GET lease does not.
