@@ -74,6 +74,24 @@ describe("API edges an operator meets", () => {
       /^tokens file t\.json: tokens\[1\]\.token: repeats tokens\[0\]\.token$/,
     );
   });
+
+  it("refuses a token that begins or ends with white space (it could never be presented), naming it", () => {
+    for (const token of [
+      "trailing-newline-0123456789\n",
+      " leading-space-0123456789",
+      "tab-at-end-0123456789\t",
+    ]) {
+      const doc = JSON.stringify({
+        tokens: [
+          { role: "admin", token: "an-admin-token-0123456789" },
+          { role: "viewer", token },
+        ],
+      });
+      expect(() => parseTokens(doc, "tokens file t.json"), JSON.stringify(token)).to.throw(
+        /^tokens file t\.json: tokens\[1\]\.token: must not begin or end with a space or a newline/,
+      );
+    }
+  });
 });
 
 describe("The reference agent with a token the bridge refuses", function () {

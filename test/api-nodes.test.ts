@@ -180,6 +180,21 @@ for (const backend of backendsUnderTest()) {
           { nodes: [wholeNode({ uuid: uuid(1) }), wholeNode({ uuid: uuid(1).toUpperCase() })] },
           "nodes[1].uuid",
         ],
+        [
+          "two nodes of one name in a bulk (Ironic's names are unique)",
+          "POST",
+          "/v1/nodes/bulk",
+          {
+            nodes: [
+              wholeNode({ uuid: uuid(1), name: "bm-1" }),
+              wholeNode({ uuid: uuid(2), name: null }),
+              wholeNode({ uuid: uuid(3), name: null }),
+              wholeNode({ uuid: uuid(4), name: "bm-1" }),
+            ],
+          },
+          "nodes[3].name",
+        ],
+        ["a limit of 0", "GET", "/v1/nodes?limit=0", undefined, "limit"],
         ["an empty bulk body", "POST", "/v1/nodes/bulk", undefined, "(body)"],
         ["an empty bulk", "POST", "/v1/nodes/bulk", { nodes: [] }, "nodes"],
         ["a bad list filter", "GET", "/v1/nodes?sharded=maybe", undefined, "sharded"],

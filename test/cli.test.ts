@@ -1,6 +1,9 @@
 import { expect } from "chai";
 import { spawnSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { devTokens } from "../src/api/auth.js";
 import { fileURLToPath } from "node:url";
 import { AgentProcess } from "./helpers/agent-process.js";
 import { startBridge } from "./helpers/bridge-process.js";
@@ -123,6 +126,33 @@ describe("The shardbridge command line", function () {
     });
     expect(notUuid.status, notUuid.stderr).to.equal(1);
     expect(unreachable.status, unreachable.stderr).to.equal(1);
+  });
+
+  it("serve warns of a tokens file every user can read, and a --dev-tokens file it cannot write leaves nothing behind", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "sb-cli-tokens-"));
+    try {
+      const tokens = join(dir, "tokens.json");
+      writeFileSync(tokens, JSON.stringify(devTokens(["compute-0"])), { mode: 0o644 });
+      chmodSync(tokens, 0o644);
+      const serve = AgentProcess.cli("serve", ["serve", "--port", "0", "--tokens", tokens]);
+      try {
+        const warned = await serve.waitFor((e) => e.ev === "tokens-file-readable-by-all", 20_000);
+        expect(String(warned.hint)).to.include(`chmod 600 ${tokens}`);
+      } finally {
+        await serve.kill();
+      }
+      // The write fails (here: a folder where its partial file would go, as a full disk
+      // fails it): exit 2 naming the file, and no empty tokens file for the next start.
+      const dev = join(dir, "dev", "tokens.json");
+      mkdirSync(`${dev}.partial`, { recursive: true });
+      writeFileSync(join(`${dev}.partial`, "x"), "");
+      const refused = await runShardbridge(["serve", "--port", "0", "--dev-tokens", dev]);
+      expect(refused.status, refused.stderr).to.equal(2);
+      expect(refused.stderr).to.include(`--dev-tokens: cannot write ${dev}`);
+      expect(existsSync(dev)).to.equal(false);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("prints its version and commit, and a running bridge reports the same on /healthz and /readyz", async () => {

@@ -520,6 +520,10 @@ for (const backend of backendsUnderTest()) {
         "limit",
         "sharded",
       ]);
+      // The reason says what is wrong with the number, not that it is none.
+      expect(badQuery.body.errors.find((e: { field: string }) => e.field === "limit").detail).to.match(
+        /at least 1/,
+      );
       expectStatus(await send(ctx.base, "DELETE", `/v1/nodes/${OTHER}`), 204);
       expectStatus(await send(ctx.base, "DELETE", `/v1/nodes/${OTHER}`), 404);
     });

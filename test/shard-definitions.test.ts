@@ -235,6 +235,14 @@ for (const backend of backendsUnderTest()) {
       ],
       ["an empty agent list", "rack-s", { agents: [] }, 400, "shardbridge.validation", "agents"],
       [
+        "an agent named twice",
+        "rack-s",
+        { agents: ["a1", "a2", "a1"] },
+        400,
+        "shardbridge.validation",
+        "agents[2]",
+      ],
+      [
         "a filling that is no boolean",
         "rack-s",
         { filling: "yes" },

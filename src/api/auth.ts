@@ -1,10 +1,12 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import { statSync } from "node:fs";
 import type { NextFunction, Request, RequestHandler, Response } from "express";
 import { z } from "zod";
 import { AgentId } from "../domain/names.js";
 import { parseJsonConfig, readJsonConfig } from "../config.js";
 import { uniqueField } from "../domain/validation.js";
 import { HttpError } from "./errors.js";
+import { logger } from "../log.js";
 
 export type Role = "admin" | "inspector" | "agent" | "viewer";
 
@@ -15,23 +17,35 @@ export type Role = "admin" | "inspector" | "agent" | "viewer";
 export type Principal =
   { role: "admin" } | { role: "inspector" } | { role: "agent"; agent: string } | { role: "viewer" };
 
+/**
+ * A bearer token as a tokens file lists it. One that begins or ends with white space (a
+ * newline left by `echo`, a pasted space) could never be presented — HTTP trims header
+ * values — so it is refused at start rather than loaded to fail every request.
+ */
+const Secret = z
+  .string()
+  .min(16, { error: "must be at least 16 characters" })
+  .refine((token) => token === token.trim(), {
+    error: "must not begin or end with a space or a newline: it could never be presented",
+  });
+
 const TokenEntry = z.discriminatedUnion("role", [
   z.strictObject({
     role: z.literal("admin"),
-    token: z.string().min(16, { error: "must be at least 16 characters" }),
+    token: Secret,
   }),
   z.strictObject({
     role: z.literal("inspector"),
-    token: z.string().min(16, { error: "must be at least 16 characters" }),
+    token: Secret,
   }),
   z.strictObject({
     role: z.literal("agent"),
     agent: AgentId,
-    token: z.string().min(16, { error: "must be at least 16 characters" }),
+    token: Secret,
   }),
   z.strictObject({
     role: z.literal("viewer"),
-    token: z.string().min(16, { error: "must be at least 16 characters" }),
+    token: Secret,
   }),
 ]);
 export const TokensFile = z.strictObject({
@@ -39,7 +53,7 @@ export const TokensFile = z.strictObject({
     .array(TokenEntry)
     .min(1, { error: "must hold at least one token" })
     // One secret, one principal: a token listed twice would silently take the last role.
-    .superRefine(uniqueField("tokens", "token", (entry) => entry.token)),
+    .check(uniqueField("tokens", "token", (entry: { token: string }) => entry.token)),
 });
 export type TokensFile = z.output<typeof TokensFile>;
 
@@ -144,7 +158,15 @@ export function parseTokens(text: string, source: string): TokensFile {
 }
 
 export function readTokensFile(path: string): TokensFile {
-  return readJsonConfig(path, TokensFile, `tokens file ${path}`);
+  const tokens = readJsonConfig(path, TokensFile, `tokens file ${path}`);
+  // Said, not refused: some deployments mount the file from a secret store with its own
+  // modes. Every local user who can read it can act as every role in it.
+  if ((statSync(path).mode & 0o004) !== 0)
+    logger.warn("tokens-file-readable-by-all", {
+      file: path,
+      hint: `every user of this machine can read the bridge's tokens: chmod 600 ${path}`,
+    });
+  return tokens;
 }
 
 /** Fresh random tokens for a development bridge: an admin, an inspector, a viewer and agents. */

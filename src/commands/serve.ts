@@ -1,6 +1,6 @@
 import type { Server } from "node:http";
 import { parseArgs } from "node:util";
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { bridgeTraits, createApp } from "../api/app.js";
 import { bridgeServer } from "../api/server.js";
@@ -215,9 +215,22 @@ function loadAuthority(tokensFile: string | undefined, devFile: string | undefin
   if (devFile !== undefined) {
     if (!existsSync(devFile)) {
       mkdirSync(dirname(devFile), { recursive: true });
-      writeFileSync(devFile, `${JSON.stringify(devTokens(["compute-0", "compute-1"]), null, 2)}\n`, {
-        mode: 0o600,
-      });
+      // Written beside it, then renamed: a full disk leaves no empty file that would make
+      // every later start fail, only this start's error.
+      const partial = `${devFile}.partial`;
+      try {
+        writeFileSync(partial, `${JSON.stringify(devTokens(["compute-0", "compute-1"]), null, 2)}\n`, {
+          mode: 0o600,
+        });
+        renameSync(partial, devFile);
+      } catch (error) {
+        try {
+          rmSync(partial, { force: true });
+        } catch {
+          // not ours to remove (a folder of that name): the error below says what failed
+        }
+        throw new ConfigError(`--dev-tokens: cannot write ${devFile}: ${(error as Error).message}`);
+      }
     }
     const file = readTokensFile(devFile);
     process.stderr.write(`development API tokens (from ${devFile}; keep them to this machine):\n`);

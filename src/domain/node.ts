@@ -111,12 +111,19 @@ export function nodeRecord(node: BareMetalNode): BareMetalNode {
 export const BULK_MAX_NODES = 20_000;
 
 /** Nodes with their uuids: at least one, at most `max`, no uuid twice. */
-function nodeList<T extends z.ZodType<{ uuid: string }>>(item: T, max: number) {
-  return z
-    .array(item)
-    .min(1, { error: "must hold at least one node" })
-    .max(max, { error: `must hold at most ${max} nodes` })
-    .superRefine(uniqueField("nodes", "uuid", (node: { uuid: string }) => node.uuid));
+function nodeList<T extends z.ZodType<{ uuid: string; name?: string | null | undefined }>>(
+  item: T,
+  max: number,
+) {
+  return (
+    z
+      .array(item)
+      .min(1, { error: "must hold at least one node" })
+      .max(max, { error: `must hold at most ${max} nodes` })
+      .check(uniqueField("nodes", "uuid", (node: { uuid: string }) => node.uuid))
+      // Ironic's node names are unique: a list naming two nodes alike cannot be Ironic's.
+      .check(uniqueField("nodes", "name", (node: { name?: string | null }) => node.name ?? null))
+  );
 }
 
 /** A bulk upsert: whole nodes, each as PUT takes it, with its uuid. */
@@ -155,8 +162,8 @@ export const NodeListQuery = z.strictObject({
     .optional(),
   limit: z.coerce
     .number({ error: "must be a number" })
-    .int()
-    .min(1)
+    .int({ error: "must be a whole number" })
+    .min(1, { error: "must be at least 1" })
     .max(10_000, { error: "must be at most 10000" })
     .default(1000),
   marker: NodeUuid.optional(),

@@ -49,17 +49,24 @@ function fieldPath(path: ReadonlyArray<PropertyKey>): string {
 }
 
 /**
- * A zod refinement for the array `list`: `field` of each item must be unique; a repeat is
- * reported at `[index].field`, naming the first item that had it.
+ * A zod check for the array `list` (`.check(uniqueField(...))`, placed after the array's
+ * other checks): `field` of each item (the item itself when `field` is null) must be
+ * unique; a repeat is reported at `[index].field` (`[index]`), naming the first item that
+ * had it. Items whose value is null are not compared, and an array already refused for
+ * other reasons is not looked at (its invalid items would all repeat one another).
  */
-export function uniqueField<T>(list: string, field: string, valueOf: (item: T) => string) {
-  return (items: T[], ctx: z.RefinementCtx<T[]>): void => {
+export function uniqueField<T>(list: string, field: string | null, valueOf: (item: T) => string | null) {
+  return (payload: z.core.ParsePayload<T[]>): void => {
+    if (payload.issues.length > 0) return;
     const seen = new Map<string, number>();
-    items.forEach((item, index) => {
+    payload.value.forEach((item, index) => {
       const value = valueOf(item);
+      if (value === null) return;
       const first = seen.get(value);
       if (first !== undefined) {
-        ctx.addIssue({ code: "custom", path: [index, field], message: `repeats ${list}[${first}].${field}` });
+        const [path, named] =
+          field === null ? [[index], `${list}[${first}]`] : [[index, field], `${list}[${first}].${field}`];
+        payload.issues.push({ code: "custom", path, message: `repeats ${named}`, input: item });
       }
       seen.set(value, index);
     });

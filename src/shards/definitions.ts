@@ -3,7 +3,13 @@ import { basename, join } from "node:path";
 import { z } from "zod";
 import { LEASE_TTL_DEFAULT_MS, LeaseTtlMs } from "../domain/lease.js";
 import { AgentId, ShardName } from "../domain/names.js";
-import { ValidationError, describeIssues, parseOrThrow, type FieldIssue } from "../domain/validation.js";
+import {
+  ValidationError,
+  describeIssues,
+  parseOrThrow,
+  uniqueField,
+  type FieldIssue,
+} from "../domain/validation.js";
 
 /**
  * The most agents a definition written now may allow (one active, the rest standbys):
@@ -18,6 +24,8 @@ export const boundShardAgents = (agents: z.ZodArray<typeof AgentId>) =>
   agents.max(MAX_SHARD_AGENTS, { error: `must name at most ${MAX_SHARD_AGENTS} agents` });
 
 const ShardAgents = z.array(AgentId).min(1, { error: "must name at least one agent, or be left out" });
+/** An agent named twice is refused (last: after the list's other checks). */
+const uniqueAgents = uniqueField("agents", null, (agent: string) => agent);
 
 /** One file in shards/ (`NAME.json`), or one definition written through the API. */
 export const ShardDefinition = z.strictObject({
@@ -28,7 +36,7 @@ export const ShardDefinition = z.strictObject({
     .default(""),
   lease_ttl_ms: LeaseTtlMs.default(LEASE_TTL_DEFAULT_MS),
   /** agents allowed to serve the shard (one active, the rest its standbys); absent = any agent */
-  agents: ShardAgents.optional(),
+  agents: ShardAgents.check(uniqueAgents).optional(),
   /**
    * The shard is being filled with nodes from nova's ring (`migrate apply` sets it before
    * it writes shard keys and clears it once every node has its key): until then a lease
@@ -41,7 +49,7 @@ export type ShardDefinition = z.output<typeof ShardDefinition>;
 
 /** A definition's body as the API takes it: the shard's name is the path's. */
 export const ShardDefinitionBody = ShardDefinition.omit({ name: true }).extend({
-  agents: boundShardAgents(ShardAgents).optional(),
+  agents: boundShardAgents(ShardAgents).check(uniqueAgents).optional(),
 });
 
 /** Where a shard's definition comes from: a file of this bridge, or the store all bridges share. */

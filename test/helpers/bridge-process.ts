@@ -55,7 +55,8 @@ export async function startBridge(options: {
     writeFileSync(join(dir, "shards", `${shard.name}.json`), JSON.stringify(shard));
   const tokens = options.tokens ?? devTokens(options.agents);
   const tokensFile = join(dir, "tokens.json");
-  writeFileSync(tokensFile, JSON.stringify(tokens));
+  // As an operator keeps it: readable by its owner only (else the bridge warns).
+  writeFileSync(tokensFile, JSON.stringify(tokens), { mode: 0o600 });
   const port = await freePort();
   // The inspection webhook is open with the tests' shared secret.
   const env = { SHARDBRIDGE_INSPECTOR_SECRET: TEST_WEBHOOK_SECRET, ...options.env };
