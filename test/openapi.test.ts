@@ -698,6 +698,10 @@ for (const backend of backendsUnderTest()) {
       expectStatus(crossOrigin, 403);
       expect(crossOrigin.body.errors[0].code).to.equal("shardbridge.auth.forbidden");
       expect(crossOrigin.headers.get("set-cookie")).to.equal(null);
+      // "null": a sandboxed frame, a file:// page, a redirect that hid the origin — not the page.
+      const nullOrigin = await logIn(TEST_TOKENS.viewer, { origin: "null" });
+      expectStatus(nullOrigin, 403);
+      expect(nullOrigin.headers.get("set-cookie")).to.equal(null);
 
       // The page's files; a name of no file's shape is a 400 naming `file`, an unknown one 404.
       for (const [file, type] of Object.entries(STATIC_TYPES)) {

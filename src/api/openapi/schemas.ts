@@ -366,7 +366,7 @@ export const HEADERS = {
   /** every /ui answer's, with X-Content-Type-Options, X-Frame-Options and Referrer-Policy */
   ContentSecurityPolicy: {
     description:
-      "The page's policy: scripts, styles and images from its own files only, no frames. Sent with `X-Content-Type-Options: nosniff`, `X-Frame-Options: DENY`, `Referrer-Policy: no-referrer`.",
+      "The page's policy: scripts, styles and images from its own files only, no frames. Sent with `X-Content-Type-Options: nosniff`, `X-Frame-Options: DENY`, `Referrer-Policy: same-origin` (so the page's own forms carry its origin, and `Origin: null` means a page that is not the bridge's).",
     required: true,
     schema: { const: CSP },
   },

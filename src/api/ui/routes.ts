@@ -79,7 +79,7 @@ function secureHeaders(res: Response): void {
     "content-security-policy": CSP,
     "x-content-type-options": "nosniff",
     "x-frame-options": "DENY",
-    "referrer-policy": "no-referrer",
+    "referrer-policy": "same-origin",
     "cross-origin-opener-policy": "same-origin",
     "cross-origin-resource-policy": "same-origin",
   });
@@ -94,10 +94,15 @@ function cookie(req: Request, name: string): string | undefined {
   return undefined;
 }
 
-/** A POST from a page of another origin (a browser says where it comes from): refused. */
+/**
+ * A POST from a page of another origin (a browser says where it comes from): refused.
+ * `Origin: null` too: a browser sends it from a sandboxed frame, a file:// page or after a
+ * redirect that hid where the form came from — never from the bridge's own page. A client
+ * that is no browser sends no Origin and is let through (its token is what counts).
+ */
 function assertSameOrigin(req: Request): void {
   const origin = req.get("origin");
-  if (origin === undefined || origin === "null") return;
+  if (origin === undefined) return;
   let host: string;
   try {
     host = new URL(origin).host;
