@@ -1,11 +1,12 @@
 import { expect } from "chai";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import express, { Router } from "express";
+import { TokenAuthority } from "../src/api/auth.js";
 import { createApp } from "../src/api/app.js";
 import { IronicDelivery } from "../src/ironic/delivery.js";
 import { openApiDocument } from "../src/api/openapi/document.js";
 import { expressRoutes } from "../src/api/routes.js";
-import { MAX_VIEWERS, SESSION_COOKIE, STATIC_TYPES } from "../src/api/ui/routes.js";
+import { MAX_PAGES_PER_SESSION, MAX_VIEWERS, SESSION_COOKIE, STATIC_TYPES } from "../src/api/ui/routes.js";
 import { ShardCatalog } from "../src/shards/definitions.js";
 import { backendsUnderTest, memoryUnderTest, useApp } from "./helpers/backends.js";
 import { exampleInspector } from "./helpers/examples.js";
@@ -742,22 +743,64 @@ for (const backend of backendsUnderTest()) {
         expectStatus(await send(base, "GET", "/v1/shards", { token: null, headers: { cookie } }), 401);
       }
 
-      // Past the open pages a bridge serves: 503 until one closes.
-      const cookie = (await logIn(TEST_TOKENS.viewer)).headers.get("set-cookie")!.split(";")[0]!;
-      const streams = await Promise.all(
-        Array.from({ length: MAX_VIEWERS }, async () => {
-          const abort = new AbortController();
-          const res = await fetch(`${base}/ui/events`, { headers: { cookie }, signal: abort.signal });
-          expect(res.status).to.equal(200);
-          return abort;
+      // One login's pages: MAX_PAGES_PER_SESSION, then 429 for it — and another login still
+      // gets a page. Past the pages a bridge serves (many logins): 503 until one closes.
+      const cookieOf = async (app: string, token: string) =>
+        (
+          await send(app, "POST", "/ui/login", {
+            token: null,
+            body: new URLSearchParams({ token }).toString(),
+            headers: FORM,
+          })
+        ).headers
+          .get("set-cookie")!
+          .split(";")[0]!;
+      const openPages = (app: string, cookie: string, count: number) =>
+        Promise.all(
+          Array.from({ length: count }, async () => {
+            const abort = new AbortController();
+            const res = await fetch(`${app}/ui/events`, { headers: { cookie }, signal: abort.signal });
+            expect(res.status).to.equal(200);
+            return abort;
+          }),
+        );
+      const viewerCookie = await cookieOf(base, TEST_TOKENS.viewer);
+      const streams = await openPages(base, viewerCookie, MAX_PAGES_PER_SESSION);
+      try {
+        const mine = await send(base, "GET", "/ui/events", {
+          token: null,
+          headers: { cookie: viewerCookie },
+        });
+        expectStatus(mine, 429);
+        expect(mine.body.errors[0].code).to.equal("shardbridge.ui.too_many_pages");
+        streams.push(...(await openPages(base, await cookieOf(base, TEST_TOKENS.admin), 1)));
+      } finally {
+        for (const abort of streams) abort.abort();
+      }
+      const viewers = Array.from(
+        { length: MAX_VIEWERS / MAX_PAGES_PER_SESSION + 1 },
+        (_, k) => `viewer-token-${k}-0123456789`,
+      );
+      const many = await listen(
+        createApp(ctx.store, {
+          authority: new TokenAuthority({
+            tokens: viewers.map((token) => ({ role: "viewer" as const, token })),
+          }),
         }),
       );
+      const crowd: AbortController[] = [];
       try {
-        const full = await send(base, "GET", "/ui/events", { token: null, headers: { cookie } });
+        for (const token of viewers.slice(0, -1))
+          crowd.push(...(await openPages(many.url, await cookieOf(many.url, token), MAX_PAGES_PER_SESSION)));
+        const full = await send(many.url, "GET", "/ui/events", {
+          token: null,
+          headers: { cookie: await cookieOf(many.url, viewers.at(-1)!) },
+        });
         expectStatus(full, 503);
         expect(full.body.errors[0].code).to.equal("shardbridge.ui.too_many_viewers");
       } finally {
-        for (const abort of streams) abort.abort();
+        for (const abort of crowd) abort.abort();
+        await many.close();
       }
 
       // Log out: the cookie cleared (refused from another origin).
@@ -767,7 +810,7 @@ for (const backend of backendsUnderTest()) {
       });
       expectStatus(foreign, 403);
       expect(foreign.headers.get("set-cookie")).to.equal(null);
-      const out = await send(base, "POST", "/ui/logout", { token: null, headers: { cookie } });
+      const out = await send(base, "POST", "/ui/logout", { token: null, headers: { cookie: viewerCookie } });
       expectStatus(out, 303);
       expect(out.headers.get("location")).to.equal("/ui/login");
       expect(out.headers.get("set-cookie")).to.match(new RegExp(`^${SESSION_COOKIE}=; .*Max-Age=0`));

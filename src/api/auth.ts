@@ -122,8 +122,14 @@ export class TokenAuthority {
     return `${id}.${expires}.${this.pageMac(id, expires)}`;
   }
 
-  /** Whose page session `cookie` is and until when, while it lasts at `nowMs`; null for none, a forged or a lapsed one. */
-  pageSession(cookie: string | undefined, nowMs: number): { principal: Principal; expiresMs: number } | null {
+  /**
+   * Whose page session `cookie` is (`id`: one per token, whichever login made it) and until
+   * when, while it lasts at `nowMs`; null for none, a forged or a lapsed one.
+   */
+  pageSession(
+    cookie: string | undefined,
+    nowMs: number,
+  ): { id: string; principal: Principal; expiresMs: number } | null {
     const [id, expires, mac, ...rest] = (cookie ?? "").split(".");
     if (id === undefined || expires === undefined || mac === undefined || rest.length > 0) return null;
     const known = this.pageKeys.get(id);
@@ -131,7 +137,7 @@ export class TokenAuthority {
     const expected = Buffer.from(this.pageMac(id, expires));
     const given = Buffer.from(mac);
     return given.length === expected.length && timingSafeEqual(given, expected)
-      ? { principal: known.principal, expiresMs: Number(expires) * 1000 }
+      ? { id, principal: known.principal, expiresMs: Number(expires) * 1000 }
       : null;
   }
 

@@ -3,7 +3,7 @@ import { NodeListQuery } from "../../domain/node.js";
 import { NodesQuery } from "../agents.js";
 import { PAGE_ROLES, type Role } from "../auth.js";
 import { ReadQuery } from "../feed.js";
-import { MAX_VIEWERS, RECONNECT_MS, SESSION_MS, STATIC_TYPES } from "../ui/routes.js";
+import { MAX_PAGES_PER_SESSION, MAX_VIEWERS, RECONNECT_MS, SESSION_MS, STATIC_TYPES } from "../ui/routes.js";
 import type { JsonSchema, PARAMETERS, SCHEMAS } from "./schemas.js";
 
 /**
@@ -735,6 +735,10 @@ export const OPERATIONS: Operation[] = [
         content: [
           { type: "text/event-stream", schema: { type: "string", pattern: `^retry: ${RECONNECT_MS}\n\n` } },
         ],
+      },
+      429: {
+        description: `this login's token has ${MAX_PAGES_PER_SESSION} pages open already`,
+        codes: ["ui.too_many_pages"],
       },
       503: {
         description: `${MAX_VIEWERS} pages are open on this bridge already`,

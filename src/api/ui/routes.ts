@@ -25,6 +25,12 @@ export const SESSION_MS = 12 * 3600 * 1000;
 export const RECONNECT_MS = 2000;
 /** Open pages per bridge; more are refused (503) rather than each costing a socket and its writes. */
 export const MAX_VIEWERS = 64;
+/**
+ * Open pages one token's sessions may hold at once (a person's tabs and screens): so one
+ * session — a script that opens streams in a loop — cannot take every place of MAX_VIEWERS
+ * and turn the next operator's page away.
+ */
+export const MAX_PAGES_PER_SESSION = 8;
 
 /** Every /ui answer's Content-Security-Policy: scripts, styles and images of the page's own files only. */
 export const CSP = [
@@ -158,6 +164,8 @@ export function uiRoutes(authority: TokenAuthority, watcher: StatusWatcher): Rou
   const { html, assets } = readStatic();
   const router = Router();
   const open = new Set<Response>();
+  /** open pages per session id (one per token), for MAX_PAGES_PER_SESSION */
+  const pagesOf = new Map<string, number>();
   const sessionOf = (req: Request) => authority.pageSession(cookie(req, SESSION_COOKIE), Date.now());
   const page = (res: Response, status: number, text: string) => {
     res.status(status).set("cache-control", "no-store").type("html").send(text);
@@ -243,6 +251,16 @@ export function uiRoutes(authority: TokenAuthority, watcher: StatusWatcher): Rou
           detail: "log in at /ui/login",
         },
       ]);
+    const mine = pagesOf.get(session.id) ?? 0;
+    if (mine >= MAX_PAGES_PER_SESSION)
+      throw new HttpError([
+        {
+          status: 429,
+          code: "shardbridge.ui.too_many_pages",
+          title: "Too many open pages for this login",
+          detail: `one token's sessions may hold at most ${MAX_PAGES_PER_SESSION} open status pages; close one`,
+        },
+      ]);
     if (watcher.viewerCount >= MAX_VIEWERS)
       throw new HttpError([
         {
@@ -262,6 +280,7 @@ export function uiRoutes(authority: TokenAuthority, watcher: StatusWatcher): Rou
     res.write(`retry: ${RECONNECT_MS}\n\n`);
     open.add(res);
     watcher.add(res);
+    pagesOf.set(session.id, mine + 1);
     // The session ends while the page is open: end the stream; the page's reconnect is refused (401).
     const expires = setTimeout(() => res.end(), Math.max(0, session.expiresMs - Date.now()));
     expires.unref();
@@ -269,6 +288,9 @@ export function uiRoutes(authority: TokenAuthority, watcher: StatusWatcher): Rou
       clearTimeout(expires);
       open.delete(res);
       watcher.remove(res);
+      const left = (pagesOf.get(session.id) ?? 1) - 1;
+      if (left > 0) pagesOf.set(session.id, left);
+      else pagesOf.delete(session.id);
     });
   });
 
