@@ -422,6 +422,31 @@ for (const backend of backendsUnderTest()) {
       }
     });
 
+    it("Expect: 100-continue invites the body only from a known token: others get their 401 without sending it", async () => {
+      const head = (path: string, token: string) =>
+        `POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n` +
+        "Content-Type: application/json\r\nContent-Length: 20\r\nExpect: 100-continue\r\n\r\n";
+      /** The first status line the bridge sends back, the body withheld. */
+      const firstAnswer = (path: string, token: string) =>
+        new Promise<string>((resolve, reject) => {
+          const { hostname, port } = new URL(ctx.base);
+          const socket = connect(Number(port), hostname);
+          socket.on("error", reject);
+          socket.once("data", (chunk) => {
+            socket.destroy();
+            resolve(chunk.toString("latin1").split("\r\n")[0]!);
+          });
+          socket.write(head(path, token));
+        });
+      for (const path of ["/v1/nodes/bulk", "/v1/shards/rack-b/lease", "/v1/inspector/webhook"]) {
+        const stranger = await rawRequest(ctx.base, head(path, "not-a-token-of-this-bridge"));
+        expect(stranger.status, path).to.equal(401);
+        expect(stranger.body.errors[0].code).to.equal("shardbridge.auth.unauthenticated");
+        // A caller the bridge knows is asked for its body first, as HTTP/1.1 says.
+        expect(await firstAnswer(path, TEST_TOKENS.admin), path).to.equal("HTTP/1.1 100 Continue");
+      }
+    });
+
     it("replaces an X-Request-Id that is not a sane token with its own", async () => {
       const echoed = async (id: string) =>
         (await fetch(`${ctx.base}/healthz`, { headers: { "x-request-id": id } })).headers.get("x-request-id");

@@ -11,7 +11,7 @@ import { legacyPoolLoader } from "../shards/queries.js";
 import { LegacyAssignments } from "../ring/assignment.js";
 import { LegacyPool, type LegacyPoolOptions } from "../ring/pool.js";
 import { SERVICE_DOWN_TIME_MS } from "../ring/membership.js";
-import { authenticate, viewersRead, type TokenAuthority } from "./auth.js";
+import { authenticate, knownBearer, viewersRead, type TokenAuthority } from "./auth.js";
 import { agentsOverview, deliveryOverview, leaseCensus, shardsOverview } from "./overview.js";
 import { uiRoutes } from "./ui/routes.js";
 import { StatusWatcher } from "./ui/watcher.js";
@@ -78,6 +78,8 @@ export function bridgeTraits(
 export type BridgeApp = ((req: IncomingMessage, res: ServerResponse) => void) & {
   readonly routes: readonly MountedRoute[];
   readonly messageClasses: MessageClasses;
+  /** whether a request that asks `Expect: 100-continue` may be told to send its body (see bridgeServer) */
+  mayContinue(req: IncomingMessage): boolean;
   close(): void;
 };
 
@@ -207,7 +209,15 @@ export function createApp(
   // Read when asked (the contract test), not at start: a route added in a form that cannot
   // be listed fails that test, never a bridge starting up.
   return Object.defineProperty(
-    Object.assign(listener, { close: () => ui.close(), messageClasses }),
+    Object.assign(listener, {
+      close: () => ui.close(),
+      messageClasses,
+      // A body is invited only from a caller whose bearer token is known, or to the fenced
+      // endpoint (its credential is the lease in its path and the caller's own Keystone
+      // token, which Ironic checks): anyone else is answered 401 without sending one.
+      mayContinue: (req: IncomingMessage) =>
+        (req.url ?? "").startsWith("/fenced/") || knownBearer(authority, req.headers.authorization),
+    }),
     "routes",
     {
       get: (): MountedRoute[] => [...raw.flatMap((route) => route.routes), ...expressRoutes(app)],

@@ -206,15 +206,25 @@ export function principalOf(res: Response): Principal {
   return res.locals.principal as Principal;
 }
 
+/** The bearer token `authorization` (the header's value) presents, if it presents one. */
+const bearerOf = (authorization: string | undefined): string | null =>
+  (authorization === undefined ? null : /^Bearer (\S+)$/i.exec(authorization))?.[1] ?? null;
+
+/** Whether `authorization` (the header's value) presents a known bearer token. */
+export function knownBearer(authority: TokenAuthority, authorization: string | undefined): boolean {
+  const token = bearerOf(authorization);
+  return token !== null && authority.identify(token) !== null;
+}
+
 /**
  * Who sent `authorization` (the header's value): a known bearer token's principal, or a
  * 401 naming what is wrong, with the WWW-Authenticate header to answer it with.
  */
 export function principalFrom(authority: TokenAuthority, authorization: string | undefined): Principal {
-  const match = authorization === undefined ? null : /^Bearer (\S+)$/i.exec(authorization);
-  if (match === null)
+  const token = bearerOf(authorization);
+  if (token === null)
     throw unauthenticated("send Authorization: Bearer <token>", 'Bearer realm="shardbridge"');
-  const principal = authority.identify(match[1]!);
+  const principal = authority.identify(token);
   if (principal === null)
     throw unauthenticated(
       "the bearer token is not known",

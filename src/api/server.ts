@@ -1,4 +1,4 @@
-import { createServer, type Server, type ServerResponse } from "node:http";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import type { BridgeApp } from "./app.js";
 import type { ApiError } from "./errors.js";
@@ -65,5 +65,12 @@ export function bridgeServer(app: BridgeApp): Server {
   // Built from the classes express's prototypes were moved to (see message-classes.ts).
   const server = createServer(app.messageClasses, app);
   server.on("clientError", answerClientError);
+  // Node answers `Expect: 100-continue` at once unless asked: a caller without a known
+  // token would be invited to send its body, and only then refused. Here the invitation
+  // waits for the token; without one the route answers 401 (and closes) with no body sent.
+  server.on("checkContinue", (req: IncomingMessage, res: ServerResponse) => {
+    if (app.mayContinue(req)) res.writeContinue();
+    app(req, res);
+  });
   return server;
 }
