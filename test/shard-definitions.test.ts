@@ -235,6 +235,14 @@ for (const backend of backendsUnderTest()) {
       ],
       ["an empty agent list", "rack-s", { agents: [] }, 400, "shardbridge.validation", "agents"],
       [
+        "two agents nova takes for one host (equal but for case)",
+        "rack-s",
+        { agents: ["compute-A", "compute-a"] },
+        400,
+        "shardbridge.validation",
+        "agents[1]",
+      ],
+      [
         "an agent named twice",
         "rack-s",
         { agents: ["a1", "a2", "a1"] },

@@ -2,7 +2,7 @@ import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypt
 import { statSync } from "node:fs";
 import type { NextFunction, Request, RequestHandler, Response } from "express";
 import { z } from "zod";
-import { AgentId } from "../domain/names.js";
+import { AgentId, noCaseTwins } from "../domain/names.js";
 import { parseJsonConfig, readJsonConfig } from "../config.js";
 import { uniqueField } from "../domain/validation.js";
 import { HttpError } from "./errors.js";
@@ -53,7 +53,9 @@ export const TokensFile = z.strictObject({
     .array(TokenEntry)
     .min(1, { error: "must hold at least one token" })
     // One secret, one principal: a token listed twice would silently take the last role.
-    .check(uniqueField("tokens", "token", (entry: { token: string }) => entry.token)),
+    .check(uniqueField("tokens", "token", (entry: { token: string }) => entry.token))
+    // One agent may hold several tokens (a rotation), but not under two spellings nova merges.
+    .check(noCaseTwins("tokens", "agent", (entry: { role: string; agent?: string }) => entry.agent ?? null)),
 });
 export type TokensFile = z.output<typeof TokensFile>;
 

@@ -2,7 +2,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { basename, join } from "node:path";
 import { z } from "zod";
 import { LEASE_TTL_DEFAULT_MS, LeaseTtlMs } from "../domain/lease.js";
-import { AgentId, ShardName } from "../domain/names.js";
+import { AgentId, ShardName, noCaseTwins } from "../domain/names.js";
 import {
   ValidationError,
   describeIssues,
@@ -24,8 +24,11 @@ export const boundShardAgents = (agents: z.ZodArray<typeof AgentId>) =>
   agents.max(MAX_SHARD_AGENTS, { error: `must name at most ${MAX_SHARD_AGENTS} agents` });
 
 const ShardAgents = z.array(AgentId).min(1, { error: "must name at least one agent, or be left out" });
-/** An agent named twice is refused (last: after the list's other checks). */
-const uniqueAgents = uniqueField("agents", null, (agent: string) => agent);
+/** An agent named twice, or two equal but for case (one host to nova), is refused (last: after the list's other checks). */
+const uniqueAgents = (payload: z.core.ParsePayload<string[]>): void => {
+  uniqueField("agents", null, (agent: string) => agent)(payload);
+  noCaseTwins("agents", null, (agent: string) => agent)(payload);
+};
 
 /** One file in shards/ (`NAME.json`), or one definition written through the API. */
 export const ShardDefinition = z.strictObject({

@@ -1,0 +1,160 @@
+import { expect } from "chai";
+import fc from "fast-check";
+import { request } from "node:http";
+import { parseTokens } from "../src/api/auth.js";
+import { createApp } from "../src/api/app.js";
+import { AgentId, ShardName } from "../src/domain/names.js";
+import { memoryUnderTest, useApp } from "./helpers/backends.js";
+import { call, TEST_TOKENS, testAuthority } from "./helpers/http.js";
+import { runShardbridge } from "./helpers/cli.js";
+
+/** Ids that look alike, or that a URL or a terminal changes: each refused, the reason said. */
+const REFUSED_IDS: Array<[string, string, RegExp]> = [
+  ["a bidi override (shows reversed)", "compute-\u202e0-a", /format characters/],
+  ["a zero-width space", "compute\u200b-0", /format characters/],
+  ["a byte order mark", "\ufeffcompute-0", /format characters/],
+  ["a line separator", "compute\u2028-0", /line breaks/],
+  ["a slash", "rack/0", /\//],
+  ["a space at the end", "compute-0 ", /white space/],
+  ["a space at the start", " compute-0", /white space/],
+  ["the decomposed é (NFD)", "ne\u0301ud", /NFC/],
+  ["dots only", "..", /dots only/],
+];
+
+/**
+ * A call with its path sent as written: fetch (and curl, and browsers) resolve `.` and `..`
+ * segments, which is why the grammar refuses such names; node:http sends them verbatim,
+ * so the bridge's own refusal can be seen.
+ */
+function verbatim(
+  base: string,
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; body: any }> {
+  const { hostname, port } = new URL(base);
+  const payload = body === undefined ? undefined : JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        hostname,
+        port,
+        method,
+        path,
+        headers: {
+          authorization: `Bearer ${TEST_TOKENS.admin}`,
+          ...(payload !== undefined && {
+            "content-type": "application/json",
+            "content-length": Buffer.byteLength(payload),
+          }),
+        },
+      },
+      (res) => {
+        let text = "";
+        res.setEncoding("utf8").on("data", (chunk: string) => (text += chunk));
+        res.on("end", () =>
+          resolve({ status: res.statusCode!, body: text === "" ? null : JSON.parse(text) }),
+        );
+      },
+    );
+    req.on("error", reject);
+    req.end(payload);
+  });
+}
+
+describe("One grammar of names: shard names and agent ids", () => {
+  it("refuses names a URL cannot carry, ids that look like others, and says why", () => {
+    for (const [what, id, reason] of REFUSED_IDS) {
+      const parsed = AgentId.safeParse(id);
+      expect(parsed.success, what).to.equal(false);
+      expect(parsed.error!.issues[0]!.message, what).to.match(reason);
+    }
+    for (const name of [".", "..", "..."]) expect(ShardName.safeParse(name).success, name).to.equal(false);
+    for (const id of ["compute-0", "Compute-Ä", "nœud ☃", "host.example.com", "a.b"])
+      expect(AgentId.safeParse(id).success, id).to.equal(true);
+    for (const name of ["rack-a", "a.b", ".hidden", "rack_1."])
+      expect(ShardName.safeParse(name).success).to.equal(true);
+  });
+
+  it("refuses a tokens file naming one agent in two cases (one host to nova), both shown", () => {
+    const doc = JSON.stringify({
+      tokens: [
+        { role: "agent", agent: "a1", token: "token-of-a1-0123456789" },
+        { role: "agent", agent: "a1", token: "token-of-a1-rotated-0123456789" },
+        { role: "agent", agent: "A1", token: "token-of-A1-0123456789" },
+      ],
+    });
+    expect(() => parseTokens(doc, "tokens file t.json")).to.throw(
+      /tokens\[2\]\.agent: "A1" and tokens\[0\]\.agent "a1" are one host to nova/,
+    );
+  });
+
+  describe("over HTTP (embedded store): the grammar is every route's", () => {
+    const ctx = useApp(memoryUnderTest(), (store) => createApp(store, { authority: testAuthority() }));
+    const agentIds = fc.oneof(
+      fc.string({ minLength: 1, maxLength: 40 }),
+      fc.string({ unit: "grapheme", minLength: 1, maxLength: 20 }),
+      fc.constantFrom(...REFUSED_IDS.map(([, id]) => id), "A1", "compute-0", "%2e%2e", "a?b", "a#b"),
+    );
+
+    it("an id the grammar takes round-trips through the heartbeat, the list and the node list; one it refuses is a 400 naming it", async () => {
+      await fc.assert(
+        fc.asyncProperty(agentIds, async (id) => {
+          const path = `/v1/agents/${encodeURIComponent(id)}`;
+          const beat = await verbatim(ctx.base, "POST", `${path}/heartbeat`, { shards: [] });
+          const valid = AgentId.safeParse(id);
+          if (!valid.success) {
+            expect(beat.status, JSON.stringify(id)).to.equal(400);
+            expect(beat.body.errors[0].detail).to.include(valid.error.issues[0]!.message);
+            const listed = (await call(`${ctx.base}/v1/agents`, "GET")).body.agents;
+            expect(listed.map((a: { id: string }) => a.id)).to.not.include(id);
+            return;
+          }
+          expect(beat.status, JSON.stringify(id)).to.equal(200);
+          expect(beat.body.agent).to.equal(id);
+          const listed = (await call(`${ctx.base}/v1/agents`, "GET")).body.agents;
+          expect(listed.map((a: { id: string }) => a.id)).to.include(id);
+          expect((await verbatim(ctx.base, "GET", `${path}/nodes`)).status, JSON.stringify(id)).to.equal(200);
+        }),
+        { numRuns: 150 },
+      );
+    });
+
+    it("a shard name the grammar takes defines and reads back; one it refuses is a 400 everywhere, nothing written", async () => {
+      const names = fc.oneof(
+        fc.stringMatching(/^[a-zA-Z0-9_.-]{1,20}$/),
+        fc.constantFrom(".", "..", "...", "None", "a b", "rack/a", "rack-%"),
+      );
+      await fc.assert(
+        fc.asyncProperty(names, async (name) => {
+          const at = encodeURIComponent(name);
+          const defined = await verbatim(ctx.base, "PUT", `/v1/shard-definitions/${at}`, {});
+          const shown = await verbatim(ctx.base, "GET", `/v1/shards/${at}`);
+          if (!ShardName.safeParse(name).success) {
+            expect(defined.status, JSON.stringify(name)).to.equal(400);
+            expect(shown.status, JSON.stringify(name)).to.equal(400);
+            const listed = (await call(`${ctx.base}/v1/shard-definitions`, "GET")).body.definitions;
+            expect(listed.map((d: { name: string }) => d.name)).to.not.include(name);
+            return;
+          }
+          expect(defined.status, JSON.stringify(name)).to.be.oneOf([200, 201]);
+          expect(shown.body.name).to.equal(name);
+          await verbatim(ctx.base, "DELETE", `/v1/shard-definitions/${at}`);
+        }),
+        { numRuns: 150 },
+      );
+    });
+  });
+
+  it("the commands refuse the same names with exit 2 and the same words (no crash, no retry for ever)", async () => {
+    const [run, agent] = await Promise.all([
+      runShardbridge(["run", "--id", "h", "--shard", ".", "--token", "t", "--", "true"]),
+      runShardbridge(["agent", "--id", "compute-\u202e0", "--shard", "..", "--token", "t"]),
+    ]);
+    expect(run.status, run.stderr).to.equal(2);
+    expect(run.stderr).to.match(/shard: must not be dots only/);
+    expect(agent.status, agent.stderr).to.equal(2);
+    expect(agent.stderr).to.match(/format characters/);
+    expect(agent.stderr).to.match(/shard: must not be dots only/);
+  });
+});
