@@ -13,6 +13,7 @@ import {
   type NovaComputeNode,
   type OpenStackCloud,
 } from "./helpers/openstack/cloud.js";
+import { enrollAvailable } from "./helpers/openstack/nodes.js";
 import { readNovaLog, reportedAllAt, requestsSent } from "./helpers/openstack/nova-log.js";
 import { openstackBin } from "./helpers/openstack/venv.js";
 
@@ -20,46 +21,6 @@ const SHARD = "rack-n";
 const HOST = `${SHARD}-ironic`;
 const TTL_MS = 2000;
 const EXAMPLES = new URL("../examples/", import.meta.url);
-
-/** Until every node of `uuids` is in `state` in Ironic. */
-async function untilProvisionState(cloud: OpenStackCloud, uuids: string[], state: string): Promise<void> {
-  const deadline = performance.now() + 60_000;
-  for (;;) {
-    const { nodes } = await ironicApi(cloud, "GET", "/v1/nodes?fields=uuid,provision_state");
-    const pending = (nodes as Array<{ uuid: string; provision_state: string }>).filter(
-      (n) => uuids.includes(n.uuid) && n.provision_state !== state,
-    );
-    if (pending.length === 0) return;
-    if (performance.now() > deadline) throw new Error(`nodes not ${state}: ${JSON.stringify(pending)}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
-
-/** Enroll fake-hardware nodes in `shard` (or none) and make them available, as an operator would. */
-async function enrollAvailable(
-  cloud: OpenStackCloud,
-  names: string[],
-  shard: string | null,
-): Promise<string[]> {
-  const uuids: string[] = [];
-  for (const name of names) {
-    const node = await ironicApi(cloud, "POST", "/v1/nodes", {
-      driver: "fake-hardware",
-      name,
-      resource_class: "baremetal",
-      properties: { cpus: 8, memory_mb: 16384, local_gb: 100, cpu_arch: "x86_64" },
-      ...(shard !== null && { shard }),
-    });
-    uuids.push(node.uuid);
-  }
-  for (const uuid of uuids)
-    await ironicApi(cloud, "PUT", `/v1/nodes/${uuid}/states/provision`, { target: "manage" });
-  await untilProvisionState(cloud, uuids, "manageable");
-  for (const uuid of uuids)
-    await ironicApi(cloud, "PUT", `/v1/nodes/${uuid}/states/provision`, { target: "provide" });
-  await untilProvisionState(cloud, uuids, "available");
-  return uuids;
-}
 
 /** A resource provider as placement has it: its generation and traits. */
 interface Provider {
