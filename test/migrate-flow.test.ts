@@ -140,7 +140,7 @@ describe("migrate plan --out, apply, verify: the real Ironic, a real bridge, age
     if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
   });
 
-  it("plan --out writes the plan, its fingerprint and definitions, and prints nova's side in the spec's order", async () => {
+  it("plan --out writes the plan, its fingerprint and definitions, and prints nova's side in nova-manage's order, the old services stopped before apply", async () => {
     const run = await migrate(
       ...["plan", "--bridge", bridge.url, "--agents", AGENTS.join(","), "--max-per-shard", "4"],
       ...["--lease-ttl", "9000", "--out", planPath],
@@ -166,9 +166,10 @@ describe("migrate plan --out, apply, verify: the real Ironic, a real bridge, age
     const order = [
       "migrate prepare",
       "[DEFAULT] host",
-      "migrate apply",
+      // The old nova-computes stop before the keys land: left running, they take nodes back.
       "stop the old nova-compute services",
       "compute service set --down compute-a nova-compute",
+      "migrate apply",
       `nova-manage db ironic_compute_node_move --ironic-node-uuid ${plan.nova.moves[0]!.uuid} --destination-host ${plan.nova.moves[0]!.to}`,
       "openstack compute service delete",
       "migrate verify",

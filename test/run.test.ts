@@ -3,6 +3,7 @@ import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { BridgeClient } from "../src/agent/client.js";
 import { AgentProcess } from "./helpers/agent-process.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { running, watchOverlaps } from "./helpers/processes.js";
@@ -144,6 +145,16 @@ describe("shardbridge run: a command only while its host holds the lease (real b
     expect(line).to.include(`start ${started.pid} ${started.token} `);
     expect(line).to.include(`host=${SHARD}-ironic shard=${SHARD}`);
     expectOneAtATime();
+  });
+
+  it("tells the bridge it is up and serves the shard (heartbeats), active or standing by", async () => {
+    const { active, standby } = await pair();
+    const { agents } = await new BridgeClient(bridge.url, bridge.tokenFor("admin")).agents();
+    const row = (s: AgentProcess) => agents.find((a) => a.id === s.name);
+    expect(row(active), "the active").to.deep.include({ up: true, serves: [SHARD], shards: [SHARD] });
+    expect(row(standby), "the standby").to.deep.include({ up: true, serves: [SHARD], shards: [] });
+    // The shard carries no nodes: like a nova-compute whose shard is empty, both stay in nova's pool.
+    expect([row(active)!.legacy_pool, row(standby)!.legacy_pool]).to.deep.equal([true, true]);
   });
 
   it("kill -9 of the active supervisor: its child dies at once, the standby's starts within TTL + 1 s", async () => {

@@ -26,8 +26,9 @@ export const RUN_USAGE = `  run -- COMMAND [ARGS...]  run COMMAND (nova-compute)
              --restart       run COMMAND again when it exits while the lease is held (default: release and exit)
 ${STANDBY_POLL_USAGE}                  The child gets SHARDBRIDGE_SHARD, SHARDBRIDGE_TOKEN, SHARDBRIDGE_AGENT, OS_DEFAULT__HOST,
                   OS_IRONIC__SHARD and, when the bridge fronts an Ironic, OS_IRONIC__ENDPOINT_OVERRIDE (its
-                  fenced endpoint under the child's token). Bad input exits 2 before anything starts;
-                  a bridge not up yet is waited for.
+                  fenced endpoint under the child's token). It heartbeats declaring the shard every 10 s,
+                  standing by or active. Bad input exits 2 before anything starts; a bridge not up yet is
+                  waited for.
 `;
 
 async function prepare(argv: string[]) {

@@ -17,6 +17,9 @@ import { ChildGroup, exitStatus, type ChildExit } from "./child.js";
  */
 export const KILL_SLACK_MS = 250;
 
+/** How often `run` tells the bridge it is up and which shard it serves (nova's report_interval). */
+export const HEARTBEAT_MS = 10_000;
+
 /**
  * The longest grace the child may have between TERM and KILL, for a lease of `ttlMs`:
  * the margin between the holder's deadline (2/3 TTL) and the earliest expiry (TTL), less
@@ -127,9 +130,21 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
     return stopping;
   };
 
+  // Up, and serving the shard, as the reference agent says it (POST /v1/agents/{id}/heartbeat),
+  // standing by or active: the legacy pool counts only agents heard from within nova's
+  // service_down_time, so without it a holder of a shard that is empty or being filled by
+  // `migrate apply` would drop out of the pool, its ring share with it.
+  const beat = () =>
+    void client
+      .heartbeat(id, [shard])
+      .catch((error) => log.warn("heartbeat-error", { error: String(error) }));
+  const heartbeats = setInterval(beat, HEARTBEAT_MS);
+  beat();
+
   const finish = async (status: number) => {
     if (finishing) return;
     finishing = true;
+    clearInterval(heartbeats);
     await stopChild("supervisor stopping");
     await keeper.stop();
     watchdog.stdin!.end();

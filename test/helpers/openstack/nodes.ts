@@ -1,5 +1,8 @@
 import { ironicApi, type OpenStackCloud } from "./cloud.js";
 
+/** An Ironic to call: the shared cloud's, or `{ ironic: URL }` of a test's own. */
+type Ironic = Pick<OpenStackCloud, "ironic">;
+
 /** Ironic calls in flight at once while enrolling (its one API worker queues the rest). */
 const CONCURRENCY = 8;
 
@@ -19,7 +22,7 @@ async function inTurns<T, R>(items: T[], each: (item: T) => Promise<R>): Promise
 
 /** Until every node of `uuids` is in `state` in Ironic. */
 export async function untilProvisionState(
-  cloud: OpenStackCloud,
+  cloud: Ironic,
   uuids: string[],
   state: string,
   timeoutMs = 60_000 + uuids.length * 500,
@@ -40,19 +43,25 @@ export async function untilProvisionState(
   }
 }
 
-/** Enroll fake-hardware nodes in `shard` (or none) and make them available, as an operator would. */
+/**
+ * Enroll fake-hardware nodes in `shard` (or none) and make them available, as an operator
+ * would; their uuids. `given`, when there, are the nodes' uuids (one per name), else Ironic
+ * picks them.
+ */
 export async function enrollAvailable(
-  cloud: OpenStackCloud,
+  cloud: Ironic,
   names: string[],
   shard: string | null,
+  given?: readonly string[],
 ): Promise<string[]> {
-  const uuids = await inTurns(names, async (name) => {
+  const uuids = await inTurns([...names.entries()], async ([i, name]) => {
     const node = await ironicApi(cloud, "POST", "/v1/nodes", {
       driver: "fake-hardware",
       name,
       resource_class: "baremetal",
       properties: { cpus: 8, memory_mb: 16384, local_gb: 100, cpu_arch: "x86_64" },
       ...(shard !== null && { shard }),
+      ...(given !== undefined && { uuid: given[i] }),
     });
     return node.uuid as string;
   });

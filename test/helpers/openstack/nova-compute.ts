@@ -9,13 +9,14 @@ import { openstackBin } from "./venv.js";
 /**
  * `shardbridge run --id HOST --shard SHARD -- nova-compute` in a session of its own (so a
  * test can stop or kill the whole group), with the cloud's nova.conf and a state folder of
- * the host's own, as on a machine of its own.
+ * the host's own, as on a machine of its own; `env` more of nova's options (OS_SECTION__OPTION).
  */
 export function superviseNovaCompute(
   cloud: OpenStackCloud,
   bridge: BridgeProcess,
   host: string,
   shard: string,
+  env: NodeJS.ProcessEnv = {},
 ): AgentProcess {
   const state = join(cloud.dir, host);
   mkdirSync(state, { recursive: true });
@@ -27,6 +28,6 @@ export function superviseNovaCompute(
       ...["--bridge", bridge.url, "--tokens-file", bridge.tokensFile, "--"],
       ...[openstackBin("nova-compute"), "--config-file", cloud.novaConf],
     ],
-    { OS_DEFAULT__STATE_PATH: state },
+    { ...env, OS_DEFAULT__STATE_PATH: state },
   );
 }
