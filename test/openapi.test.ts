@@ -565,6 +565,28 @@ for (const backend of backendsUnderTest()) {
       expect(ring.body.legacy).to.include({ pool_member: true, ring: "tooz" });
       const noTokens = await send(ctx.base, "GET", "/v1/agents/compute-0/nodes", { token: as("compute-0") });
       expect(noTokens.body.errors[0].field).to.equal("token");
+
+      // Forgetting an agent: refused while it is up or holds a lease; one gone quiet past
+      // the down time (50 ms here, on an app of its own) is forgotten; an unknown one 404.
+      expect((await send(ctx.base, "DELETE", "/v1/agents/compute-1")).body.errors[0].code).to.equal(
+        "shardbridge.agent.active",
+      );
+      const quick = await listen(
+        createApp(ctx.store, { authority: testAuthority(), legacy: { serviceDownMs: 50 } }),
+      );
+      try {
+        await send(quick.url, "POST", "/v1/agents/compute-9/heartbeat", { body: { shards: [] } });
+        await new Promise((r) => setTimeout(r, 80));
+        expectStatus(await send(quick.url, "DELETE", "/v1/agents/compute-0"), 409); // holds rack-a
+        expectStatus(await send(quick.url, "DELETE", "/v1/agents/compute-9"), 204);
+        const left = (await send(quick.url, "GET", "/v1/agents")).body.agents.map(
+          (a: { id: string }) => a.id,
+        );
+        expect(left).to.not.include("compute-9");
+        expectStatus(await send(quick.url, "DELETE", "/v1/agents/compute-9"), 404);
+      } finally {
+        await quick.close();
+      }
     });
 
     it("inspection: the webhook, a node's traits, and their refusals", async () => {

@@ -290,6 +290,17 @@ for (const backend of [...backendsUnderTest(), redisClusterUnderTest()]) {
         ]);
         await expectInvalid(store.heartbeat("compute-c", ["no,comma"]), "shards[0]");
       });
+
+      it("forgets an agent's record whole: gone from the list and from lookups, the next heartbeat makes it anew", async () => {
+        await store.heartbeat("compute-a", ["rack-a"]);
+        await store.heartbeat("compute-b");
+        expect(await store.forgetAgent("compute-a")).to.equal(true);
+        expect(await store.agent("compute-a")).to.equal(null);
+        expect((await store.agents()).map((s) => s.agent)).to.deep.equal(["compute-b"]);
+        expect(await store.forgetAgent("compute-a")).to.equal(false);
+        await store.heartbeat("compute-a");
+        expect((await store.agent("compute-a"))!.serves).to.deep.equal([]);
+      });
     });
 
     describe("bad input", () => {

@@ -5,7 +5,9 @@ import { AgentId } from "../domain/names.js";
 import { ValidationError, parseOrThrow } from "../domain/validation.js";
 import type { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
-import { assertActsAs, principalOf } from "./auth.js";
+import { assertActsAs, principalOf, requireRole } from "./auth.js";
+import { conflict, HttpError } from "./errors.js";
+import { logger } from "../log.js";
 import { decodeFailure } from "./decode/failure.js";
 import type { DecodePool } from "./decode/pool.js";
 import { agentsOverview, leaseCensus } from "./overview.js";
@@ -100,6 +102,43 @@ export function agentRoutes(
       },
     };
     await streamJsonList(res, head, "nodes", lists.nodes(pending, mine, share));
+  });
+
+  // An operator's forgetting of an agent registered by mistake (a typo'd id, a host gone
+  // for good): its record dropped, so it leaves GET /v1/agents and the page. Refused while it
+  // is up or holds a lease — it would be back with its next heartbeat, or its lease would
+  // outlive the record that explains it.
+  router.delete("/v1/agents/:id", requireRole("admin"), async (req, res) => {
+    const { id } = parseOrThrow(AgentPath, req.params);
+    const seen = await store.agent(id);
+    if (seen === null)
+      throw new HttpError([
+        {
+          status: 404,
+          code: "shardbridge.agent.not_found",
+          title: "No such agent",
+          detail: `no agent ${id} has sent a heartbeat`,
+        },
+      ]);
+    const leases = await store.leasesOf(id);
+    if (seen.ageMs < serviceDownMs || leases.size > 0)
+      throw new HttpError([
+        conflict(
+          "agent.active",
+          "Agent still active",
+          leases.size > 0
+            ? `agent ${id} holds the lease of ${[...leases.keys()].join(", ")}: stop it (or let the lease end) first`
+            : `agent ${id} was heard ${seen.ageMs} ms ago (up for ${serviceDownMs} ms after): stop it first, or it comes back with its next heartbeat`,
+        ),
+      ]);
+    await store.forgetAgent(id);
+    logger.warn("agent-forgotten", {
+      agent: id,
+      last_seen: new Date(seen.lastSeenMs).toISOString(),
+      remote: req.socket.remoteAddress,
+      request_id: res.locals.requestId,
+    });
+    res.status(204).end();
   });
 
   return router;

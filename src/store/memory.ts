@@ -111,6 +111,10 @@ export class MemoryBackend implements LeaseBackend {
     return record === undefined ? null : this.seen(agent, record, Math.floor(this.clockUs() / 1000));
   }
 
+  async forgetAgent(agent: string): Promise<boolean> {
+    return this.lastSeen.delete(agent);
+  }
+
   async leasedShards(): Promise<string[]> {
     return [...this.shards.keys()];
   }

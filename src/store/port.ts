@@ -53,6 +53,8 @@ export interface LeaseBackend {
   agents(): Promise<AgentSeen[]>;
   /** one agent's liveness record, if it ever sent a heartbeat */
   agent(agent: string): Promise<AgentSeen | null>;
+  /** drop `agent`'s liveness record (its next heartbeat makes a new one); whether there was one */
+  forgetAgent(agent: string): Promise<boolean>;
   /**
    * Every shard with lease state (live or past), so listings miss no holder: from a
    * directory the store keeps as leases are granted, never a scan of the keyspace.

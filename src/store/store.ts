@@ -118,6 +118,12 @@ export class Store {
     return fromStore(() => this.backend.agent(agent));
   }
 
+  /** Drop an agent's liveness record (an operator's: see DELETE /v1/agents/{id}); whether there was one. */
+  async forgetAgent(agent: string) {
+    const input = parseOrThrow(z.strictObject({ agent: AgentId }), { agent });
+    return fromStore(() => this.backend.forgetAgent(input.agent));
+  }
+
   /**
    * The live leases `agent` holds now, by shard: the shards it was ever granted, each
    * lease read and kept only where `agent` is its live holder. O(its grants), never O(every

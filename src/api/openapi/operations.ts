@@ -542,6 +542,22 @@ export const OPERATIONS: Operation[] = [
     answers: { 200: { description: "the agents", schema: "AgentList" } },
   },
   {
+    method: "delete",
+    path: "/v1/agents/{id}",
+    id: "forgetAgent",
+    tag: "agents",
+    summary: "Forget an agent registered by mistake, or gone for good",
+    description:
+      "Its liveness record is dropped: it leaves `GET /v1/agents` and the status page (a later heartbeat registers it again). Refused while it is up (heard within the service down time) or holds a lease. Logged as `agent-forgotten`.",
+    access: ADMIN,
+    parameters: ["agent"],
+    answers: {
+      204: { description: "forgotten" },
+      404: { description: "no agent of that id ever sent a heartbeat", codes: ["agent.not_found"] },
+      409: { description: "up, or holding a lease: stop it first", codes: ["agent.active"] },
+    },
+  },
+  {
     method: "get",
     path: "/v1/agents/{id}/nodes",
     id: "agentNodes",

@@ -328,6 +328,13 @@ export class RedisBackend implements LeaseBackend {
     return sortAgents(seen);
   }
 
+  async forgetAgent(agent: string): Promise<boolean> {
+    const { seen, serves } = this.keys.agents;
+    // Both keys share the {agents} tag (one slot on Cluster): one MULTI drops the record whole.
+    const replies = await this.redis.multi().zrem(seen, agent).hdel(serves, agent).exec();
+    return replies?.[0]?.[1] === 1;
+  }
+
   async agent(agent: string): Promise<AgentSeen | null> {
     const { seen: seenKey, serves: servesKey } = this.keys.agents;
     // Three commands sent together, not an ioredis pipeline (see docs/ARCHITECTURE.md, One
