@@ -87,7 +87,8 @@ describe("inspection from Ironic 39's notifications (real Ironic, RabbitMQ, two 
       },
       pci_devices: inventory.pci_devices,
     };
-    // As the ramdisk does: a node still locked by the conductor (powering on) answers 409; again.
+    // As the ramdisk does, with no token (Ironic takes this call from anyone): a node still
+    // locked by the conductor (powering on) answers 409; again.
     for (let attempt = 1; ; attempt++) {
       const postedAt = performance.now();
       const res = await fetch(`${cloud.ironic}/v1/continue_inspection`, {
@@ -124,6 +125,8 @@ describe("inspection from Ironic 39's notifications (real Ironic, RabbitMQ, two 
       shards: [{ name: SHARD, lease_ttl_ms: 6000 }],
       agents: ["compute-i"],
       store: redis.url,
+      // The bridges read Ironic as their own keystone user (an application credential).
+      env: cloud.bridgeEnv,
       args: [
         ...["--ironic", cloud.ironic, "--ironic-notifications", cloud.vhost.amqpUrl],
         ...["--ironic-notifications-queue", `shardbridge.test-${process.pid}`],
@@ -144,17 +147,20 @@ describe("inspection from Ironic 39's notifications (real Ironic, RabbitMQ, two 
     const macs = ["52:54:00:00:01:00", "52:54:00:00:02:00", "52:54:00:00:03:00", "52:54:00:00:04:00"];
     const nodes: string[] = [];
     for (const [k, mac] of macs.entries()) nodes.push(await manageableNode(`insp-${k}`, mac));
-    const sync = await runShardbridge([
-      ...[
-        "ironic-sync",
-        "--ironic",
-        cloud.ironic,
-        "--bridge",
-        bridges[0]!.url,
-        "--token",
-        bridges[0]!.tokenFor("admin"),
+    const sync = await runShardbridge(
+      [
+        ...[
+          "ironic-sync",
+          "--ironic",
+          cloud.ironic,
+          "--bridge",
+          bridges[0]!.url,
+          "--token",
+          bridges[0]!.tokenFor("admin"),
+        ],
       ],
-    ]);
+      cloud.bridgeEnv,
+    );
     expect(sync.status, sync.stderr).to.equal(0);
 
     // Each step's time after the ramdisk's callback: Ironic done with the node (manageable),

@@ -222,23 +222,28 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
     bridge = await startBridge({
       shards: [{ name: SHARD, lease_ttl_ms: TTL_MS }],
       agents: ["host-a", "host-b"],
+      // The bridge delivers traits to Ironic as its own keystone user (an application credential).
+      env: cloud.bridgeEnv,
       args: [
         ...["--ironic", cloud.ironic],
         ...["--trait-rules", new URL("trait-rules.json", EXAMPLES).pathname],
         ...["--ownership", new URL("ownership.json", EXAMPLES).pathname],
       ],
     });
-    const sync = await runShardbridge([
-      ...[
-        "ironic-sync",
-        "--ironic",
-        cloud.ironic,
-        "--bridge",
-        bridge.url,
-        "--token",
-        bridge.tokenFor("admin"),
+    const sync = await runShardbridge(
+      [
+        ...[
+          "ironic-sync",
+          "--ironic",
+          cloud.ironic,
+          "--bridge",
+          bridge.url,
+          "--token",
+          bridge.tokenFor("admin"),
+        ],
       ],
-    ]);
+      cloud.bridgeEnv,
+    );
     expect(sync.status, sync.stderr).to.equal(0);
   });
   after(async () => {
