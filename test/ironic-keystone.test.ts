@@ -1,15 +1,27 @@
 import { expect } from "chai";
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { ConfigError } from "../src/config.js";
+import { IronicClient, IronicError } from "../src/ironic/client.js";
 import {
   ironicAuthFromEnv,
   isFresh,
   KeystoneAuth,
   keystoneCredentialsFromEnv,
+  KeystoneError,
   renewAt,
   RENEW_BEFORE_MS,
   tokenRequest,
+  staticAuth,
   tokensUrl,
 } from "../src/ironic/keystone.js";
+import { sharedCloud, type OpenStackCloud } from "./helpers/openstack/cloud.js";
+import { Keystone } from "./helpers/openstack/keystone.js";
+import { TestDatabases } from "./helpers/openstack/mariadb.js";
+import { RecordingProxy } from "./helpers/openstack/recording-proxy.js";
+import { freePort } from "./helpers/redis-server.js";
 
 const AUTH_URL = "http://keystone.internal:5000/v3";
 const PASSWORD_ENV = {
@@ -115,5 +127,137 @@ describe("the bridge's Keystone auth for Ironic: the pure parts", () => {
     expect(fixed.refused({ "x-auth-token": "t0" }), "a fixed token is not tried again").to.equal(false);
     expect(await ironicAuthFromEnv({}).headers()).to.deep.equal({});
     expect(ironicAuthFromEnv(PASSWORD_ENV)).to.be.instanceOf(KeystoneAuth);
+  });
+});
+
+/**
+ * The same auth against the test cloud's keystone 30 and the Ironic 39 that validates its
+ * tokens: the cloud's service user `shardbridge`, by an application credential (as
+ * `cloud.bridgeEnv` gives it) or its password; and a keystone of this suite's own whose
+ * tokens live 6 s, to see renewal come before Keystone's own expiry.
+ */
+describe("the bridge's Keystone auth for Ironic, against real keystone 30 and Ironic 39", function () {
+  this.timeout(300_000);
+  let cloud: OpenStackCloud;
+
+  before(async () => {
+    cloud = await sharedCloud();
+  });
+
+  it("an application credential from the OS_* environment: one token for many calls, the bridge's own user", async () => {
+    const auth = ironicAuthFromEnv(cloud.bridgeEnv) as KeystoneAuth;
+    const client = new IronicClient(cloud.ironic, auth);
+    await Promise.all([1, 2, 3, 4, 5].map(() => client.nodes()));
+    expect(auth.issued, "tokens asked of keystone for five calls at once").to.equal(1);
+    expect(await cloud.keystone.whose(await auth.token())).to.deep.equal({
+      user: "shardbridge",
+      project: "service",
+    });
+    // Ironic takes no call without a token.
+    const error = await new IronicClient(cloud.ironic, staticAuth()).nodes().catch((e: unknown) => e);
+    expect(error).to.be.instanceOf(IronicError).with.property("status", 401);
+  });
+
+  it("a password on project service, renewed by the clock: the held token until its time, then a new one Ironic takes", async () => {
+    let now = 0;
+    const auth = new KeystoneAuth(cloud.keystone.credentials("shardbridge"), { clock: () => now });
+    const client = new IronicClient(cloud.ironic, auth);
+    await client.nodes();
+    const first = await auth.token();
+    // keystone's 1 h token, asked for at 0: renewed at 55 minutes.
+    now = 3_600_000 - RENEW_BEFORE_MS - 1;
+    expect(await auth.token()).to.equal(first);
+    now += 1;
+    await client.nodes();
+    const second = await auth.token();
+    expect(second).not.to.equal(first);
+    expect(auth.issued).to.equal(2);
+    expect(await cloud.keystone.whose(second)).to.deep.equal({ user: "shardbridge", project: "service" });
+  });
+
+  it("a token Ironic refuses (revoked in keystone) is dropped, and the call made once more with a new one", async () => {
+    const proxy = await RecordingProxy.start(cloud.ironic);
+    try {
+      const auth = new KeystoneAuth(cloud.keystone.credentials("shardbridge"));
+      const revoked = await auth.token();
+      await cloud.keystone.revoke(revoked);
+      await new IronicClient(proxy.url, auth).nodes();
+      const fresh = await auth.token();
+      expect(
+        proxy.requests.map((r) => [
+          r.status,
+          r.token === revoked ? "revoked" : r.token === fresh ? "fresh" : r.token,
+        ]),
+        "what Ironic was sent and answered",
+      ).to.deep.equal([
+        [401, "revoked"],
+        [200, "fresh"],
+      ]);
+      // Refused again: no third try, Ironic's 401 is the caller's.
+      await cloud.keystone.revoke(fresh);
+      const again = new KeystoneAuth(cloud.keystone.credentials("shardbridge"));
+      await again.token();
+      const client = new IronicClient(proxy.url, {
+        describe: "revoked every time",
+        headers: async () => {
+          const token = await again.token();
+          await cloud.keystone.revoke(token);
+          return { "x-auth-token": token };
+        },
+        refused: (sent) => again.refused(sent),
+      });
+      proxy.requests.length = 0;
+      const error = await client.nodes().catch((e: unknown) => e);
+      expect(error).to.be.instanceOf(IronicError).with.property("status", 401);
+      expect(proxy.requests.map((r) => r.status)).to.deep.equal([401, 401]);
+    } finally {
+      await proxy.stop();
+    }
+  });
+
+  it("wrong credentials: keystone's 401, and nothing sent to Ironic", async () => {
+    const proxy = await RecordingProxy.start(cloud.ironic);
+    try {
+      const auth = new KeystoneAuth({ ...cloud.keystone.credentials("shardbridge"), password: "not-it" });
+      const error = await new IronicClient(proxy.url, auth).nodes().catch((e: unknown) => e);
+      expect(error).to.be.instanceOf(KeystoneError).with.property("status", 401);
+      expect(proxy.requests).to.deep.equal([]);
+    } finally {
+      await proxy.stop();
+    }
+  });
+
+  it("tokens that live 6 s (a keystone of its own): each renewed before keystone's expires_at, every one in use valid", async () => {
+    const run = `sbt_${process.pid}_${randomBytes(3).toString("hex")}`;
+    const dir = mkdtempSync(join(tmpdir(), "sb-keystone-"));
+    const databases = new TestDatabases(run);
+    const keystone = new Keystone({ dir, port: await freePort(), databases, tokenExpirationS: 6 });
+    try {
+      await keystone.start();
+      const auth = new KeystoneAuth(keystone.credentials("admin", "system"));
+      const used = new Map<string, { first: number; last: number }>();
+      const until = Date.now() + 10_000;
+      while (Date.now() < until) {
+        const token = await auth.token();
+        const at = Date.now();
+        expect(
+          await keystone.whose(token),
+          `the token in use ${at - (used.get(token)?.first ?? at)} ms`,
+        ).not.to.equal(null);
+        used.set(token, { first: used.get(token)?.first ?? at, last: at });
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      const spans = [...used.values()].map((u) => u.last - u.first);
+      console.log(
+        `      6 s tokens over 10 s: ${auth.issued} issued, each used for ${spans.map((ms) => (ms / 1000).toFixed(1)).join(", ")} s`,
+      );
+      // Renewed half-way through a 6 s life: 3-4 tokens in 10 s, none used 6 s or longer.
+      expect(auth.issued).to.be.within(3, 5);
+      for (const span of spans) expect(span).to.be.below(6000);
+    } finally {
+      await keystone.service?.stop();
+      databases.drop();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -116,7 +116,10 @@ export class Keystone {
   }
 
   /** Credentials of `user` (password, project `service`, or the admin's `admin` or the system). */
-  credentials(user: string, scope: "system" | "project" = "project"): KeystoneCredentials {
+  credentials(
+    user: string,
+    scope: "system" | "project" = "project",
+  ): Extract<KeystoneCredentials, { method: "password" }> {
     const project = user === "admin" ? "admin" : "service";
     return {
       authUrl: this.authUrl,
@@ -222,6 +225,15 @@ export class Keystone {
       OS_APPLICATION_CREDENTIAL_ID: made.id,
       OS_APPLICATION_CREDENTIAL_SECRET: made.secret,
     };
+  }
+
+  /** Revoke `token` (DELETE /v3/auth/tokens as the system admin): keystone refuses it from now on. */
+  async revoke(token: string): Promise<void> {
+    const res = await fetch(`${this.authUrl}/auth/tokens`, {
+      method: "DELETE",
+      headers: { "x-auth-token": await this.adminToken("system"), "x-subject-token": token },
+    });
+    if (res.status !== 204) throw new Error(`keystone token revocation: ${res.status} ${await res.text()}`);
   }
 
   /** What keystone says of `token` (GET /v3/auth/tokens as the system admin): its user and project, or null if invalid. */
