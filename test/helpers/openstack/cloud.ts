@@ -215,12 +215,14 @@ export async function startCloud(): Promise<OpenStackCloud> {
       ...PLACEMENT_HEADERS,
       "x-auth-token": await keystone.adminToken("project"),
     });
-    await ironicService.until(async () => ironicAnswers(ironic, await ironicHeaders()), 90_000);
-    await placementService.until(
-      async () => answers(`${placement}/resource_providers`, await placementHeaders()),
-      60_000,
-    );
-    const bridgeEnv = await keystone.applicationCredential("shardbridge", `shardbridge-${run}`);
+    const [bridgeEnv] = await Promise.all([
+      keystone.applicationCredential("shardbridge", `shardbridge-${run}`),
+      ironicService.until(async () => ironicAnswers(ironic, await ironicHeaders()), 90_000),
+      placementService.until(
+        async () => answers(`${placement}/resource_providers`, await placementHeaders()),
+        60_000,
+      ),
+    ]);
     const novaDb = databases.name("nova");
     return {
       ironic,
