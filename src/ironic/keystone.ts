@@ -161,7 +161,7 @@ export interface HeldToken {
   renewAt: number;
 }
 
-/** At most this long before a token's end is it renewed (a long-lived token: keystoneauth renews 30 s before; here more). */
+/** At most this long before a token's end is it renewed (keystoneauth: 2 minutes before, by the local clock). */
 export const RENEW_BEFORE_MS = 5 * 60_000;
 
 /**
