@@ -169,7 +169,7 @@ print(json.dumps({"delivery": i.delivery, "body": json.loads(i.body), "odd": jso
       writeFileSync(join(tmp, "secret"), `${TEST_WEBHOOK_SECRET}\n`, { mode: 0o600 });
       const dir = join(tmp, "ironic");
       ironicLog = join(dir, "ironic.log");
-      ironicService = startIronic({
+      ironicService = await startIronic({
         dir,
         port,
         databases,

@@ -60,6 +60,8 @@ describe("inspection from Ironic 39's notifications (real Ironic, RabbitMQ, two 
       shards: [{ name: SHARD, lease_ttl_ms: 6000 }],
       agents: ["compute-i"],
       store: redis.url,
+      // The bridges read Ironic as their own keystone user (an application credential).
+      env: cloud.bridgeEnv,
       args: [
         ...["--ironic", cloud.ironic, "--ironic-notifications", cloud.vhost.amqpUrl],
         ...["--ironic-notifications-queue", `shardbridge.test-${process.pid}`],
@@ -80,18 +82,7 @@ describe("inspection from Ironic 39's notifications (real Ironic, RabbitMQ, two 
     const macs = ["52:54:00:00:01:00", "52:54:00:00:02:00", "52:54:00:00:03:00", "52:54:00:00:04:00"];
     const nodes: string[] = [];
     for (const [k, mac] of macs.entries()) nodes.push(await manageableNode(cloud, `insp-${k}`, mac, SHARD));
-    const sync = await runShardbridge([
-      ...[
-        "ironic-sync",
-        "--ironic",
-        cloud.ironic,
-        "--bridge",
-        bridges[0]!.url,
-        "--token",
-        bridges[0]!.tokenFor("admin"),
-      ],
-    ]);
-    expect(sync.status, sync.stderr).to.equal(0);
+    await sync(bridges[0]!);
 
     // Each step's time after the ramdisk's callback: Ironic done with the node (manageable),
     // the bridge applied the result (its log line's time), the traits in Ironic.
@@ -121,10 +112,13 @@ describe("inspection from Ironic 39's notifications (real Ironic, RabbitMQ, two 
 
   /** ironic-sync into `bridge`: the bridge learns Ironic's nodes. */
   const sync = async (bridge: BridgeProcess) => {
-    const run = await runShardbridge([
-      ...["ironic-sync", "--ironic", cloud.ironic, "--bridge", bridge.url],
-      ...["--token", bridge.tokenFor("admin")],
-    ]);
+    const run = await runShardbridge(
+      [
+        ...["ironic-sync", "--ironic", cloud.ironic, "--bridge", bridge.url],
+        ...["--token", bridge.tokenFor("admin")],
+      ],
+      cloud.bridgeEnv,
+    );
     expect(run.status, run.stderr).to.equal(0);
   };
 
@@ -194,6 +188,7 @@ describe("inspection from Ironic 39's notifications (real Ironic, RabbitMQ, two 
     const quiet = await startBridge({
       shards: [{ name: SHARD, lease_ttl_ms: 6000 }],
       agents: ["compute-i"],
+      env: cloud.bridgeEnv,
       args: [
         ...["--ironic", cloud.ironic],
         ...["--trait-rules", new URL("trait-rules.json", EXAMPLES).pathname],
@@ -204,11 +199,14 @@ describe("inspection from Ironic 39's notifications (real Ironic, RabbitMQ, two 
     try {
       await sync(quiet);
       const watchOnce = async () => {
-        const run = await runShardbridge([
-          ...["inspection-watch", "--once", "--ironic", cloud.ironic, "--bridge", quiet.url],
-          ...["--token", quiet.tokenFor("inspector"), "--secret", TEST_WEBHOOK_SECRET],
-          ...["--state", state, "--lookback", "1"],
-        ]);
+        const run = await runShardbridge(
+          [
+            ...["inspection-watch", "--once", "--ironic", cloud.ironic, "--bridge", quiet.url],
+            ...["--token", quiet.tokenFor("inspector"), "--secret", TEST_WEBHOOK_SECRET],
+            ...["--state", state, "--lookback", "1"],
+          ],
+          cloud.bridgeEnv,
+        );
         expect(run.status, run.stderr).to.equal(0);
         return JSON.parse(run.stdout.trim().split("\n").at(-1)!);
       };

@@ -1,4 +1,5 @@
 import { expect } from "chai";
+import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { AgentProcess } from "./helpers/agent-process.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
@@ -15,6 +16,8 @@ import {
 import { enrollAvailable } from "./helpers/openstack/nodes.js";
 import { superviseNovaCompute } from "./helpers/openstack/nova-compute.js";
 import { readNovaLog, reportedAllAt, requestsSent } from "./helpers/openstack/nova-log.js";
+import { RecordingProxy } from "./helpers/openstack/recording-proxy.js";
+import { KeystoneAuth } from "../src/ironic/keystone.js";
 
 const SHARD = "rack-n";
 const HOST = `${SHARD}-ironic`;
@@ -39,6 +42,8 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
   this.timeout(600_000);
   let cloud: OpenStackCloud;
   let bridge: BridgeProcess;
+  /** between the bridge and Ironic: what reached Ironic, with which token */
+  let toIronic: RecordingProxy;
   let nodes: string[] = [];
   let others: string[] = [];
   let supervisors: AgentProcess[] = [];
@@ -167,30 +172,39 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
       ...(await enrollAvailable(cloud, ["bm-o-0"], "rack-o")),
       ...(await enrollAvailable(cloud, ["bm-unsharded"], null)),
     ];
+    // The bridge's --ironic is a plain forwarding proxy to the real Ironic that writes down
+    // the X-Auth-Token of every call: the fenced endpoint's and the bridge's own delivery.
+    toIronic = await RecordingProxy.start(cloud.ironic);
     bridge = await startBridge({
       shards: [{ name: SHARD, lease_ttl_ms: TTL_MS }],
       agents: ["host-a", "host-b"],
+      // The bridge delivers traits to Ironic as its own keystone user (an application credential).
+      env: cloud.bridgeEnv,
       args: [
-        ...["--ironic", cloud.ironic],
+        ...["--ironic", toIronic.url],
         ...["--trait-rules", new URL("trait-rules.json", EXAMPLES).pathname],
         ...["--ownership", new URL("ownership.json", EXAMPLES).pathname],
       ],
     });
-    const sync = await runShardbridge([
-      ...[
-        "ironic-sync",
-        "--ironic",
-        cloud.ironic,
-        "--bridge",
-        bridge.url,
-        "--token",
-        bridge.tokenFor("admin"),
+    const sync = await runShardbridge(
+      [
+        ...[
+          "ironic-sync",
+          "--ironic",
+          cloud.ironic,
+          "--bridge",
+          bridge.url,
+          "--token",
+          bridge.tokenFor("admin"),
+        ],
       ],
-    ]);
+      cloud.bridgeEnv,
+    );
     expect(sync.status, sync.stderr).to.equal(0);
   });
   after(async () => {
     await bridge?.stop();
+    await toIronic?.stop();
   });
   beforeEach(() => {
     watch = watchOverlaps(novaComputePids);
@@ -280,6 +294,100 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
     for (const url of ironicCalls)
       expect(url).to.match(new RegExp(`^${bridge.url}/fenced/${SHARD}/lease-${child.token}/ironic/`));
     expect(watch!.overlaps).to.deep.equal([]);
+  });
+
+  it("the fenced endpoint hands Ironic nova-compute's own token untouched and adds none: without one, Ironic's 401", async () => {
+    const { child } = await pair();
+    const fenced = `${bridge.url}/fenced/${SHARD}/lease-${child.token}/ironic`;
+    const sha256 = (token: string) => createHash("sha256").update(token).digest("hex");
+    const sent = requestsSent(readNovaLog(cloud.novaComputeLog), child.pid, 0).filter((r) =>
+      r.url.startsWith(`${fenced}/`),
+    );
+    // Every call nova-compute's log shows through the fence carried a token (keystoneauth logs
+    // its SHA-256) but version discovery (GET of the API's root, which Ironic serves to anyone).
+    const discovery = (method: string, path: string) => method === "GET" && /^\/(v1\/?)?$/.test(path);
+    const underFence = (url: string) => new URL(url).pathname.slice(new URL(fenced).pathname.length);
+    expect(sent.length, "nova-compute's calls through the fence").to.be.greaterThan(0);
+    expect(
+      sent.filter((r) => r.tokenSha256 === null && !discovery(r.method, underFence(r.url))),
+    ).to.deep.equal([]);
+    await new Promise((r) => setTimeout(r, 2000)); // the last of them answered
+    const received = toIronic.requests.map((r) => ({
+      ...r,
+      sha256: r.token === null ? null : sha256(r.token),
+      pathname: new URL(r.path, "http://x").pathname,
+    }));
+    // ... and reached Ironic with exactly that token: the same method, path and token hash.
+    for (const r of sent.filter((r) => r.tokenSha256 !== null))
+      expect(
+        received.some(
+          (q) => q.method === r.method && q.pathname === underFence(r.url) && q.sha256 === r.tokenSha256,
+        ),
+        `${r.method} ${r.url} reached Ironic with nova-compute's token`,
+      ).to.equal(true);
+    // Whose is each token Ironic got? Keystone's answer: nova's for what came through the
+    // fence, the bridge's own only on its deliveries of traits; none went without one but discovery.
+    const novaHashes = new Set(sent.map((r) => r.tokenSha256));
+    const owners = new Map<string, string>();
+    for (const token of new Set(received.flatMap((r) => (r.token === null ? [] : [r.token])))) {
+      const who = await cloud.keystone.whose(token);
+      owners.set(token, who === null ? "(invalid)" : `${who.user}@${who.project}`);
+    }
+    expect(
+      received.filter((r) => r.token === null && !(discovery(r.method, r.pathname) && r.status === 200)),
+      "calls that reached Ironic without a token",
+    ).to.deep.equal([]);
+    for (const r of received.filter((r) => r.token !== null)) {
+      const owner = owners.get(r.token!);
+      if (novaHashes.has(r.sha256)) expect(owner, `${r.method} ${r.path}`).to.equal("nova@service");
+      else if (owner === "shardbridge@service")
+        expect(`${r.method} ${r.pathname}`, "the bridge's own token only on its deliveries").to.match(
+          /^(PUT|DELETE) \/v1\/nodes\/[^/]+\/traits\/[A-Z0-9_]+$/,
+        );
+      else expect(owner, `${r.method} ${r.path}: a token of nova-compute's own`).to.equal("nova@service");
+    }
+    const counts = [...owners.values()].reduce(
+      (c, o) => c.set(o, (c.get(o) ?? 0) + 1),
+      new Map<string, number>(),
+    );
+    console.log(
+      `      Ironic got ${received.length} calls: tokens by owner ${JSON.stringify(Object.fromEntries(counts))}; ` +
+        `nova-compute logged ${sent.length} through the fence, ${sent.filter((r) => r.tokenSha256 === null).length} of them version discovery without a token`,
+    );
+
+    // Without a token: a read is answered by Ironic (401), not by the bridge.
+    let mark = toIronic.requests.length;
+    /** What reached Ironic since `mark`. */
+    const since = () =>
+      toIronic.requests.slice(mark).map(({ method, path, token, status }) => [method, path, token, status]);
+    const version = { "x-openstack-ironic-api-version": "1.82", "content-type": "application/json" };
+    const read = await fetch(`${fenced}/v1/nodes/${nodes[0]}`, { headers: version });
+    expect(read.status, "a read without a token").to.equal(401);
+    expect(since()).to.deep.equal([["GET", `/v1/nodes/${nodes[0]}`, null, 401]]);
+    // A write under the live lease without a token: the fence's own look-up of the node goes
+    // with the caller's (no) credentials, Ironic's 401 to it is the answer, and the write never
+    // reaches Ironic.
+    mark = toIronic.requests.length;
+    const trait = `/v1/nodes/${nodes[0]}/traits/CUSTOM_FENCED_NO_TOKEN`;
+    const write = await fetch(`${fenced}${trait}`, { method: "PUT", headers: version });
+    expect(write.status, "a write without a token").to.equal(401);
+    expect(write.headers.get("www-authenticate"), "Ironic's (keystonemiddleware's) answer").to.match(
+      /Keystone/i,
+    );
+    expect(since()).to.deep.equal([["GET", `/v1/nodes/${nodes[0]}?fields=uuid,shard`, null, 401]]);
+    // The same write with a token of nova's user: the look-up and the write carry exactly it.
+    const novaToken = await new KeystoneAuth(cloud.keystone.credentials("nova")).token();
+    mark = toIronic.requests.length;
+    const allowed = await fetch(`${fenced}${trait}`, {
+      method: "PUT",
+      headers: { ...version, "x-auth-token": novaToken },
+    });
+    expect(allowed.status, await allowed.text()).to.equal(204);
+    expect(since()).to.deep.equal([
+      ["GET", `/v1/nodes/${nodes[0]}?fields=uuid,shard`, novaToken, 200],
+      ["PUT", trait, novaToken, 204],
+    ]);
+    await ironicApi(cloud, "DELETE", trait);
   });
 
   it("kill -9 of the active supervisor: the standby's nova-compute takes over the same records and reports every node", async () => {

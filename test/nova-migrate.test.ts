@@ -284,7 +284,7 @@ describe("migrate from nova's ring to shards with nova 34 (real nova-computes, I
     databases = new TestDatabases(run);
     const port = await freePort();
     ironicUrl = `http://127.0.0.1:${port}`;
-    ironic = startIronic({
+    ironic = await startIronic({
       dir: join(dir, "ironic"),
       port,
       databases,

@@ -100,6 +100,18 @@ interface Upstream {
 }
 
 /**
+ * Ironic refused the fence's own look-up for the caller's credentials (401: none, expired,
+ * revoked; 403: not allowed to read the node): the write is not forwarded, and Ironic's
+ * answer is the caller's, so a client whose token went stale re-authenticates (keystoneauth
+ * does on a 401) instead of retrying a 409 as if the node were locked.
+ */
+class CallerRefused extends Error {
+  constructor(readonly answer: Upstream) {
+    super(`Ironic answered ${answer.status} to the caller's credentials`);
+  }
+}
+
+/**
  * The fenced Ironic endpoint: a reverse proxy to `ironicUrl` under
  * `/fenced/{shard}/lease-{token}/ironic/...`, where nova-compute under `shardbridge run`
  * points its ironic client (`[ironic]endpoint_override`). Reads pass. A mutating request
@@ -162,6 +174,7 @@ export function fencedIronic(context: {
     ).catch((error: unknown) => {
       throw unreachable(error);
     });
+    if (answer.status === 401 || answer.status === 403) throw new CallerRefused(answer);
     return {
       status: answer.status,
       json: answer.status === 200 ? (JSON.parse(answer.body.toString("utf8")) as any) : null,
@@ -271,21 +284,24 @@ export function fencedIronic(context: {
       // A write is given no longer than its lease has left: the check and Ironic's apply
       // are two steps, and the margin is what keeps the lease ours in between.
       let timeoutMs = 30_000;
+      let upstream: Upstream | null = null;
       if (MUTATING.has(method)) {
         try {
           timeoutMs = await check(shard.data, token.data, method, path, body, headers);
         } catch (error) {
           context.metrics.fencedRequests.at(label, "refused").inc();
-          throw error;
+          if (!(error instanceof CallerRefused)) throw error;
+          upstream = error.answer;
         }
       }
-      let upstream: Upstream;
-      try {
-        upstream = await forward(method, path, headers, body.length === 0 ? null : body, timeoutMs);
-      } catch (error) {
-        throw unreachable(error);
+      if (upstream === null) {
+        try {
+          upstream = await forward(method, path, headers, body.length === 0 ? null : body, timeoutMs);
+        } catch (error) {
+          throw unreachable(error);
+        }
+        context.metrics.fencedRequests.at(label, "forwarded").inc();
       }
-      context.metrics.fencedRequests.at(label, "forwarded").inc();
       // Ironic's links point at itself: point them at this endpoint instead, as the client
       // reached it (behind a TLS-terminating balancer: https, from X-Forwarded-Proto).
       const base = `${clientScheme(req)}://${req.headers.host}/fenced/${match[1]}/lease-${match[2]}/ironic`;

@@ -1,7 +1,8 @@
 import { parseArgs } from "node:util";
-import { integerFlag } from "./io.js";
+import { IRONIC_AUTH_USAGE, integerFlag } from "./io.js";
 import { IronicClient } from "../ironic/client.js";
 import { InspectorClient } from "../ironic/inspector-client.js";
+import { ironicAuthFromEnv } from "../ironic/keystone.js";
 import { InspectionWatcher, inspectorDataSource, ironicInventorySource } from "../inspection/watcher.js";
 import { WebhookClient } from "../inspection/webhook-client.js";
 import { logger } from "../log.js";
@@ -25,7 +26,7 @@ export const INSPECTION_WATCH_USAGE = `  inspection-watch  deliver inspections a
                              a restart's first poll reads each node's last inspection once; the
                              bridge applies each only once)
              --once          poll once, print what happened as JSON, exit 1 if anything failed
-`;
+${IRONIC_AUTH_USAGE}`;
 
 export async function inspectionWatchCommand(argv: string[]): Promise<void> {
   const { values } = parseArgs({
@@ -49,14 +50,16 @@ export async function inspectionWatchCommand(argv: string[]): Promise<void> {
   if (values.secret === undefined) throw missing("secret", "SHARDBRIDGE_INSPECTOR_SECRET");
   const intervalS = integerFlag("interval", values.interval, 1, 3600)!;
   const lookbackS = integerFlag("lookback", values.lookback, 0, 86_400)!;
-  const ironic = new IronicClient(values.ironic, process.env.SHARDBRIDGE_IRONIC_TOKEN);
+  // One Keystone token (or fixed token) for Ironic and the inspector alike.
+  const ironicAuth = ironicAuthFromEnv();
+  const ironic = new IronicClient(values.ironic, ironicAuth);
   const webhook = new WebhookClient(values.bridge!, values.token, values.secret);
   const watcher = new InspectionWatcher({
     ironic,
     source:
       values.inspector === undefined
         ? ironicInventorySource(ironic)
-        : inspectorDataSource(new InspectorClient(values.inspector, process.env.SHARDBRIDGE_IRONIC_TOKEN)),
+        : inspectorDataSource(new InspectorClient(values.inspector, ironicAuth)),
     deliver: (payload, delivery) => webhook.deliver(payload, delivery),
     lookbackMs: lookbackS * 1000,
     ...(values.state !== undefined && { stateFile: values.state }),

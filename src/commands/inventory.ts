@@ -3,6 +3,7 @@ import { BridgeClient } from "../agent/client.js";
 import { InventoryFile } from "../domain/node.js";
 import { parseOrThrow } from "../domain/validation.js";
 import { IronicClient } from "../ironic/client.js";
+import { ironicAuthFromEnv } from "../ironic/keystone.js";
 import { randomUuid, seededRandom } from "../random.js";
 import type { PlanNode } from "../ring/plan.js";
 import { integerFlag } from "./io.js";
@@ -64,7 +65,7 @@ export async function loadInventory(values: {
     return { nodes: await client.allNodes(), writable: { kind: "bridge", client }, describe: values.bridge };
   }
   if (values.ironic !== undefined) {
-    const client = new IronicClient(values.ironic, process.env.SHARDBRIDGE_IRONIC_TOKEN);
+    const client = new IronicClient(values.ironic, ironicAuthFromEnv());
     const nodes = (await client.nodes()).map((n) => ({
       uuid: n.uuid,
       shard: n.shard,

@@ -51,6 +51,13 @@ export const STANDBY_POLL_USAGE = `             --standby-poll MS  while another
                              half of it; default 500): longer polls load the store less, and cost a failover up to MS
 `;
 
+/** How the commands that call Ironic themselves authenticate (serve --ironic, ironic-sync, inspection-watch, migrate). */
+export const IRONIC_AUTH_USAGE = `             Ironic's credentials, from the environment: Keystone with the standard OS_* variables (OS_AUTH_URL and
+                             OS_APPLICATION_CREDENTIAL_ID + _SECRET, or OS_USERNAME, OS_PASSWORD, OS_PROJECT_NAME,
+                             OS_USER_DOMAIN_NAME, OS_PROJECT_DOMAIN_NAME): a token got, kept and renewed before it
+                             expires, and once more on a 401; or a fixed token in SHARDBRIDGE_IRONIC_TOKEN; or none
+`;
+
 /** --standby-poll: 50 ms to 60 s, or undefined for the keeper's default. */
 export const standbyPollMs = (value: string | undefined): number | undefined =>
   integerFlag("standby-poll", value, 50, 60_000);

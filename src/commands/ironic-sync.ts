@@ -3,13 +3,15 @@ import { BridgeClient } from "../agent/client.js";
 import { BULK_MAX_NODES } from "../domain/node.js";
 import { IronicClient, type IronicNode } from "../ironic/client.js";
 import { toBridgeNodes } from "../ironic/sync.js";
+import { ironicAuthFromEnv } from "../ironic/keystone.js";
 import { ConfigError } from "../config.js";
+import { IRONIC_AUTH_USAGE } from "./io.js";
 
 export const IRONIC_SYNC_USAGE = `  ironic-sync  load nodes and their shard keys from Ironic into the bridge
              --ironic URL    Ironic's API (env SHARDBRIDGE_IRONIC_URL)
              --bridge URL    the bridge (default http://127.0.0.1:6390)
              --token T       an admin token (env SHARDBRIDGE_TOKEN)
-`;
+${IRONIC_AUTH_USAGE}`;
 
 /** Load Ironic's nodes (uuid, name, shard, conductor group) into the bridge, BULK_MAX_NODES (20,000) per request. */
 export async function ironicSyncCommand(argv: string[]): Promise<void> {
@@ -25,7 +27,7 @@ export async function ironicSyncCommand(argv: string[]): Promise<void> {
     throw new ConfigError("ironic-sync: pass --ironic URL or set SHARDBRIDGE_IRONIC_URL");
   if (values.token === undefined)
     throw new ConfigError("ironic-sync: pass --token (an admin token) or set SHARDBRIDGE_TOKEN");
-  const ironic = new IronicClient(values.ironic, process.env.SHARDBRIDGE_IRONIC_TOKEN);
+  const ironic = new IronicClient(values.ironic, ironicAuthFromEnv());
   const counts = await syncFromIronic(new BridgeClient(values.bridge!, values.token), () => ironic.nodes());
   process.stdout.write(`${JSON.stringify(counts)}\n`);
 }

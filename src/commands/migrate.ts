@@ -6,10 +6,11 @@ import { LEASE_TTL_DEFAULT_MS, LEASE_TTL_MAX_MS, LEASE_TTL_MIN_MS } from "../dom
 import { MemberList, RingKindName } from "../domain/ring.js";
 import { BULK_MAX_NODES } from "../domain/node.js";
 import { IronicClient } from "../ironic/client.js";
+import { ironicAuthFromEnv } from "../ironic/keystone.js";
 import { buildRing } from "../ring/legacy.js";
 import { DEFAULT_MAX_PER_SHARD, currentAgentOf, planShards, type MigrationPlan } from "../ring/plan.js";
 import { INVENTORY_OPTIONS, INVENTORY_USAGE, loadInventory, type InventorySource } from "./inventory.js";
-import { integerFlag, flagsOrThrow } from "./io.js";
+import { IRONIC_AUTH_USAGE, integerFlag, flagsOrThrow } from "./io.js";
 import { ConfigError } from "../config.js";
 import { planFile, readPlanFile, type PlanFile } from "./migrate-file.js";
 import { inParallel } from "./migrate-fleet.js";
@@ -40,7 +41,7 @@ ${INVENTORY_USAGE}             --max-per-shard N     nodes per shard at most (de
              (prepare, apply, verify) --bridge URL (env SHARDBRIDGE_URL), --token T (admin; env SHARDBRIDGE_TOKEN),
              --ironic URL (env SHARDBRIDGE_IRONIC_URL; required for a plan made from Ironic)
              exit status: 1 refused (nothing written) or a check failed, 2 a bad plan file or flag
-`;
+${IRONIC_AUTH_USAGE}`;
 
 /** Planned shard keys written at once by --apply. */
 const IRONIC_PARALLEL = 8;
@@ -176,10 +177,7 @@ function planTargets(
   return {
     plan,
     bridge: new BridgeClient(values.bridge, values.token, 30_000),
-    ironic:
-      values.ironic === undefined
-        ? null
-        : new IronicClient(values.ironic, process.env.SHARDBRIDGE_IRONIC_TOKEN),
+    ironic: values.ironic === undefined ? null : new IronicClient(values.ironic, ironicAuthFromEnv()),
     force: (values as { force?: boolean }).force === true,
   };
 }

@@ -9,10 +9,11 @@ import { TokenAuthority, devTokens, parseTokens, readTokensFile } from "../api/a
 import { z } from "zod";
 import { IronicClient } from "../ironic/client.js";
 import { IronicDelivery } from "../ironic/delivery.js";
+import { ironicAuthFromEnv } from "../ironic/keystone.js";
 import { NotificationListener } from "../inspection/notification-listener.js";
 import { ironicInventorySource } from "../inspection/watcher.js";
 import { IRONIC_QUEUE_MAX_ENTRIES } from "../outbox/port.js";
-import { integerFlag, flagsOrThrow } from "./io.js";
+import { IRONIC_AUTH_USAGE, integerFlag, flagsOrThrow } from "./io.js";
 import { RingKindName } from "../domain/ring.js";
 import { TraitRulesFile } from "../traits/inspection.js";
 import { DEFAULT_OWNERSHIP, OwnershipFile, OwnershipRegistry } from "../traits/ownership.js";
@@ -42,11 +43,11 @@ export const SERVE_USAGE = `  serve    run the bridge
              --ring-rebuild S       seconds one legacy ring membership is used (default 60, like nova)
              --service-down-time S  an agent silent this long leaves the legacy ring (default 60, like nova)
              --ironic URL           apply every trait change to this Ironic API too (env SHARDBRIDGE_IRONIC_URL;
-                                    an auth token from SHARDBRIDGE_IRONIC_TOKEN, noauth otherwise), and serve the
-                                    fenced endpoint /fenced/SHARD/lease-TOKEN/ironic/... in front of it (callers' own
-                                    credentials only: SHARDBRIDGE_IRONIC_TOKEN is never added there). The changes
-                                    wait in a queue in the store (on Redis it outlives the bridge; every bridge on
-                                    the store needs the same --ironic)
+                                    credentials below), and serve the fenced endpoint
+                                    /fenced/SHARD/lease-TOKEN/ironic/... in front of it (callers' own credentials
+                                    only: the bridge's are never added there). The changes wait in a queue in the
+                                    store (on Redis it outlives the bridge; every bridge on the store needs the
+                                    same --ironic)
              --ironic-owner-ttl S   seconds a bridge owns a part of that queue without renewing (default 20): after
                                     a bridge dies, another takes its part over within about this long; an Ironic
                                     call times out after a quarter of it
@@ -63,7 +64,7 @@ export const SERVE_USAGE = `  serve    run the bridge
              --ironic-notifications-topic NAME      Ironic's notification topic (default ironic_versioned_notifications)
              --ironic-notifications-queue NAME      the durable queue every bridge reads, each notification reaching
                                                     one of them (default shardbridge.ironic-inspections)
-`;
+${IRONIC_AUTH_USAGE}`;
 
 export async function serveCommand(argv: string[]): Promise<void> {
   const { values } = parseArgs({
@@ -130,12 +131,17 @@ export async function serveCommand(argv: string[]): Promise<void> {
         "use --store redis://… for more than one bridge",
     );
   }
+  // The bridge's own calls to Ironic (delivery, inventory reads) share one auth; the fenced
+  // endpoint uses none of it.
+  const ironicAuth = values.ironic === undefined ? undefined : ironicAuthFromEnv();
+  if (ironicAuth !== undefined)
+    logger.info("Ironic auth", { ironic: values.ironic, auth: ironicAuth.describe });
   const ironic =
     values.ironic === undefined
       ? undefined
       : new IronicDelivery(store.traits.ironicQueue, store.ironicOwners, {
           endpoint: values.ironic,
-          authToken: process.env.SHARDBRIDGE_IRONIC_TOKEN,
+          auth: ironicAuth,
           ownerTtlMs: delivery.ownerTtlMs,
           concurrency: delivery.concurrency,
         }).start();
@@ -160,9 +166,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
           exchange: values["ironic-notifications-exchange"]!,
           topic: values["ironic-notifications-topic"]!,
           queue: values["ironic-notifications-queue"]!,
-          source: ironicInventorySource(
-            new IronicClient(values.ironic!, process.env.SHARDBRIDGE_IRONIC_TOKEN),
-          ),
+          source: ironicInventorySource(new IronicClient(values.ironic!, ironicAuth)),
           rules: inspector.rules,
           traits,
         }).start();

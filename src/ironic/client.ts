@@ -1,4 +1,5 @@
 import type { BareMetalNode } from "../domain/node.js";
+import { staticAuth, type IronicAuth } from "./keystone.js";
 
 /** The microversion this bridge speaks: 1.82 brings the node `shard` field. */
 export const IRONIC_API_VERSION = "1.82";
@@ -15,6 +16,7 @@ export class IronicError extends Error {
 }
 
 export interface IronicClientOptions {
+  /** one attempt's limit, the Keystone token it may first need included (default 10 s) */
   timeoutMs?: number;
   /** attempts for a call Ironic answers 409 (node locked), default 6 */
   attempts?: number;
@@ -36,7 +38,8 @@ function ironicMessage(text: string): string {
 }
 
 /**
- * The calls the bridge makes to Ironic's API (noauth or a token in `X-Auth-Token`).
+ * The calls the bridge makes to Ironic's API, authenticated by `auth` (noauth, a fixed
+ * token, or Keystone: see keystone.ts; a 401 gets one more try with a new token).
  * Traits change one at a time (`PUT`/`DELETE /v1/nodes/{n}/traits/{t}`), never by
  * replacing the whole list, so traits set by others survive.
  */
@@ -48,7 +51,7 @@ export class IronicClient {
 
   constructor(
     private readonly endpoint: string,
-    private readonly authToken?: string,
+    private readonly auth: IronicAuth = staticAuth(),
     options: IronicClientOptions = {},
   ) {
     this.timeoutMs = options.timeoutMs ?? 10_000;
@@ -67,21 +70,30 @@ export class IronicClient {
       accept: "application/json",
     };
     if (body !== undefined) headers["content-type"] = "application/json";
-    if (this.authToken !== undefined) headers["x-auth-token"] = this.authToken;
     for (let attempt = 1; ; attempt++) {
-      const res = await fetch(new URL(path, this.endpoint), {
-        method,
-        headers,
-        ...(body !== undefined && { body: JSON.stringify(body) }),
-        signal: AbortSignal.timeout(this.timeoutMs),
-      });
-      const text = await res.text();
+      // One limit for the attempt, a token fetched first included: the delivery's order
+      // rests on a call ending within its timeout of being started.
+      const signal = AbortSignal.timeout(this.timeoutMs);
+      const send = async () => {
+        const auth = await this.auth.headers(signal);
+        const res = await fetch(new URL(path, this.endpoint), {
+          method,
+          headers: { ...headers, ...auth },
+          ...(body !== undefined && { body: JSON.stringify(body) }),
+          signal,
+        });
+        return { auth, status: res.status, text: await res.text() };
+      };
+      let answer = await send();
+      // 401: the token was refused (revoked, expired early, Keystone's keys rotated): once more with a new one.
+      if (answer.status === 401 && this.auth.refused(answer.auth)) answer = await send();
+      const { status, text } = answer;
       // 409: the node is locked by a conductor task; it frees itself, so wait and retry.
-      if (res.status === 409 && attempt < this.attempts) {
+      if (status === 409 && attempt < this.attempts) {
         await this.sleep(this.backoffMs * 2 ** (attempt - 1));
         continue;
       }
-      return { status: res.status, text };
+      return { status, text };
     }
   }
 

@@ -12,12 +12,13 @@ import {
 } from "../outbox/port.js";
 import { IronicClient, IronicError } from "./client.js";
 import { DEFAULT_RETRY_POLICY, fairShare, judgeFailure, type RetryPolicy } from "./delivery-policy.js";
+import { KeystoneError, type IronicAuth } from "./keystone.js";
 import { applyDelta } from "./sink.js";
 
 export interface IronicDeliveryOptions {
-  /** the Ironic API, and a token for it (noauth without) */
+  /** the Ironic API, and how to authenticate to it (noauth without) */
   endpoint: string;
-  authToken?: string | undefined;
+  auth?: IronicAuth;
   /**
    * A partition owner's lease TTL (default 20 s). It renews at a third of it and stops
    * delivering at two thirds; an Ironic call times out at a quarter of it (see mayCall).
@@ -170,7 +171,7 @@ export class IronicDelivery {
     this.ttlMs = options.ownerTtlMs ?? DEFAULT_OWNER_TTL_MS;
     this.callTimeoutMs = Math.floor(this.ttlMs / 4);
     // One attempt per call: the retries are ours, and each one checks the lease first.
-    this.ironic = new IronicClient(options.endpoint, options.authToken, {
+    this.ironic = new IronicClient(options.endpoint, options.auth, {
       timeoutMs: this.callTimeoutMs,
       attempts: 1,
     });
@@ -440,7 +441,8 @@ export class IronicDelivery {
         } catch (error) {
           work.attempts++;
           // No answer (a timeout, a lost connection): Ironic may run the request later.
-          if (!(error instanceof IronicError)) work.unsure = true;
+          // Keystone refusing a token or failing: nothing was sent that Ironic could run.
+          if (!(error instanceof IronicError) && !(error instanceof KeystoneError)) work.unsure = true;
           const verdict = judgeFailure(error, work.attempts, this.retry);
           if (verdict.kind === "give_up") {
             work.givenUp = verdict.reason;

@@ -89,18 +89,13 @@ export async function novaBench(): Promise<void> {
         ...["--trait-rules", new URL("trait-rules.json", EXAMPLES).pathname],
         ...["--ownership", new URL("ownership.json", EXAMPLES).pathname],
       ],
-      env: { SHARDBRIDGE_LOG_LEVEL: "info" },
+      env: { ...c.bridgeEnv, SHARDBRIDGE_LOG_LEVEL: "info" },
     });
     const b = bridge;
-    const sync = await runShardbridge([
-      "ironic-sync",
-      "--ironic",
-      c.ironic,
-      "--bridge",
-      b.url,
-      "--token",
-      b.tokenFor("admin"),
-    ]);
+    const sync = await runShardbridge(
+      ["ironic-sync", "--ironic", c.ironic, "--bridge", b.url, "--token", b.tokenFor("admin")],
+      c.bridgeEnv,
+    );
     if (sync.status !== 0) throw new Error(`ironic-sync: ${sync.stderr}`);
 
     const supervise = (host: string): AgentProcess => {

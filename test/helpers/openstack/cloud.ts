@@ -5,14 +5,15 @@ import { join } from "node:path";
 import { freePort } from "../redis-server.js";
 import { mariadbRows, TestDatabases } from "./mariadb.js";
 import { TestVhost } from "./rabbitmq.js";
-import { answers, conf, syncOrThrow } from "./conf.js";
+import { answers, conf, setUp } from "./conf.js";
 import { IRONIC_HEADERS, ironicAnswers, startIronic } from "./ironic.js";
+import { Keystone } from "./keystone.js";
 import { Service } from "./service.js";
 import { openstackBin } from "./venv.js";
 
 export { IRONIC_HEADERS };
-/** placement under noauth2: the token `admin` is an admin. */
-const PLACEMENT_HEADERS = { "x-auth-token": "admin", "openstack-api-version": "placement latest" };
+/** What placement 16 answers to; an admin's token (project-scoped: placement's policies are) goes beside it. */
+const PLACEMENT_HEADERS = { "openstack-api-version": "placement latest" };
 
 /**
  * The periodic at which nova-compute reports its nodes (nova's default is 60 s; what an
@@ -43,15 +44,26 @@ export interface NovaComputeNode {
 }
 
 /**
- * A private OpenStack of today's releases on this machine: Ironic 39 (API and conductor in
- * one process, fake-hardware, built-in `agent` inspection, notifications to RabbitMQ),
- * placement 16, nova-conductor 34, each on its own MariaDB database and the run's own
- * RabbitMQ vhost. nova-compute is not started here: a test runs it (under `shardbridge
+ * A private OpenStack of today's releases on this machine: keystone 30 (Fernet tokens, a
+ * service user for nova, Ironic, placement and shardbridge, the catalog), Ironic 39 (API
+ * and conductor in one process, fake-hardware, built-in `agent` inspection, notifications
+ * to RabbitMQ), placement 16, nova-conductor 34, each on its own MariaDB database and the
+ * run's own RabbitMQ vhost; Ironic and placement validate real keystone tokens. nova-compute is not started here: a test runs it (under `shardbridge
  * run`) with `novaConf`, the lines an operator writes for it.
  */
 export interface OpenStackCloud {
   ironic: string;
   placement: string;
+  /** the identity service every other one validates tokens with */
+  keystone: Keystone;
+  /**
+   * The environment of a shardbridge that calls Ironic itself (serve --ironic, ironic-sync):
+   * OS_AUTH_URL and an application credential of its own keystone user (`shardbridge`,
+   * role `service` on project `service`), as an operator would give it.
+   */
+  bridgeEnv: Record<string, string>;
+  /** Ironic's microversion and a system admin's token (kept, renewed), for the tests' own calls */
+  ironicHeaders(): Promise<Record<string, string>>;
   vhost: TestVhost;
   dir: string;
   /** nova.conf for nova-compute: driver, bus, placement; [ironic] left to the environment (run) */
@@ -81,44 +93,62 @@ export async function startCloud(): Promise<OpenStackCloud> {
   };
   try {
     vhost = TestVhost.create(run);
-    const [ironicPort, placementPort] = [await freePort(), await freePort()];
+    const [keystonePort, ironicPort, placementPort] = [await freePort(), await freePort(), await freePort()];
     const ironic = `http://127.0.0.1:${ironicPort}`;
     const placement = `http://127.0.0.1:${placementPort}`;
+    const keystone = new Keystone({ dir: join(dir, "keystone"), port: keystonePort, databases });
+
+    // Each service's set-up (database sync, start) runs beside the others'; each one's
+    // files name the keystone users it authenticates as, made once keystone is up.
+    const keystoneUp = (async () => {
+      try {
+        await keystone.start();
+      } finally {
+        if (keystone.service !== null) services.push(keystone.service);
+      }
+      await keystone.populate({ baremetal: ironic, placement });
+    })();
 
     // Ironic 39: one process (API + conductor), no RPC bus, notifications on the vhost.
-    const ironicService = await startIronic({
+    const ironicUp = startIronic({
       dir: join(dir, "ironic"),
       port: ironicPort,
       databases,
       vhost,
       host: `${run}-conductor`,
+      keystone,
+    }).then((service) => {
+      services.push(service);
+      return service;
     });
-    services.push(ironicService);
 
-    // placement 16 under cheroot (an Ironic dependency, so pinned with it), noauth2.
+    // placement 16 under cheroot (an Ironic dependency, so pinned with it), tokens from keystone.
     mkdirSync(join(dir, "placement"));
     writeFileSync(
       join(dir, "placement", "placement.conf"),
       conf({
         DEFAULT: { log_file: join(dir, "placement", "placement.log") },
-        api: { auth_strategy: "noauth2" },
+        api: { auth_strategy: "keystone" },
+        keystone_authtoken: keystone.authtoken("placement"),
         placement_database: { connection: databases.create("placement") },
       }),
     );
-    syncOrThrow(
+    const placementUp = setUp(
       "placement-manage db sync",
       openstackBin("placement-manage"),
       ["--config-file", join(dir, "placement", "placement.conf"), "db", "sync"],
       join(dir, "placement", "dbsync.log"),
-    );
-    const placementService = Service.start(
-      "placement",
-      openstackBin("cheroot"),
-      ["--bind", `127.0.0.1:${placementPort}`, "--threads", "4", "placement.wsgi.api:application"],
-      join(dir, "placement", "out.log"),
-      { OS_PLACEMENT_CONFIG_DIR: join(dir, "placement") },
-    );
-    services.push(placementService);
+    ).then(() => {
+      const service = Service.start(
+        "placement",
+        openstackBin("cheroot"),
+        ["--bind", `127.0.0.1:${placementPort}`, "--threads", "4", "placement.wsgi.api:application"],
+        join(dir, "placement", "out.log"),
+        { OS_PLACEMENT_CONFIG_DIR: join(dir, "placement") },
+      );
+      services.push(service);
+      return service;
+    });
 
     // nova 34: its API database, cell0 and cell1, and one conductor.
     mkdirSync(join(dir, "nova", "log"), { recursive: true });
@@ -143,41 +173,63 @@ export async function startCloud(): Promise<OpenStackCloud> {
         database: { connection: databases.create("nova") },
         conductor: { workers: 1 },
         oslo_concurrency: { lock_path: join(dir, "nova", "lock") },
-        // placement under noauth2 takes a fixed token; with keystone this is the usual password auth.
-        placement: { auth_type: "admin_token", endpoint: placement, token: "admin" },
-        // The endpoint comes from `shardbridge run` (OS_IRONIC__ENDPOINT_OVERRIDE): the fenced one.
-        ironic: { auth_type: "none" },
+        // nova's service user, as an operator's nova.conf has it: placement from the catalog.
+        placement: keystone.passwordAuth("nova"),
+        // The same user for Ironic; the endpoint comes from `shardbridge run`
+        // (OS_IRONIC__ENDPOINT_OVERRIDE): the fenced one.
+        ironic: keystone.passwordAuth("nova"),
       }),
     );
-    const manage = (args: string[]) =>
-      syncOrThrow(
-        `nova-manage ${args.join(" ")}`,
-        openstackBin("nova-manage"),
-        ["--config-file", novaConf, ...args],
-        join(dir, "nova", "manage.log"),
+    const novaUp = (async () => {
+      const manage = (args: string[]) =>
+        setUp(
+          `nova-manage ${args.join(" ")}`,
+          openstackBin("nova-manage"),
+          ["--config-file", novaConf, ...args],
+          join(dir, "nova", "manage.log"),
+        );
+      await manage(["api_db", "sync"]);
+      await manage(["cell_v2", "map_cell0", "--database_connection", cell0]);
+      await manage(["cell_v2", "create_cell", "--name", "cell1"]);
+      await manage(["db", "sync"]);
+      services.push(
+        Service.start(
+          "nova-conductor",
+          openstackBin("nova-conductor"),
+          ["--config-file", novaConf],
+          join(dir, "nova", "conductor.out"),
+          { OS_DEFAULT__HOST: `${run}-conductor` },
+        ),
       );
-    manage(["api_db", "sync"]);
-    manage(["cell_v2", "map_cell0", "--database_connection", cell0]);
-    manage(["cell_v2", "create_cell", "--name", "cell1"]);
-    manage(["db", "sync"]);
-    services.push(
-      Service.start(
-        "nova-conductor",
-        openstackBin("nova-conductor"),
-        ["--config-file", novaConf],
-        join(dir, "nova", "conductor.out"),
-        {
-          OS_DEFAULT__HOST: `${run}-conductor`,
-        },
-      ),
-    );
+    })();
 
-    await ironicService.until(() => ironicAnswers(ironic), 90_000);
-    await placementService.until(() => answers(`${placement}/resource_providers`, PLACEMENT_HEADERS), 60_000);
+    // Every set-up ended (none left running into `stop`), the first failure thrown.
+    const settled = await Promise.allSettled([keystoneUp, ironicUp, placementUp, novaUp]);
+    for (const s of settled) if (s.status === "rejected") throw s.reason;
+    const [ironicService, placementService] = [await ironicUp, await placementUp];
+    const ironicHeaders = async () => ({
+      ...IRONIC_HEADERS,
+      "x-auth-token": await keystone.adminToken("system"),
+    });
+    const placementHeaders = async () => ({
+      ...PLACEMENT_HEADERS,
+      "x-auth-token": await keystone.adminToken("project"),
+    });
+    const [bridgeEnv] = await Promise.all([
+      keystone.applicationCredential("shardbridge", `shardbridge-${run}`),
+      ironicService.until(async () => ironicAnswers(ironic, await ironicHeaders()), 90_000),
+      placementService.until(
+        async () => answers(`${placement}/resource_providers`, await placementHeaders()),
+        60_000,
+      ),
+    ]);
     const novaDb = databases.name("nova");
     return {
       ironic,
       placement,
+      keystone,
+      bridgeEnv,
+      ironicHeaders,
       vhost,
       dir,
       novaConf,
@@ -209,7 +261,7 @@ export async function startCloud(): Promise<OpenStackCloud> {
           createdAt: createdAt!,
         })),
       placementGet: async (path) => {
-        const res = await fetch(`${placement}${path}`, { headers: PLACEMENT_HEADERS });
+        const res = await fetch(`${placement}${path}`, { headers: await placementHeaders() });
         if (!res.ok) throw new Error(`placement GET ${path}: ${res.status} ${await res.text()}`);
         return res.json();
       },
@@ -221,16 +273,20 @@ export async function startCloud(): Promise<OpenStackCloud> {
   }
 }
 
-/** Call the cloud's Ironic API (or any Ironic's: `{ ironic: URL }`): its JSON answer (null when empty), or an error with Ironic's words. */
+/**
+ * Call the cloud's Ironic API (with the admin's token), or any Ironic's — `{ ironic: URL }`
+ * of a test's own, under noauth: its JSON answer (null when empty), or an error with
+ * Ironic's words.
+ */
 export async function ironicApi(
-  cloud: Pick<OpenStackCloud, "ironic">,
+  cloud: Pick<OpenStackCloud, "ironic"> & Partial<Pick<OpenStackCloud, "ironicHeaders">>,
   method: string,
   path: string,
   body?: unknown,
 ): Promise<any> {
   const res = await fetch(`${cloud.ironic}${path}`, {
     method,
-    headers: IRONIC_HEADERS,
+    headers: cloud.ironicHeaders === undefined ? IRONIC_HEADERS : await cloud.ironicHeaders(),
     ...(body !== undefined && { body: JSON.stringify(body) }),
   });
   const text = await res.text();

@@ -1,12 +1,13 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { answers, conf, syncOrThrow } from "./conf.js";
+import { answers, conf, setUp } from "./conf.js";
+import type { Keystone } from "./keystone.js";
 import type { TestDatabases } from "./mariadb.js";
 import type { TestVhost } from "./rabbitmq.js";
 import { Service } from "./service.js";
 import { openstackBin } from "./venv.js";
 
-/** What Ironic 39 answers to (its newest microversion is 1.115; 1.82 brought shards). */
+/** What Ironic 39 answers to (its newest microversion is 1.115; 1.82 brought shards); a token goes beside them. */
 export const IRONIC_HEADERS = {
   "x-openstack-ironic-api-version": "1.115",
   "content-type": "application/json",
@@ -22,6 +23,8 @@ export interface IronicOptions {
   vhost: TestVhost;
   /** the conductor's `[DEFAULT] host` */
   host: string;
+  /** validate tokens with this keystone (user `ironic`); noauth without */
+  keystone?: Keystone;
   /** sections and options added to (or replacing) the defaults below */
   extra?: Record<string, Record<string, string | number | boolean>>;
   /** environment of the process (PYTHONPATH for a hook, say) */
@@ -31,22 +34,27 @@ export interface IronicOptions {
 /**
  * Ironic 39 in one process (API and conductor), no RPC bus: fake-hardware, the built-in
  * `agent` inspection, versioned notifications (info) to `vhost`; its database made and
- * synced. Started, not yet answering: wait with `service.until(() => ironicAnswers(url))`.
+ * synced. With `keystone`, tokens are validated there (keystonemiddleware) and the
+ * `service` role of project `service` is a service's, as Ironic's secure RBAC has it for
+ * nova (`rbac_service_role_elevated_access`); the system admin is Ironic's admin. Started,
+ * not yet answering: wait with `service.until(() => ironicAnswers(url, headers))`.
  */
-export function startIronic({
+export async function startIronic({
   dir,
   port,
   databases,
   vhost,
   host,
+  keystone,
   extra = {},
   env = {},
-}: IronicOptions): Service {
+}: IronicOptions): Promise<Service> {
   mkdirSync(join(dir, "tmp"), { recursive: true });
   const ironicConf = join(dir, "ironic.conf");
   const sections: Record<string, Record<string, string | number | boolean>> = {
     DEFAULT: {
-      auth_strategy: "noauth",
+      auth_strategy: keystone === undefined ? "noauth" : "keystone",
+      ...(keystone !== undefined && { rbac_service_role_elevated_access: true }),
       rpc_transport: "none",
       host,
       log_file: join(dir, "ironic.log"),
@@ -76,10 +84,11 @@ export function startIronic({
     inspector: { require_managed_boot: false },
     oslo_concurrency: { lock_path: join(dir, "tmp") },
     oslo_messaging_notifications: { driver: "messagingv2", transport_url: vhost.url },
+    ...(keystone !== undefined && { keystone_authtoken: keystone.authtoken("ironic") }),
   };
   for (const [name, options] of Object.entries(extra)) sections[name] = { ...sections[name], ...options };
   writeFileSync(ironicConf, conf(sections));
-  syncOrThrow(
+  await setUp(
     "ironic-dbsync",
     openstackBin("ironic-dbsync"),
     ["--config-file", ironicConf, "create_schema"],
@@ -94,7 +103,10 @@ export function startIronic({
   );
 }
 
-/** Whether the Ironic at `url` answers (its fake-hardware driver is loaded). */
-export function ironicAnswers(url: string): Promise<boolean> {
-  return answers(`${url}/v1/drivers/fake-hardware`, IRONIC_HEADERS);
+/** Whether the Ironic at `url` answers (its fake-hardware driver is loaded); `headers` with a token under keystone. */
+export function ironicAnswers(
+  url: string,
+  headers: Record<string, string> = IRONIC_HEADERS,
+): Promise<boolean> {
+  return answers(`${url}/v1/drivers/fake-hardware`, headers);
 }

@@ -61,15 +61,21 @@ export function reportedAllAt(
   return Math.max(...nodes.map((n) => first.get(n)!));
 }
 
-/** The HTTP requests process `pid` logged sending (keystoneauth's `REQ: curl ... -X METHOD URL`), at or after `since`. */
+/**
+ * The HTTP requests process `pid` logged sending (keystoneauth's `REQ: curl ... -X METHOD
+ * URL`), at or after `since`; with the SHA-256 of the X-Auth-Token it sent (keystoneauth
+ * logs `{SHA256}<hex>` in its place), or null when it sent none.
+ */
 export function requestsSent(
   lines: NovaLogLine[],
   pid: number,
   since: number,
-): Array<{ at: number; method: string; url: string }> {
+): Array<{ at: number; method: string; url: string; tokenSha256: string | null }> {
   return lines.flatMap((line) => {
     if (line.pid !== pid || line.at < since) return [];
     const m = /REQ: curl -g -i (?:--insecure )?-X (\w+) "?([^"\s]+)/.exec(line.message);
-    return m === null ? [] : [{ at: line.at, method: m[1]!, url: m[2]! }];
+    if (m === null) return [];
+    const token = /-H "X-Auth-Token: \{SHA256\}([0-9a-f]{64})"/.exec(line.message);
+    return [{ at: line.at, method: m[1]!, url: m[2]!, tokenSha256: token?.[1] ?? null }];
   });
 }

@@ -1,0 +1,73 @@
+import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+
+/** One request as it reached the recording proxy, and what the upstream answered. */
+export interface RecordedRequest {
+  method: string;
+  /** path and query, as forwarded */
+  path: string;
+  /** its X-Auth-Token, or null when it had none */
+  token: string | null;
+  status: number;
+}
+
+/**
+ * A plain forwarding HTTP proxy in front of a real service (Ironic): every request goes on
+ * unchanged — method, path, headers (Host too, so the service's links name the proxy) and
+ * body — and the answer comes back unchanged; the proxy only writes down each request's
+ * method, path, X-Auth-Token and the status answered. Not a stand-in: what is answered is
+ * the service's.
+ */
+export class RecordingProxy {
+  readonly requests: RecordedRequest[] = [];
+  /** where to send the calls meant for the service */
+  url = "";
+  private readonly server: Server;
+
+  private constructor(private readonly upstream: URL) {
+    this.server = createServer((req, res) => this.forward(req, res));
+  }
+
+  static async start(upstream: string): Promise<RecordingProxy> {
+    const proxy = new RecordingProxy(new URL(upstream));
+    await new Promise<void>((resolve) => proxy.server.listen(0, "127.0.0.1", resolve));
+    proxy.url = `http://127.0.0.1:${(proxy.server.address() as AddressInfo).port}`;
+    return proxy;
+  }
+
+  private forward(req: IncomingMessage, res: ServerResponse): void {
+    const token = req.headers["x-auth-token"];
+    const record: RecordedRequest = {
+      method: req.method ?? "GET",
+      path: req.url ?? "/",
+      token: typeof token === "string" ? token : null,
+      status: 0,
+    };
+    const out = request(
+      {
+        host: this.upstream.hostname,
+        port: this.upstream.port,
+        method: req.method,
+        path: req.url,
+        headers: req.headers,
+      },
+      (answer) => {
+        record.status = answer.statusCode ?? 0;
+        this.requests.push(record);
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      },
+    );
+    out.on("error", (error) => {
+      record.status = 502;
+      this.requests.push(record);
+      res.writeHead(502).end(String(error));
+    });
+    req.pipe(out);
+  }
+
+  async stop(): Promise<void> {
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}
