@@ -159,6 +159,9 @@ describe("inspection from Ironic 39's notifications (real Ironic, RabbitMQ, two 
       // inspects; the bridge's rules no longer find it, and the bridge, which hears of the
       // inspection after Ironic's rules ran, takes back the trait it had added (`-`). Its
       // decision is the last word on a trait both decide; Ironic's other two stay.
+      // Ironic keeps inspection_finished_at to the second, and the bridge orders a node's
+      // inspections by it: a second inspection in the same second would be refused as stale.
+      await new Promise((r) => setTimeout(r, 1100));
       const flags = inventory.inventory.cpu.flags as string[];
       inventory.inventory.cpu.flags = flags.filter((f) => f !== "vmx");
       const fewer = FOUND.filter((t) => t !== ours);
