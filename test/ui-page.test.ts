@@ -175,10 +175,16 @@ describe("The status page, in a real browser", function () {
       true,
     );
     const transitions = await page.locator("#transitions li span").allTextContents();
-    expect(transitions[0]).to.match(
-      /^rack: handed over from compute-0 to compute-1 \(compute-0's lease had expired\)$/,
-    );
-    expect(await page.locator("#transitions li").first().getAttribute("data-kind")).to.equal("handed over");
+    // The page looks at the store every 500 ms: a look between the lease's expiry and the
+    // standby's grant shows the two steps (docs/API.md, status page), else one handover.
+    if (transitions[0] === "rack: granted to compute-1")
+      expect(transitions[1]).to.equal("rack: compute-0's lease expired; nobody holds it");
+    else {
+      expect(transitions[0]).to.match(
+        /^rack: handed over from compute-0 to compute-1 \(compute-0's lease had expired\)$/,
+      );
+      expect(await page.locator("#transitions li").first().getAttribute("data-kind")).to.equal("handed over");
+    }
   });
 
   it("lets the viewer read but not write: 403 and nothing written; the page's cookie opens no API route", async () => {
