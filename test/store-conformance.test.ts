@@ -1,4 +1,5 @@
 import { expect } from "chai";
+import { HostTwinError } from "../src/domain/names.js";
 import { ValidationError } from "../src/domain/validation.js";
 import type { Store } from "../src/store/store.js";
 import { backendsUnderTest, redisClusterUnderTest, useBackend } from "./helpers/backends.js";
@@ -16,6 +17,16 @@ async function expectInvalid(promise: Promise<unknown>, field: string): Promise<
     return error as ValidationError;
   }
   throw new Error(`expected a validation error on ${field}`);
+}
+
+/** What `promise` was rejected with (it must be). */
+async function refusal(promise: Promise<unknown>): Promise<Error> {
+  return promise.then(
+    () => {
+      throw new Error("expected a refusal");
+    },
+    (error: Error) => error,
+  );
 }
 
 // On a real Redis Cluster too: every script must touch one slot, every scan each master.
@@ -289,6 +300,21 @@ for (const backend of [...backendsUnderTest(), redisClusterUnderTest()]) {
           ["compute-b", []],
         ]);
         await expectInvalid(store.heartbeat("compute-c", ["no,comma"]), "shards[0]");
+      });
+
+      it("refuses a heartbeat of an id equal to a recorded agent's but for case (one host to nova), writing nothing, until that one is forgotten", async () => {
+        await store.heartbeat("compute-a", ["rack-a"]);
+        const twin = await refusal(store.heartbeat("Compute-A"));
+        expect(twin).to.be.instanceOf(HostTwinError);
+        expect(twin.message).to.match(
+          /^agent Compute-A is one host to nova with registered agent compute-a /,
+        );
+        expect((await store.agents()).map((s) => s.agent)).to.deep.equal(["compute-a"]);
+        await store.heartbeat("compute-a");
+        expect(await store.forgetAgent("compute-a")).to.equal(true);
+        await store.heartbeat("Compute-A", ["rack-a"]);
+        expect((await store.agents()).map((s) => s.agent)).to.deep.equal(["Compute-A"]);
+        expect(await refusal(store.heartbeat("compute-a"))).to.be.instanceOf(HostTwinError);
       });
 
       it("forgets an agent's record whole: gone from the list and from lookups, the next heartbeat makes it anew", async () => {

@@ -1,7 +1,7 @@
 import { Router, type Response } from "express";
 import { z } from "zod";
 import { FencingToken } from "../domain/lease.js";
-import { AgentId } from "../domain/names.js";
+import { AgentId, HostTwinError, hostKey } from "../domain/names.js";
 import { ValidationError, parseOrThrow } from "../domain/validation.js";
 import type { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
@@ -90,6 +90,11 @@ export function agentRoutes(
     // In the legacy pool whether or not the others count it as up: nova adds its own host.
     const inPool = servesNoShard(seen?.serves, held.keys(), inServiceOf(catalog, counts));
     const ringed = inPool ? await pool.ringFor(agent) : null;
+    // A member equal but for case is this host to nova: both would be handed one share.
+    const twin = ringed?.ring.members.find(
+      (member) => member !== agent && hostKey(member) === hostKey(agent),
+    );
+    if (twin !== undefined) throw new HostTwinError(agent, twin);
     const share = ringed === null ? [] : await assignments.shareOf(ringed.ring, agent);
     const head = {
       agent,

@@ -31,6 +31,9 @@ export const SERVE_USAGE = `  serve    run the bridge
                              or redis+cluster://HOST:PORT[,HOST:PORT...] (env SHARDBRIDGE_STORE); passwords
                              from SHARDBRIDGE_REDIS_PASSWORD and SHARDBRIDGE_SENTINEL_PASSWORD, never the spec
              --shards DIR    shard definitions, one NAME.json each (env SHARDBRIDGE_SHARDS, default ./shards)
+             --allow-undefined-shards
+                             grant leases on any valid shard name; by default only on a shard that a definition
+                             names or a node carries (others: 404 shardbridge.shard.undefined)
              --tokens FILE   API bearer tokens {"tokens":[{"role","token","agent"?}]} (env SHARDBRIDGE_TOKENS_FILE,
                              or the JSON itself in SHARDBRIDGE_TOKENS)
              --dev-tokens FILE
@@ -74,6 +77,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
       bind: { type: "string", default: process.env.SHARDBRIDGE_BIND ?? "127.0.0.1" },
       store: { type: "string", default: process.env.SHARDBRIDGE_STORE ?? "memory" },
       shards: { type: "string", default: process.env.SHARDBRIDGE_SHARDS ?? "shards" },
+      "allow-undefined-shards": { type: "boolean", default: false },
       tokens: { type: "string", default: process.env.SHARDBRIDGE_TOKENS_FILE },
       "dev-tokens": { type: "string" },
       "inspector-secret": { type: "string", default: process.env.SHARDBRIDGE_INSPECTOR_SECRET },
@@ -121,7 +125,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
   }
   const authority = loadAuthority(values.tokens, values["dev-tokens"]);
   // Read the shard definitions before anything else: a bad file stops the start, naming it.
-  const catalog = loadShardCatalog(values.shards!);
+  const catalog = loadShardCatalog(values.shards!, values["allow-undefined-shards"]);
   const port = integerFlag("port", values.port, 0, 65535)!;
   const store = await openStore(values.store!, { ironicQueueMax: delivery.queueMax });
   if (store.kind === "memory") {
