@@ -424,6 +424,12 @@ for (const backend of backendsUnderTest()) {
         body: { agent: "compute-1" },
       });
       expect(notAllowed.body.errors[0].code).to.equal("shardbridge.shard.agent_not_allowed");
+      const undefinedShard = await send(ctx.base, "POST", "/v1/shards/rakc-a/lease", {
+        token: as("compute-1"),
+        body: { agent: "compute-1" },
+      });
+      expectStatus(undefinedShard, 404);
+      expect(undefinedShard.body.errors[0].code).to.equal("shardbridge.shard.undefined");
       const actsAsAnother = await send(ctx.base, "POST", "/v1/shards/rack-a/lease", {
         token: as("compute-1"),
         body: { agent: "compute-0" },
@@ -475,6 +481,18 @@ for (const backend of backendsUnderTest()) {
       const one = await send(ctx.base, "GET", "/v1/shards/rack-a");
       expect(one.body).to.include({ name: "rack-a", defined: true, count: 1, lease_ttl_ms: TTL_MS });
       expectStatus(await send(ctx.base, "GET", "/v1/shards/nowhere"), 404);
+
+      // Forgetting a shard leased once (a node carried it then): refused while it is defined,
+      // carries nodes or is held; forgotten once free; then unknown.
+      await send(ctx.base, "PUT", `/v1/nodes/${OTHER}`, { body: wholeNode({ shard: "gone" }) });
+      const token = await acquire("gone", "compute-0");
+      expectStatus(await send(ctx.base, "DELETE", "/v1/shards/gone"), 409); // carries a node
+      await send(ctx.base, "DELETE", `/v1/nodes/${OTHER}`);
+      expectStatus(await send(ctx.base, "DELETE", "/v1/shards/gone"), 409); // held
+      expectStatus(await send(ctx.base, "DELETE", "/v1/shards/rack-a"), 409); // defined
+      await send(ctx.base, "DELETE", "/v1/shards/gone/lease", { body: { agent: "compute-0", token } });
+      expectStatus(await send(ctx.base, "DELETE", "/v1/shards/gone"), 204);
+      expectStatus(await send(ctx.base, "DELETE", "/v1/shards/gone"), 404);
     });
 
     it("nodes: put, patch, get, list, bulk, delete, and their refusals", async () => {
@@ -565,6 +583,12 @@ for (const backend of backendsUnderTest()) {
       expect(ring.body.legacy).to.include({ pool_member: true, ring: "tooz" });
       const noTokens = await send(ctx.base, "GET", "/v1/agents/compute-0/nodes", { token: as("compute-0") });
       expect(noTokens.body.errors[0].field).to.equal("token");
+      // compute-1 is in nova's ring: another spelling of it is one host to nova.
+      const twinBeat = await send(ctx.base, "POST", "/v1/agents/Compute-1/heartbeat", {
+        body: { shards: [] },
+      });
+      expectStatus(twinBeat, 409);
+      expectStatus(await send(ctx.base, "GET", "/v1/agents/Compute-1/nodes"), 409);
 
       // Forgetting an agent: refused while it is up or holds a lease; one gone quiet past
       // the down time (50 ms here, on an app of its own) is forgotten; an unknown one 404.
