@@ -90,11 +90,14 @@ export function agentRoutes(
     // In the legacy pool whether or not the others count it as up: nova adds its own host.
     const inPool = servesNoShard(seen?.serves, held.keys(), inServiceOf(catalog, counts));
     const ringed = inPool ? await pool.ringFor(agent) : null;
-    // A member equal but for case is this host to nova: both would be handed one share.
-    const twin = ringed?.ring.members.find(
-      (member) => member !== agent && hostKey(member) === hostKey(agent),
-    );
-    if (twin !== undefined) throw new HostTwinError(agent, twin);
+    // The pool holds nova's host keys: one that is this id's while this id has no record is
+    // another spelling's (the registry keeps one per host), and both would get one share.
+    if (seen === null && ringed?.snapshot.members.includes(hostKey(agent))) {
+      const twin = (await store.agents()).find(
+        (a) => a.agent !== agent && hostKey(a.agent) === hostKey(agent),
+      );
+      if (twin !== undefined) throw new HostTwinError(agent, twin.agent);
+    }
     const share = ringed === null ? [] : await assignments.shareOf(ringed.ring, agent);
     const head = {
       agent,
