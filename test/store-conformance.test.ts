@@ -1,7 +1,8 @@
 import { expect } from "chai";
 import { HostTwinError } from "../src/domain/names.js";
 import { ValidationError } from "../src/domain/validation.js";
-import type { Store } from "../src/store/store.js";
+import { MemoryNodes } from "../src/nodes/memory.js";
+import { Store } from "../src/store/store.js";
 import { backendsUnderTest, redisClusterUnderTest, useBackend } from "./helpers/backends.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -234,6 +235,40 @@ for (const backend of [...backendsUnderTest(), redisClusterUnderTest()]) {
         const seen = await store.read("s1");
         expect(seen.current).to.include({ holder: "a", token: a.ok && a.token });
         expect(seen.lastToken).to.equal(a.ok && a.token);
+      });
+    });
+
+    describe("forgetting a shard", () => {
+      it("drops a free shard from the listings, keeps its token floor, and refuses while it is held", async () => {
+        const a = await store.acquire({ shard: "s1", agent: "a", ttlMs: 4000 });
+        expect(await store.forgetShard("s1")).to.deep.include({ kind: "held" });
+        await store.release({ shard: "s1", agent: "a", token: a.ok ? a.token : 0 });
+        expect(await store.forgetShard("s1")).to.deep.equal({ kind: "forgotten" });
+        expect(await store.leasedShards()).to.not.include("s1");
+        expect(await store.isListed("s1")).to.equal(false);
+        expect(await store.forgetShard("s1")).to.deep.equal({ kind: "unknown" });
+        const b = await store.acquire({ shard: "s1", agent: "b", ttlMs: 4000 });
+        expect(b.ok && a.ok && b.token > a.token).to.equal(true);
+        expect(await store.leasedShards()).to.include("s1");
+      });
+
+      it("keeps a shard listed when a grant lands between the forgetting's first read and its unlisting", async () => {
+        const a = await store.acquire({ shard: "s1", agent: "a", ttlMs: 4000 });
+        await store.release({ shard: "s1", agent: "a", token: a.ok ? a.token : 0 });
+        // The same backend, with a grant made just before the unlisting: the race forgetShard guards.
+        const racing = Object.create(store.backend, {
+          unlist: {
+            value: async (shard: string) => {
+              await store.acquire({ shard, agent: "racer", ttlMs: 4000 });
+              return store.backend.unlist(shard);
+            },
+          },
+        }) as typeof store.backend;
+        const raced = new Store(racing, new MemoryNodes(), store.traits);
+        const outcome = await raced.forgetShard("s1");
+        expect(outcome.kind).to.equal("held");
+        expect(outcome.kind === "held" && outcome.current.holder).to.equal("racer");
+        expect(await store.leasedShards()).to.include("s1");
       });
     });
 
