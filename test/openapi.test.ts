@@ -1,4 +1,5 @@
 import { expect } from "chai";
+import { readFileSync } from "node:fs";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import express, { Router } from "express";
 import { TokenAuthority } from "../src/api/auth.js";
@@ -163,6 +164,28 @@ async function refusesBadParameters(base: string, ops: Documented[]): Promise<vo
 
 describe("OpenAPI document", function () {
   this.timeout(60_000);
+
+  it("names no error code docs/API.md's table leaves out, nor the table one it does not answer, each under its status", () => {
+    const answered = new Map<string, Set<string>>();
+    for (const operations of Object.values(document.paths ?? {}))
+      for (const operation of Object.values(operations as Record<string, { responses?: object }>))
+        for (const [status, answer] of Object.entries(operation.responses ?? {}))
+          for (const code of JSON.stringify(answer).match(/shardbridge(?:\.[a-z_]+)+/g) ?? [])
+            answered.set(code, new Set([...(answered.get(code) ?? []), status]));
+    const table = readFileSync(new URL("../docs/API.md", import.meta.url), "utf8").matchAll(
+      /^\| (\d{3}) +\| `(shardbridge\.[a-z_.]+)` +\|/gm,
+    );
+    const rows = new Map([...table].map(([, status, code]) => [code!, status!]));
+    expect(
+      [...answered.keys()].filter((code) => !rows.has(code)).sort(),
+      "missing from the table",
+    ).to.deep.equal([]);
+    for (const [code, status] of rows) {
+      // Node's own refusals (a malformed request, headers too large) come before any operation.
+      if (code.startsWith("shardbridge.request.")) continue;
+      expect([...(answered.get(code) ?? [])], `${code} in the table`).to.include(status);
+    }
+  });
 
   it("is a valid OpenAPI 3.1 document, and every schema in it compiles as strict JSON Schema 2020-12", async () => {
     const validator = new Validator();
