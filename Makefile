@@ -8,11 +8,23 @@ $(DEPS): package-lock.json
 	npm ci --no-audit --no-fund
 	@touch $@
 
-build: $(DEPS)
-	npm run --silent build
+# What the build reads: `make run` and `make test` build again only when one of these changed
+# (a commit too: the version names it).
+BUILD_INPUTS := $(shell find src -type f) scripts/build-info.mjs tsconfig.json tsconfig.build.json $(wildcard .git/HEAD .git/index)
 
-run: build
-	node dist/cli.js serve --dev-tokens .state/dev-tokens.json --trait-rules examples/trait-rules.json --ownership examples/ownership.json
+dist/.built: $(DEPS) $(BUILD_INPUTS)
+	npm run --silent build
+	@touch $@
+
+build: dist/.built
+
+# The inspection webhook's secret for `make run`, made once (readable by its owner only), so the
+# webhook answers from the first start; given by environment, never on the command line.
+.state/dev-inspector-secret:
+	@mkdir -p .state && umask 077 && node -e 'process.stdout.write(require("node:crypto").randomBytes(24).toString("hex") + "\n")' > $@
+
+run: build .state/dev-inspector-secret
+	SHARDBRIDGE_INSPECTOR_SECRET="$$(cat .state/dev-inspector-secret)" node dist/cli.js serve --dev-tokens .state/dev-tokens.json --trait-rules examples/trait-rules.json --ownership examples/ownership.json
 
 typecheck: $(DEPS)
 	npx tsc -p tsconfig.json --noEmit

@@ -38,7 +38,7 @@ export const SERVE_USAGE = `  serve    run the bridge
                              or the JSON itself in SHARDBRIDGE_TOKENS)
              --dev-tokens FILE
                              development: use FILE, creating it with fresh random tokens (admin, inspector,
-                             agents compute-0 and compute-1) when missing, and print them
+                             viewer, agents compute-0 and compute-1) when missing, and print them
              --inspector-secret S   the webhook's HMAC secret (env SHARDBRIDGE_INSPECTOR_SECRET)
              --trait-rules FILE     inspection -> trait rules (see examples/trait-rules.json)
              --ownership FILE       who owns which traits (default: compute owns COMPUTE_*, OWNER_*)
@@ -196,9 +196,16 @@ export async function serveCommand(argv: string[]): Promise<void> {
     logger.info("listening", { url: where, store: store.kind, shards_defined: catalog.definitions.length });
     const tokens =
       values["dev-tokens"] !== undefined ? `--tokens-file ${values["dev-tokens"]}` : "--token AGENT_TOKEN";
+    const shard = catalog.definitions[0]?.name ?? "SHARD";
     process.stderr.write(
       `shardbridge listening on ${where} (store: ${store.kind}, ${catalog.definitions.length} shard definitions)\n` +
-        `  connect an agent:  node dist/cli.js agent --id compute-0 --shard demo --bridge ${where} ${tokens}\n` +
+        `  connect an agent:  node dist/cli.js agent --id compute-0 --shard ${shard} --bridge ${where} ${tokens}\n` +
+        (catalog.definitions.length === 0
+          ? `                     (no shard defined: a lease needs shards/NAME.json, PUT /v1/shard-definitions/NAME or a node carrying NAME)\n`
+          : "") +
+        (inspector.secret !== undefined
+          ? `  inspection:        POST ${where}/v1/inspector/webhook, signed with --inspector-secret's secret (make run's: .state/dev-inspector-secret)\n`
+          : `  inspection:        webhook off (no --inspector-secret: it answers 503 shardbridge.inspector.not_configured)\n`) +
         `  list shards:       curl -s -H "Authorization: Bearer ADMIN_TOKEN" ${where}/v1/shards\n` +
         `  status page:       ${where}/ui (log in with a viewer or admin token)\n`,
     );
