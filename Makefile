@@ -1,6 +1,6 @@
 # Every target installs what it needs: `npm ci` runs when node_modules is missing or
 # older than package-lock.json.
-.PHONY: run build test test-packages test-services openstack-venv typecheck bench screenshots clean
+.PHONY: run build test lint test-packages test-services openstack-venv typecheck bench screenshots clean
 
 DEPS := node_modules/.shardbridge-installed
 
@@ -29,6 +29,13 @@ run: build .state/dev-inspector-secret
 typecheck: $(DEPS)
 	npx tsc -p tsconfig.json --noEmit
 
+# The rules tools hold: the format (prettier, every file it knows), and eslint's promises
+# nobody awaits and code nobody uses (eslint.config.js). The folder order is a test
+# (test/layers.test.ts), read from docs/ARCHITECTURE.md.
+lint: $(DEPS)
+	npx prettier --check --log-level warn .
+	npx eslint src test
+
 # The Debian packages the tests need (redis-server, the OpenStack peers' ...): installed
 # when missing, or — not root — the one apt-get line to run.
 test-packages:
@@ -44,7 +51,7 @@ openstack-venv:
 	@bash scripts/openstack-venv.sh >/dev/null
 
 # Built first: the tests run the CLI from dist/ when it is current (see test/helpers/cli.ts).
-test: test-packages test-services openstack-venv $(DEPS) typecheck build
+test: test-packages test-services openstack-venv $(DEPS) typecheck lint build
 	npx mocha 'test/**/*.test.ts'
 
 # `make bench NAME...` runs only those benches (the names test/bench/run.ts lists: lease, http,

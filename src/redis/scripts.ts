@@ -10,7 +10,6 @@ const LEASE_SCRIPTS = ["acquire", "renew", "release", "fence", "read"] as const;
 /** The agent registry's scripts, by their number of keys. */
 const AGENT_SCRIPTS = { heartbeat: 3, agents: 2 } as const;
 const NODE_SCRIPTS = ["nodes-upsert", "nodes-delete", "nodes-list"] as const;
-const TRAIT_SCRIPTS = ["traits-commit", "feed-ack"] as const;
 /** The Ironic delivery queue's scripts, by their number of keys (-1: given by the caller). */
 const IRONIC_SCRIPTS = {
   "ironic-read": 2,
@@ -22,7 +21,8 @@ export type ScriptName =
   | (typeof LEASE_SCRIPTS)[number]
   | keyof typeof AGENT_SCRIPTS
   | (typeof NODE_SCRIPTS)[number]
-  | (typeof TRAIT_SCRIPTS)[number]
+  | "traits-commit"
+  | "feed-ack"
   | keyof typeof IRONIC_SCRIPTS
   | "definitions-write";
 
