@@ -362,7 +362,7 @@ print(json.dumps({"delivery": i.delivery, "body": json.loads(i.body), "odd": jso
       expect(line).to.include("The inspection goes on");
       await bridge!.restart();
       const watched = await watchOnce();
-      expect(watched.applied).to.equal(1);
+      expect(watched.applied, JSON.stringify(watched)).to.equal(1);
       await until("the traits in Ironic", () => ironicTraits(node), same(traitsOf(SECOND)), 30_000);
       expect(await bridgeTraits(node)).to.deep.equal(traitsOf(SECOND));
       console.log(
