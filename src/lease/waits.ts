@@ -18,7 +18,7 @@ import type { LeaseOutcome, LeaseView } from "./machine.js";
  * per standby per change of holder.
  */
 
-/** Clock units: milliseconds, of whatever clock the driver reads (monotonic). */
+/** Times in the driver's clock units (see stepWaits). */
 export interface ShardWaits<W> {
   /** parked waiters, first come first tried */
   readonly queue: readonly W[];
@@ -72,17 +72,24 @@ export const idle = <W>(s: ShardWaits<W>): boolean =>
 const heldBy = (lease: LeaseView): Refusal => ({ ok: false, reason: "held", current: lease });
 
 /** When to look again behind a refusal: the lease's end (+1 ms: the store's clock rounds down), or the store's recovery wait. */
-function nextLook(refusal: Refusal, now: number): number {
-  if (refusal.current !== null) return now + refusal.current.ttlMs + 1;
-  return now + Math.max(1, refusal.retryAfterMs ?? RETRY_AFTER_FAILURE_MS);
+function nextLook(refusal: Refusal, now: number, units: number): number {
+  if (refusal.current !== null) return now + (refusal.current.ttlMs + 1) * units;
+  return now + Math.max(1, refusal.retryAfterMs ?? RETRY_AFTER_FAILURE_MS) * units;
 }
 
+/**
+ * One event through the rules. `now` and every time in the state and actions are in the
+ * driver's clock units, `unitsPerMs` of them to a millisecond (1: the bridge's
+ * milliseconds; the simulator's microseconds, 1000).
+ */
 export function stepWaits<W>(
   s: ShardWaits<W>,
   event: WaitEvent<W>,
   now: number,
+  unitsPerMs = 1,
 ): { state: ShardWaits<W>; actions: WaitAction<W>[] } {
   const actions: WaitAction<W>[] = [];
+  const retryAt = now + RETRY_AFTER_FAILURE_MS * unitsPerMs;
   const timer = (at: number | null) => {
     if (at !== s.wakeAt) actions.push({ kind: "timer", at });
     return at;
@@ -106,7 +113,7 @@ export function stepWaits<W>(
       if (event.refusal.reason !== "held" && event.refusal.reason !== "recovering")
         return { state: tryFirst(queue, behind), actions };
       // The newest refusal knows the lease's end best (a renew moves it on).
-      const wakeAt = timer(nextLook(event.refusal, now));
+      const wakeAt = timer(nextLook(event.refusal, now, unitsPerMs));
       return { state: { queue, behind, wakeAt, trying: null, wokenMeanwhile: false }, actions };
     }
 
@@ -124,7 +131,7 @@ export function stepWaits<W>(
     case "failed": {
       const queue = s.queue;
       if (queue.length === 0) return { state: { ...noWaits<W>(), wakeAt: timer(null) }, actions };
-      const wakeAt = timer(now + RETRY_AFTER_FAILURE_MS);
+      const wakeAt = timer(retryAt);
       return { state: { queue, behind: s.behind, wakeAt, trying: null, wokenMeanwhile: false }, actions };
     }
 
@@ -143,7 +150,7 @@ export function stepWaits<W>(
           // Nobody to hand it to: give it back, and the release wakes the rest.
           // Should the release get lost, the timer tries again.
           actions.push({ kind: "give-back", waiter: tried!, token: outcome.token });
-          const wakeAt = timer(s.queue.length === 0 ? null : now + RETRY_AFTER_FAILURE_MS);
+          const wakeAt = timer(s.queue.length === 0 ? null : retryAt);
           return {
             state: { queue: s.queue, behind: outcome.token, wakeAt, trying: null, wokenMeanwhile: false },
             actions,
@@ -164,7 +171,7 @@ export function stepWaits<W>(
       // The same lease still (or the store still recovering): wait on, unless a wake came meanwhile.
       if (s.wokenMeanwhile) return { state: tryFirst(s.queue, s.behind), actions };
       if (s.queue.length === 0) return { state: { ...noWaits<W>(), wakeAt: timer(null) }, actions };
-      const wakeAt = timer(nextLook(outcome, now));
+      const wakeAt = timer(nextLook(outcome, now, unitsPerMs));
       return {
         state: { queue: s.queue, behind: s.behind, wakeAt, trying: null, wokenMeanwhile: false },
         actions,
