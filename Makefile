@@ -1,6 +1,6 @@
 # Every target installs what it needs: `npm ci` runs when node_modules is missing or
 # older than package-lock.json.
-.PHONY: run build test test-packages test-services openstack-venv typecheck bench screenshots clean
+.PHONY: run build test lint test-packages test-services openstack-venv typecheck bench screenshots clean
 
 DEPS := node_modules/.shardbridge-installed
 
@@ -8,14 +8,33 @@ $(DEPS): package-lock.json
 	npm ci --no-audit --no-fund
 	@touch $@
 
-build: $(DEPS)
-	npm run --silent build
+# What the build reads: `make run` and `make test` build again only when one of these changed
+# (a commit too: the version names it).
+BUILD_INPUTS := $(shell find src -type f) scripts/build-info.mjs tsconfig.json tsconfig.build.json $(wildcard .git/HEAD .git/index)
 
-run: build
-	node dist/cli.js serve --dev-tokens .state/dev-tokens.json --trait-rules examples/trait-rules.json --ownership examples/ownership.json
+dist/.built: $(DEPS) $(BUILD_INPUTS)
+	npm run --silent build
+	@touch $@
+
+build: dist/.built
+
+# The inspection webhook's secret for `make run`, made once (readable by its owner only), so the
+# webhook answers from the first start; given by environment, never on the command line.
+.state/dev-inspector-secret:
+	@mkdir -p .state && umask 077 && node -e 'process.stdout.write(require("node:crypto").randomBytes(24).toString("hex") + "\n")' > $@
+
+run: build .state/dev-inspector-secret
+	SHARDBRIDGE_INSPECTOR_SECRET="$$(cat .state/dev-inspector-secret)" node dist/cli.js serve --dev-tokens .state/dev-tokens.json --trait-rules examples/trait-rules.json --ownership examples/ownership.json
 
 typecheck: $(DEPS)
 	npx tsc -p tsconfig.json --noEmit
+
+# The rules tools hold: the format (prettier, every file it knows), and eslint's promises
+# nobody awaits and code nobody uses (eslint.config.js). The folder order is a test
+# (test/layers.test.ts), read from docs/ARCHITECTURE.md.
+lint: $(DEPS)
+	npx prettier --check --log-level warn .
+	npx eslint src test
 
 # The Debian packages the tests need (redis-server, the OpenStack peers' ...): installed
 # when missing, or — not root — the one apt-get line to run.
@@ -32,7 +51,7 @@ openstack-venv:
 	@bash scripts/openstack-venv.sh >/dev/null
 
 # Built first: the tests run the CLI from dist/ when it is current (see test/helpers/cli.ts).
-test: test-packages test-services openstack-venv $(DEPS) typecheck build
+test: test-packages test-services openstack-venv $(DEPS) typecheck lint build
 	npx mocha 'test/**/*.test.ts'
 
 # `make bench NAME...` runs only those benches (the names test/bench/run.ts lists: lease, http,

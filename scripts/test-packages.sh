@@ -15,6 +15,8 @@ need redis-sentinel command -v redis-sentinel
 # `shardbridge run` starts its child through setpriv; its watchdog is bash.
 need util-linux command -v setpriv
 need curl command -v curl
+# The README's tour (test/readme-tour.test.ts) signs its webhook delivery with openssl.
+need openssl command -v openssl
 # The status page and the simulator's page are tested in a real headless browser.
 need chromium test -x /usr/bin/chromium
 # Debian's python: the real tooz for the ring parity tests, and what nova uses

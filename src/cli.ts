@@ -12,6 +12,7 @@ import { RUN_USAGE, runCommand } from "./commands/run.js";
 import { SERVE_USAGE, serveCommand } from "./commands/serve.js";
 import { SIMULATE_USAGE, simulateCommand } from "./commands/simulate.js";
 import { STATUS_USAGE, statusCommand } from "./commands/status.js";
+import { BridgeError } from "./agent/client.js";
 import { ConfigError } from "./config.js";
 import { configureLogging, LOG_FORMATS, LOG_LEVELS, type LogFormat, type LogLevel } from "./log.js";
 import { ShardDefinitionError } from "./shards/definitions.js";
@@ -21,6 +22,8 @@ import { versionLine } from "./version.js";
 interface Command {
   /** its lines in the usage: the one text `--help` and the top-level list both print */
   usage: string;
+  /** what follows its options on the command line, if anything */
+  operands?: string;
   run: (argv: string[]) => Promise<void>;
 }
 
@@ -35,7 +38,7 @@ const COMMANDS: Record<string, Command> = {
   migrate: { usage: MIGRATE_USAGE, run: migrateCommand },
   simulate: { usage: SIMULATE_USAGE, run: simulateCommand },
   chaos: { usage: CHAOS_USAGE, run: chaosCommand },
-  run: { usage: RUN_USAGE, run: runCommand },
+  run: { usage: RUN_USAGE, run: runCommand, operands: "-- COMMAND [ARGS...]" },
   agent: { usage: AGENT_USAGE, run: agentCommand },
 };
 
@@ -56,8 +59,10 @@ ${Object.values(COMMANDS)
   .map((c) => c.usage)
   .join("")}${COMMON}`;
 
-const commandUsage = (name: string) =>
-  `usage: shardbridge ${name} [options]\n\n${COMMANDS[name]!.usage}${COMMON}`;
+const commandUsage = (name: string) => {
+  const { usage, operands } = COMMANDS[name]!;
+  return `usage: shardbridge ${name} [options]${operands === undefined ? "" : ` ${operands}`}\n\n${usage}${COMMON}`;
+};
 
 /** Bad usage or configuration: the operator's to fix, exit 2 (see COMMON). */
 function isUsageError(error: unknown): boolean {
@@ -67,6 +72,8 @@ function isUsageError(error: unknown): boolean {
     error instanceof StoreSpecError
   )
     return true;
+  // A token the bridge does not know (401) or that may not do this (403) is configuration.
+  if (error instanceof BridgeError && (error.status === 401 || error.status === 403)) return true;
   // node:util parseArgs: an unknown option, a missing value, a stray positional.
   const code = (error as { code?: unknown } | null)?.code;
   return typeof code === "string" && code.startsWith("ERR_PARSE_ARGS_");
@@ -136,8 +143,20 @@ process.stdout.on("error", (error: NodeJS.ErrnoException) => {
 });
 
 const [invoked] = process.argv.slice(2);
+/**
+ * What went wrong, in one line. fetch says only "fetch failed" when it reached nobody; the
+ * why (a refused connection, an unknown host, a timeout) and the address are in its cause.
+ */
+function describe(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  const cause = error.cause instanceof Error ? error.cause.message : undefined;
+  if (error instanceof TypeError && error.message === "fetch failed" && cause !== undefined)
+    return `cannot reach the server: ${cause}`;
+  return error.message;
+}
+
 main(process.argv.slice(2)).catch((error: unknown) => {
-  process.stderr.write(`shardbridge: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.stderr.write(`shardbridge: ${describe(error)}\n`);
   if (!isUsageError(error)) process.exit(1);
   const help = invoked !== undefined && COMMANDS[invoked] !== undefined ? `${invoked} --help` : "--help";
   process.stderr.write(`(see shardbridge ${help})\n`);

@@ -132,6 +132,24 @@ for (const backend of backendsUnderTest()) {
       expect((await call(`${ctx.base}/v1/agents/compute-0/nodes`, "GET")).status).to.equal(200);
     });
 
+    it("refuses (409) an admin's heartbeat for an id equal to a registered agent's but for case: nova's ring would make them one host", async () => {
+      expect(
+        (await call(`${ctx.base}/v1/agents/compute-0/heartbeat`, "POST", { shards: [] })).status,
+      ).to.equal(200);
+      const twin = await call(`${ctx.base}/v1/agents/COMPUTE-0/heartbeat`, "POST", { shards: [] });
+      expect(twin.status).to.equal(409);
+      expect(twin.body.errors[0]).to.include({ code: "shardbridge.agent.host_twin" });
+      expect(twin.body.errors[0].detail).to.match(/forget it first \(DELETE \/v1\/agents\/compute-0\)/);
+      const agents = (await call(`${ctx.base}/v1/agents`, "GET")).body.agents;
+      expect(agents.map((a: { id: string }) => a.id)).to.deep.equal(["compute-0"]);
+      // The ring's 10 unsharded nodes are compute-0's; the twin's list is refused, not handed the same share.
+      const nodesOf = (agent: string) => call(`${ctx.base}/v1/agents/${agent}/nodes`, "GET");
+      expect((await nodesOf("compute-0")).body.nodes).to.have.length(10);
+      const twinList = await nodesOf("COMPUTE-0");
+      expect(twinList.status).to.equal(409);
+      expect(twinList.body.errors[0]).to.include({ code: "shardbridge.agent.host_twin" });
+    });
+
     it("records heartbeats and lists agents: last seen, up, shards held", async () => {
       const beat = await call(
         `${ctx.base}/v1/agents/compute-0/heartbeat`,

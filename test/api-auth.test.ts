@@ -10,6 +10,8 @@ const NODE = "00000000-0000-4000-8000-000000000001";
 describe("Auth: bearer tokens per role", () => {
   const catalog = new ShardCatalog([
     { name: "locked", description: "", lease_ttl_ms: 6000, agents: ["compute-0"] },
+    { name: "s1", description: "", lease_ttl_ms: 6000 },
+    { name: "s2", description: "", lease_ttl_ms: 6000 },
   ]);
   const backend = memoryUnderTest();
   const ctx = useApp(backend, (store) => createApp(store, { authority: testAuthority(), catalog }));

@@ -10,7 +10,8 @@ import { TEST_TOKENS, call, testAuthority, wholeNode } from "./helpers/http.js";
 describe("API edges an operator meets", () => {
   const backend = memoryUnderTest();
   const ctx = useApp(backend, (store) =>
-    createApp(store, { authority: testAuthority(), catalog: new ShardCatalog() }),
+    // A bridge that leases any name (serve --allow-undefined-shards): "ghost" below.
+    createApp(store, { authority: testAuthority(), catalog: new ShardCatalog([], true) }),
   );
 
   it("answers an unknown route with a 404 in the API-SIG shape", async () => {
@@ -49,7 +50,7 @@ describe("API edges an operator meets", () => {
     expect(await backend.storedKeys(ctx.store)).to.equal(0);
   });
 
-  it("shows a lease on a shard that has neither nodes nor a definition", async () => {
+  it("shows a lease on a shard that has neither nodes nor a definition (--allow-undefined-shards)", async () => {
     await call(
       `${ctx.base}/v1/shards/ghost/lease`,
       "POST",
@@ -109,6 +110,26 @@ describe("The reference agent with a token the bridge refuses", function () {
       ]);
       const fatal = await agent.waitFor((e) => e.ev === "fatal", 10_000);
       expect(String(fatal.error)).to.match(/401/);
+      await agent.exited();
+      expect(agent.child.exitCode).to.equal(2);
+    } finally {
+      await bridge.stop();
+    }
+  });
+  it("says so once and exits 2 for a shard the bridge does not lease (a typo'd --shard)", async () => {
+    const bridge = await startBridge({
+      shards: [{ name: "rack", lease_ttl_ms: 1000 }],
+      agents: ["compute-0"],
+    });
+    try {
+      const agent = AgentProcess.cli("agent", [
+        ...["agent", "--id", "compute-0", "--shard", "rakc", "--bridge", bridge.url],
+        ...["--token", bridge.tokenOf("compute-0")],
+      ]);
+      const fatal = await agent.waitFor((e) => e.ev === "fatal", 10_000);
+      expect(String(fatal.error)).to.match(
+        /^BridgeError: 404 shardbridge\.shard\.undefined: shard rakc is not defined/,
+      );
       await agent.exited();
       expect(agent.child.exitCode).to.equal(2);
     } finally {

@@ -1,5 +1,6 @@
 import { expect } from "chai";
 import { createApp } from "../src/api/app.js";
+import { ShardCatalog } from "../src/shards/definitions.js";
 import { OwnershipRegistry } from "../src/traits/ownership.js";
 import { backendsUnderTest, useApp } from "./helpers/backends.js";
 import {
@@ -114,9 +115,12 @@ for (const backend of backendsUnderTest()) {
 
 for (const backend of backendsUnderTest()) {
   describe(`Trait feed when a node changes shard: ${backend.name}`, () => {
+    // rack-b carries no node until the test moves one there: defined, so its agent can hold it first.
+    const catalog = new ShardCatalog([{ name: "rack-b", description: "", lease_ttl_ms: 6000 }]);
     const ctx = useApp(backend, (store) =>
       createApp(store, {
         authority: testAuthority(),
+        catalog,
         inspector: { rules: [], ownership: new OwnershipRegistry(), secret: TEST_WEBHOOK_SECRET },
       }),
     );

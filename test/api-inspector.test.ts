@@ -196,14 +196,14 @@ for (const backend of backendsUnderTest()) {
       );
       const unsigned = await fetch(`${ctx.base}/v1/inspector/webhook`, {
         method: "POST",
-        headers: { authorization: `Bearer ${TEST_TOKENS.inspector}` },
+        headers: { authorization: `Bearer ${TEST_TOKENS.inspector}`, "content-type": "application/json" },
         body: JSON.stringify(payload),
       });
       expect(unsigned.status).to.equal(401);
       // Matched as express would match it: a trailing slash reaches the webhook, not a 404.
       const slashed = await fetch(`${ctx.base}/v1/inspector/webhook/`, {
         method: "POST",
-        headers: { authorization: `Bearer ${TEST_TOKENS.inspector}` },
+        headers: { authorization: `Bearer ${TEST_TOKENS.inspector}`, "content-type": "application/json" },
         body: JSON.stringify(payload),
       });
       expect(slashed.status).to.equal(401);

@@ -1,11 +1,16 @@
 import { expect } from "chai";
 import { createApp } from "../src/api/app.js";
+import { ShardCatalog } from "../src/shards/definitions.js";
 import { backendsUnderTest, useApp } from "./helpers/backends.js";
-import { call, testAuthority } from "./helpers/http.js";
+import { call, TEST_TOKENS, testAuthority, uuid, wholeNode } from "./helpers/http.js";
+
+const shardNames = async (base: string): Promise<string[]> =>
+  (await call(`${base}/v1/shards`, "GET")).body.shards.map((s: { name: string }) => s.name);
 
 for (const backend of backendsUnderTest()) {
   describe(`Lease HTTP routes: ${backend.name}`, () => {
-    const ctx = useApp(backend, (store) => createApp(store, { authority: testAuthority() }));
+    const catalog = new ShardCatalog([{ name: "s1", description: "", lease_ttl_ms: 6000 }]);
+    const ctx = useApp(backend, (store) => createApp(store, { authority: testAuthority(), catalog }));
 
     it("acquires, refuses a second agent with 409 naming the holder, fences, releases with 204", async () => {
       const got = await call(`${ctx.base}/v1/shards/s1/lease`, "POST", { agent: "compute-a" });
@@ -65,6 +70,59 @@ for (const backend of backendsUnderTest()) {
       });
       expect(huge.status).to.equal(413);
       expect(await backend.storedKeys(ctx.store)).to.equal(0);
+    });
+
+    it("refuses a lease on a shard nothing defines or carries (404 naming it, nothing written) until a node carries it", async () => {
+      const refused = await call(`${ctx.base}/v1/shards/rakc-7/lease`, "POST", { agent: "compute-a" });
+      expect(refused.status).to.equal(404);
+      expect(refused.body.errors[0]).to.include({ code: "shardbridge.shard.undefined" });
+      expect(refused.body.errors[0].detail).to.match(
+        /^shard rakc-7 is not defined \(shards\/rakc-7\.json or PUT \/v1\/shard-definitions\/rakc-7\) and no node carries it/,
+      );
+      expect(await backend.storedKeys(ctx.store)).to.equal(0);
+      expect(await shardNames(ctx.base)).not.to.include("rakc-7");
+      expect((await call(`${ctx.base}/v1/shards/rakc-7`, "GET")).status).to.equal(404);
+      // A shard key from Ironic is a shard: nobody has to define it here as well.
+      expect(
+        (await call(`${ctx.base}/v1/nodes/${uuid(7)}`, "PUT", wholeNode({ shard: "rakc-7" }))).status,
+      ).to.equal(201);
+      expect(
+        (await call(`${ctx.base}/v1/shards/rakc-7/lease`, "POST", { agent: "compute-a" })).status,
+      ).to.equal(200);
+    });
+
+    it("forgets a shard leased by mistake (admin, 204), only once it is undefined, empty and free; its tokens still climb", async () => {
+      const id = uuid(8);
+      await call(`${ctx.base}/v1/nodes/${id}`, "PUT", wholeNode({ shard: "gone-rack" }));
+      const first = await call(`${ctx.base}/v1/shards/gone-rack/lease`, "POST", { agent: "compute-a" });
+      const forget = () => call(`${ctx.base}/v1/shards/gone-rack`, "DELETE");
+      expect((await forget()).body.errors[0].code).to.equal("shardbridge.shard.carries_nodes");
+      await call(`${ctx.base}/v1/nodes/${id}`, "DELETE");
+      const held = await forget();
+      expect(held.status).to.equal(409);
+      expect(held.body.errors[0]).to.include({ code: "shardbridge.lease.held" });
+      expect(held.body.errors[0].detail).to.match(/held by compute-a/);
+      expect((await call(`${ctx.base}/v1/shards/s1`, "DELETE")).body.errors[0].code).to.equal(
+        "shardbridge.shard.defined",
+      );
+      expect(
+        (await call(`${ctx.base}/v1/shards/gone-rack`, "DELETE", undefined, TEST_TOKENS.agent("compute-a")))
+          .status,
+      ).to.equal(403);
+      await call(`${ctx.base}/v1/shards/gone-rack/lease`, "DELETE", {
+        agent: "compute-a",
+        token: first.body.token,
+      });
+      expect(await shardNames(ctx.base)).to.include("gone-rack");
+      expect((await forget()).status).to.equal(204);
+      expect(await shardNames(ctx.base)).not.to.include("gone-rack");
+      expect((await call(`${ctx.base}/v1/shards/gone-rack`, "GET")).status).to.equal(404);
+      expect((await forget()).status).to.equal(404);
+      // Leasable again once a node carries it; the token climbs above the forgotten one.
+      await call(`${ctx.base}/v1/nodes/${id}`, "PUT", wholeNode({ shard: "gone-rack" }));
+      const again = await call(`${ctx.base}/v1/shards/gone-rack/lease`, "POST", { agent: "compute-b" });
+      expect(again.body.token).to.be.greaterThan(first.body.token);
+      expect(await shardNames(ctx.base)).to.include("gone-rack");
     });
 
     it("reports readiness of the store", async () => {

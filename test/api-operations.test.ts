@@ -76,7 +76,11 @@ describe("Operations: metrics and request ids", () => {
       try {
         const answer = await fetch(`${ctx.base}/v1/shards/s1/fence`, {
           method: "POST",
-          headers: { authorization: `Bearer ${TEST_TOKENS.admin}`, "x-request-id": "rid-fails" },
+          headers: {
+            authorization: `Bearer ${TEST_TOKENS.admin}`,
+            "content-type": "application/json",
+            "x-request-id": "rid-fails",
+          },
           body: '{"token":1}',
         });
         expect(answer.status).to.equal(503);

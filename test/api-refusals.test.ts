@@ -311,6 +311,54 @@ for (const backend of backendsUnderTest()) {
       expect(agent.serves).to.deep.equal(["rack-b"]);
     });
 
+    it("a body declared as anything but JSON (or curl -d's form type) is 415 on every route, unread and unwritten", async () => {
+      const sent = (path: string, method: string, body: unknown, type: string, token = TEST_TOKENS.admin) =>
+        fetch(`${ctx.base}${path}`, {
+          method,
+          headers: { authorization: `Bearer ${token}`, "content-type": type },
+          body: JSON.stringify(body),
+        }).then(async (res) => ({ status: res.status, body: JSON.parse(await res.text()) }));
+      const writes: Array<[string, string, unknown, string]> = [
+        ["/v1/shards/rack-b/lease", "POST", { agent: "compute-0" }, as("compute-0")],
+        [`/v1/nodes/${NAMED_NODE}`, "PUT", wholeNode({ shard: "rack-b" }), TEST_TOKENS.admin],
+        [
+          "/v1/nodes/bulk",
+          "POST",
+          { nodes: [wholeNode({ uuid: NAMED_NODE, shard: "rack-b" })] },
+          TEST_TOKENS.admin,
+        ],
+        ["/v1/agents/compute-0/heartbeat", "POST", { shards: ["rack-b"] }, as("compute-0")],
+        [
+          "/v1/inspector/webhook",
+          "POST",
+          { kind: "deltas", node: RACK_B_NODE, deltas: ["+CUSTOM_X"] },
+          TEST_TOKENS.inspector,
+        ],
+      ];
+      for (const [path, method, body, token] of writes)
+        for (const type of ["text/plain", "multipart/form-data; boundary=x", "application/xml"]) {
+          const answer = await refusedUnchanged(() => sent(path, method, body, type, token), 415);
+          expect(answer.body.errors[0], `${method} ${path} as ${type}`).to.include({
+            code: "shardbridge.body.invalid",
+            detail: `content type ${JSON.stringify(type.split(";")[0])} is not JSON: send application/json`,
+          });
+        }
+      // What curl -d sends unless told otherwise, and JSON's own suffix: read as JSON.
+      const granted = await sent(
+        ...(writes[0]!.slice(0, 3) as [string, string, unknown]),
+        "application/x-www-form-urlencoded",
+        as("compute-0"),
+      );
+      expect(granted.status).to.equal(200);
+      const node = await sent(
+        writes[1]![0],
+        "PUT",
+        writes[1]![2],
+        "application/merge-patch+json; charset=utf-8",
+      );
+      expect(node.status).to.be.oneOf([200, 201]);
+    });
+
     it("a lease call with a missing body is 400 naming (body), not a default", async () => {
       for (const method of ["POST", "DELETE"])
         await refusedUnchanged(

@@ -150,6 +150,12 @@ describe("Inspection watcher: real Ironic and ironic-inspector, unmodified", fun
     expect(await ironicTraitsSettling(node, [...now, "CUSTOM_OPERATOR_PINNED"].sort())).to.deep.equal(
       [...now, "CUSTOM_OPERATOR_PINNED"].sort(),
     );
+
+    // Inspected again, the hardware as it was: delivered and applied, and said to change nothing.
+    await new Promise((r) => setTimeout(r, 1000)); // Ironic keeps the finish time to the second
+    await inspectWithInventory(peer, node, inventoryWith(mac, { vendor: "0x15b3" }, ["vmx"]));
+    const third = await watchOnce("--state", state, "--inspector", peer.inspectorEndpoint!);
+    expect(third.report, JSON.stringify(third.report)).to.include({ due: 1, applied: 0, unchanged: 1 });
   });
 
   it("a watcher with the wrong secret delivers nothing, says so and exits 1, and leaves the inspection due", async () => {

@@ -56,8 +56,9 @@ describe("the Ironic inspection hook (ironic-hook/)", function () {
     site = join(tmp, "site");
     const venv = openstackVenv();
     python = join(venv, "bin", "python");
-    // Built from a copy (setuptools writes build/ and *.egg-info beside the sources), in
-    // pip's build isolation: its setuptools comes from the index pip is set up with.
+    // Built from a copy (setuptools writes build/ and *.egg-info beside the sources), with
+    // the venv's own setuptools (no build isolation: that would fetch one from the index, and
+    // a test must not need the network once the venv is made).
     const source = join(tmp, "src");
     cpSync(HOOK_SOURCE, source, {
       recursive: true,
@@ -66,7 +67,7 @@ describe("the Ironic inspection hook (ironic-hook/)", function () {
     });
     const pip = spawnSync(
       join(venv, "bin", "pip"),
-      ["install", "--quiet", "--no-deps", "--no-cache-dir", "--target", site, source],
+      ["install", "--quiet", "--no-deps", "--no-cache-dir", "--no-build-isolation", "--target", site, source],
       { encoding: "utf8", timeout: 120_000 },
     );
     if (pip.status !== 0) throw new Error(`pip install ironic-hook: ${pip.stderr}${pip.error ?? ""}`);

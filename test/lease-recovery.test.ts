@@ -3,6 +3,7 @@ import { MemoryNodes } from "../src/nodes/memory.js";
 import { openStore } from "../src/store/open.js";
 import { expect } from "chai";
 import { createApp } from "../src/api/app.js";
+import { ShardCatalog } from "../src/shards/definitions.js";
 import { MemoryBackend } from "../src/store/memory.js";
 import { Store } from "../src/store/store.js";
 import { call, listen, testAuthority } from "./helpers/http.js";
@@ -22,7 +23,8 @@ describe("Lease recovery after the store started empty", function () {
     expect(refused).to.include({ ok: false, reason: "recovering", current: null });
     expect(!refused.ok && refused.retryAfterMs).to.be.within(5000, 6000);
 
-    const { url, close } = await listen(createApp(store, { authority: testAuthority() }));
+    const catalog = new ShardCatalog([{ name: "s1", description: "", lease_ttl_ms: 6000 }]);
+    const { url, close } = await listen(createApp(store, { authority: testAuthority(), catalog }));
     try {
       const answer = await call(`${url}/v1/shards/s1/lease`, "POST", { agent: "a" });
       expect(answer.status).to.equal(409);

@@ -336,6 +336,14 @@ describe("shardbridge compare and migrate plan (commands)", function () {
     expect(run.status).to.equal(1);
     expect(run.stderr).to.match(/nodes\[1\]\.uuid: must be a UUID/);
   });
+
+  it("says there is nothing to migrate when every node has a shard key, and prints no steps", async () => {
+    const file = join(dir, "sharded.json");
+    writeFileSync(file, JSON.stringify({ nodes: [{ uuid: randomUuid(seededRandom(2)), shard: "rack-a" }] }));
+    const run = await runShardbridge(["migrate", "plan", "--inventory", file, "--agents", "a"]);
+    expect(run.status, run.stderr).to.equal(0);
+    expect(run.stdout).to.equal("Nothing to migrate: no unsharded node (1 node already has a shard key).\n");
+  });
 });
 
 describe("migrate plan --apply to a bridge: switching from the ring to shards moves no node", function () {

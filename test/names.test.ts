@@ -3,10 +3,13 @@ import fc from "fast-check";
 import { request } from "node:http";
 import { parseTokens } from "../src/api/auth.js";
 import { createApp } from "../src/api/app.js";
-import { AgentId, ShardName } from "../src/domain/names.js";
+import { AgentId, ShardName, hostKey } from "../src/domain/names.js";
 import { memoryUnderTest, useApp } from "./helpers/backends.js";
 import { call, TEST_TOKENS, testAuthority } from "./helpers/http.js";
 import { runShardbridge } from "./helpers/cli.js";
+import { until } from "./helpers/until.js";
+import { AgentProcess } from "./helpers/agent-process.js";
+import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 
 /** Ids that look alike, or that a URL or a terminal changes: each refused, the reason said. */
 const REFUSED_IDS: Array<[string, string, RegExp]> = [
@@ -31,6 +34,7 @@ function verbatim(
   method: string,
   path: string,
   body?: unknown,
+  token = TEST_TOKENS.admin,
 ): Promise<{ status: number; body: any }> {
   const { hostname, port } = new URL(base);
   const payload = body === undefined ? undefined : JSON.stringify(body);
@@ -42,7 +46,7 @@ function verbatim(
         method,
         path,
         headers: {
-          authorization: `Bearer ${TEST_TOKENS.admin}`,
+          authorization: `Bearer ${token}`,
           ...(payload !== undefined && {
             "content-type": "application/json",
             "content-length": Buffer.byteLength(payload),
@@ -61,6 +65,13 @@ function verbatim(
     req.end(payload);
   });
 }
+
+/** Agent ids to try: any text, whole graphemes, and the ones known to look alike or travel badly. */
+const agentIds = fc.oneof(
+  fc.string({ minLength: 1, maxLength: 40 }),
+  fc.string({ unit: "grapheme", minLength: 1, maxLength: 20 }),
+  fc.constantFrom(...REFUSED_IDS.map(([, id]) => id), "A1", "compute-0", "%2e%2e", "a?b", "a#b", "-x", "--"),
+);
 
 describe("One grammar of names: shard names and agent ids", () => {
   it("refuses names a URL cannot carry, ids that look like others, and says why", () => {
@@ -91,13 +102,10 @@ describe("One grammar of names: shard names and agent ids", () => {
 
   describe("over HTTP (embedded store): the grammar is every route's", () => {
     const ctx = useApp(memoryUnderTest(), (store) => createApp(store, { authority: testAuthority() }));
-    const agentIds = fc.oneof(
-      fc.string({ minLength: 1, maxLength: 40 }),
-      fc.string({ unit: "grapheme", minLength: 1, maxLength: 20 }),
-      fc.constantFrom(...REFUSED_IDS.map(([, id]) => id), "A1", "compute-0", "%2e%2e", "a?b", "a#b"),
-    );
 
     it("an id the grammar takes round-trips through the heartbeat, the list and the node list; one it refuses is a 400 naming it", async () => {
+      // Each spelling registered so far, by nova's host key: another spelling of one is a 409.
+      const registered = new Map<string, string>();
       await fc.assert(
         fc.asyncProperty(agentIds, async (id) => {
           const path = `/v1/agents/${encodeURIComponent(id)}`;
@@ -110,11 +118,21 @@ describe("One grammar of names: shard names and agent ids", () => {
             expect(listed.map((a: { id: string }) => a.id)).to.not.include(id);
             return;
           }
+          const twin = registered.get(hostKey(id));
+          if (twin !== undefined && twin !== id) {
+            expect(beat.status, JSON.stringify(id)).to.equal(409);
+            expect(beat.body.errors[0].code).to.equal("shardbridge.agent.host_twin");
+            const listed = (await call(`${ctx.base}/v1/agents`, "GET")).body.agents;
+            expect(listed.map((a: { id: string }) => a.id)).to.not.include(id);
+            return;
+          }
+          registered.set(hostKey(id), id);
           expect(beat.status, JSON.stringify(id)).to.equal(200);
           expect(beat.body.agent).to.equal(id);
           const listed = (await call(`${ctx.base}/v1/agents`, "GET")).body.agents;
           expect(listed.map((a: { id: string }) => a.id)).to.include(id);
-          expect((await verbatim(ctx.base, "GET", `${path}/nodes`)).status, JSON.stringify(id)).to.equal(200);
+          const nodes = await verbatim(ctx.base, "GET", `${path}/nodes`);
+          expect(nodes.status, `${JSON.stringify(id)}: ${JSON.stringify(nodes.body)}`).to.equal(200);
         }),
         { numRuns: 150 },
       );
@@ -142,6 +160,85 @@ describe("One grammar of names: shard names and agent ids", () => {
           await verbatim(ctx.base, "DELETE", `/v1/shard-definitions/${at}`);
         }),
         { numRuns: 150 },
+      );
+    });
+  });
+
+  describe("through the commands, against a bridge process", function () {
+    this.timeout(240_000);
+    let bridge: BridgeProcess;
+    before(async () => {
+      bridge = await startBridge({ shards: [], agents: ["compute-0"] });
+    });
+    after(() => bridge?.stop());
+    // What an argument vector can carry: no NUL (execve ends a string there).
+    const arguable = (text: string) => !text.includes("\0");
+
+    it("an id and a shard name the grammar takes: `agent` holds the lease and registers under them, as sent", async () => {
+      const admin = bridge.tokenFor("admin");
+      const hosts = new Set<string>();
+      const ids = agentIds.filter((id) => arguable(id) && AgentId.safeParse(id).success);
+      const shards = fc
+        .stringMatching(/^[a-zA-Z0-9_.-]{1,40}$/)
+        .filter((n) => ShardName.safeParse(n).success);
+      await fc.assert(
+        fc.asyncProperty(ids, shards, async (id, shard) => {
+          fc.pre(!hosts.has(hostKey(id)));
+          hosts.add(hostKey(id));
+          const at = `${bridge.url}/v1/shard-definitions/${encodeURIComponent(shard)}`;
+          expect((await call(at, "PUT", { lease_ttl_ms: 1000 }, admin)).status).to.be.oneOf([200, 201]);
+          // `--flag=value`: a value that starts with a dash is the flag's, not another flag.
+          const agent = AgentProcess.cli("agent", [
+            ...["agent", `--id=${id}`, `--shard=${shard}`, "--bridge", bridge.url, "--token", admin],
+          ]);
+          try {
+            await agent.waitFor((e) => e.ev === "active", 20_000);
+            const lease = await call(
+              `${bridge.url}/v1/shards/${encodeURIComponent(shard)}/lease`,
+              "GET",
+              undefined,
+              admin,
+            );
+            expect(lease.body.lease.holder, JSON.stringify(id)).to.equal(id);
+            // Its heartbeat, sent at start, names the shard it serves under the id as sent.
+            await until(
+              `${JSON.stringify(id)} listed serving ${shard}`,
+              async () => (await call(`${bridge.url}/v1/agents`, "GET", undefined, admin)).body.agents,
+              (agents: Array<{ id: string; serves: string[] }>) =>
+                agents.some((a) => a.id === id && a.serves.includes(shard)),
+              5000,
+            );
+          } finally {
+            agent.signal("SIGTERM");
+            await agent.exited();
+          }
+        }),
+        { numRuns: 8 },
+      );
+    });
+
+    it("one the grammar refuses: `agent` exits 2 with the words the routes use", async () => {
+      const admin = bridge.tokenFor("admin");
+      const refused = agentIds.filter((id) => arguable(id) && !AgentId.safeParse(id).success);
+      await fc.assert(
+        fc.asyncProperty(refused, async (id) => {
+          const reason = AgentId.safeParse(id).error!.issues[0]!.message;
+          const command = await runShardbridge([
+            ...["agent", `--id=${id}`, "--shard=rack", "--bridge", bridge.url, "--token", admin],
+          ]);
+          expect(command.status, JSON.stringify(id)).to.equal(2);
+          expect(command.stderr, JSON.stringify(id)).to.include(reason);
+          const route = await verbatim(
+            bridge.url,
+            "POST",
+            `/v1/agents/${encodeURIComponent(id)}/heartbeat`,
+            { shards: [] },
+            admin,
+          );
+          expect(route.status, JSON.stringify(id)).to.equal(400);
+          expect(route.body.errors[0].detail).to.include(reason);
+        }),
+        { numRuns: 12 },
       );
     });
   });

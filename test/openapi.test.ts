@@ -1,4 +1,5 @@
 import { expect } from "chai";
+import { readFileSync } from "node:fs";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import express, { Router } from "express";
 import { TokenAuthority } from "../src/api/auth.js";
@@ -163,6 +164,28 @@ async function refusesBadParameters(base: string, ops: Documented[]): Promise<vo
 
 describe("OpenAPI document", function () {
   this.timeout(60_000);
+
+  it("names no error code docs/API.md's table leaves out, nor the table one it does not answer, each under its status", () => {
+    const answered = new Map<string, Set<string>>();
+    for (const operations of Object.values(document.paths ?? {}))
+      for (const operation of Object.values(operations as Record<string, { responses?: object }>))
+        for (const [status, answer] of Object.entries(operation.responses ?? {}))
+          for (const code of JSON.stringify(answer).match(/shardbridge(?:\.[a-z_]+)+/g) ?? [])
+            answered.set(code, new Set([...(answered.get(code) ?? []), status]));
+    const table = readFileSync(new URL("../docs/API.md", import.meta.url), "utf8").matchAll(
+      /^\| (\d{3}) +\| `(shardbridge\.[a-z_.]+)` +\|/gm,
+    );
+    const rows = new Map([...table].map(([, status, code]) => [code!, status!]));
+    expect(
+      [...answered.keys()].filter((code) => !rows.has(code)).sort(),
+      "missing from the table",
+    ).to.deep.equal([]);
+    for (const [code, status] of rows) {
+      // Node's own refusals (a malformed request, headers too large) come before any operation.
+      if (code.startsWith("shardbridge.request.")) continue;
+      expect([...(answered.get(code) ?? [])], `${code} in the table`).to.include(status);
+    }
+  });
 
   it("is a valid OpenAPI 3.1 document, and every schema in it compiles as strict JSON Schema 2020-12", async () => {
     const validator = new Validator();
@@ -429,6 +452,12 @@ for (const backend of backendsUnderTest()) {
         body: { agent: "compute-1" },
       });
       expect(notAllowed.body.errors[0].code).to.equal("shardbridge.shard.agent_not_allowed");
+      const undefinedShard = await send(ctx.base, "POST", "/v1/shards/rakc-a/lease", {
+        token: as("compute-1"),
+        body: { agent: "compute-1" },
+      });
+      expectStatus(undefinedShard, 404);
+      expect(undefinedShard.body.errors[0].code).to.equal("shardbridge.shard.undefined");
       const actsAsAnother = await send(ctx.base, "POST", "/v1/shards/rack-a/lease", {
         token: as("compute-1"),
         body: { agent: "compute-0" },
@@ -480,6 +509,18 @@ for (const backend of backendsUnderTest()) {
       const one = await send(ctx.base, "GET", "/v1/shards/rack-a");
       expect(one.body).to.include({ name: "rack-a", defined: true, count: 1, lease_ttl_ms: TTL_MS });
       expectStatus(await send(ctx.base, "GET", "/v1/shards/nowhere"), 404);
+
+      // Forgetting a shard leased once (a node carried it then): refused while it is defined,
+      // carries nodes or is held; forgotten once free; then unknown.
+      await send(ctx.base, "PUT", `/v1/nodes/${OTHER}`, { body: wholeNode({ shard: "gone" }) });
+      const token = await acquire("gone", "compute-0");
+      expectStatus(await send(ctx.base, "DELETE", "/v1/shards/gone"), 409); // carries a node
+      await send(ctx.base, "DELETE", `/v1/nodes/${OTHER}`);
+      expectStatus(await send(ctx.base, "DELETE", "/v1/shards/gone"), 409); // held
+      expectStatus(await send(ctx.base, "DELETE", "/v1/shards/rack-a"), 409); // defined
+      await send(ctx.base, "DELETE", "/v1/shards/gone/lease", { body: { agent: "compute-0", token } });
+      expectStatus(await send(ctx.base, "DELETE", "/v1/shards/gone"), 204);
+      expectStatus(await send(ctx.base, "DELETE", "/v1/shards/gone"), 404);
     });
 
     it("nodes: put, patch, get, list, bulk, delete, and their refusals", async () => {
@@ -570,6 +611,12 @@ for (const backend of backendsUnderTest()) {
       expect(ring.body.legacy).to.include({ pool_member: true, ring: "tooz" });
       const noTokens = await send(ctx.base, "GET", "/v1/agents/compute-0/nodes", { token: as("compute-0") });
       expect(noTokens.body.errors[0].field).to.equal("token");
+      // compute-1 is in nova's ring: another spelling of it is one host to nova.
+      const twinBeat = await send(ctx.base, "POST", "/v1/agents/Compute-1/heartbeat", {
+        body: { shards: [] },
+      });
+      expectStatus(twinBeat, 409);
+      expectStatus(await send(ctx.base, "GET", "/v1/agents/Compute-1/nodes"), 409);
 
       // Forgetting an agent: refused while it is up or holds a lease; one gone quiet past
       // the down time (50 ms here, on an app of its own) is forgotten; an unknown one 404.

@@ -105,9 +105,11 @@ describe("Shard definitions", () => {
   }
 
   it("over HTTP: the shard's TTL applies, and an agent not listed gets 403 and nothing is written", async () => {
-    const catalog = new ShardCatalog([
-      { name: "rack-a", description: "", lease_ttl_ms: 15_000, agents: ["compute-0"] },
-    ]);
+    // rack-b, undefined, on a bridge that leases any name (--allow-undefined-shards): the default TTL.
+    const catalog = new ShardCatalog(
+      [{ name: "rack-a", description: "", lease_ttl_ms: 15_000, agents: ["compute-0"] }],
+      true,
+    );
     const backend = new MemoryBackend(processClockUs, 0);
     const { url, close } = await listen(
       createApp(new Store(backend, new MemoryNodes(), new MemoryTraits()), {

@@ -1,4 +1,5 @@
 import { expect } from "chai";
+import { freePort } from "./helpers/redis-server.js";
 import { spawn } from "node:child_process";
 import { BridgeClient } from "../src/agent/client.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
@@ -108,11 +109,24 @@ describe("shardbridge status", function () {
     expect(Date.parse(second!.at) - Date.parse(first!.at)).to.be.within(900, 3000);
   });
 
-  it("exits 2 without a token, 1 when the bridge does not answer", async () => {
+  it("exits 2 without a token or with one the bridge refuses, 1 saying why when the bridge does not answer", async () => {
     const none = await runShardbridge(["status", "--bridge", bridge.url], { SHARDBRIDGE_TOKEN: "" });
     expect(none.status).to.equal(2);
-    const gone = await runShardbridge(["status", "--bridge", "http://127.0.0.1:1", "--token", "x"]);
+    const unknown = await runShardbridge([
+      "status",
+      "--bridge",
+      bridge.url,
+      "--token",
+      "not-a-token-0123456789",
+    ]);
+    expect(unknown.status, unknown.stderr).to.equal(2);
+    expect(unknown.stderr).to.match(/^shardbridge: 401 shardbridge\.auth\.unauthenticated/);
+    const port = await freePort();
+    const gone = await runShardbridge(["status", "--bridge", `http://127.0.0.1:${port}`, "--token", "x"]);
     expect(gone.status).to.equal(1);
+    expect(gone.stderr).to.equal(
+      `shardbridge: cannot reach the server: connect ECONNREFUSED 127.0.0.1:${port}\n`,
+    );
   });
 });
 

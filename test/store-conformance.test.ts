@@ -1,6 +1,8 @@
 import { expect } from "chai";
+import { HostTwinError } from "../src/domain/names.js";
 import { ValidationError } from "../src/domain/validation.js";
-import type { Store } from "../src/store/store.js";
+import { MemoryNodes } from "../src/nodes/memory.js";
+import { Store } from "../src/store/store.js";
 import { backendsUnderTest, redisClusterUnderTest, useBackend } from "./helpers/backends.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -16,6 +18,16 @@ async function expectInvalid(promise: Promise<unknown>, field: string): Promise<
     return error as ValidationError;
   }
   throw new Error(`expected a validation error on ${field}`);
+}
+
+/** What `promise` was rejected with (it must be). */
+async function refusal(promise: Promise<unknown>): Promise<Error> {
+  return promise.then(
+    () => {
+      throw new Error("expected a refusal");
+    },
+    (error: Error) => error,
+  );
 }
 
 // On a real Redis Cluster too: every script must touch one slot, every scan each master.
@@ -226,6 +238,40 @@ for (const backend of [...backendsUnderTest(), redisClusterUnderTest()]) {
       });
     });
 
+    describe("forgetting a shard", () => {
+      it("drops a free shard from the listings, keeps its token floor, and refuses while it is held", async () => {
+        const a = await store.acquire({ shard: "s1", agent: "a", ttlMs: 4000 });
+        expect(await store.forgetShard("s1")).to.deep.include({ kind: "held" });
+        await store.release({ shard: "s1", agent: "a", token: a.ok ? a.token : 0 });
+        expect(await store.forgetShard("s1")).to.deep.equal({ kind: "forgotten" });
+        expect(await store.leasedShards()).to.not.include("s1");
+        expect(await store.isListed("s1")).to.equal(false);
+        expect(await store.forgetShard("s1")).to.deep.equal({ kind: "unknown" });
+        const b = await store.acquire({ shard: "s1", agent: "b", ttlMs: 4000 });
+        expect(b.ok && a.ok && b.token > a.token).to.equal(true);
+        expect(await store.leasedShards()).to.include("s1");
+      });
+
+      it("keeps a shard listed when a grant lands between the forgetting's first read and its unlisting", async () => {
+        const a = await store.acquire({ shard: "s1", agent: "a", ttlMs: 4000 });
+        await store.release({ shard: "s1", agent: "a", token: a.ok ? a.token : 0 });
+        // The same backend, with a grant made just before the unlisting: the race forgetShard guards.
+        const racing = Object.create(store.backend, {
+          unlist: {
+            value: async (shard: string) => {
+              await store.acquire({ shard, agent: "racer", ttlMs: 4000 });
+              return store.backend.unlist(shard);
+            },
+          },
+        }) as typeof store.backend;
+        const raced = new Store(racing, new MemoryNodes(), store.traits);
+        const outcome = await raced.forgetShard("s1");
+        expect(outcome.kind).to.equal("held");
+        expect(outcome.kind === "held" && outcome.current.holder).to.equal("racer");
+        expect(await store.leasedShards()).to.include("s1");
+      });
+    });
+
     describe("trait records", () => {
       it("reads many in one call, in the order asked, an unknown node's as empty", async () => {
         const [a, b] = ["7b0e1d2c-b4a5-4697-8877-66554433aa01", "7b0e1d2c-b4a5-4697-8877-66554433aa02"];
@@ -289,6 +335,21 @@ for (const backend of [...backendsUnderTest(), redisClusterUnderTest()]) {
           ["compute-b", []],
         ]);
         await expectInvalid(store.heartbeat("compute-c", ["no,comma"]), "shards[0]");
+      });
+
+      it("refuses a heartbeat of an id equal to a recorded agent's but for case (one host to nova), writing nothing, until that one is forgotten", async () => {
+        await store.heartbeat("compute-a", ["rack-a"]);
+        const twin = await refusal(store.heartbeat("Compute-A"));
+        expect(twin).to.be.instanceOf(HostTwinError);
+        expect(twin.message).to.match(
+          /^agent Compute-A is one host to nova with registered agent compute-a /,
+        );
+        expect((await store.agents()).map((s) => s.agent)).to.deep.equal(["compute-a"]);
+        await store.heartbeat("compute-a");
+        expect(await store.forgetAgent("compute-a")).to.equal(true);
+        await store.heartbeat("Compute-A", ["rack-a"]);
+        expect((await store.agents()).map((s) => s.agent)).to.deep.equal(["Compute-A"]);
+        expect(await refusal(store.heartbeat("compute-a"))).to.be.instanceOf(HostTwinError);
       });
 
       it("forgets an agent's record whole: gone from the list and from lookups, the next heartbeat makes it anew", async () => {

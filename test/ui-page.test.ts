@@ -245,3 +245,90 @@ describe("The status page, in a real browser", function () {
     expect(await page.evaluate(async () => (await fetch("/ui/events")).status)).to.equal(401);
   });
 });
+
+/**
+ * A wall screen: 1280x900, no one to scroll inside a panel, agent ids as long as hostnames
+ * get (40 characters). Every column of the shards and agents panels must be on screen and
+ * every cell's text whole, read back from the page.
+ */
+describe("The status page on a wall screen (1280x900) with hostname-long agent ids", function () {
+  this.timeout(90_000);
+  const ids = [0, 1, 2, 3].map((i) => `compute-${i}.rack-a17.dc-1.east.example.com`);
+  const shards = [0, 1].map((i) => ({ name: `rack-a17-row-${i}-east`, lease_ttl_ms: 3000 }));
+  let bridge: BridgeProcess;
+  const agents: AgentProcess[] = [];
+  let browser: Awaited<ReturnType<typeof openBrowser>>;
+
+  before(async () => {
+    bridge = await startBridge({ shards, agents: [] });
+    // Two per shard, acting under the admin's token (any id): the first of each is active.
+    for (const [i, id] of ids.entries()) {
+      const agent = AgentProcess.cli(id, [
+        ...["agent", `--id=${id}`, `--shard=${shards[i % 2]!.name}`],
+        ...["--bridge", bridge.url, "--token", bridge.tokenFor("admin")],
+      ]);
+      agents.push(agent);
+      if (i < 2) await agent.waitFor((e) => e.ev === "active", 15_000);
+    }
+    await Promise.all(agents.slice(2).map((a) => a.waitFor((e) => e.ev === "standby", 10_000)));
+    browser = await openBrowser({ width: 1280, height: 900 });
+  });
+  after(async () => {
+    await Promise.all(agents.map((a) => a.kill()));
+    await browser?.close();
+    await bridge?.stop();
+  });
+
+  it("shows every column of the shards and agents panels, every cell whole, without scrolling", async () => {
+    expect(ids.every((id) => id.length === 40)).to.equal(true);
+    const page = await browser.context.newPage();
+    await page.goto(`${bridge.url}/ui/login`);
+    await page.fill("#token", bridge.tokenFor("viewer"));
+    await page.click("button[type=submit]");
+    await page.waitForFunction(
+      (count) => document.querySelectorAll("#agents tbody tr").length === count,
+      ids.length,
+      { timeout: 10_000 },
+    );
+    // No named function inside: tsx's helpers for names do not exist in the page.
+    const panels = await page.evaluate(() =>
+      ["shards", "agents"].map((table) => {
+        const section = document.getElementById(table)!.closest("section")!;
+        const edge = section.getBoundingClientRect().right;
+        const rows = [...(document.getElementById(table) as HTMLTableElement).rows].map((row) =>
+          [...row.cells].map((c) => ({
+            text: c.innerText,
+            whole: c.scrollWidth <= c.clientWidth,
+            onScreen: c.getBoundingClientRect().right <= edge + 0.5,
+          })),
+        );
+        return { table, scrolls: section.scrollWidth > section.clientWidth, rows };
+      }),
+    );
+    for (const { table, scrolls, rows } of panels) {
+      expect(scrolls, `${table}: the panel scrolls sideways`).to.equal(false);
+      for (const cells of rows)
+        for (const cell of cells) {
+          expect(cell.onScreen, `${table}: ${JSON.stringify(cell.text)} past the panel's edge`).to.equal(
+            true,
+          );
+          expect(cell.whole, `${table}: ${JSON.stringify(cell.text)} cut`).to.equal(true);
+        }
+    }
+    const [shardPanel, agentPanel] = panels;
+    const words = (cells: Array<{ text: string }>) => cells.map((c) => c.text.replace(/\s+/g, ""));
+    expect(words(shardPanel!.rows[0]!)).to.deep.equal([
+      "Shard",
+      "Nodes",
+      "Holder",
+      "Timeleft",
+      "Since",
+      "Feedlag",
+    ]);
+    expect(shardPanel!.rows.slice(1).map((r) => words(r)[2])).to.have.members(ids.slice(0, 2));
+    expect(words(agentPanel!.rows[0]!)).to.deep.equal(["Agent", "State", "Holds", "Serves", "Lastseen"]);
+    expect(agentPanel!.rows.slice(1).map((r) => words(r)[0])).to.have.members(ids);
+    for (const row of agentPanel!.rows.slice(1)) expect(words(row)[4], "last seen").to.match(/\d/);
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).to.be.at.most(1280);
+  });
+});

@@ -21,6 +21,18 @@ export class BridgeError extends Error {
   }
 }
 
+/**
+ * A refusal that retrying will not change: the bridge does not know this agent's token
+ * (401), the token may not act here (403), or the shard is not one it leases (404
+ * shardbridge.shard.undefined: a typo'd name, see serve --allow-undefined-shards).
+ */
+export function isPermanentRefusal(error: unknown): error is BridgeError {
+  return (
+    error instanceof BridgeError &&
+    (error.status === 401 || error.status === 403 || error.code === "shardbridge.shard.undefined")
+  );
+}
+
 export interface WireLease {
   holder: string;
   /** null where the bridge does not show it: another agent's lease, to an agent */

@@ -1,5 +1,5 @@
 import { logger } from "../log.js";
-import { BridgeClient, BridgeError } from "./client.js";
+import { BridgeClient, isPermanentRefusal } from "./client.js";
 import { bridgeKeeper } from "./lease-keeper.js";
 import { logTransition } from "./transition-log.js";
 
@@ -99,9 +99,9 @@ export function runReferenceAgent(options: ReferenceAgentOptions): { stop: () =>
   );
   keeper.on("released", (e) => logTransition(log, { message: "released", token: e.token }));
   keeper.on("store-error", (e) => {
-    // A wrong token or a shard this agent may not serve will not fix itself by retrying:
-    // say it once, plainly, and stop (exit 2) rather than retry forever.
-    if (e.cause instanceof BridgeError && (e.cause.status === 401 || e.cause.status === 403)) {
+    // A wrong token, a shard this agent may not serve or one the bridge does not lease
+    // will not fix itself by retrying: say it once, plainly, and stop (exit 2).
+    if (isPermanentRefusal(e.cause)) {
       log.error("fatal", { op: e.op, error: e.error });
       void keeper.stop().then(() => process.exit(2));
       return;

@@ -1,7 +1,7 @@
 import { Router, type Response } from "express";
 import { z } from "zod";
 import { FencingToken } from "../domain/lease.js";
-import { AgentId } from "../domain/names.js";
+import { AgentId, HostTwinError, hostKey } from "../domain/names.js";
 import { ValidationError, parseOrThrow } from "../domain/validation.js";
 import type { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
@@ -90,6 +90,14 @@ export function agentRoutes(
     // In the legacy pool whether or not the others count it as up: nova adds its own host.
     const inPool = servesNoShard(seen?.serves, held.keys(), inServiceOf(catalog, counts));
     const ringed = inPool ? await pool.ringFor(agent) : null;
+    // The pool holds nova's host keys: one that is this id's while this id has no record is
+    // another spelling's (the registry keeps one per host), and both would get one share.
+    if (seen === null && ringed?.snapshot.members.includes(hostKey(agent))) {
+      const twin = (await store.agents()).find(
+        (a) => a.agent !== agent && hostKey(a.agent) === hostKey(agent),
+      );
+      if (twin !== undefined) throw new HostTwinError(agent, twin.agent);
+    }
     const share = ringed === null ? [] : await assignments.shareOf(ringed.ring, agent);
     const head = {
       agent,

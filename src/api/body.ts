@@ -38,8 +38,36 @@ function refuseUnread(res: ServerResponse, error: HttpError): HttpError {
   return error;
 }
 
+/**
+ * What a body may be declared as: `json`, the API's bodies; `any`, a body the route judges
+ * itself (the status page's login form) or passes on as it is (the fenced Ironic endpoint).
+ */
+export type BodyMedia = "json" | "any";
+
+/**
+ * Media types a JSON body may be declared as: none, JSON (`application/json`, any
+ * `application/*+json`), or a form — `curl -d` declares its body so unless told otherwise,
+ * and the docs' examples send JSON that way. Anything else (`text/plain`, a multipart
+ * upload) is answered 415 rather than parsed as JSON on a guess.
+ */
+const JSON_MEDIA = /^application\/(?:json|[^;\s/]+\+json|x-www-form-urlencoded)$/;
+
+/** What a request's Content-Type says that a JSON body cannot be, if anything. */
+function notJson(headers: IncomingHttpHeaders): string | null {
+  const type = headers["content-type"];
+  if (type === undefined) return null;
+  const media = type.split(";")[0]!.trim().toLowerCase();
+  return JSON_MEDIA.test(media)
+    ? null
+    : `content type ${JSON.stringify(media)} is not JSON: send application/json`;
+}
+
 /** What a request says of its body's encoding that the bridge does not decode, if anything. */
-function undecodable(headers: IncomingHttpHeaders): string | null {
+function undecodable(headers: IncomingHttpHeaders, media: BodyMedia): string | null {
+  if (media === "json") {
+    const problem = notJson(headers);
+    if (problem !== null) return problem;
+  }
   const encoding = headers["content-encoding"];
   if (encoding !== undefined && encoding.trim().toLowerCase() !== "identity")
     return `content encoding ${JSON.stringify(encoding)} is not supported: send the body as is`;
@@ -67,11 +95,12 @@ export function readRequestChunks(
   req: IncomingMessage,
   res: ServerResponse,
   limit: number,
+  media: BodyMedia = "json",
 ): Promise<Buffer[]> {
   const declared = req.headers["content-length"];
   const chunked = req.headers["transfer-encoding"] !== undefined;
   if (!chunked && (declared === undefined || declared === "0")) return Promise.resolve([]);
-  const problem = undecodable(req.headers);
+  const problem = undecodable(req.headers, media);
   if (problem !== null)
     return Promise.reject(
       refuseUnread(res, refused(415, "shardbridge.body.invalid", "Body not accepted", problem)),
@@ -123,8 +152,9 @@ export async function readRequestBody(
   req: IncomingMessage,
   res: ServerResponse,
   limit: number,
+  media: BodyMedia = "json",
 ): Promise<Buffer> {
-  return joinChunks(await readRequestChunks(req, res, limit));
+  return joinChunks(await readRequestChunks(req, res, limit, media));
 }
 
 /** Read the body into `req.bodyChunks`, at most `limitFor(req)` bytes (see readRequestChunks). */

@@ -1,6 +1,7 @@
 import type { ErrorRequestHandler } from "express";
 import { MAX_LISTED_ISSUES, ValidationError } from "../domain/validation.js";
 import { StoreUnavailableError } from "../domain/store-errors.js";
+import { HostTwinError } from "../domain/names.js";
 
 /** One error in the OpenStack API-SIG shape. */
 export interface ApiError {
@@ -101,6 +102,8 @@ export function errorAnswer(
   let errors: ApiError[];
   if (error instanceof HttpError) errors = error.errors;
   else if (error instanceof ValidationError) errors = validationErrors(error);
+  else if (error instanceof HostTwinError)
+    errors = [conflict("agent.host_twin", "Agent is another agent's host to nova", error.message)];
   else if (error instanceof StoreUnavailableError) {
     errors = [
       {

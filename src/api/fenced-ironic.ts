@@ -276,7 +276,7 @@ export function fencedIronic(context: {
               "the path is /fenced/{shard}/lease-{token}/ironic/..., with a shard name and a fencing token",
           },
         ]);
-      const body = await readRequestBody(req, res, FENCED_BODY.limit);
+      const body = await readRequestBody(req, res, FENCED_BODY.limit, "any");
       const headers: Record<string, string | string[]> = {};
       for (const [name, value] of Object.entries(req.headers))
         if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;

@@ -103,7 +103,11 @@ function answerOf(outcome: FinalOutcome): { status: number; body: unknown } {
           status: 422,
           code: p.owner !== undefined ? "shardbridge.traits.not_owned" : "shardbridge.traits.refused",
           title: "Trait change refused",
-          detail: `${p.trait}: ${p.reason}`,
+          detail:
+            p.owner === undefined
+              ? `${p.trait}: ${p.reason}`
+              : `${p.trait}: ${p.reason}; inspection changes its own traits and unclaimed ones, ` +
+                `${p.owner}'s are set where ${p.owner} works (see serve --ownership)`,
           field: p.trait,
         })),
       );

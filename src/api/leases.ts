@@ -6,6 +6,7 @@ import { FenceRequest, ReleaseRequest, RenewRequest } from "../domain/lease.js";
 import { parseOrThrow, ValidationError, type FieldIssue } from "../domain/validation.js";
 import type { LeaseOutcome, LeaseView } from "../lease/machine.js";
 import type { ShardCatalog } from "../shards/definitions.js";
+import { mayLease } from "../shards/leasable.js";
 import { LEASE_WAIT_MAX_MS, type LeaseWaits, type WaitedOutcome } from "../shards/lease-waits.js";
 import { endRevoked, fenceServing } from "../shards/revocation.js";
 import type { Admit, Store } from "../store/store.js";
@@ -129,7 +130,18 @@ function notAllowed(shard: string, agent: string): HttpError {
   ]);
 }
 
-/** What a lease write answers: a status and a JSON body (none for 204). */
+function undefinedShard(shard: string): HttpError {
+  return new HttpError([
+    {
+      status: 404,
+      code: "shardbridge.shard.undefined",
+      title: "Shard not defined",
+      detail:
+        `shard ${shard} is not defined (shards/${shard}.json or PUT /v1/shard-definitions/${shard}) ` +
+        `and no node carries it as its shard key; a bridge started with --allow-undefined-shards leases any name`,
+    },
+  ]);
+}
 
 interface LeaseContext {
   store: Store;
@@ -181,6 +193,7 @@ async function acquireOrRenew(
   const request = { shard, agent: agent as string, ttlMs: catalog.ttlMsFor(shard) };
   let outcome: LeaseOutcome;
   if (token === undefined) {
+    if (!(await mayLease(catalog, store.nodes, shard))) throw undefinedShard(shard);
     outcome = await body.write(
       (admitted): Promise<LeaseOutcome> =>
         waitMs > 0

@@ -4,7 +4,9 @@ import { HttpError } from "./errors.js";
 import { ShardPath } from "./paths.js";
 import type { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
-import { seesTokens, principalOf } from "./auth.js";
+import { requireRole, seesTokens, principalOf } from "./auth.js";
+import { conflict } from "./errors.js";
+import { logger } from "../log.js";
 import { leaseCensus, shardsOverview } from "./overview.js";
 import { leaseJson } from "./views.js";
 
@@ -32,17 +34,12 @@ export function shardRoutes(store: Store, catalog: ShardCatalog, frontsIronic = 
   router.get("/v1/shards/:shard", async (req, res) => {
     const { shard } = parseOrThrow(ShardPath, req.params);
     const definition = catalog.get(shard);
-    const [counts, { current, lastToken }] = await Promise.all([store.nodes.counts(), store.read(shard)]);
-    const count = counts.find((c) => c.shard === shard)?.count ?? 0;
-    if (definition === undefined && count === 0 && current === null && lastToken === 0)
-      throw new HttpError([
-        {
-          status: 404,
-          code: "shardbridge.shard.not_found",
-          title: "No such shard",
-          detail: `shard ${shard} is not defined, carries no nodes and was never leased`,
-        },
-      ]);
+    const [count, { current }, listed] = await Promise.all([
+      store.nodes.countOf(shard),
+      store.read(shard),
+      store.isListed(shard),
+    ]);
+    if (definition === undefined && count === 0 && current === null && !listed) throw notFound(shard);
     const showTokens = seesTokens(principalOf(res));
     res.json({
       name: shard,
@@ -62,5 +59,66 @@ export function shardRoutes(store: Store, catalog: ShardCatalog, frontsIronic = 
     });
   });
 
+  /**
+   * DELETE /v1/shards/{shard}: an operator's forgetting of a shard that was leased but
+   * is neither defined nor carries nodes (a typo'd name, a rack gone for good), so it
+   * leaves GET /v1/shards and the page. 204; 409 while it is defined, carries nodes or
+   * its lease is live (each says what to do first); 404 when nothing lists it.
+   */
+  router.delete("/v1/shards/:shard", requireRole("admin"), async (req, res) => {
+    const { shard } = parseOrThrow(ShardPath, req.params);
+    const source = catalog.sourceOf(shard);
+    if (source !== null)
+      throw new HttpError([
+        conflict(
+          "shard.defined",
+          "Shard still defined",
+          source === "file"
+            ? `shard ${shard} is defined by shards/${shard}.json on this bridge: remove the file first`
+            : `shard ${shard} is defined in the store: DELETE /v1/shard-definitions/${shard} first`,
+        ),
+      ]);
+    const count = await store.nodes.countOf(shard);
+    if (count > 0)
+      throw new HttpError([
+        conflict(
+          "shard.carries_nodes",
+          "Shard carries nodes",
+          `${count} nodes carry shard key ${shard}: move them to another shard first`,
+        ),
+      ]);
+    const outcome = await store.forgetShard(shard);
+    if (outcome.kind === "unknown") throw notFound(shard);
+    if (outcome.kind === "held")
+      throw new HttpError([
+        conflict(
+          "lease.held",
+          "Shard still leased",
+          `shard ${shard} is held by ${outcome.current.holder} for ${outcome.current.ttlMs} ms more: ` +
+            `stop its agent (or let the lease end) first`,
+          { retry_after_ms: outcome.current.ttlMs },
+        ),
+      ]);
+    // The audit record: who forgot which shard, from where.
+    logger.warn("shard-forgotten", {
+      shard,
+      role: principalOf(res).role,
+      remote: req.socket.remoteAddress,
+      request_id: res.locals.requestId,
+    });
+    res.status(204).end();
+  });
+
   return router;
+}
+
+function notFound(shard: string): HttpError {
+  return new HttpError([
+    {
+      status: 404,
+      code: "shardbridge.shard.not_found",
+      title: "No such shard",
+      detail: `shard ${shard} is not defined, carries no nodes and has no lease history`,
+    },
+  ]);
 }

@@ -2,6 +2,9 @@ import { renderTable } from "../text/table.js";
 import type { MigrationPlan } from "../ring/plan.js";
 import type { PlanFile } from "./migrate-file.js";
 
+/** `n` and the noun, in the plural but for one. */
+const count = (n: number, noun: string): string => `${n} ${noun}${n === 1 ? "" : "s"}`;
+
 /** The plan as a table of shards, and what it leaves alone or cannot place. */
 export function planText(plan: MigrationPlan, maxPerShard: number): string {
   const planned = plan.shards.reduce((n, s) => n + s.nodes.length, 0);
@@ -9,11 +12,14 @@ export function planText(plan: MigrationPlan, maxPerShard: number): string {
     ["shard", "active agent", "nodes"],
     plan.shards.map((s) => [s.name, s.active, s.nodes.length]),
   );
+  const left = `${count(plan.alreadySharded, "node")} already ${plan.alreadySharded === 1 ? "has" : "have"} a shard key`;
+  if (planned === 0 && plan.unplaced.length === 0)
+    return `Nothing to migrate: no unsharded node (${left}).\n`;
   out +=
-    `\n${planned} unsharded nodes into ${plan.shards.length} shards of at most ${maxPerShard}; ` +
-    `0 nodes change agent. ${plan.alreadySharded} nodes already have a shard key and are left alone.\n`;
+    `\n${count(planned, "unsharded node")} into ${count(plan.shards.length, "shard")} of at most ${maxPerShard}; ` +
+    `no node changes agent. ${left} and ${plan.alreadySharded === 1 ? "is" : "are"} left alone.\n`;
   if (plan.unplaced.length > 0) {
-    out += `${plan.unplaced.length} nodes are not planned:\n`;
+    out += `${count(plan.unplaced.length, "node")} ${plan.unplaced.length === 1 ? "is" : "are"} not planned:\n`;
     for (const u of plan.unplaced.slice(0, 20)) out += `  ${u.uuid}: ${u.reason}\n`;
     if (plan.unplaced.length > 20) out += `  … and ${plan.unplaced.length - 20} more (see --json)\n`;
   }

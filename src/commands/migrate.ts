@@ -130,6 +130,8 @@ async function planCommand(argv: string[]): Promise<void> {
     );
     writeFileSync(values.out, `${JSON.stringify(file, null, 1)}\n`);
     if (values.json) process.stdout.write(`${JSON.stringify(file)}\n`);
+    // Nothing planned: no steps to follow (the file still records the inventory it read).
+    else if (plan.shards.length === 0) process.stdout.write(planText(plan, maxPerShard));
     else process.stdout.write(`${planText(plan, maxPerShard)}\n${stepsText(file, values.out)}`);
     return;
   }
@@ -138,11 +140,12 @@ async function planCommand(argv: string[]): Promise<void> {
     process.stdout.write(`${JSON.stringify({ ...plan, max_per_shard: maxPerShard, applied: result })}\n`);
   } else {
     process.stdout.write(planText(plan, maxPerShard));
-    if (result === null)
-      process.stdout.write(
-        "(dry run: nothing written; --out PLAN.json writes a plan to review and apply with migrate apply)\n",
-      );
-    else {
+    if (result === null) {
+      if (plan.shards.length > 0)
+        process.stdout.write(
+          "(dry run: nothing written; --out PLAN.json writes a plan to review and apply with migrate apply)\n",
+        );
+    } else {
       process.stdout.write(`applied to ${source.describe}: ${result.written} shard keys written\n`);
       for (const f of result.failed) process.stdout.write(`  failed: ${f}\n`);
     }

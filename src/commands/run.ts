@@ -53,7 +53,9 @@ async function prepare(argv: string[]) {
   const client = new BridgeClient(values.bridge!, token);
   const info = await untilAnswered(values.bridge!, () => client.shard(shard));
   if (info === null)
-    throw new ConfigError(`run: the bridge knows no shard ${shard} (not defined, no nodes, never leased)`);
+    throw new ConfigError(
+      `run: the bridge knows no shard ${shard} (not defined, no nodes, no lease history)`,
+    );
   if (info.agents !== null && !info.agents.includes(id))
     throw new ConfigError(
       `run: agent ${id} may not serve shard ${shard} (allowed: ${info.agents.join(", ")})`,

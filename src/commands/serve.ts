@@ -31,11 +31,14 @@ export const SERVE_USAGE = `  serve    run the bridge
                              or redis+cluster://HOST:PORT[,HOST:PORT...] (env SHARDBRIDGE_STORE); passwords
                              from SHARDBRIDGE_REDIS_PASSWORD and SHARDBRIDGE_SENTINEL_PASSWORD, never the spec
              --shards DIR    shard definitions, one NAME.json each (env SHARDBRIDGE_SHARDS, default ./shards)
+             --allow-undefined-shards
+                             grant leases on any valid shard name; by default only on a shard that a definition
+                             names or a node carries (others: 404 shardbridge.shard.undefined)
              --tokens FILE   API bearer tokens {"tokens":[{"role","token","agent"?}]} (env SHARDBRIDGE_TOKENS_FILE,
                              or the JSON itself in SHARDBRIDGE_TOKENS)
              --dev-tokens FILE
                              development: use FILE, creating it with fresh random tokens (admin, inspector,
-                             agents compute-0 and compute-1) when missing, and print them
+                             viewer, agents compute-0 and compute-1) when missing, and print them
              --inspector-secret S   the webhook's HMAC secret (env SHARDBRIDGE_INSPECTOR_SECRET)
              --trait-rules FILE     inspection -> trait rules (see examples/trait-rules.json)
              --ownership FILE       who owns which traits (default: compute owns COMPUTE_*, OWNER_*)
@@ -74,6 +77,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
       bind: { type: "string", default: process.env.SHARDBRIDGE_BIND ?? "127.0.0.1" },
       store: { type: "string", default: process.env.SHARDBRIDGE_STORE ?? "memory" },
       shards: { type: "string", default: process.env.SHARDBRIDGE_SHARDS ?? "shards" },
+      "allow-undefined-shards": { type: "boolean", default: false },
       tokens: { type: "string", default: process.env.SHARDBRIDGE_TOKENS_FILE },
       "dev-tokens": { type: "string" },
       "inspector-secret": { type: "string", default: process.env.SHARDBRIDGE_INSPECTOR_SECRET },
@@ -121,7 +125,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
   }
   const authority = loadAuthority(values.tokens, values["dev-tokens"]);
   // Read the shard definitions before anything else: a bad file stops the start, naming it.
-  const catalog = loadShardCatalog(values.shards!);
+  const catalog = loadShardCatalog(values.shards!, values["allow-undefined-shards"]);
   const port = integerFlag("port", values.port, 0, 65535)!;
   const store = await openStore(values.store!, { ironicQueueMax: delivery.queueMax });
   if (store.kind === "memory") {
@@ -192,9 +196,16 @@ export async function serveCommand(argv: string[]): Promise<void> {
     logger.info("listening", { url: where, store: store.kind, shards_defined: catalog.definitions.length });
     const tokens =
       values["dev-tokens"] !== undefined ? `--tokens-file ${values["dev-tokens"]}` : "--token AGENT_TOKEN";
+    const shard = catalog.definitions[0]?.name ?? "SHARD";
     process.stderr.write(
       `shardbridge listening on ${where} (store: ${store.kind}, ${catalog.definitions.length} shard definitions)\n` +
-        `  connect an agent:  node dist/cli.js agent --id compute-0 --shard demo --bridge ${where} ${tokens}\n` +
+        `  connect an agent:  node dist/cli.js agent --id compute-0 --shard ${shard} --bridge ${where} ${tokens}\n` +
+        (catalog.definitions.length === 0
+          ? `                     (no shard defined: a lease needs shards/NAME.json, PUT /v1/shard-definitions/NAME or a node carrying NAME)\n`
+          : "") +
+        (inspector.secret !== undefined
+          ? `  inspection:        POST ${where}/v1/inspector/webhook, signed with --inspector-secret's secret (make run's: .state/dev-inspector-secret)\n`
+          : `  inspection:        webhook off (no --inspector-secret: it answers 503 shardbridge.inspector.not_configured)\n`) +
         `  list shards:       curl -s -H "Authorization: Bearer ADMIN_TOKEN" ${where}/v1/shards\n` +
         `  status page:       ${where}/ui (log in with a viewer or admin token)\n`,
     );

@@ -71,6 +71,26 @@ export function noCaseTwins<T>(list: string, field: string | null, idOf: (item: 
   };
 }
 
+/** What nova's hash ring compares hosts by (it lower-cases them): two ids with one key are one host. */
+export const hostKey = (id: string): string => id.toLowerCase();
+
+/**
+ * A heartbeat refused because another registered agent is the same host to nova (its id
+ * equal but for case): both would be one ring member, each handed the other's nodes.
+ */
+export class HostTwinError extends Error {
+  constructor(
+    readonly agent: string,
+    readonly registered: string,
+  ) {
+    super(
+      `agent ${agent} is one host to nova with registered agent ${registered} (nova compares hosts lower-cased): ` +
+        `act as ${registered}, or forget it first (DELETE /v1/agents/${registered})`,
+    );
+    this.name = "HostTwinError";
+  }
+}
+
 /**
  * The agent ids of `ids` that equal an earlier one but for case — one member to nova's
  * ring, which lower-cases hosts — as pairs, each the later's index and the earlier's. Pure.
@@ -79,7 +99,7 @@ export function caseTwins(ids: readonly string[]): Array<{ index: number; twinOf
   const first = new Map<string, number>();
   const twins: Array<{ index: number; twinOf: number }> = [];
   ids.forEach((id, index) => {
-    const key = id.toLowerCase();
+    const key = hostKey(id);
     const earlier = first.get(key);
     if (earlier !== undefined && ids[earlier] !== id) twins.push({ index, twinOf: earlier });
     if (earlier === undefined) first.set(key, index);

@@ -58,7 +58,10 @@ export interface PollSummary {
   inspected: number;
   /** of those, finished since the watcher last looked */
   due: number;
+  /** the bridge applied the result and a trait changed */
   applied: number;
+  /** the bridge applied the result, and the node's traits were what it says already */
+  unchanged: number;
   /** the bridge had applied this or a newer result already (409, or a replayed delivery) */
   already: number;
   /** the bridge does not know the node yet: tried again next poll */
@@ -174,6 +177,7 @@ export class InspectionWatcher {
       inspected: marks.length,
       due: due.length,
       applied: 0,
+      unchanged: 0,
       already: 0,
       unknownNode: 0,
       refused: 0,
@@ -264,9 +268,18 @@ export class InspectionWatcher {
   }
 }
 
-/** What a webhook answer means for the watcher. */
-function classify(answer: DeliveryAnswer): "applied" | "already" | "unknownNode" | "refused" | "failed" {
-  if (answer.status === 200) return answer.replay ? "already" : "applied";
+/**
+ * What a webhook answer means for the watcher. A 200 lists the trait changes it applied
+ * (`applied`): none means the node's traits were the inspection's already.
+ */
+function classify(
+  answer: DeliveryAnswer,
+): "applied" | "unchanged" | "already" | "unknownNode" | "refused" | "failed" {
+  if (answer.status === 200) {
+    if (answer.replay) return "already";
+    const applied = (answer.body as { applied?: unknown } | null)?.applied;
+    return Array.isArray(applied) && applied.length === 0 ? "unchanged" : "applied";
+  }
   if (answer.status === 409) return "already";
   if (answer.status === 404) return "unknownNode";
   // 400/422: the data or the rules' outcome is refused; the same data will be refused again.

@@ -191,6 +191,10 @@ export class MemoryNodes implements NodeBackend {
     return [...this.places].map(([shard, members]) => ({ shard, count: members.size }));
   }
 
+  async countOf(shard: string): Promise<number> {
+    return this.places.get(shard)?.size ?? 0;
+  }
+
   async poolVersion(): Promise<number> {
     return this.version;
   }

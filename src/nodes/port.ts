@@ -79,6 +79,8 @@ export interface NodeBackend {
   list(query: NodeQuery): Promise<NodePage>;
   /** every shard with at least one node, and the unsharded pool when not empty */
   counts(): Promise<ShardCount[]>;
+  /** how many nodes carry `shard` as their shard key (0: none) */
+  countOf(shard: string): Promise<number>;
   /**
    * A number that changes whenever the unsharded pool or an unsharded node's instance
    * host changes: what nova's ring places is then due to be placed again.

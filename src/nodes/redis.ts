@@ -126,6 +126,10 @@ export class RedisNodes implements NodeBackend {
     }));
   }
 
+  async countOf(shard: string): Promise<number> {
+    return Number((await this.redis.hget(this.keys.counts, shard)) ?? 0);
+  }
+
   async placeVersions(places: ReadonlyArray<string | null>): Promise<number[]> {
     if (places.length === 0) return [];
     const versions = await this.redis.hmget(this.keys.placeVersions, ...places.map((p) => p ?? ""));

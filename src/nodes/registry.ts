@@ -180,6 +180,11 @@ export class NodeRegistry {
     return fromStore(() => this.backend.counts());
   }
 
+  /** See NodeBackend.countOf. */
+  async countOf(shard: string): Promise<number> {
+    return fromStore(() => this.backend.countOf(shard));
+  }
+
   /** See NodeBackend.placeVersions. */
   async placeVersions(places: ReadonlyArray<string | null>): Promise<number[]> {
     return fromStore(() => this.backend.placeVersions(places));

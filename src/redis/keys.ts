@@ -11,7 +11,7 @@ export interface KeyLayout {
   leasePattern: string;
   shardOfLeaseKey(key: string): string;
   /** agent -> last heartbeat (sorted set, store ms) and agent -> shards it serves (hash), one slot */
-  agents: { seen: string; serves: string };
+  agents: { seen: string; serves: string; hosts: string };
   /**
    * The lease directory, under its own tag: every shard ever granted (a sorted set, so
    * listings never scan the keyspace) and, per agent, the shards it was granted.
@@ -101,7 +101,11 @@ export function keyLayout(namespace = "sb"): KeyLayout {
     lease: (shard) => `${namespace}:{shard:${shard}}:lease`,
     leasePattern: `${namespace}:{shard:*}:lease`,
     shardOfLeaseKey: (key) => key.slice(`${namespace}:{shard:`.length, -"}:lease".length),
-    agents: { seen: `${namespace}:{agents}:seen`, serves: `${namespace}:{agents}:serves` },
+    agents: {
+      seen: `${namespace}:{agents}:seen`,
+      serves: `${namespace}:{agents}:serves`,
+      hosts: `${namespace}:{agents}:hosts`,
+    },
     leases: {
       shards: `${namespace}:{leases}:shards`,
       grantedTo: (agent) => `${namespace}:{leases}:to:${agent}`,

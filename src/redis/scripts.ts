@@ -7,9 +7,9 @@ export type ScriptClock = "server" | "virtual";
 
 /** One Lua file per atomic operation; the lease ones share a common prelude. */
 const LEASE_SCRIPTS = ["acquire", "renew", "release", "fence", "read"] as const;
-const AGENT_SCRIPTS = ["heartbeat", "agents"] as const;
+/** The agent registry's scripts, by their number of keys. */
+const AGENT_SCRIPTS = { heartbeat: 3, agents: 2 } as const;
 const NODE_SCRIPTS = ["nodes-upsert", "nodes-delete", "nodes-list"] as const;
-const TRAIT_SCRIPTS = ["traits-commit", "feed-ack"] as const;
 /** The Ironic delivery queue's scripts, by their number of keys (-1: given by the caller). */
 const IRONIC_SCRIPTS = {
   "ironic-read": 2,
@@ -19,9 +19,10 @@ const IRONIC_SCRIPTS = {
 } as const;
 export type ScriptName =
   | (typeof LEASE_SCRIPTS)[number]
-  | (typeof AGENT_SCRIPTS)[number]
+  | keyof typeof AGENT_SCRIPTS
   | (typeof NODE_SCRIPTS)[number]
-  | (typeof TRAIT_SCRIPTS)[number]
+  | "traits-commit"
+  | "feed-ack"
   | keyof typeof IRONIC_SCRIPTS
   | "definitions-write";
 
@@ -41,9 +42,9 @@ export function defineScripts(redis: RedisClient, clock: ScriptClock): void {
   for (const name of LEASE_SCRIPTS) {
     redis.defineCommand(`sb_${name}`, { numberOfKeys: 1, lua: `${prelude}\n${leaseRules}\n${lua(name)}` });
   }
-  // Agent scripts: the last-seen sorted set and the served-shards hash.
-  for (const name of AGENT_SCRIPTS) {
-    redis.defineCommand(`sb_${name}`, { numberOfKeys: 2, lua: `${prelude}\n${lua(name)}` });
+  // Agent scripts: the last-seen sorted set and the served-shards hash (a heartbeat: and nova's host keys).
+  for (const [name, keys] of Object.entries(AGENT_SCRIPTS)) {
+    redis.defineCommand(`sb_${name}`, { numberOfKeys: keys, lua: `${prelude}\n${lua(name)}` });
   }
   // Node scripts need no clock; they share the registry's key layout (nodes-common.lua)
   // and declare the counts and pool-version keys, which route them to the {nodes} slot.

@@ -81,7 +81,15 @@ export class ShardCatalog {
   private readonly files: Map<string, ShardDefinition>;
   private stored = new Map<string, ShardDefinition>();
 
-  constructor(definitions: ShardDefinition[] = []) {
+  /**
+   * `allowUndefined`: whether an agent may take a lease on a shard that no definition
+   * names and no node carries (serve --allow-undefined-shards). Off by default: such a
+   * name is a typo far more often than a plan, and every lease leaves the shard listed.
+   */
+  constructor(
+    definitions: ShardDefinition[] = [],
+    readonly allowUndefined = false,
+  ) {
     this.files = new Map(definitions.map((d) => [d.name, d]));
   }
 
@@ -146,10 +154,13 @@ function parseFile(path: string): ShardDefinition {
 }
 
 /** Load every `*.json` in `dir` (other files, such as a README, are ignored). */
-export function loadShardCatalog(dir: string): ShardCatalog {
+export function loadShardCatalog(dir: string, allowUndefined = false): ShardCatalog {
   if (!existsSync(dir)) throw new Error(`shard definitions directory not found: ${dir}`);
   const files = readdirSync(dir)
     .filter((f) => f.endsWith(".json"))
     .sort();
-  return new ShardCatalog(files.map((f) => parseFile(join(dir, f))));
+  return new ShardCatalog(
+    files.map((f) => parseFile(join(dir, f))),
+    allowUndefined,
+  );
 }

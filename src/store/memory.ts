@@ -1,3 +1,4 @@
+import { hostKey } from "../domain/names.js";
 import {
   EMPTY_SHARD_STATE,
   transition,
@@ -28,8 +29,12 @@ export class MemoryBackend implements LeaseBackend {
   readonly kind = "memory" as const;
   private readonly shards = new Map<string, ShardLeaseState>();
   private readonly lastSeen = new Map<string, { us: number; serves: string[] }>();
+  /** nova's key of a host (hostKey) -> the agent id last recorded under it */
+  private readonly hosts = new Map<string, string>();
   /** agent -> the shards it was ever granted (see LeaseBackend.grantedTo) */
   private readonly grants = new Map<string, Set<string>>();
+  /** shards with lease state an operator had forgotten (Store.forgetShard) and nobody leased since */
+  private readonly unlisted = new Set<string>();
 
   private readonly bootUs: number;
 
@@ -67,6 +72,7 @@ export class MemoryBackend implements LeaseBackend {
   async acquire({ shard, agent, ttlMs }: AcquireInput) {
     const outcome = await this.apply(shard, { kind: "acquire", agent, ttlMs });
     if (outcome.ok) {
+      this.unlisted.delete(shard);
       let shards = this.grants.get(agent);
       if (shards === undefined) this.grants.set(agent, (shards = new Set()));
       shards.add(shard);
@@ -90,7 +96,12 @@ export class MemoryBackend implements LeaseBackend {
     return this.apply(shard, { kind: "read" });
   }
 
-  heartbeat(agent: string, serves: string[]): Promise<AgentSeen> {
+  heartbeat(agent: string, serves: string[]): Promise<AgentSeen | { hostTwin: string }> {
+    const key = hostKey(agent);
+    const twin = this.hosts.get(key);
+    if (twin !== undefined && twin !== agent && this.lastSeen.has(twin))
+      return Promise.resolve({ hostTwin: twin });
+    this.hosts.set(key, agent);
     const nowUs = this.clockUs();
     this.lastSeen.set(agent, { us: nowUs, serves: [...serves] });
     return Promise.resolve({ agent, lastSeenMs: Math.floor(nowUs / 1000), ageMs: 0, serves: [...serves] });
@@ -116,7 +127,21 @@ export class MemoryBackend implements LeaseBackend {
   }
 
   async leasedShards(): Promise<string[]> {
-    return [...this.shards.keys()];
+    return [...this.shards.keys()].filter((shard) => !this.unlisted.has(shard));
+  }
+
+  async isListed(shard: string): Promise<boolean> {
+    return this.shards.has(shard) && !this.unlisted.has(shard);
+  }
+
+  async unlist(shard: string): Promise<boolean> {
+    const listed = await this.isListed(shard);
+    if (listed) this.unlisted.add(shard);
+    return listed;
+  }
+
+  async relist(shard: string): Promise<void> {
+    this.unlisted.delete(shard);
   }
 
   async grantedTo(agent: string): Promise<string[]> {

@@ -49,7 +49,11 @@ export interface LeaseBackend {
   release(input: ReleaseInput): Promise<ReleaseOutcome & StoreTime>;
   fence(input: FenceInput): Promise<FenceOutcome & StoreTime>;
   read(shard: string): Promise<ReadOutcome & StoreTime>;
-  heartbeat(agent: string, serves: string[]): Promise<AgentSeen>;
+  /**
+   * Record `agent` seen now, serving `serves` — unless another agent with a record is the
+   * same host to nova (hostKey): then nothing is written and that agent's id is answered.
+   */
+  heartbeat(agent: string, serves: string[]): Promise<AgentSeen | { hostTwin: string }>;
   agents(): Promise<AgentSeen[]>;
   /** one agent's liveness record, if it ever sent a heartbeat */
   agent(agent: string): Promise<AgentSeen | null>;
@@ -66,6 +70,16 @@ export interface LeaseBackend {
    * answered, so no lease its holder knows of is missing.
    */
   grantedTo(agent: string): Promise<string[]>;
+  /** whether `shard` is among leasedShards */
+  isListed(shard: string): Promise<boolean>;
+  /**
+   * Take `shard` out of leasedShards (an operator's forgetting of it, see Store.forgetShard);
+   * its lease state stays, so its next token still climbs above every earlier one. A grant
+   * lists it again. Answers whether it was listed.
+   */
+  unlist(shard: string): Promise<boolean>;
+  /** List `shard` again (a grant that raced its unlisting). */
+  relist(shard: string): Promise<void>;
   /** resolves when the backend can serve requests; rejects otherwise */
   ping(): Promise<void>;
   close(): Promise<void>;

@@ -9,7 +9,7 @@ import {
   type ReleaseRequest as ReleaseArgs,
   type RenewRequest as RenewArgs,
 } from "../domain/lease.js";
-import { AgentId, ServedShards, ShardName } from "../domain/names.js";
+import { AgentId, HostTwinError, ServedShards, ShardName } from "../domain/names.js";
 import { parseOrThrow, RepeatParse } from "../domain/validation.js";
 import { NodeRegistry } from "../nodes/registry.js";
 import type { NodeBackend } from "../nodes/port.js";
@@ -23,6 +23,10 @@ import { MemoryDefinitions, type DefinitionBackend } from "./definitions.js";
 import { LeaseChanges } from "./lease-changes.js";
 
 const ReadRequest = z.strictObject({ shard: ShardName });
+
+/** What forgetting a shard did: its lease history dropped from the listings, or why not. */
+export type ShardForgetting =
+  { kind: "forgotten" } | { kind: "unknown" } | { kind: "held"; current: LeaseView };
 /** An agent's heartbeat, and the shards it serves (none: it is in nova's legacy ring pool). */
 export const HeartbeatRequest = z.strictObject({
   agent: AgentId,
@@ -106,7 +110,9 @@ export class Store {
   /** `shards`: what the agent serves; none (the default) puts it in the legacy ring pool. */
   async heartbeat(agent: string, shards: string[] = []) {
     const input = parseOrThrow(HeartbeatRequest, { agent, shards });
-    return fromStore(() => this.backend.heartbeat(input.agent, input.shards));
+    const seen = await fromStore(() => this.backend.heartbeat(input.agent, input.shards));
+    if ("hostTwin" in seen) throw new HostTwinError(input.agent, seen.hostTwin);
+    return seen;
   }
 
   async agents() {
@@ -116,6 +122,35 @@ export class Store {
   /** Every shard the store has lease state for (live or past). */
   async leasedShards() {
     return fromStore(() => this.backend.leasedShards());
+  }
+
+  /** Whether `shard` is among leasedShards (lease state nobody forgot). */
+  async isListed(shard: string) {
+    const input = parseOrThrow(ReadRequest, { shard });
+    return fromStore(() => this.backend.isListed(input.shard));
+  }
+
+  /**
+   * An operator's forgetting of a shard's lease history, so a name leased by mistake
+   * leaves GET /v1/shards and the page: refused while a lease on it is live. The lease
+   * state itself stays (a few fields), so a later lease's token still climbs above every
+   * token granted before. A grant racing the forgetting wins: the lease is read again
+   * after the unlisting, and a live one listed again (a grant lists its shard after its
+   * lease script, so one the second read misses lists itself after the unlisting).
+   */
+  async forgetShard(shard: string): Promise<ShardForgetting> {
+    const input = parseOrThrow(ReadRequest, { shard });
+    return fromStore(async () => {
+      const before = await this.backend.read(input.shard);
+      if (before.current !== null) return { kind: "held", current: before.current };
+      const listed = await this.backend.unlist(input.shard);
+      const after = await this.backend.read(input.shard);
+      if (after.current !== null) {
+        if (listed) await this.backend.relist(input.shard);
+        return { kind: "held", current: after.current };
+      }
+      return { kind: listed ? "forgotten" : "unknown" };
+    });
   }
 
   /** One agent's liveness record, or null when it never sent a heartbeat. */

@@ -1,6 +1,6 @@
 /**
  * `make bench`: every benchmark, each printing its numbers beside a baseline measured in
- * the same run. Nothing here asserts a time; the numbers go in notes and the README.
+ * the same run. Nothing here asserts a time; the numbers go in notes and docs/PERFORMANCE.md.
  */
 import { bridgeBench } from "./bridge.bench.js";
 import { inspectorBench } from "./inspector.bench.js";

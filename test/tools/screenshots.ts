@@ -1,4 +1,4 @@
-// The README's pictures, taken from the real pages: `make screenshots` (or
+// The pictures in README.md and docs/OPERATIONS.md, taken from the real pages: `make screenshots` (or
 // `npx tsx test/tools/screenshots.ts`). The status page: a real bridge with three shards
 // of nodes and four real agents, one of them killed -9 so its standby takes over; the
 // simulator's page: `simulate --html` of the single-crash scenario. Writes

@@ -275,6 +275,11 @@ export const OPERATIONS: Operation[] = [
         description: "the shard's definition does not list this agent",
         codes: ["shard.agent_not_allowed"],
       },
+      404: {
+        description:
+          "acquire only: no definition names the shard and no node carries it (a bridge started with `--allow-undefined-shards` leases any valid name)",
+        codes: ["shard.undefined"],
+      },
       409: {
         description:
           "held by another (`lease`, `retry_after_ms`; after a wait, `waited_ms`); the store is recovering (`retry_after_ms`); renew under a token that is not the live one (`stale_token`) or of a lease that is gone (`expired`)",
@@ -349,7 +354,29 @@ export const OPERATIONS: Operation[] = [
     parameters: ["shard"],
     answers: {
       200: { description: "the shard", schema: "Shard" },
-      404: { description: "neither defined, carrying nodes, nor ever leased", codes: ["shard.not_found"] },
+      404: {
+        description: "neither defined, carrying nodes, nor leased since forgotten",
+        codes: ["shard.not_found"],
+      },
+    },
+  },
+  {
+    method: "delete",
+    path: "/v1/shards/{shard}",
+    id: "forgetShard",
+    tag: "shards",
+    summary: "Forget a shard's lease history (a name leased by mistake)",
+    description:
+      "Drops the shard from `GET /v1/shards` and the page. Its lease record stays in the store, so a later lease's token still climbs above every earlier one. Logged (`shard-forgotten`).",
+    access: ADMIN,
+    parameters: ["shard"],
+    answers: {
+      204: { description: "forgotten" },
+      404: { description: "no listing holds the shard", codes: ["shard.not_found"] },
+      409: {
+        description: "defined (remove the definition first), carries nodes, or its lease is live",
+        codes: ["shard.defined", "shard.carries_nodes", "lease.held"],
+      },
     },
   },
 
@@ -530,7 +557,14 @@ export const OPERATIONS: Operation[] = [
     access: AS_AGENT,
     parameters: ["agent"],
     body: "Heartbeat",
-    answers: { 200: { description: "recorded", schema: "AgentSeen" } },
+    answers: {
+      200: { description: "recorded", schema: "AgentSeen" },
+      409: {
+        description:
+          "another registered agent's id equals this one but for case: one host to nova's ring (forget it first, or use its spelling); nothing recorded",
+        codes: ["agent.host_twin"],
+      },
+    },
   },
   {
     method: "get",
@@ -573,7 +607,14 @@ export const OPERATIONS: Operation[] = [
         token: "comma-separated fencing tokens the agent holds (empty: none); required for an agent",
       },
     },
-    answers: { 200: { description: "the agent's nodes", schema: "AgentNodes" } },
+    answers: {
+      200: { description: "the agent's nodes", schema: "AgentNodes" },
+      409: {
+        description:
+          "a member of nova's ring equals this id but for case: one host to nova, one share for both",
+        codes: ["agent.host_twin"],
+      },
+    },
   },
 
   // ----- inspection and the trait feed

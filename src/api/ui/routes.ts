@@ -143,7 +143,7 @@ const FORM_TYPE = "application/x-www-form-urlencoded";
  * other than UTF-8 as it is), and a 415 for a body that is not a form. No body: no fields.
  */
 async function readForm(req: Request, res: Response): Promise<Record<string, string>> {
-  const raw = await readRequestBody(req, res, bodyPolicy(req.path).limit);
+  const raw = await readRequestBody(req, res, bodyPolicy(req.path).limit, "any");
   if (raw.length === 0) return {};
   if (req.get("content-type")?.split(";")[0]!.trim().toLowerCase() !== FORM_TYPE)
     throw new HttpError([

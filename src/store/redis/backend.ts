@@ -1,3 +1,4 @@
+import { hostKey } from "../../domain/names.js";
 import type { RedisOptions } from "ioredis";
 import type {
   FenceOutcome,
@@ -301,10 +302,15 @@ export class RedisBackend implements LeaseBackend {
     return { current: decodeView(reply as unknown as LeaseReply), lastToken: reply[8], atUs: reply[5] };
   }
 
-  async heartbeat(agent: string, serves: string[]): Promise<AgentSeen> {
-    const { seen, serves: servesKey } = this.keys.agents;
+  async heartbeat(agent: string, serves: string[]): Promise<AgentSeen | { hostTwin: string }> {
+    const { seen, serves: servesKey, hosts } = this.keys.agents;
     // Shard names cannot hold a comma (see ShardName): the list is stored comma-joined.
-    const lastSeenMs = (await this.run("heartbeat", [seen, servesKey], [agent, serves.join(",")])) as number;
+    const [lastSeenMs, twin] = (await this.run(
+      "heartbeat",
+      [seen, servesKey, hosts],
+      [agent, serves.join(","), hostKey(agent)],
+    )) as [number, string];
+    if (lastSeenMs < 0) return { hostTwin: twin };
     return { agent, lastSeenMs, ageMs: 0, serves: [...serves] };
   }
 
@@ -356,6 +362,18 @@ export class RedisBackend implements LeaseBackend {
 
   async grantedTo(agent: string): Promise<string[]> {
     return this.redis.zrange(this.keys.leases.grantedTo(agent), 0, -1);
+  }
+
+  async isListed(shard: string): Promise<boolean> {
+    return (await this.redis.zscore(this.keys.leases.shards, shard)) !== null;
+  }
+
+  async unlist(shard: string): Promise<boolean> {
+    return (await this.redis.zrem(this.keys.leases.shards, shard)) === 1;
+  }
+
+  async relist(shard: string): Promise<void> {
+    await this.redis.zadd(this.keys.leases.shards, 0, shard);
   }
 
   /**

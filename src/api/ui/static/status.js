@@ -117,7 +117,7 @@ function showSnapshot(model) {
     $("agents").tBodies[0],
     model.agents,
     (a) => a.agent,
-    () => makeRow(["", "state", "", "", ""]),
+    () => makeRow(["agent", "state", "holds", "serves", "seen"]),
     fillAgent,
   );
   connection("live", "live");
