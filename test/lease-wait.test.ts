@@ -14,6 +14,7 @@ import { exampleInspector } from "./helpers/examples.js";
 import { listen, TEST_TOKENS, testAuthority } from "./helpers/http.js";
 import { acquireWhenReady } from "./helpers/leases.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
+import { seededRandom } from "../src/random.js";
 import { ClusterSetup, SentinelSetup } from "./helpers/redis-topology.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -106,6 +107,102 @@ describe("waiting acquires: the rules (lease/waits.ts, pure)", () => {
       [12, { kind: "tried", outcome: held("a", 7, 880) }],
     ]);
     expect(actions.at(-1)).to.deep.equal({ kind: "try", waiter: "b" });
+  });
+});
+
+describe("waiting acquires: the rules against a lease (seeded runs)", () => {
+  it("answer each waiter once, grant one at a time to a waiter still there, give back the rest, try one at a time", () => {
+    const seen = { grants: 0, toldHolder: 0, givenBack: 0 };
+    for (let seed = 1; seed <= 300; seed++) {
+      const random = seededRandom(seed);
+      // The lease the rules run against: who holds it under which token, until when.
+      let lease: { holder: string; token: number; until: number } | null = {
+        holder: "h",
+        token: 1,
+        until: 1000,
+      };
+      let tokens = 1;
+      let now = 0;
+      let state = noWaits<string>();
+      let trying: string | null = null;
+      let timer: number | null = null;
+      const queued = new Set<string>();
+      const answered = new Map<string, LeaseOutcome>();
+      const refusal = (): Refusal => ({
+        ok: false,
+        reason: "held",
+        current: { holder: lease!.holder, token: lease!.token, ttlMs: lease!.until - now, sinceUs: 0 },
+      });
+      const step = (event: Parameters<typeof stepWaits<string>>[1]) => {
+        const result = stepWaits(state, event, now);
+        state = result.state;
+        for (const action of result.actions) {
+          if (action.kind === "timer") timer = action.at;
+          else if (action.kind === "try") {
+            expect(trying, `seed ${seed}: a second try while one is in flight`).to.equal(null);
+            trying = action.waiter;
+          } else if (action.kind === "answer") {
+            expect(answered.has(action.waiter), `seed ${seed}: ${action.waiter} answered twice`).to.equal(
+              false,
+            );
+            expect(
+              queued.has(action.waiter),
+              `seed ${seed}: ${action.waiter} answered after it left`,
+            ).to.equal(true);
+            if (action.outcome.ok)
+              expect(lease?.holder, `seed ${seed}: granted to another`).to.equal(action.waiter);
+            answered.set(action.waiter, action.outcome);
+            if (action.outcome.ok) seen.grants++;
+            else seen.toldHolder++;
+            queued.delete(action.waiter);
+          } else {
+            expect(queued.has(action.waiter), `seed ${seed}: gave back a waiter's lease`).to.equal(false);
+            expect(lease?.token).to.equal(action.token);
+            lease = null;
+            seen.givenBack++;
+            step({ kind: "wake" });
+          }
+        }
+      };
+      for (let i = 0; i < 60; i++) {
+        now += Math.floor(random() * 300);
+        if (lease !== null && lease.until <= now) lease = null; // expired
+        const roll = random();
+        if (roll < 0.3) {
+          const waiter = `w${i}`;
+          if (lease === null)
+            lease = { holder: waiter, token: ++tokens, until: now + 1000 }; // granted at once
+          else {
+            queued.add(waiter);
+            step({ kind: "park", waiter, refusal: refusal() });
+          }
+        } else if (roll < 0.45 && lease !== null) {
+          lease.until = now + 1000; // renewed
+        } else if (roll < 0.55 && lease !== null) {
+          lease = null; // released
+          step({ kind: "wake" });
+        } else if (roll < 0.65 && queued.size > 0) {
+          const gone = [...queued][Math.floor(random() * queued.size)]!;
+          queued.delete(gone);
+          step({ kind: "leave", waiter: gone });
+        } else if (roll < 0.9 && trying !== null) {
+          const waiter: string = trying;
+          trying = null;
+          if (lease === null) lease = { holder: waiter, token: ++tokens, until: now + 1000 };
+          const outcome: LeaseOutcome =
+            lease.holder === waiter
+              ? { ok: true, holder: waiter, token: lease.token, ttlMs: 1000, sinceUs: 0 }
+              : refusal();
+          step({ kind: "tried", outcome });
+        } else if (timer !== null && timer <= now) {
+          step({ kind: "wake" });
+        }
+      }
+    }
+    // The runs went through every path.
+    expect(seen.grants).to.be.greaterThan(100);
+    expect(seen.toldHolder).to.be.greaterThan(100);
+    expect(seen.givenBack).to.be.greaterThan(5);
   });
 });
 
