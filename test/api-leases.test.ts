@@ -40,6 +40,26 @@ for (const backend of backendsUnderTest()) {
       expect(next.body.token).to.be.greaterThan(token);
     });
 
+    it("an acquire with wait_ms is answered at the release: the first waiter granted, the next told who holds it, both with waited_ms", async () => {
+      const lease = `${ctx.base}/v1/shards/s1/lease`;
+      const held = await call(lease, "POST", { agent: "compute-a" });
+      expect(held.status).to.equal(200);
+      expect(held.body, "no wait asked, none reported").to.not.have.property("waited_ms");
+      const first = call(lease, "POST", { agent: "compute-b", wait_ms: 5000 });
+      await new Promise((r) => setTimeout(r, 30));
+      const second = call(lease, "POST", { agent: "compute-9", wait_ms: 5000 });
+      await new Promise((r) => setTimeout(r, 30));
+      await call(lease, "DELETE", { agent: "compute-a", token: held.body.token });
+      const [granted, told] = await Promise.all([first, second]);
+      expect(granted.status).to.equal(200);
+      expect(granted.body).to.include({ holder: "compute-b" });
+      expect(granted.body.waited_ms).to.be.at.least(50);
+      expect(told.status).to.equal(409);
+      expect(told.body.errors[0]).to.include({ code: "shardbridge.lease.held" });
+      expect(told.body.errors[0].lease).to.include({ holder: "compute-b" });
+      expect(told.body.errors[0].waited_ms).to.be.at.least(20);
+    });
+
     it("answers 400 naming each bad field, and stores nothing", async () => {
       const bad = await call(`${ctx.base}/v1/shards/no%20spaces/lease`, "POST", { agent: "" });
       expect(bad.status).to.equal(400);

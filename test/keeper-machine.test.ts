@@ -63,6 +63,62 @@ class Driven {
   }
 }
 
+describe("Keeper machine (pure): a standby that waits at the bridge (waitMs)", () => {
+  const WAITING: KeeperConfig = { ...CONFIG, waitMs: 30_000 };
+  const HELD: LeaseOutcome = {
+    ok: false,
+    reason: "held",
+    current: { holder: "b", token: 5, ttlMs: 4000, sinceUs: 0 },
+  };
+  /** started and refused once (its first acquire is a plain one): now it asks with a wait */
+  const refusedOnce = () => {
+    const k = new Driven();
+    k.on({ kind: "start" }, WAITING);
+    k.on({ kind: "step" }, WAITING);
+    const first = k.sent();
+    expect(first).to.include({ op: "acquire", waitMs: 0, timeout: 4000 });
+    k.advance(2).on({ kind: "acquired", attempt: first.attempt, sent: first.sent, outcome: HELD }, WAITING);
+    expect(k.reports(), "it says whom it stands behind").to.deep.equal(["standby"]);
+    expect(k.timer("step")!.atMono, "and asks again at once").to.equal(k.mono);
+    k.on({ kind: "step" }, WAITING);
+    return k;
+  };
+
+  it("asks first without a wait, then with one, its timeout the wait plus 2/3 TTL", () => {
+    expect(refusedOnce().sent()).to.include({ op: "acquire", waitMs: 30_000, timeout: 34_000 });
+  });
+
+  it("granted after a wait: counts its lease from the send plus the wait the bridge reports", () => {
+    const k = refusedOnce();
+    const { attempt, sent } = k.sent();
+    k.advance(5000).on({ kind: "acquired", attempt, sent, outcome: GRANTED, waitedMs: 4990 }, WAITING);
+    expect(k.reports()).to.deep.equal(["active"]);
+    expect(k.state.deadlineMono).to.equal(sent.mono + 4990 + 4000);
+    // Without `waitedMs` the same answer came too late to act on (5 s > 2/3 TTL after the send).
+    const late = refusedOnce();
+    const asked = late.sent();
+    late
+      .advance(5000)
+      .on({ kind: "acquired", attempt: asked.attempt, sent: asked.sent, outcome: GRANTED }, WAITING);
+    expect(late.reports()).to.deep.equal([]);
+    expect(late.state.phase).to.equal("standby");
+  });
+
+  it("answered after a wait: asks again at once; answered by a bridge that cannot wait: polls", () => {
+    const k = refusedOnce();
+    const waited = k.sent();
+    k.advance(800).on(
+      { kind: "acquired", attempt: waited.attempt, sent: waited.sent, outcome: HELD, waitedMs: 795 },
+      WAITING,
+    );
+    expect(k.timer("step")!.atMono).to.equal(k.mono);
+    k.on({ kind: "step" }, WAITING);
+    const old = k.sent();
+    k.advance(2).on({ kind: "acquired", attempt: old.attempt, sent: old.sent, outcome: HELD }, WAITING);
+    expect(k.timer("step")!.atMono, "a jittered poll").to.equal(k.mono + 375);
+  });
+});
+
 describe("Keeper machine (pure): the agent's side of the lease", () => {
   it("asks at once, becomes active, renews at TTL/3 and stops at 2/3 TTL, both counted from the send", () => {
     const k = new Driven();

@@ -206,7 +206,12 @@ describe("OpenAPI document", function () {
     expect(NodeInput.additionalProperties).to.equal(false);
     expect(NodeInput.properties.shard.anyOf[0].pattern).to.equal("^[a-zA-Z0-9_.-]{1,255}$");
     // …the lease body's own fields only, a heartbeat's shards required and named by the rule.
-    expect(Object.keys(LeaseAcquireOrRenew.properties)).to.deep.equal(["agent", "token"]);
+    expect(Object.keys(LeaseAcquireOrRenew.properties)).to.deep.equal(["agent", "token", "wait_ms"]);
+    expect(LeaseAcquireOrRenew.properties.wait_ms).to.include({
+      type: "integer",
+      minimum: 0,
+      maximum: 30_000,
+    });
     expect(LeaseAcquireOrRenew.required).to.deep.equal(["agent"]);
     expect(Heartbeat.required).to.deep.equal(["shards"]);
     expect(Heartbeat.properties.shards.maxItems).to.equal(1000);

@@ -111,6 +111,31 @@ describe("Simulator: scenarios", function () {
     }
   });
 
+  it("standbys that wait (standby_wait_ms): a handover costs no poll, a crash the TTL; still never two agents, no stale write", () => {
+    const waiting = (name: string) => {
+      const scenario = example(name);
+      scenario.fleet.standby_wait_ms = 30_000;
+      return scenario;
+    };
+    // Rolling upgrade: each SIGTERM hands over as the release lands (a round trip), not a poll later.
+    const polled = simulate(example("rolling-upgrade")).shardsMode;
+    const waited = simulate(waiting("rolling-upgrade")).shardsMode;
+    expect(waited.worstRecoveryS, "a handover, waiting").to.be.below(0.01);
+    expect(waited.unmanagedNodeSeconds).to.be.below(polled.unmanagedNodeSeconds / 50);
+    // A crash: granted at the lease's end (the bridge's timer), not a poll after it.
+    const crash = simulate(waiting("single-crash"));
+    const ttlS = crash.leaseTtlMs / 1000;
+    expect(crash.shardsMode.worstRecoveryS).to.be.within(ttlS / 3, ttlS + 0.01);
+    expect(crash.shardsMode.worstRecoveryS).to.be.below(
+      simulate(example("single-crash")).shardsMode.worstRecoveryS,
+    );
+    for (const name of ["single-crash", "long-pause", "redis-restart", "rolling-upgrade", "flapping-agent"]) {
+      const { shardsMode } = simulate(waiting(name));
+      expect(shardsMode.doubleManagedNodeSeconds, name).to.equal(0);
+      expect(shardsMode.staleWritesAccepted, name).to.equal(0);
+    }
+  });
+
   it("a frozen holder's write in flight is refused by fencing when it wakes", () => {
     const report = simulate(example("long-pause"));
     expect(report.shardsMode.staleWritesRefused).to.be.greaterThan(0);
@@ -288,6 +313,7 @@ describe("Simulator: healthy holders cruise (their renews outside the queue), wi
             latency_ms: [0, 0.5, 2, 40][Math.floor(random() * 4)],
             write_interval_ms: 500 + Math.floor(random() * 5000),
             standby_poll_ms: 100 + Math.floor(random() * 900),
+            standby_wait_ms: random() < 0.5 ? 0 : 30_000,
           },
           timeline,
         }),

@@ -7,7 +7,7 @@ import type {
   ReleaseOutcome,
 } from "../lease/machine.js";
 import type { FeedEntry } from "../traits/store-port.js";
-import type { LeaseClient } from "./lease-keeper.js";
+import type { AcquireArgs, LeaseClient, WaitedLeaseOutcome } from "./lease-keeper.js";
 
 /** A bridge answer that is neither a result nor a lease refusal: auth, validation, outage. */
 export class BridgeError extends Error {
@@ -44,8 +44,10 @@ interface WireError {
   status: number;
   code: string;
   detail: string;
+  field?: string;
   lease?: WireLease | null;
   retry_after_ms?: number;
+  waited_ms?: number;
 }
 
 /** A lease an agent holds: which shard, as whom, under which token. */
@@ -156,16 +158,21 @@ export class BridgeClient implements LeaseClient {
     private readonly timeoutMs = 2000,
   ) {}
 
+  /** false once the bridge refused `wait_ms` (a bridge older than waiting acquires): then it is polled */
+  private bridgeWaits = true;
+
   private async request(
     method: string,
     path: string,
     body?: unknown,
+    /** more time than the timeout: a waiting acquire's wait */
+    extraMs = 0,
   ): Promise<{ status: number; json: any }> {
     const res = await fetch(new URL(path, this.baseUrl), {
       method,
       headers: { authorization: `Bearer ${this.token}`, "content-type": "application/json" },
       ...(body !== undefined && { body: JSON.stringify(body) }),
-      signal: AbortSignal.timeout(this.timeoutMs),
+      signal: AbortSignal.timeout(this.timeoutMs + extraMs),
     });
     const text = await res.text();
     return { status: res.status, json: text === "" ? null : JSON.parse(text) };
@@ -183,8 +190,12 @@ export class BridgeClient implements LeaseClient {
     return answer.json.errors[0] as WireError;
   }
 
-  private leaseOutcome(answer: { status: number; json: any }): LeaseOutcome {
-    if (answer.status === 200) return { ok: true, ...view(answer.json as WireLease) };
+  private leaseOutcome(answer: { status: number; json: any }): WaitedLeaseOutcome {
+    if (answer.status === 200) {
+      const grant = answer.json as WireLease & { waited_ms?: number };
+      const outcome = { ok: true as const, ...view(grant) };
+      return grant.waited_ms === undefined ? outcome : { ...outcome, waitedMs: grant.waited_ms };
+    }
     const error = this.refusalOf(answer);
     const reason = error.code.replace(/^shardbridge\.lease\./, "") as RefusalReason;
     return {
@@ -192,6 +203,7 @@ export class BridgeClient implements LeaseClient {
       reason,
       current: error.lease ? view(error.lease) : null,
       ...(reason === "recovering" && { retryAfterMs: error.retry_after_ms ?? 0 }),
+      ...(error.waited_ms !== undefined && { waitedMs: error.waited_ms }),
     };
   }
 
@@ -225,8 +237,21 @@ export class BridgeClient implements LeaseClient {
     return { agents: json.agents, downAfterMs: json.down_after_ms };
   }
 
-  async acquire({ shard, agent }: { shard: string; agent: string }): Promise<LeaseOutcome> {
-    return this.leaseOutcome(await this.request("POST", `/v1/shards/${shard}/lease`, { agent }));
+  /**
+   * Acquire; with `waitMs`, wait that long at the bridge for the lease while another holds
+   * it (its answer then says how long it waited). A bridge that does not know `wait_ms`
+   * refuses the field: it is asked without, now and from then on.
+   */
+  async acquire({ shard, agent, waitMs = 0 }: AcquireArgs): Promise<WaitedLeaseOutcome> {
+    const path = `/v1/shards/${shard}/lease`;
+    if (waitMs > 0 && this.bridgeWaits) {
+      const answer = await this.request("POST", path, { agent, wait_ms: waitMs }, waitMs);
+      const refused =
+        answer.status === 400 && answer.json?.errors?.some((e: WireError) => e.field === "wait_ms");
+      if (!refused) return this.leaseOutcome(answer);
+      this.bridgeWaits = false;
+    }
+    return this.leaseOutcome(await this.request("POST", path, { agent }));
   }
 
   async renew(lease: HeldLease): Promise<LeaseOutcome> {

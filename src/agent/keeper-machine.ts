@@ -24,6 +24,12 @@ export interface KeeperConfig {
   /** longest a standby waits between attempts, before jitter */
   standbyPollMs: number;
   /**
+   * A standby's acquire waits at the bridge this long for the lease (`wait_ms`), and asks
+   * again as soon as it is answered after a wait; 0 or none: it polls. A bridge that does
+   * not wait answers at once, without `waitedMs`, and is polled.
+   */
+  waitMs?: number;
+  /**
    * The driver's clock units per millisecond (default 1). Every clock reading, timer and
    * timeout the machine takes or gives is in these units: milliseconds for the agent's
    * `performance.now()`, microseconds for the simulator, whose arithmetic then stays in
@@ -75,7 +81,11 @@ export type KeeperEvent =
   | { kind: "deadline" }
   /** the agent is about to act: may it? (the deadline may have passed with no timer run) */
   | { kind: "check" }
-  | { kind: "acquired"; attempt: number; sent: SentAt; outcome: LeaseOutcome }
+  /**
+   * `waitedMs`: the bridge waited before the acquire that answers was tried (a waiting
+   * acquire's answer): the store began a granted lease no earlier than that after `sent`.
+   */
+  | { kind: "acquired"; attempt: number; sent: SentAt; outcome: LeaseOutcome; waitedMs?: number }
   | { kind: "renewed"; attempt: number; sent: SentAt; outcome: LeaseOutcome }
   /** no answer in time, or the request failed */
   | { kind: "failed"; attempt: number; op: "acquire" | "renew"; error: string; cause?: unknown }
@@ -92,7 +102,7 @@ export type KeeperReport =
 /** Actions carry times in the driver's clock units (`unitsPerMs`). */
 export type KeeperAction =
   /** send this request, give up on it after `timeout`, and answer with `attempt` */
-  | { kind: "send"; op: "acquire"; attempt: number; sent: SentAt; timeout: number }
+  | { kind: "send"; op: "acquire"; attempt: number; sent: SentAt; timeout: number; waitMs: number }
   | { kind: "send"; op: "renew"; attempt: number; token: number; sent: SentAt; timeout: number }
   /** hand back a lease: on stop, or one granted after stop. Nothing answers to the machine. */
   | { kind: "send"; op: "release"; token: number; timeout: number }
@@ -250,6 +260,14 @@ function heldFrom(
   return next;
 }
 
+/**
+ * Whether the next acquire waits at the bridge: where the config says so, once the keeper
+ * has been refused since it last held the lease (its `standbyKey`). The first acquire is
+ * answered at once, so a standby reports whom it stands behind as it starts.
+ */
+const waitsNow = (config: KeeperConfig, s: KeeperState): boolean =>
+  (config.waitMs ?? 0) > 0 && s.standbyKey !== null;
+
 function sendAcquire(
   config: KeeperConfig,
   s: KeeperState,
@@ -258,7 +276,10 @@ function sendAcquire(
 ): KeeperState {
   const next = withAttempt(s, s.attempt + 1);
   const sent = { mono: now.mono, wall: now.wall };
-  out.act({ kind: "send", op: "acquire", attempt: next.attempt, sent, timeout: graceOf(config, s) });
+  const waitMs = waitsNow(config, s) ? config.waitMs! : 0;
+  // A waiting acquire may be answered as late as its wait: its timeout counts from there.
+  const timeout = graceOf(config, s) + waitMs * unitsOf(config);
+  out.act({ kind: "send", op: "acquire", attempt: next.attempt, sent, timeout, waitMs });
   return next;
 }
 
@@ -295,14 +316,17 @@ function onAcquired(
   if (outcome.ok) {
     const ttlMs = Math.min(config.ttlMs, outcome.ttlMs);
     const grace = renewDeadlineMs(ttlMs) * unitsOf(config);
-    if (now.mono >= event.sent.mono + grace || now.wall >= event.sent.wall + grace) {
+    // After a wait the lease began at least `waitedMs` after the send: count from there.
+    const waited = (event.waitedMs ?? 0) * unitsOf(config);
+    const from = waited > 0 ? { mono: event.sent.mono + waited, wall: event.sent.wall + waited } : event.sent;
+    if (now.mono >= from.mono + grace || now.wall >= from.wall + grace) {
       // Granted, but the answer came too late to act on (the agent was frozen): the
       // lease runs out unrenewed, and the agent asks again.
       pollLater(config, now, out);
       return state;
     }
     out.act({ kind: "report", report: { kind: "active", token: outcome.token, ttlMs: outcome.ttlMs } });
-    return heldFrom(config, state, ttlMs, event.sent, out, { token: outcome.token });
+    return heldFrom(config, state, ttlMs, from, out, { token: outcome.token });
   }
   const current = outcome.current;
   const standbyKey = `${outcome.reason}:${current?.holder ?? ""}`;
@@ -316,14 +340,29 @@ function onAcquired(
         ...(outcome.retryAfterMs !== undefined && { retryAfterMs: outcome.retryAfterMs }),
       },
     });
-  // Come back when the holder's lease would run out (or the store's recovery wait is
-  // over), or sooner, to catch a release.
+  // Ask again at once, waiting: after the first refusal, and after a wait the bridge ended
+  // (the lease changed hands, or the wait ran out). A waiting acquire answered without a
+  // wait (a bridge that cannot wait), or at once with nothing new (a bridge closing its
+  // waits), is polled as below.
   const units = unitsOf(config);
-  const untilFreeMs = current !== null ? current.ttlMs + 1 : (outcome.retryAfterMs ?? config.standbyPollMs);
-  armStep(
-    out,
-    now.mono + Math.min(untilFreeMs * units, standbyJitter(config.standbyPollMs * units, now.random)),
-  );
+  const waited = event.waitedMs;
+  const askedToWait = waitsNow(config, state);
+  const again =
+    (config.waitMs ?? 0) > 0 &&
+    (askedToWait
+      ? waited !== undefined && (waited >= 1 || standbyKey !== state.standbyKey)
+      : outcome.reason === "held" || outcome.reason === "recovering");
+  if (again) {
+    armStep(out, now.mono);
+  } else {
+    // Come back when the holder's lease would run out (or the store's recovery wait is
+    // over), or sooner, to catch a release.
+    const untilFreeMs = current !== null ? current.ttlMs + 1 : (outcome.retryAfterMs ?? config.standbyPollMs);
+    armStep(
+      out,
+      now.mono + Math.min(untilFreeMs * units, standbyJitter(config.standbyPollMs * units, now.random)),
+    );
+  }
   if (standbyKey === state.standbyKey) return state;
   const { phase, token, ttlMs, deadlineMono, deadlineWall, attempt } = state;
   return keeperState(phase, token, ttlMs, deadlineMono, deadlineWall, attempt, standbyKey);

@@ -12,9 +12,20 @@ import {
   type KeeperState as MachineState,
 } from "./keeper-machine.js";
 
+/** An acquire: `waitMs` only where the client waits (the bridge over HTTP), never to the Store. */
+export interface AcquireArgs {
+  shard: string;
+  agent: string;
+  ttlMs?: number;
+  waitMs?: number;
+}
+
+/** An acquire's outcome; `waitedMs` when the bridge waited (see LeaseWaits). */
+export type WaitedLeaseOutcome = LeaseOutcome & { waitedMs?: number };
+
 /** What the keeper needs from a lease service: the Store itself, or the bridge over HTTP (agent/client.ts). */
 export interface LeaseClient {
-  acquire(req: { shard: string; agent: string; ttlMs: number }): Promise<LeaseOutcome>;
+  acquire(req: { shard: string; agent: string; ttlMs: number; waitMs?: number }): Promise<WaitedLeaseOutcome>;
   renew(req: { shard: string; agent: string; token: number; ttlMs: number }): Promise<LeaseOutcome>;
   release(req: { shard: string; agent: string; token: number }): Promise<ReleaseOutcome>;
 }
@@ -27,6 +38,8 @@ export interface LeaseKeeperOptions {
   ttlMs: number;
   /** longest a standby waits between attempts, before jitter (default 500 ms) */
   standbyPollMs?: number;
+  /** a standby's acquire waits this long at the bridge (`wait_ms`); none: it polls (see KeeperConfig) */
+  waitMs?: number;
   /** monotonic milliseconds; default performance.now */
   monotonicNow?: () => number;
   /**
@@ -95,7 +108,12 @@ export class LeaseKeeper extends EventEmitter<KeeperEvents> {
     this.wallNow = options.wallNow ?? Date.now;
     this.random = options.random ?? Math.random;
     // Its clocks read milliseconds: the machine's clock unit.
-    this.config = { ttlMs: options.ttlMs, standbyPollMs: options.standbyPollMs ?? 500, unitsPerMs: 1 };
+    this.config = {
+      ttlMs: options.ttlMs,
+      standbyPollMs: options.standbyPollMs ?? 500,
+      unitsPerMs: 1,
+      ...(options.waitMs !== undefined && { waitMs: options.waitMs }),
+    };
     this.state = initialKeeperState(this.config);
   }
 
@@ -185,18 +203,25 @@ export class LeaseKeeper extends EventEmitter<KeeperEvents> {
 
   private send(action: Extract<KeeperAction, { kind: "send"; op: "acquire" | "renew" }>): void {
     const { client, shard, agent, ttlMs } = this.options;
-    const call =
+    const call: Promise<WaitedLeaseOutcome> =
       action.op === "acquire"
-        ? client.acquire({ shard, agent, ttlMs })
+        ? client.acquire(
+            action.waitMs > 0 ? { shard, agent, ttlMs, waitMs: action.waitMs } : { shard, agent, ttlMs },
+          )
         : client.renew({ shard, agent, token: action.token, ttlMs });
     withTimeout(call, action.timeout).then(
       (outcome) =>
-        this.dispatch({
-          kind: action.op === "acquire" ? "acquired" : "renewed",
-          attempt: action.attempt,
-          sent: action.sent,
-          outcome,
-        }),
+        this.dispatch(
+          action.op === "acquire"
+            ? {
+                kind: "acquired",
+                attempt: action.attempt,
+                sent: action.sent,
+                outcome,
+                waitedMs: outcome.waitedMs,
+              }
+            : { kind: "renewed", attempt: action.attempt, sent: action.sent, outcome },
+        ),
       (error: unknown) =>
         this.dispatch({
           kind: "failed",
@@ -220,22 +245,29 @@ export class LeaseKeeper extends EventEmitter<KeeperEvents> {
   }
 }
 
+/** How long a standby's acquire waits at the bridge: the longest the bridge allows, the fewest requests. */
+export const STANDBY_WAIT_MS = 30_000;
+
 /**
  * The keeper an agent process runs for its shard over the bridge: it asks for the longest
  * TTL (the shard's definition decides, and the keeper times itself by what it is granted)
- * and, standing by, polls as often as `standbyPollMs` says (default 500 ms).
+ * and, standing by, waits at the bridge for the lease (`waitMs`, default STANDBY_WAIT_MS;
+ * 0: poll), or — a bridge that does not wait — polls as often as `standbyPollMs` says
+ * (default 500 ms).
  */
 export function bridgeKeeper(
   client: LeaseClient,
   shard: string,
   agent: string,
   standbyPollMs?: number,
+  waitMs = STANDBY_WAIT_MS,
 ): LeaseKeeper {
   return new LeaseKeeper({
     client,
     shard,
     agent,
     ttlMs: LEASE_TTL_MAX_MS,
+    waitMs,
     ...(standbyPollMs !== undefined && { standbyPollMs }),
   });
 }

@@ -27,6 +27,7 @@ import { ironicDeliveryRoutes } from "./ironic-delivery.js";
 import { traitRoutes, webhookRoute } from "./inspector.js";
 import { fencedIronic } from "./fenced-ironic.js";
 import { leaseRoutes, leaseWrites } from "./leases.js";
+import { LeaseWaits } from "../shards/lease-waits.js";
 import { bodyPolicy } from "./limits.js";
 import { BridgeMetrics } from "./metrics.js";
 import { nodeRoutes } from "./nodes.js";
@@ -71,7 +72,8 @@ export function bridgeTraits(
  * times a second (see leaseWrites), then express for everything else. `routes`: every
  * route it serves, read from express's router and the raw routes' own tables — what the
  * OpenAPI document must list (test/openapi.test.ts holds the two together). `close` ends
- * what would keep a server's close waiting: the status pages' event streams.
+ * what would keep a server's close waiting: the status pages' event streams, and the
+ * acquires that wait (answered with the refusal they waited behind).
  * `messageClasses`: what a server serving it builds requests and responses from (see
  * message-classes.ts; bridgeServer does).
  */
@@ -198,7 +200,8 @@ export function createApp(
     ]);
   });
   app.use(errorHandler((message, meta) => logger.error(message, meta)));
-  const writes = leaseWrites({ store, catalog, metrics, authority });
+  const waits = new LeaseWaits(store);
+  const writes = leaseWrites({ store, catalog, metrics, authority, waits });
   const webhook = webhookRoute({ service: traits, decoder, secret: inspector.secret, metrics, authority });
   const raw = [writes, webhook];
   if (ironicUrl !== undefined) raw.push(fencedIronic({ store, catalog, metrics, ironicUrl }));
@@ -210,7 +213,10 @@ export function createApp(
   // be listed fails that test, never a bridge starting up.
   return Object.defineProperty(
     Object.assign(listener, {
-      close: () => ui.close(),
+      close: () => {
+        ui.close();
+        waits.close();
+      },
       messageClasses,
       // A body is invited only from a caller whose bearer token is known, or to the fenced
       // endpoint (its credential is the lease in its path and the caller's own Keystone

@@ -15,6 +15,8 @@ export interface ApiError {
   lease?: { holder: string; token: number | null; ttl_ms: number; since: string } | null;
   /** for a refused lease: when asking again can succeed */
   retry_after_ms?: number;
+  /** an acquire that waited: how long (see LeaseWaits) */
+  waited_ms?: number;
 }
 
 /** An error a route raises on purpose, answered as-is (with `headers`, e.g. WWW-Authenticate). */
@@ -49,7 +51,7 @@ export function conflict(
   code: string,
   title: string,
   detail: string,
-  extra: Pick<ApiError, "field" | "lease" | "retry_after_ms"> = {},
+  extra: Pick<ApiError, "field" | "lease" | "retry_after_ms" | "waited_ms"> = {},
 ): ApiError {
   return { status: 409, code: `shardbridge.${code}`, title, detail, ...extra };
 }

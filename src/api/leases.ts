@@ -1,11 +1,13 @@
+import type { ServerResponse } from "node:http";
 import { ShardPath } from "./paths.js";
 import { Router } from "express";
 import { z } from "zod";
 import { FenceRequest, ReleaseRequest, RenewRequest } from "../domain/lease.js";
 import { parseOrThrow, ValidationError, type FieldIssue } from "../domain/validation.js";
-import type { LeaseView } from "../lease/machine.js";
+import type { LeaseOutcome, LeaseView } from "../lease/machine.js";
 import type { ShardCatalog } from "../shards/definitions.js";
 import { mayLease } from "../shards/leasable.js";
+import { LEASE_WAIT_MAX_MS, type LeaseWaits, type WaitedOutcome } from "../shards/lease-waits.js";
 import { endRevoked, fenceServing } from "../shards/revocation.js";
 import type { Admit, Store } from "../store/store.js";
 import {
@@ -23,7 +25,7 @@ import { conflict, HttpError } from "./errors.js";
 import { leaseJson } from "./views.js";
 import { SMALL_BODY } from "./limits.js";
 import type { BridgeMetrics } from "./metrics.js";
-import { serveRaw, type RawAnswer } from "./raw-route.js";
+import { noteWaited, serveRaw, type RawAnswer } from "./raw-route.js";
 import { rawHandler, type RawHandler } from "./routes.js";
 
 /**
@@ -31,9 +33,22 @@ import { rawHandler, type RawHandler } from "./routes.js";
  * path gives the shard, the catalog the TTL). The Store's parse validates them; these
  * say which fields a body may hold, and describe the bodies in the OpenAPI document.
  */
+/** How long an acquire may wait for the lease (see LeaseWaits): the route's own field. */
+const WaitMs = z
+  .number()
+  .int()
+  .min(0)
+  .max(LEASE_WAIT_MAX_MS)
+  .describe(
+    "acquire only: wait up to this long for the lease to be released, expire or be taken back, " +
+      "and be granted then (0, the default: answer at once)",
+  );
+
 export const LeaseWriteBodies = {
-  /** acquire without `token`, renew with it */
-  acquire: RenewRequest.pick({ agent: true, token: true }).partial({ token: true }),
+  /** acquire without `token` (waiting up to `wait_ms` for the lease), renew with it */
+  acquire: RenewRequest.pick({ agent: true, token: true })
+    .partial({ token: true })
+    .extend({ wait_ms: WaitMs.optional() }),
   release: ReleaseRequest.pick({ agent: true, token: true }),
   fence: FenceRequest.pick({ token: true }),
 };
@@ -86,6 +101,7 @@ function refusal(
   current: LeaseView | null,
   showToken: boolean,
   retryAfterMs?: number,
+  waitedMs?: number,
 ): HttpError {
   const detail =
     current !== null
@@ -98,6 +114,7 @@ function refusal(
     conflict(`lease.${reason ?? "held"}`, "Lease not granted", detail, {
       lease: current && leaseJson(current, showToken),
       retry_after_ms: current !== null ? current.ttlMs : (retryAfterMs ?? 0),
+      ...(waitedMs !== undefined && { waited_ms: waitedMs }),
     }),
   ]);
 }
@@ -130,17 +147,40 @@ interface LeaseContext {
   store: Store;
   catalog: ShardCatalog;
   metrics: BridgeMetrics;
+  waits: LeaseWaits;
+}
+
+/** `wait_ms` of an acquire's body: 0 when absent; refused with a renew (the field names why). */
+function waitOf(waitMs: unknown, token: unknown): number {
+  if (waitMs === undefined) return 0;
+  const parsed = WaitMs.safeParse(waitMs);
+  const reason = !parsed.success
+    ? `must be a whole number of milliseconds from 0 to ${LEASE_WAIT_MAX_MS}`
+    : token !== undefined
+      ? "only an acquire (no token) waits"
+      : null;
+  if (reason !== null) throw new ValidationError([{ field: "wait_ms", reason }]);
+  return parsed.data!;
+}
+
+/** Aborted when the client goes away before its answer: a waiting acquire then leaves. */
+function goneSignal(res: ServerResponse): AbortSignal {
+  const gone = new AbortController();
+  res.once("close", () => gone.abort());
+  return gone.signal;
 }
 
 /** POST /v1/shards/{shard}/lease: acquire (no token) or renew (under `token`). */
 async function acquireOrRenew(
-  { store, catalog, metrics }: LeaseContext,
+  { store, catalog, metrics, waits }: LeaseContext,
   principal: Principal,
   shard: string,
   rawBody: unknown,
+  res: ServerResponse,
 ): Promise<RawAnswer> {
   const body = new LeaseBody(rawBody, ACQUIRE_FIELDS);
   const { agent, token } = body.fields;
+  const waitMs = waitOf(body.fields.wait_ms, token);
   // Checked on the parsed request, before the store is touched.
   let revoked = false;
   const admit = (input: { shard: string; agent: string }) => {
@@ -151,10 +191,16 @@ async function acquireOrRenew(
     }
   };
   const request = { shard, agent: agent as string, ttlMs: catalog.ttlMsFor(shard) };
-  let outcome;
+  let outcome: LeaseOutcome;
   if (token === undefined) {
     if (!(await mayLease(catalog, store.nodes, shard))) throw undefinedShard(shard);
-    outcome = await body.write((admitted) => store.acquire(request, admitted), admit);
+    outcome = await body.write(
+      (admitted): Promise<LeaseOutcome> =>
+        waitMs > 0
+          ? waits.acquire(request, admitted, waitMs, goneSignal(res))
+          : store.acquire(request, admitted),
+      admit,
+    );
     const label = metrics.shardLabel(shard);
     if (outcome.ok) metrics.leaseAcquired.at(label).inc();
     else metrics.leaseRefused.at(label, outcome.reason).inc();
@@ -176,12 +222,19 @@ async function acquireOrRenew(
     metrics.renewSeconds.observe((performance.now() - started) / 1000);
     if (!outcome.ok) metrics.leaseLost.at(metrics.shardLabel(shard), outcome.reason).inc();
   }
+  const waitedMs = waitMs > 0 ? (outcome as WaitedOutcome).waitedMs : undefined;
+  if (waitedMs !== undefined) noteWaited(res, waitedMs);
   if (!outcome.ok)
-    throw refusal(shard, outcome.reason, outcome.current, seesTokens(principal), outcome.retryAfterMs);
-  return {
-    status: 200,
-    body: { shard, holder: outcome.holder, token: outcome.token, ttl_ms: outcome.ttlMs },
-  };
+    throw refusal(
+      shard,
+      outcome.reason,
+      outcome.current,
+      seesTokens(principal),
+      outcome.retryAfterMs,
+      waitedMs,
+    );
+  const grant = { shard, holder: outcome.holder, token: outcome.token, ttl_ms: outcome.ttlMs };
+  return { status: 200, body: waitedMs === undefined ? grant : { ...grant, waited_ms: waitedMs } };
 }
 
 /** DELETE /v1/shards/{shard}/lease: release. */
@@ -246,7 +299,7 @@ export function leaseWrites(context: LeaseContext & { authority: TokenAuthority 
       const principal = principalFrom(context.authority, req.headers.authorization);
       assertRole(principal, ["agent", "admin"]);
       const body = parseJson(await readRequestBody(req, res, SMALL_BODY.limit));
-      return write.handle(context, principal, decodeURIComponent(match[1]!), body);
+      return write.handle(context, principal, decodeURIComponent(match[1]!), body, res);
     });
     return true;
   });

@@ -14,6 +14,16 @@ export interface RawAnswer {
 }
 
 /**
+ * How long a request waited on purpose (a waiting acquire's wait): not its duration to the
+ * request metrics and the slow-request log, which would otherwise show every standby's
+ * wait as a slow lease write. Set by the route, read once as it is answered.
+ */
+const waited = new WeakMap<ServerResponse, number>();
+export function noteWaited(res: ServerResponse, ms: number): void {
+  waited.set(res, ms);
+}
+
+/**
  * Serve one request on node:http, ahead of express, with the steps express's pipeline
  * gives the other routes: a request id, the API-SIG error shape for whatever `work`
  * throws (a path segment that is not valid percent-encoding names `pathField`), the
@@ -39,7 +49,7 @@ export function serveRaw(
       "content-length": raw ? bytes.length : Buffer.byteLength(bytes),
     });
     res.end(bytes);
-    const ms = performance.now() - started;
+    const ms = performance.now() - started - (waited.get(res) ?? 0);
     metrics.countRequest(route, req.method!, status, ms / 1000);
     logRequest(req, status, requestId, ms);
   };

@@ -47,8 +47,9 @@ export const AGENT_FLAGS = {
 } as const;
 
 /** The usage line of --standby-poll, shared by the commands that take AGENT_FLAGS. */
-export const STANDBY_POLL_USAGE = `             --standby-poll MS  while another holds the lease, ask this often at most (jittered to
-                             half of it; default 500): longer polls load the store less, and cost a failover up to MS
+export const STANDBY_POLL_USAGE = `             --standby-poll MS  a standby's acquire waits at the bridge for the lease (up to 30 s a request) and is
+                             granted the moment it is free; a bridge that cannot wait is asked this often at most
+                             (jittered to half of it; default 500)
 `;
 
 /** How the commands that call Ironic themselves authenticate (serve --ironic, ironic-sync, inspection-watch, migrate). */

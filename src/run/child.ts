@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { constants } from "node:os";
 import { createInterface } from "node:readline";
 import type { ChildCgroup } from "./cgroup.js";
+import { GroupMembers } from "./group-members.js";
 
 /** How a child ended: its exit code, or the signal that ended it. */
 export interface ChildExit {
@@ -23,17 +24,13 @@ export function exitStatus(exit: ChildExit): number {
   return 128 + (exit.signal === null ? 0 : constants.signals[exit.signal]);
 }
 
-/** Whether any process of group `pgid` is still there (kill -0 on the group). */
-function groupAlive(pgid: number): boolean {
-  try {
-    process.kill(-pgid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
-
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * How often a stop looks whether the group is gone: the lease waits on that look, and a
+ * look costs a few /proc reads (see GroupMembers).
+ */
+const LOOK_MS = 2;
 
 function signalGroup(pgid: number, signal: NodeJS.Signals): void {
   signalPid(-pgid, signal);
@@ -61,6 +58,7 @@ export class ChildGroup {
   readonly pid: number;
   readonly exited: Promise<ChildExit>;
   private readonly child: ChildProcess;
+  private readonly members: GroupMembers;
   private stopping: Promise<StopReport> | null = null;
 
   constructor(
@@ -79,6 +77,7 @@ export class ChildGroup {
     });
     if (this.child.pid === undefined) throw new Error(`could not start ${command[0]}`);
     this.pid = this.child.pid;
+    this.members = new GroupMembers(this.pid);
     this.exited = new Promise((resolve) =>
       this.child.once("exit", (code, signal) => resolve({ code, signal })),
     );
@@ -97,9 +96,12 @@ export class ChildGroup {
     return this.pid;
   }
 
-  /** Whether anything of it is left: in its process group, or in its cgroup. */
+  /**
+   * Whether anything of it still runs: in its process group, or in its cgroup (which
+   * lists no zombies either).
+   */
   private alive(): boolean {
-    return groupAlive(this.pgid) || (this.cgroup !== null && this.cgroup.pids().length > 0);
+    return this.members.running() || (this.cgroup !== null && this.cgroup.pids().length > 0);
   }
 
   /**
@@ -113,14 +115,14 @@ export class ChildGroup {
       signalGroup(this.pgid, "SIGTERM");
       for (const pid of this.cgroup?.pids() ?? []) signalPid(pid, "SIGTERM");
       // The group decides, not the leader: a grandchild may hold on after it is gone.
-      while (this.alive() && this.nowMs() - termAtMs < graceMs) await sleep(10);
+      while (this.alive() && this.nowMs() - termAtMs < graceMs) await sleep(LOOK_MS);
       const killed = this.alive();
       if (killed) {
         signalGroup(this.pgid, "SIGKILL");
         this.cgroup?.kill();
       }
       const exit = await this.exited;
-      while (this.alive()) await sleep(5);
+      while (this.alive()) await sleep(LOOK_MS);
       this.cgroup?.remove();
       return { termAtMs, killed, goneAtMs: this.nowMs(), exit };
     })();

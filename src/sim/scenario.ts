@@ -114,8 +114,13 @@ export const Fleet = z.strictObject({
    * between (GC, SIGSTOP) makes it a stale write, which fencing must refuse
    */
   write_work_ms: z.number().min(0).max(60_000).default(20),
-  /** the reference agent's standby poll (jittered to 50–100 %) */
+  /** the reference agent's standby poll (jittered to 50–100 %), where standbys do not wait */
   standby_poll_ms: z.number().int().min(10).max(60_000).default(500),
+  /**
+   * how long a standby's acquire waits at the bridge (`wait_ms`, as the reference agent's
+   * 30,000); 0, the default here: standbys poll, as they did before waiting acquires
+   */
+  standby_wait_ms: z.number().int().min(0).max(30_000).default(0),
 });
 
 export const Scenario = z

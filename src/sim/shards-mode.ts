@@ -21,6 +21,14 @@ import {
   type ShardLeaseState,
   type StoreLineage,
 } from "../lease/machine.js";
+import {
+  idle,
+  noWaits,
+  stepWaits,
+  type ShardWaits,
+  type WaitAction,
+  type WaitEvent,
+} from "../lease/waits.js";
 import { Coverage } from "./coverage.js";
 import type { FleetLayout } from "./fleet.js";
 import { SimHost } from "./host.js";
@@ -180,7 +188,12 @@ export function runShardsMode(
   const writeUs = fleet.write_interval_ms * MS;
   const workUs = fleet.write_work_ms * MS;
   const jitter = (us: number) => standbyJitter(us, random());
-  const config: KeeperConfig = { ttlMs, standbyPollMs: fleet.standby_poll_ms, unitsPerMs: MS };
+  const config: KeeperConfig = {
+    ttlMs,
+    standbyPollMs: fleet.standby_poll_ms,
+    unitsPerMs: MS,
+    ...(fleet.standby_wait_ms > 0 && { waitMs: fleet.standby_wait_ms }),
+  };
 
   const failsOver = scenario.timeline.some((fault) => fault.fault === "redis-failover");
   const store = {
@@ -634,13 +647,15 @@ export function runShardsMode(
   };
 
   const perform = (k: Keeper, send: Extract<KeeperAction, { kind: "send" }>, atUs: number): void => {
-    if (send.op === "acquire")
+    if (send.op === "acquire") {
+      if (send.waitMs > 0 && waitAcquire(k, send, atUs)) return;
       return request(k.host, atUs, k.acquireCalls, send.attempt, send.sent, send.timeout);
+    }
     if (send.op === "release") {
       const { token } = send;
       return toStore(k.host, (atUs) => {
         const released = storeOp(k.shard, { kind: "release", agent: k.host.id, token }, atUs);
-        if (released.ok) wakeWaiters(k.shard);
+        if (released.ok) wakeWaiters(k.shard, atUs);
       });
     }
     k.renewAttempt = send.attempt;
@@ -656,7 +671,12 @@ export function runShardsMode(
       settle: (outcome) => (outcome.ok ? "on-arrival" : "now"),
       onAnswer: (outcome, attempt, sent, nowUs, lagUs) => {
         const arrivedLocal = k.host.local(nowUs + lagUs);
-        if (!outcome.ok && outcome.current !== null && k.machine.phase === "standby") {
+        if (
+          !outcome.ok &&
+          outcome.current !== null &&
+          k.machine.phase === "standby" &&
+          config.waitMs === undefined
+        ) {
           // Held: skip the polls that could only be refused (see above).
           let waiting = store.waiters.get(k.shard);
           if (waiting === undefined) store.waiters.set(k.shard, (waiting = new Set()));
@@ -781,6 +801,7 @@ export function runShardsMode(
     if (!host.up) return;
     for (const k of keepersOf[host.index] ?? []) {
       store.waiters.get(k.shard)?.delete(k);
+      leaveWaits(k);
       if (k.machine.phase !== "active") continue;
       // An active keeper is counted as managing until it loses or stops: here it stops.
       disbelieve(k, queue.now);
@@ -790,7 +811,8 @@ export function runShardsMode(
     host.crash();
   };
 
-  const wakeWaiters = (shard: number) => {
+  const wakeWaiters = (shard: number, atUs: number) => {
+    if (waits.has(shard)) stepShardWaits(shard, { kind: "wake" }, atUs);
     const waiting = store.waiters.get(shard);
     if (waiting === undefined) return;
     for (const w of [...waiting]) {
@@ -799,6 +821,124 @@ export function runShardsMode(
       armStep(w, w.host.local() + share * jitter(pollUs));
     }
     waiting.clear();
+  };
+
+  // ---- Waiting acquires (fleet.standby_wait_ms) ----
+  //
+  // The bridge's side of a waiting acquire, by the rules the bridge runs (lease/waits.ts),
+  // on this clock. The bridge sits with the store here: its tries are store operations
+  // stamped with the moment they happen (a release's wake: the release's own stamp), and
+  // its answers take one latency back to the agent. Only on the fast path (see `request`):
+  // with a fault near, the link cut or the store down, the acquire goes as a plain one and
+  // is answered at once, as a bridge that cannot wait answers, and the agent polls.
+
+  interface SimWaiter {
+    k: Keeper;
+    attempt: number;
+    sent: SentAt;
+    hostEpoch: number;
+    arrivedUs: number;
+    triedUs: number;
+  }
+  const waits = new Map<number, { state: ShardWaits<SimWaiter>; timerEpoch: number }>();
+  const acquireOpOf = (k: Keeper) => ({ kind: "acquire", agent: k.host.id, ttlMs }) as const;
+
+  /** The bridge's answer to `w`, sent at `atUs`: it reaches the agent a latency later, unless the link is cut. */
+  const answerWaiter = (w: SimWaiter, outcome: LeaseOutcome, atUs: number): void => {
+    const { k } = w;
+    const waitedMs = Math.floor(((outcome.ok ? w.triedUs : atUs) - w.arrivedUs) / MS);
+    k.host.later(atUs + latencyUs, () => {
+      if (k.host.epoch !== w.hostEpoch || k.host.cutFrom) return; // lost: the agent times out
+      dispatch(k, { kind: "acquired", attempt: w.attempt, sent: w.sent, outcome, waitedMs });
+    });
+  };
+
+  const stepShardWaits = (shard: number, event: WaitEvent<SimWaiter>, atUs: number): void => {
+    let entry = waits.get(shard);
+    if (entry === undefined) {
+      if (event.kind !== "park") return;
+      waits.set(shard, (entry = { state: noWaits(), timerEpoch: 0 }));
+    }
+    const step = stepWaits(entry.state, event, atUs, MS);
+    entry.state = step.state;
+    let trying: SimWaiter | null = null;
+    for (const action of step.actions) {
+      if (action.kind === "try") trying = action.waiter;
+      else performWait(shard, entry, action, atUs);
+    }
+    if (trying !== null) {
+      trying.triedUs = atUs;
+      if (store.downUntilUs > atUs) stepShardWaits(shard, { kind: "failed" }, atUs);
+      else
+        stepShardWaits(shard, { kind: "tried", outcome: storeOp(shard, acquireOpOf(trying.k), atUs) }, atUs);
+    }
+    if (idle(entry.state) && waits.get(shard) === entry) waits.delete(shard);
+  };
+
+  const performWait = (
+    shard: number,
+    entry: { timerEpoch: number },
+    action: Exclude<WaitAction<SimWaiter>, { kind: "try" }>,
+    atUs: number,
+  ): void => {
+    if (action.kind === "answer") return answerWaiter(action.waiter, action.outcome, atUs);
+    if (action.kind === "give-back") {
+      const released = storeOp(
+        shard,
+        { kind: "release", agent: action.waiter.k.host.id, token: action.token },
+        atUs,
+      );
+      if (released.ok) queue.at(atUs, () => wakeWaiters(shard, queue.now));
+      return;
+    }
+    const epoch = ++entry.timerEpoch;
+    if (action.at !== null)
+      queue.at(Math.max(action.at, queue.now), () => {
+        if (waits.get(shard) === entry && entry.timerEpoch === epoch)
+          stepShardWaits(shard, { kind: "wake" }, queue.now);
+      });
+  };
+
+  /** A waiting acquire of `k`, when the fast path takes it; false: send it as a plain one. */
+  const waitAcquire = (
+    k: Keeper,
+    send: Extract<KeeperAction, { kind: "send"; op: "acquire" }>,
+    atUs: number,
+  ): boolean => {
+    const host = k.host;
+    const arrivedUs = atUs + latencyUs;
+    if (host.cutTo || !fastPath(atUs) || store.downUntilUs > arrivedUs) return false;
+    const waiter: SimWaiter = {
+      k,
+      attempt: send.attempt,
+      sent: send.sent,
+      hostEpoch: host.epoch,
+      arrivedUs,
+      triedUs: arrivedUs,
+    };
+    const first = storeOp(k.shard, acquireOpOf(k), arrivedUs);
+    if (first.ok || (first.reason !== "held" && first.reason !== "recovering")) {
+      answerWaiter(waiter, first, arrivedUs);
+      return true;
+    }
+    stepShardWaits(k.shard, { kind: "park", waiter, refusal: first }, arrivedUs);
+    // The end of its wait: a plain acquire's answer, if it still waits.
+    queue.at(arrivedUs + send.waitMs * MS, () => {
+      if (!(waits.get(k.shard)?.state.queue.includes(waiter) ?? false)) return;
+      stepShardWaits(k.shard, { kind: "leave", waiter }, queue.now);
+      if (store.downUntilUs > queue.now) return; // no answer: the agent times out
+      waiter.triedUs = queue.now;
+      answerWaiter(waiter, storeOp(k.shard, acquireOpOf(k), queue.now), queue.now);
+    });
+    return true;
+  };
+
+  /** `k`'s host is gone: its waiting acquire leaves (a real client's connection closes). */
+  const leaveWaits = (k: Keeper): void => {
+    const entry = waits.get(k.shard);
+    if (entry === undefined) return;
+    for (const waiter of entry.state.queue)
+      if (waiter.k === k) stepShardWaits(k.shard, { kind: "leave", waiter }, queue.now);
   };
 
   for (const host of hosts) startAgent(host, true);

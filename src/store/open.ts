@@ -5,6 +5,7 @@ import { RedisBackend, type RedisBackendOptions } from "./redis/backend.js";
 import { logger } from "../log.js";
 import { describeSpec, parseRedisSpec, REDIS_SPECS } from "../redis/connect.js";
 import { Store } from "./store.js";
+import { announceThroughRedis } from "./announce.js";
 
 /** A store spec that names no store shardbridge knows, or does not parse. */
 export class StoreSpecError extends Error {}
@@ -48,7 +49,16 @@ export async function openStore(spec: string, options: RedisBackendOptions = {})
         nodes_moved_to_indexed_layout: moved,
         trait_records_moved_to_buckets: records,
       });
-    return new Store(backend, nodes, traits, backend.partitionOwners(), backend.definitionBackend());
+    const store = new Store(backend, nodes, traits, backend.partitionOwners(), backend.definitionBackend());
+    store.onClose(
+      await announceThroughRedis(
+        store.leaseChanges,
+        backend.topology,
+        options.namespace,
+        options.commandTimeoutMs,
+      ),
+    );
+    return store;
   }
   throw new StoreSpecError(`unknown store "${spec}": use "memory" or ${REDIS_SPECS}`);
 }

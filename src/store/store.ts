@@ -20,6 +20,7 @@ import { processClockUs } from "./clock.js";
 import { MemoryBackend } from "./memory.js";
 import type { AcquireInput, FenceInput, LeaseBackend, ReleaseInput, RenewInput } from "./port.js";
 import { MemoryDefinitions, type DefinitionBackend } from "./definitions.js";
+import { LeaseChanges } from "./lease-changes.js";
 
 const ReadRequest = z.strictObject({ shard: ShardName });
 
@@ -49,6 +50,8 @@ export class Store {
   /** the node registry, on the same store as the leases */
   readonly nodes: NodeRegistry;
   private readonly closers: Array<() => void> = [];
+  /** releases, here and announced by other bridges: what waiting acquires wake on */
+  readonly leaseChanges = new LeaseChanges();
   /** a holder renews the same lease unchanged every TTL/3: parsed once per shard and token */
   private readonly renews = new RepeatParse(RenewRequest, "shard");
 
@@ -88,7 +91,9 @@ export class Store {
   async release(args: ReleaseArgs, admit?: Admit<ReleaseInput>) {
     const input = parseOrThrow(ReleaseRequest, args);
     admit?.(input);
-    return fromStore(() => this.backend.release(input));
+    const outcome = await fromStore(() => this.backend.release(input));
+    if (outcome.ok) this.leaseChanges.released(input.shard);
+    return outcome;
   }
 
   async fence(args: FenceArgs, admit?: Admit<FenceInput>) {

@@ -265,7 +265,7 @@ export const OPERATIONS: Operation[] = [
     tag: "leases",
     summary: "Acquire the shard's lease (no token), or renew it under `token`",
     description:
-      "Acquire answers a **new** token, also when this agent held the lease (an older process of it is fenced out). Renew keeps the token and restarts the TTL (the shard's, from `shards/NAME.json`; default 6000 ms). Renew every TTL/3; stop acting 2/3 TTL after the last renew sent that succeeded.",
+      "Acquire answers a **new** token, also when this agent held the lease (an older process of it is fenced out). Renew keeps the token and restarts the TTL (the shard's, from `shards/NAME.json`; default 6000 ms). Renew every TTL/3; stop acting 2/3 TTL after the last renew sent that succeeded. An acquire with `wait_ms` (at most 30000) that finds the lease held waits: it is answered the moment the lease is released, expires or is taken back — granted to one waiter, the others told who holds it (409 `lease.held`) — or at the end of the wait with a plain acquire's answer; either answer carries `waited_ms`, and a grant's lease began no earlier than `waited_ms` after the request arrived.",
     access: AS_AGENT,
     parameters: ["shard"],
     body: "LeaseAcquireOrRenew",
@@ -282,7 +282,7 @@ export const OPERATIONS: Operation[] = [
       },
       409: {
         description:
-          "held by another (`lease`, `retry_after_ms`); the store is recovering (`retry_after_ms`); renew under a token that is not the live one (`stale_token`) or of a lease that is gone (`expired`)",
+          "held by another (`lease`, `retry_after_ms`; after a wait, `waited_ms`); the store is recovering (`retry_after_ms`); renew under a token that is not the live one (`stale_token`) or of a lease that is gone (`expired`)",
         codes: ["lease.held", "lease.recovering", "lease.stale_token", "lease.expired"],
       },
     },

@@ -82,7 +82,8 @@ export const SCHEMAS = {
   // ----- answers
   /** A live lease; `token` null but for admin and the holder's own answers. */
   Lease: strict({ holder: agent, token: nullable(token), ttl_ms: count, since: time }),
-  LeaseGrant: strict({ shard, holder: agent, token, ttl_ms: count }),
+  /** `waited_ms`: an acquire that waited (`wait_ms`) was tried for the grant this long after it arrived */
+  LeaseGrant: strict({ shard, holder: agent, token, ttl_ms: count, waited_ms: count }, ["waited_ms"]),
   LeaseState: strict({
     shard,
     lease: nullable({ $ref: "#/components/schemas/Lease" }),
@@ -251,8 +252,9 @@ export const SCHEMAS = {
         field: text,
         lease: nullable({ $ref: "#/components/schemas/Lease" }),
         retry_after_ms: count,
+        waited_ms: count,
       },
-      ["field", "lease", "retry_after_ms"],
+      ["field", "lease", "retry_after_ms", "waited_ms"],
     ),
     if: { type: "object", properties: { code: { const: "shardbridge.validation" } } },
     then: { type: "object", properties: { field: text }, required: ["field"] },

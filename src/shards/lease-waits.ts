@@ -1,0 +1,203 @@
+import type { AcquireRequest } from "../domain/lease.js";
+import { StoreUnavailableError } from "../domain/store-errors.js";
+import type { LeaseOutcome } from "../lease/machine.js";
+import { idle, noWaits, stepWaits, type Refusal, type ShardWaits, type WaitAction } from "../lease/waits.js";
+import { logger } from "../log.js";
+import type { AcquireInput } from "../store/port.js";
+import type { Admit, Store } from "../store/store.js";
+
+/** The longest wait a request may ask for: a standby asks again after it, whatever happened. */
+export const LEASE_WAIT_MAX_MS = 30_000;
+
+/**
+ * What a waiting acquire answers: the outcome, and `waitedMs` — how long after the request
+ * arrived its granting acquire was tried (rounded down). The store began the lease no
+ * earlier, so the agent may count its lease from its send time plus that (see
+ * keeper-machine.ts).
+ */
+export type WaitedOutcome = LeaseOutcome & { waitedMs: number };
+
+/** One parked request: what to acquire for it, and how to answer it. */
+interface Waiter {
+  readonly request: AcquireRequest;
+  /** when it arrived, and when the acquire that answers it was tried (this bridge's clock) */
+  readonly arrivedAt: number;
+  triedAt: number;
+  readonly admit: Admit<AcquireInput> | undefined;
+  /** the refusal it was parked with: what it hears when the bridge closes */
+  readonly refusal: Refusal;
+  readonly resolve: (outcome: WaitedOutcome) => void;
+  readonly reject: (error: unknown) => void;
+  endTimer: NodeJS.Timeout | undefined;
+}
+
+interface Shard {
+  state: ShardWaits<Waiter>;
+  timer: NodeJS.Timeout | undefined;
+}
+
+/**
+ * Acquires that wait (POST /v1/shards/{shard}/lease with `wait_ms`): the rules of
+ * `lease/waits.ts` driven with real timers and this bridge's Store. Woken by the Store's
+ * releases (this bridge's, and other bridges' as the store announces them) and by a timer
+ * at the end of the lease a waiter was refused behind; a waiter whose client goes away
+ * leaves, and one whose wait ends gets one plain acquire's answer (so an announcement lost
+ * in a reconnect costs at most the wait). Work per wake: one acquire and a few answers, so
+ * the event loop is held for no longer than a renew holds it.
+ */
+export class LeaseWaits {
+  private readonly shards = new Map<string, Shard>();
+  /**
+   * Shards with a first acquire in flight, and whether a release was heard meanwhile: a
+   * release between that acquire's refusal and the park would wake nobody, and the new
+   * waiter would sleep to the lease's end (seen: a handover of 1.7 s, once in a few).
+   */
+  private readonly asking = new Map<string, { requests: number; released: boolean }>();
+  private readonly stopListening: () => void;
+  private closed = false;
+
+  constructor(
+    private readonly store: Store,
+    private readonly now: () => number = () => performance.now(),
+  ) {
+    this.stopListening = store.leaseChanges.onRelease((shard) => {
+      const asking = this.asking.get(shard);
+      if (asking !== undefined) asking.released = true;
+      if (this.shards.has(shard)) this.dispatch(shard, { kind: "wake" });
+    });
+  }
+
+  /** How many requests wait now (a gauge, and the tests' view). */
+  get waiting(): number {
+    let n = 0;
+    for (const shard of this.shards.values()) n += shard.state.queue.length;
+    return n;
+  }
+
+  /**
+   * Acquire `request`'s lease, waiting up to `waitMs` for it while another holds it:
+   * answers the grant, a refusal naming whoever was granted it instead, or — at the end
+   * of the wait — a plain acquire's answer. `gone` aborts the wait (the client left).
+   */
+  async acquire(
+    request: AcquireRequest,
+    admit: Admit<AcquireInput> | undefined,
+    waitMs: number,
+    gone: AbortSignal,
+  ): Promise<WaitedOutcome> {
+    const arrivedAt = this.now();
+    const { shard } = request;
+    const asking = this.asking.get(shard) ?? { requests: 0, released: false };
+    this.asking.set(shard, asking);
+    asking.requests++;
+    let first: LeaseOutcome;
+    try {
+      first = await this.store.acquire(request, admit);
+    } finally {
+      if (--asking.requests === 0) this.asking.delete(shard);
+    }
+    if (first.ok || waitMs <= 0 || this.closed || gone.aborted) return { ...first, waitedMs: 0 };
+    const releasedMeanwhile = asking.released;
+    return new Promise<WaitedOutcome>((resolve, reject) => {
+      const waiter: Waiter = {
+        request,
+        arrivedAt,
+        triedAt: arrivedAt,
+        admit,
+        refusal: first,
+        resolve,
+        reject,
+        endTimer: undefined,
+      };
+      const leave = () => this.dispatch(shard, { kind: "leave", waiter });
+      gone.addEventListener("abort", () => {
+        leave();
+        clearTimeout(waiter.endTimer);
+        resolve({ ...first, waitedMs: 0 }); // nobody reads it
+      });
+      waiter.endTimer = setTimeout(() => {
+        leave();
+        waiter.triedAt = this.now();
+        this.store.acquire(request, admit).then((outcome) => resolve(this.waited(waiter, outcome)), reject);
+      }, waitMs);
+      this.dispatch(shard, { kind: "park", waiter, refusal: first });
+      if (releasedMeanwhile) this.dispatch(shard, { kind: "wake" });
+    });
+  }
+
+  /** Answer every waiter now with the refusal it waited behind (the bridge is stopping). */
+  close(): void {
+    this.closed = true;
+    this.stopListening();
+    for (const [name, shard] of this.shards) {
+      clearTimeout(shard.timer);
+      for (const waiter of shard.state.queue) {
+        clearTimeout(waiter.endTimer);
+        waiter.resolve(this.waited(waiter, waiter.refusal));
+      }
+      this.shards.delete(name);
+    }
+  }
+
+  /** `outcome` for `waiter`: a grant counts from its try, a refusal from now. */
+  private waited(waiter: Waiter, outcome: LeaseOutcome): WaitedOutcome {
+    const until = outcome.ok ? waiter.triedAt : this.now();
+    return { ...outcome, waitedMs: Math.max(0, Math.floor(until - waiter.arrivedAt)) };
+  }
+
+  private dispatch(name: string, event: Parameters<typeof stepWaits<Waiter>>[1]): void {
+    let shard = this.shards.get(name);
+    if (shard === undefined) {
+      if (event.kind !== "park") return;
+      shard = { state: noWaits(), timer: undefined };
+      this.shards.set(name, shard);
+    }
+    const { state, actions } = stepWaits(shard.state, event, this.now());
+    shard.state = state;
+    for (const action of actions) this.perform(name, shard, action);
+    if (idle(shard.state) && this.shards.get(name) === shard) this.shards.delete(name);
+  }
+
+  private perform(name: string, shard: Shard, action: WaitAction<Waiter>): void {
+    switch (action.kind) {
+      case "timer":
+        clearTimeout(shard.timer);
+        shard.timer =
+          action.at === null
+            ? undefined
+            : setTimeout(() => this.dispatch(name, { kind: "wake" }), Math.max(0, action.at - this.now()));
+        return;
+      case "answer":
+        clearTimeout(action.waiter.endTimer);
+        action.waiter.resolve(this.waited(action.waiter, action.outcome));
+        return;
+      case "try": {
+        const { waiter } = action;
+        waiter.triedAt = this.now();
+        this.store.acquire(waiter.request, waiter.admit).then(
+          (outcome) => this.dispatch(name, { kind: "tried", outcome }),
+          (error: unknown) => {
+            // Its own refusal (no longer allowed on the shard) is its answer; a store
+            // failure is tried again for the first waiter, whoever that is then.
+            if (!(error instanceof StoreUnavailableError)) {
+              clearTimeout(waiter.endTimer);
+              this.dispatch(name, { kind: "leave", waiter });
+              waiter.reject(error);
+            }
+            this.dispatch(name, { kind: "failed" });
+          },
+        );
+        return;
+      }
+      case "give-back": {
+        const { agent } = action.waiter.request;
+        this.store
+          .release({ shard: name, agent, token: action.token })
+          .catch((error: unknown) =>
+            logger.warn("lease-give-back-failed", { shard: name, agent, error: String(error) }),
+          );
+        return;
+      }
+    }
+  }
+}
