@@ -36,9 +36,11 @@ end
 -- for one TTL (>= 1 s, LEASE_TTL_MIN_MS) after its own promotion, after this server's
 -- demotion: no such span fits between two runs closer than LINEAGE_TRUST_US.
 local LINEAGE_TRUST_US = 500000
+local CONFIRMED = { '' }
 
--- What this script went by: { id, promoted, node } for the caller to keep (see reply).
-local lineage_seen = { '', '0', '' }
+-- What the caller learns with the reply (see reply): nothing (no lineage read), {''}
+-- (its reading confirmed), or { id, promoted, node } read from INFO.
+local lineage_seen = nil
 
 -- INFO is read with plain searches, not patterns: a replid is always 40 characters
 -- (CONFIG_RUN_ID_SIZE), and the offset is unset exactly when it starts with '-' (byte 45).
@@ -56,7 +58,7 @@ local function store_lineage(now, known)
   local here = ''
   if node ~= nil and node ~= '' then here = redis.call('CLUSTER', 'MYID') end
   if id == known and id ~= nil and here == node and now - tonumber(ARGV[n]) < LINEAGE_TRUST_US then
-    lineage_seen = { id, ARGV[n - 2], here }
+    lineage_seen = CONFIRMED
     return id, ARGV[n - 2] == '1'
   end
   local read, promoted = read_lineage()

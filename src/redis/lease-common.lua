@@ -38,11 +38,12 @@ end
 
 -- A grant or a renew records the lineage it was made under: the HSET field and value to
 -- add to its write, none when the hash already names that lineage.
+local NO_FIELDS = {}
 local function lineage_fields(id, known)
   if id and id ~= known then
     return { 'lineage', id }
   end
-  return {}
+  return NO_FIELDS
 end
 
 -- A lease is dead from its expiry instant on.
@@ -53,17 +54,22 @@ local function live(lease, now)
   return false
 end
 
--- Reply: {ok, reason, holder, token, ttl_ms, now, retry_after_ms, since, lineage id,
--- promoted, node}; holder '' and token 0 when there is no live lease (Lua arrays cannot
--- hold nil); the last three are what the script went by for the lineage ('' when it read
--- none), which the caller keeps for its next script (see store_lineage).
+-- Reply: {ok, reason, holder, token, ttl_ms, now, retry_after_ms, since}, then what the
+-- script went by for the lineage (see store_lineage): nothing when it read none, '' when
+-- the caller's reading served, or the id, promoted and node it read. Holder '' and token
+-- 0 when there is no live lease (Lua arrays cannot hold nil).
 local function reply(ok, reason, lease, now, retry_ms)
-  local seen = lineage_seen
+  local r
   if lease then
-    return { ok, reason, lease.holder, lease.token, math.floor((lease.exp - now) / 1000), now, 0, lease.since,
-      seen[1], seen[2], seen[3] }
+    r = { ok, reason, lease.holder, lease.token, math.floor((lease.exp - now) / 1000), now, 0, lease.since }
+  else
+    r = { ok, reason, '', 0, -1, now, retry_ms or 0, 0 }
   end
-  return { ok, reason, '', 0, -1, now, retry_ms or 0, 0, seen[1], seen[2], seen[3] }
+  local seen = lineage_seen
+  if seen then
+    for i = 1, #seen do r[8 + i] = seen[i] end
+  end
+  return r
 end
 
 -- Why agent presenting token is not the live holder, or false when it is.

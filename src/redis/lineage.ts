@@ -41,7 +41,7 @@ export class LineageReadings {
 
   /** The four arguments a lease script on `key` ends with: node, promoted, id, confirmed (store µs). */
   argsFor(key: string): [string, string, string, number] {
-    const node = this.cluster ? (this.nodeOfKey.get(key) ?? "?") : "";
+    const node = this.nodeFor(key);
     const reading = this.byNode.get(node);
     if (reading === undefined) return [node, "0", "", 0];
     return [node, reading.promoted, reading.id, reading.confirmedUs];
@@ -62,16 +62,28 @@ export class LineageReadings {
   }
 
   /**
-   * Keep what a lease script on `key` went by (the reply's last three fields: id,
-   * promoted, node) and when it ran (`nowUs`, the store's clock).
+   * Keep what a lease script on `key` went by, at `nowUs` (the store's clock): `tail` is
+   * the end of its reply, empty when it read no lineage, [''] when the reading it was
+   * given served (confirmed now), or the id, promoted and node it read from INFO.
    */
   learn(key: string, generation: number, nowUs: number, tail: readonly unknown[]): void {
-    const [id, promoted, node] = tail as [string, string, string];
-    if (generation !== this.generation || id === "" || id === undefined) return;
-    if (this.cluster) this.nodeOfKey.set(key, node);
+    if (generation !== this.generation || tail.length === 0) return;
+    const node = tail.length === 1 ? this.nodeFor(key) : (tail[2] as string);
     const kept = this.byNode.get(node);
-    if (kept !== undefined && kept.id === id && kept.promoted === promoted) kept.confirmedUs = nowUs;
+    if (tail.length === 1) {
+      if (kept !== undefined) kept.confirmedUs = Math.max(kept.confirmedUs, nowUs);
+      return;
+    }
+    const [id, promoted] = tail as [string, string];
+    if (this.cluster) this.nodeOfKey.set(key, node);
+    if (kept !== undefined && kept.id === id && kept.promoted === promoted)
+      kept.confirmedUs = Math.max(kept.confirmedUs, nowUs);
     else this.byNode.set(node, { id, promoted, confirmedUs: nowUs });
+  }
+
+  /** The node a script on `key` is sent to by what this client knows ('' off a Cluster, '?' unknown). */
+  private nodeFor(key: string): string {
+    return this.cluster ? (this.nodeOfKey.get(key) ?? "?") : "";
   }
 }
 

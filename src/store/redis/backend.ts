@@ -75,14 +75,13 @@ type LeaseReply = [
   nowUs: number,
   retryAfterMs: number,
   sinceUs: number,
-  /** the lineage the script went by, for the next script on the connection (lineage.ts) */
-  lineageId: string,
-  promoted: string,
-  node: string,
+  /** what the script went by for the lineage (lease-common.lua's reply; lineage.ts) */
+  ...lineage: string[],
 ];
 
-/** Where a lease reply's lineage fields start. */
+/** Where a lease reply's lineage fields start, in the replies of the scripts that read it. */
 const LINEAGE_AT = 8;
+const LINEAGE_SCRIPTS: ReadonlySet<ScriptName> = new Set(["acquire", "renew", "fence"]);
 
 function decodeView(reply: LeaseReply): LeaseView | null {
   const [, , holder, token, ttlMs, , , sinceUs] = reply;
@@ -234,6 +233,7 @@ export class RedisBackend implements LeaseBackend {
    * (src/redis/lineage.ts); a failed script leaves no reading behind.
    */
   private async leaseScript<T>(
+    readsLineage: boolean,
     key: string,
     args: Array<string | number>,
     send: (args: Array<string | number>) => Promise<T>,
@@ -250,13 +250,14 @@ export class RedisBackend implements LeaseBackend {
       throw error;
     }
     const reply = replyOf(sent);
-    lineage.learn(key, generation, reply[5], reply.slice(LINEAGE_AT));
+    if (readsLineage) lineage.learn(key, generation, reply[5], reply.slice(LINEAGE_AT));
     return sent;
   }
 
   private lease(name: ScriptName, shard: string, args: Array<string | number>): Promise<LeaseReply> {
     const key = this.keys.lease(shard);
     return this.leaseScript(
+      LINEAGE_SCRIPTS.has(name),
       key,
       args,
       (sent) => runScript(this.redis, name, key, sent) as Promise<LeaseReply>,
@@ -285,6 +286,7 @@ export class RedisBackend implements LeaseBackend {
     } else {
       // Renews and releases mostly succeed: the WAIT goes out with the script, one round trip.
       const done = await this.leaseScript(
+        LINEAGE_SCRIPTS.has(name),
         key,
         args,
         (sent) => runScriptAcked(this.redis, name, key, sent, replicas, timeoutMs),
@@ -345,8 +347,9 @@ export class RedisBackend implements LeaseBackend {
   }
 
   async read(shard: string): Promise<ReadOutcome & StoreTime> {
-    const reply = (await this.lease("read", shard, [])) as unknown as [...LeaseReply, number];
-    return { current: decodeView(reply as unknown as LeaseReply), lastToken: reply[11], atUs: reply[5] };
+    // read.lua adds the highest token minted where the others say what they read of the lineage.
+    const reply = await this.lease("read", shard, []);
+    return { current: decodeView(reply), lastToken: Number(reply[8]), atUs: reply[5] };
   }
 
   async heartbeat(agent: string, serves: string[]): Promise<AgentSeen> {
