@@ -62,13 +62,20 @@ export class LineageReadings {
   }
 
   /**
-   * Keep what a lease script on `key` went by, at `nowUs` (the store's clock): `tail` is
-   * the end of its reply, empty when it read no lineage, [''] when the reading it was
-   * given served (confirmed now), or the id, promoted and node it read from INFO.
+   * Keep what a lease script on `key`, sent with `sent` (argsFor's answer then), went by
+   * at `nowUs` (the store's clock): `tail` is the end of its reply, empty when it read no
+   * lineage, [''] when the reading it was given served on the node it named (confirmed
+   * now), or the id, promoted and node it read from INFO.
    */
-  learn(key: string, generation: number, nowUs: number, tail: readonly unknown[]): void {
+  learn(
+    key: string,
+    generation: number,
+    sent: readonly [string, ...unknown[]],
+    nowUs: number,
+    tail: readonly unknown[],
+  ): void {
     if (generation !== this.generation || tail.length === 0) return;
-    const node = tail.length === 1 ? this.nodeFor(key) : (tail[2] as string);
+    const node = tail.length === 1 ? sent[0] : (tail[2] as string);
     const kept = this.byNode.get(node);
     if (tail.length === 1) {
       if (kept !== undefined) kept.confirmedUs = Math.max(kept.confirmedUs, nowUs);

@@ -242,15 +242,16 @@ export class RedisBackend implements LeaseBackend {
     const lineage = this.lineage;
     if (lineage === null) return send(this.withClock(args));
     const generation = lineage.current;
+    const reading = lineage.argsFor(key);
     let sent: T;
     try {
-      sent = await send([...args, ...lineage.argsFor(key)]);
+      sent = await send([...args, ...reading]);
     } catch (error) {
       lineage.forget();
       throw error;
     }
     const reply = replyOf(sent);
-    if (readsLineage) lineage.learn(key, generation, reply[5], reply.slice(LINEAGE_AT));
+    if (readsLineage) lineage.learn(key, generation, reading, reply[5], reply.slice(LINEAGE_AT));
     return sent;
   }
 
