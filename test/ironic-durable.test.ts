@@ -1,5 +1,6 @@
 import { expect } from "chai";
 import { IronicClient } from "../src/ironic/client.js";
+import { DEFAULT_OWNER_TTL_MS } from "../src/ironic/delivery.js";
 import { toBridgeNodes } from "../src/ironic/sync.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { callSteps, ironicTraits, stepDeltas, stepsInOrder, untilBridgeDrained } from "./helpers/delivery.js";
@@ -41,15 +42,38 @@ describe("Durable delivery to Ironic: kill -9 of a bridge with deliveries pendin
     for (const bridge of running.splice(0)) await bridge.stop();
   });
 
-  const serve = async () => {
+  /** A bridge on the shared Redis; `ownerTtlS` null: the default owner TTL. */
+  const serve = async (ownerTtlS: number | null = OWNER_TTL_S) => {
     const bridge = await startBridge({
       shards: [],
       agents: [],
       store: redis.url,
-      args: ["--ironic", ironic.endpoint, "--ironic-owner-ttl", String(OWNER_TTL_S)],
+      args: [
+        "--ironic",
+        ironic.endpoint,
+        ...(ownerTtlS === null ? [] : ["--ironic-owner-ttl", String(ownerTtlS)]),
+      ],
     });
     running.push(bridge);
     return bridge;
+  };
+  /** Two bridges, each owning some partitions. */
+  const twoBridges = async (ownerTtlS: number | null = OWNER_TTL_S) => {
+    const a = await serve(ownerTtlS);
+    const b = await serve(ownerTtlS);
+    await until("both bridges own partitions", async () => {
+      const [da, db] = [await delivery(a), await delivery(b)];
+      return da.this_bridge.partitions.length > 0 && db.this_bridge.partitions.length > 0;
+    });
+    return { a, b };
+  };
+  /** Once `bridge` has calls in flight to the frozen Ironic: the partitions it owns. */
+  const stuckPartitions = async (bridge: BridgeProcess): Promise<number[]> => {
+    await until("calls in flight to the frozen Ironic", async () => {
+      const answer = await delivery(bridge);
+      return answer.this_bridge.calls_in_flight > 0;
+    });
+    return (await delivery(bridge)).this_bridge.partitions as number[];
   };
   const delivery = async (bridge: BridgeProcess): Promise<Record<string, any>> =>
     (
@@ -140,12 +164,7 @@ describe("Durable delivery to Ironic: kill -9 of a bridge with deliveries pendin
   });
 
   it("on the other bridge: it takes the dead one's partitions and delivers every change in order", async () => {
-    const a = await serve();
-    const b = await serve();
-    await until("both bridges own partitions", async () => {
-      const [da, db] = [await delivery(a), await delivery(b)];
-      return da.this_bridge.partitions.length > 0 && db.this_bridge.partitions.length > 0;
-    });
+    const { a, b } = await twoBridges();
     const nodes = await prepared(
       a,
       [1, 2, 3, 4, 5, 6, 7, 8].map((i) => `takeover-${i}`),
@@ -153,11 +172,7 @@ describe("Durable delivery to Ironic: kill -9 of a bridge with deliveries pendin
     ironic.freeze();
     // Steps through both bridges, alternately: the queue is one.
     for (let k = 2; k <= 5; k++) await steps(k % 2 === 0 ? a : b, nodes, k);
-    await until("calls in flight from a to the frozen Ironic", async () => {
-      const answer = await delivery(a);
-      return answer.this_bridge.calls_in_flight > 0;
-    });
-    const lost = (await delivery(a)).this_bridge.partitions as number[];
+    const lost = await stuckPartitions(a);
     await a.serve.kill();
     // b takes a's partitions once their leases have expired (one TTL), while Ironic is still frozen.
     await until(
@@ -170,5 +185,122 @@ describe("Durable delivery to Ironic: kill -9 of a bridge with deliveries pendin
     const done = await untilBridgeDrained(b.url, b.tokenFor("admin"), 120_000);
     expect(done.batches.given_up).to.equal(0);
     await expectDelivered(b, nodes, 5);
+  });
+
+  /** When (this process's monotonic ms) `bridge` logged each partition owned since `from`. */
+  const ownedAt = (bridge: BridgeProcess, from: number): Map<number, number> =>
+    new Map(
+      bridge.serve.events
+        .filter((e) => e.ev === "ironic-partition-owned" && e.seenAt >= from)
+        .map((e) => [e.partition as number, e.seenAt]),
+    );
+
+  /** Direct calls to Ironic, `concurrency` at a time: a PUT and a DELETE per node and round; answers calls/s. */
+  async function directRate(nodes: string[], rounds: number, concurrency: number): Promise<number> {
+    const client = new IronicClient(ironic.endpoint);
+    const work = nodes.flatMap((node) => Array.from({ length: rounds }, () => node));
+    const started = performance.now();
+    await Promise.all(
+      Array.from({ length: concurrency }, async () => {
+        for (let node = work.shift(); node !== undefined; node = work.shift()) {
+          await client.addTrait(node, "CUSTOM_DIRECT");
+          await client.removeTrait(node, "CUSTOM_DIRECT");
+        }
+      }),
+    );
+    return (nodes.length * rounds * 2) / ((performance.now() - started) / 1000);
+  }
+
+  it("takeover, measured from the bridges' logs: the other bridge owns the dead one's partitions within the owner TTL + 1 s, then delivers at Ironic's direct rate", async () => {
+    const ttlMs = DEFAULT_OWNER_TTL_MS;
+    const { a, b } = await twoBridges(null);
+    const nodes = await prepared(
+      a,
+      Array.from({ length: 24 }, (_, i) => `measured-${i}`),
+    );
+    const direct = await directRate(nodes, 4, 8);
+    ironic.freeze();
+    for (let k = 2; k <= 5; k++) await steps(k % 2 === 0 ? a : b, nodes, k);
+    const lost = await stuckPartitions(a);
+    expect(lost.length).to.be.above(0);
+    await a.serve.kill();
+    const killedAt = performance.now();
+    ironic.thaw();
+    await until(
+      "b owns every partition",
+      async () => (await delivery(b)).this_bridge.partitions.length === 16,
+      ttlMs * 3,
+    );
+    const owned = ownedAt(b, killedAt);
+    const takeoverMs = Math.max(...lost.map((p) => owned.get(p)! - killedAt));
+    const done = await untilBridgeDrained(b.url, b.tokenFor("admin"), 120_000);
+    expect(done.batches.given_up).to.equal(0);
+    // What b delivered of a's partitions, by its own log lines, after it owned them.
+    const delivered = b.serve.events.filter(
+      (e) => e.ev === "ironic-traits" && e.seenAt >= killedAt && lost.includes(e.partition as number),
+    );
+    const lastMs = Math.max(...delivered.map((e) => e.seenAt)) - killedAt;
+    const calls = delivered.reduce((n, e) => n + (e.change as string[]).length, 0);
+    const rate = calls / ((lastMs - takeoverMs) / 1000);
+    console.log(
+      `      owner TTL ${ttlMs} ms: a's ${lost.length} partitions owned by b ${Math.round(takeoverMs)} ms after the kill; ` +
+        `their ${delivered.length} changes (${calls} calls) in Ironic ${Math.round(lastMs)} ms after it: ` +
+        `${rate.toFixed(0)} calls/s after the takeover, direct PUT/DELETE ${direct.toFixed(0)} calls/s`,
+    );
+    expect(takeoverMs, "takeover within the owner TTL + 1 s").to.be.at.most(ttlMs + 1000);
+    await expectDelivered(b, nodes, 5);
+  });
+
+  it("restarted on its own address, a bridge takes its own partitions back at once (the lease rules give its name a new token); a second process cannot take that name while it lives", async () => {
+    const ttlMs = DEFAULT_OWNER_TTL_MS;
+    const { a, b } = await twoBridges(null);
+    const nodes = await prepared(
+      a,
+      Array.from({ length: 12 }, (_, i) => `own-${i}`),
+    );
+    const worker = (await delivery(a)).this_bridge.worker as string;
+    ironic.freeze();
+    for (let k = 2; k <= 5; k++) await steps(a, nodes, k);
+    const lost = await stuckPartitions(a);
+    const killedAt = performance.now();
+    await a.restart(); // kill -9, then serve again on the same port
+    const listening = a.serve.events.find((e) => e.ev === "listening")!.seenAt;
+    ironic.thaw();
+    await until(
+      "every partition of a's owned again",
+      async () => {
+        const [da, db] = [await delivery(a), await delivery(b)];
+        const now = [...da.this_bridge.partitions, ...db.this_bridge.partitions] as number[];
+        return lost.every((p) => now.includes(p));
+      },
+      ttlMs * 3,
+    );
+    expect((await delivery(a)).this_bridge.worker).to.equal(worker);
+    const byA = ownedAt(a, killedAt);
+    const byB = ownedAt(b, killedAt);
+    const back = lost.filter((p) => byA.has(p) && !byB.has(p));
+    const backMs = Math.max(...back.map((p) => byA.get(p)! - listening));
+    console.log(
+      `      restarted ${Math.round(listening - killedAt)} ms after the kill; ${back.length} of its ${lost.length} ` +
+        `partitions its own again ${Math.round(backMs)} ms after it listened (${lost.length - back.length} taken by the other)`,
+    );
+    // The other bridge takes them only when the restart is slower than two thirds of a TTL.
+    if (listening - killedAt < (2 * ttlMs) / 3) expect(back).to.have.members(lost);
+    if (back.length > 0) expect(backMs, "taken back at once").to.be.below(1000);
+    const done = await untilBridgeDrained(a.url, a.tokenFor("admin"), 120_000);
+    expect(done.batches.given_up).to.equal(0);
+    await expectDelivered(a, nodes, 5);
+
+    // A second `serve` on a's address while a lives cannot listen, so never delivers.
+    const second = await startBridge({
+      shards: [],
+      agents: [],
+      store: redis.url,
+      args: ["--ironic", ironic.endpoint, "--port", new URL(a.url).port],
+    }).then(
+      (bridge) => bridge,
+      (error: Error) => error,
+    );
+    expect(String(second)).to.match(/serve exited with 1/);
   });
 });

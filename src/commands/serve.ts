@@ -8,7 +8,8 @@ import { ConfigError, readJsonConfig } from "../config.js";
 import { TokenAuthority, devTokens, parseTokens, readTokensFile } from "../api/auth.js";
 import { z } from "zod";
 import { IronicClient } from "../ironic/client.js";
-import { IronicDelivery } from "../ironic/delivery.js";
+import { DEFAULT_OWNER_TTL_MS, IronicDelivery } from "../ironic/delivery.js";
+import { workerIdentity } from "../ironic/worker-identity.js";
 import { ironicAuthFromEnv } from "../ironic/keystone.js";
 import { NotificationListener } from "../inspection/notification-listener.js";
 import { ironicInventorySource } from "../inspection/watcher.js";
@@ -51,9 +52,10 @@ export const SERVE_USAGE = `  serve    run the bridge
                                     only: the bridge's are never added there). The changes wait in a queue in the
                                     store (on Redis it outlives the bridge; every bridge on the store needs the
                                     same --ironic)
-             --ironic-owner-ttl S   seconds a bridge owns a part of that queue without renewing (default 20): after
-                                    a bridge dies, another takes its part over within about this long; an Ironic
-                                    call times out after a quarter of it
+             --ironic-owner-ttl S   seconds a bridge owns a part of that queue without renewing (default 6, the
+                                    shard leases' default TTL): after a bridge dies, another takes its part over
+                                    within about this long, and the same bridge restarted on the same --bind and
+                                    --port at once; an Ironic call times out after a quarter of it
              --ironic-concurrency N Ironic calls in flight at once from this bridge (default 8)
              --ironic-queue-max N   changes (one commit's for one node) the queue holds before it folds further
                                     changes per node and trait, last one winning (default 100000)
@@ -84,7 +86,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
       "trait-rules": { type: "string" },
       ownership: { type: "string" },
       ironic: { type: "string", default: process.env.SHARDBRIDGE_IRONIC_URL },
-      "ironic-owner-ttl": { type: "string", default: "20" },
+      "ironic-owner-ttl": { type: "string", default: String(DEFAULT_OWNER_TTL_MS / 1000) },
       "ironic-concurrency": { type: "string", default: "8" },
       "ironic-queue-max": { type: "string", default: String(IRONIC_QUEUE_MAX_ENTRIES) },
       "ironic-notifications": { type: "string", default: process.env.SHARDBRIDGE_IRONIC_NOTIFICATIONS },
@@ -148,7 +150,8 @@ export async function serveCommand(argv: string[]): Promise<void> {
           auth: ironicAuth,
           ownerTtlMs: delivery.ownerTtlMs,
           concurrency: delivery.concurrency,
-        }).start();
+          worker: workerIdentity(values.bind!, port),
+        });
   if (ironic !== undefined && !ironic.durable)
     logger.warn(
       "Ironic delivery: the queue of trait changes for Ironic is in this process's memory (store is memory): " +
@@ -194,6 +197,8 @@ export async function serveCommand(argv: string[]): Promise<void> {
     const where =
       typeof address === "object" && address ? `http://${values.bind}:${address.port}` : String(address);
     logger.info("listening", { url: where, store: store.kind, shards_defined: catalog.definitions.length });
+    // Only now: the worker's name is this address's, which no other live process holds.
+    ironic?.start();
     const tokens =
       values["dev-tokens"] !== undefined ? `--tokens-file ${values["dev-tokens"]}` : "--token AGENT_TOKEN";
     const shard = catalog.definitions[0]?.name ?? "SHARD";

@@ -1,5 +1,6 @@
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
+import { LEASE_TTL_DEFAULT_MS } from "../domain/lease.js";
 import { LeaseKeeper, type LeaseClient } from "../agent/lease-keeper.js";
 import { logger } from "../log.js";
 import {
@@ -20,8 +21,9 @@ export interface IronicDeliveryOptions {
   endpoint: string;
   auth?: IronicAuth;
   /**
-   * A partition owner's lease TTL (default 20 s). It renews at a third of it and stops
-   * delivering at two thirds; an Ironic call times out at a quarter of it (see mayCall).
+   * A partition owner's lease TTL (default: the shard leases' default TTL). It renews at a
+   * third of it and stops delivering at two thirds; an Ironic call times out at a quarter
+   * of it (see mayCall); a bridge not heard from for two thirds of it no longer counts.
    */
   ownerTtlMs?: number;
   /** Ironic calls in flight at once from this bridge, over all its partitions (default 8) */
@@ -30,9 +32,15 @@ export interface IronicDeliveryOptions {
   pollMs?: number;
   /** entries read ahead of delivery, per partition (default 1000) */
   readAhead?: number;
-  /** how long a standby waits between attempts at a partition's lease (default 1000 ms) */
+  /**
+   * how long a standby waits between attempts at a partition's lease, and the most between
+   * two balancing rounds (default 500 ms)
+   */
   standbyPollMs?: number;
-  /** this bridge's name among the workers (default host:pid:random) */
+  /**
+   * this bridge's name among the workers (default host:pid:random): the holder of its
+   * partition leases, taken back at once by a process of the same name (workerIdentity)
+   */
   worker?: string;
   /**
    * How long a node's next change waits after a change whose earlier copy may still be
@@ -43,7 +51,8 @@ export interface IronicDeliveryOptions {
   retry?: Partial<RetryPolicy>;
 }
 
-export const DEFAULT_OWNER_TTL_MS = 20_000;
+/** A dead bridge's part of the queue moves as fast as a shard does: the same default TTL. */
+export const DEFAULT_OWNER_TTL_MS = LEASE_TTL_DEFAULT_MS;
 
 /** This bridge's own part of the work (the queue's figures are store-wide). */
 export interface WorkerStats {
@@ -178,7 +187,7 @@ export class IronicDelivery {
     this.concurrency = options.concurrency ?? 8;
     this.pollMs = options.pollMs ?? 100;
     this.readAhead = options.readAhead ?? 1000;
-    this.standbyPollMs = options.standbyPollMs ?? 1000;
+    this.standbyPollMs = options.standbyPollMs ?? 500;
     this.retry = { ...DEFAULT_RETRY_POLICY, ...options.retry };
     this.quietMs = options.quietMs ?? 5000;
     this.worker = options.worker ?? `${hostname()}:${process.pid}:${randomBytes(3).toString("hex")}`;
@@ -237,14 +246,19 @@ export class IronicDelivery {
   // ---- ownership --------------------------------------------------------------------
 
   /**
-   * Every TTL/3: say this worker is alive, count the live ones, and own an even share of
-   * the partitions: compete for more while under it, hand over what is above it.
+   * Every round (TTL/3, or the standby poll when shorter): say this worker is alive, count
+   * the live ones, and own an even share of the partitions: compete for more while under
+   * it, hand over what is above it. A worker silent for two thirds of a TTL no longer
+   * counts: a bridge killed -9 renewed its partitions at most a third of a TTL before it
+   * died, so its leases outlive its last heartbeat by two thirds of a TTL at least; the
+   * others compete for them (standing by, polling) before they expire, and one owns each
+   * within a poll of the expiry.
    */
   private async balance(): Promise<void> {
     if (this.stopping) return;
     try {
       const { partitions } = await this.queueLayout();
-      const live = await this.queue.heartbeat(this.worker, this.ttlMs);
+      const live = await this.queue.heartbeat(this.worker, Math.floor((2 * this.ttlMs) / 3));
       if (this.stopping) return;
       const share = fairShare(partitions, live);
       const held = [...this.keepers].filter(([, k]) => k.status === "active").map(([p]) => p);
@@ -270,7 +284,8 @@ export class IronicDelivery {
     } catch (error) {
       logger.warn("ironic-delivery-balance-failed", { error: String(error) });
     } finally {
-      if (!this.stopping) this.timers.balance = setTimeout(() => void this.balance(), this.ttlMs / 3);
+      const roundMs = Math.min(this.ttlMs / 3, this.standbyPollMs);
+      if (!this.stopping) this.timers.balance = setTimeout(() => void this.balance(), roundMs);
     }
   }
 

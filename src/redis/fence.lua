@@ -4,7 +4,7 @@ local now = clock_us()
 local lease, _, known, hold = load_state()
 local cur = live(lease, now)
 -- A fence starts no hold, but passes nothing under one, nor under a foreign lineage.
-if foreign_lineage(known) or now < hold then
+if foreign_lineage(known, now) or now < hold then
   return reply(0, 'recovering', cur, now)
 end
 if not cur then

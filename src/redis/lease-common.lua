@@ -18,18 +18,17 @@ end
 
 -- Whether the shard was written under another lineage than the store's now, or has no
 -- record of one on a store whose data continues another's (lineageHold in machine.ts).
-local function foreign_lineage(known)
-  local id, promoted = store_lineage()
+local function foreign_lineage(known, now)
+  local id, promoted = store_lineage(now, known)
   if not id then return false, nil end
   return known ~= id and (known or promoted), id
 end
 
 -- The wait (ms, 0: none) a lineage change imposes before a grant or a renew, and the
--- store's lineage now (nil: none), read once per script (INFO costs the script more than
--- every other call in it). Noticing the change starts a hold of one TTL, recorded in the
--- shard's hash.
+-- store's lineage now (nil: none), read once per script. Noticing the change starts a
+-- hold of one TTL, recorded in the shard's hash.
 local function lineage_hold(known, hold, ttl, now)
-  local foreign, id = foreign_lineage(known)
+  local foreign, id = foreign_lineage(known, now)
   if foreign then
     redis.call('HSET', key, 'lineage', id, 'hold', str(now + ttl * 1000))
     return ttl, id
@@ -39,11 +38,12 @@ end
 
 -- A grant or a renew records the lineage it was made under: the HSET field and value to
 -- add to its write, none when the hash already names that lineage.
+local NO_FIELDS = {}
 local function lineage_fields(id, known)
   if id and id ~= known then
     return { 'lineage', id }
   end
-  return {}
+  return NO_FIELDS
 end
 
 -- A lease is dead from its expiry instant on.
@@ -54,13 +54,22 @@ local function live(lease, now)
   return false
 end
 
--- Reply: {ok, reason, holder, token, ttl_ms, now, retry_after_ms, since}; holder '' and
--- token 0 when there is no live lease (Lua arrays cannot hold nil).
+-- Reply: {ok, reason, holder, token, ttl_ms, now, retry_after_ms, since}, then what the
+-- script went by for the lineage (see store_lineage): nothing when it read none, '' when
+-- the caller's reading served, or the id, promoted and node it read. Holder '' and token
+-- 0 when there is no live lease (Lua arrays cannot hold nil).
 local function reply(ok, reason, lease, now, retry_ms)
+  local r
   if lease then
-    return { ok, reason, lease.holder, lease.token, math.floor((lease.exp - now) / 1000), now, 0, lease.since }
+    r = { ok, reason, lease.holder, lease.token, math.floor((lease.exp - now) / 1000), now, 0, lease.since }
+  else
+    r = { ok, reason, '', 0, -1, now, retry_ms or 0, 0 }
   end
-  return { ok, reason, '', 0, -1, now, retry_ms or 0, 0 }
+  local seen = lineage_seen
+  if seen then
+    for i = 1, #seen do r[8 + i] = seen[i] end
+  end
+  return r
 end
 
 -- Why agent presenting token is not the live holder, or false when it is.

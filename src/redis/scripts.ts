@@ -40,7 +40,12 @@ export function defineScripts(redis: RedisClient, clock: ScriptClock): void {
   const prelude = `${lua(clock === "server" ? "clock-server" : "clock-virtual")}\n${lua("numbers")}`;
   const leaseRules = lua("lease-common");
   for (const name of LEASE_SCRIPTS) {
-    redis.defineCommand(`sb_${name}`, { numberOfKeys: 1, lua: `${prelude}\n${leaseRules}\n${lua(name)}` });
+    // The flags line (Redis 7): a replica refuses the script before it runs, which the
+    // caller's kept lineage relies on (store_lineage in clock-server.lua).
+    redis.defineCommand(`sb_${name}`, {
+      numberOfKeys: 1,
+      lua: `#!lua\n${prelude}\n${leaseRules}\n${lua(name)}`,
+    });
   }
   // Agent scripts: the last-seen sorted set and the served-shards hash (a heartbeat: and nova's host keys).
   for (const [name, keys] of Object.entries(AGENT_SCRIPTS)) {

@@ -5,7 +5,9 @@ import type { Store } from "../../src/store/store.js";
 import { ClusterSetup, SentinelSetup } from "../helpers/redis-topology.js";
 import { TestRedisServer } from "../helpers/redis-server.js";
 import { renewLoop } from "./renew-loop.js";
-import { percentile, printTable, type Measured } from "./stats.js";
+import { closedLoop, percentile, printTable, type Measured } from "./stats.js";
+import { parseRedisSpec, redisClient } from "../../src/redis/connect.js";
+import { leaseConnectionOptions } from "../../src/store/redis/backend.js";
 
 /**
  * Leases on replicated Redis (#14): what a renew costs through the Store on Sentinel (the
@@ -40,6 +42,25 @@ function bareEvalsha(port: number, sha: string, clients: number, requests: numbe
   return { opsPerSec: Number(fields[1]), p50Ms: Number(fields[4]), p99Ms: Number(fields[6]) };
 }
 
+/**
+ * What any replicated renew waits for, without the lease rules: a bare `EVALSHA` and a
+ * `WAIT 1` sent together on one connection to the Sentinel-named master, as the Store sends
+ * a renew and its WAIT (same client options), `concurrency` callers.
+ */
+async function scriptAndWait(spec: string, total: number, concurrency: number): Promise<Measured> {
+  const client = redisClient(parseRedisSpec(spec)!, leaseConnectionOptions(2000));
+  client.on("error", () => undefined);
+  await client.connect();
+  try {
+    const sha = (await client.script("LOAD", "return 1")) as string;
+    return await closedLoop(total, concurrency, () =>
+      Promise.all([client.evalsha(sha, 0), client.wait(1, 250)]),
+    );
+  } finally {
+    client.disconnect();
+  }
+}
+
 async function renewRows(): Promise<void> {
   const server = await TestRedisServer.start();
   const sentinel = await SentinelSetup.start({ replicas: 2 });
@@ -69,6 +90,14 @@ async function renewRows(): Promise<void> {
         bare.p50Ms,
         bare.p99Ms,
         "1.00 (baseline)",
+      ]);
+      const floor = await scriptAndWait(sentinel.storeSpec(), RENEWS, concurrency);
+      rows.push([
+        `bare EVALSHA + WAIT 1 beside it, Sentinel master (c=${concurrency})`,
+        floor.opsPerSec,
+        floor.p50Ms,
+        floor.p99Ms,
+        (floor.opsPerSec / bare.opsPerSec).toFixed(2),
       ]);
       for (const [name, store] of targets) {
         const measured = await renewLoop(() => store, RENEWS, concurrency, `c${concurrency}`);
@@ -242,5 +271,6 @@ async function failoverRows(): Promise<void> {
 
 export async function haBench(): Promise<void> {
   await renewRows();
-  await failoverRows();
+  // BENCH_HA_ROUNDS=0: the renew rows alone (the failover rounds take minutes).
+  if (ROUNDS > 0) await failoverRows();
 }

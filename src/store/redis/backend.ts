@@ -33,6 +33,7 @@ import {
   type RedisClient,
   type RedisTopology,
 } from "../../redis/connect.js";
+import { LineageReadings } from "../../redis/lineage.js";
 import {
   defineScripts,
   runScript,
@@ -75,7 +76,13 @@ type LeaseReply = [
   nowUs: number,
   retryAfterMs: number,
   sinceUs: number,
+  /** what the script went by for the lineage (lease-common.lua's reply; lineage.ts) */
+  ...lineage: string[],
 ];
+
+/** Where a lease reply's lineage fields start, in the replies of the scripts that read it. */
+const LINEAGE_AT = 8;
+const LINEAGE_SCRIPTS: ReadonlySet<ScriptName> = new Set(["acquire", "renew", "fence"]);
 
 function decodeView(reply: LeaseReply): LeaseView | null {
   const [, , holder, token, ttlMs, , , sinceUs] = reply;
@@ -136,6 +143,8 @@ export class RedisBackend implements LeaseBackend {
   /** WAIT after lease writes: on Sentinel and Cluster, not on a single server */
   private readonly acks: { replicas: number; timeoutMs: number } | null;
   private readonly feedMaxEntries: number | undefined;
+  /** the store's lineage as this client's lease scripts last read it (none with a virtual clock) */
+  private readonly lineage: LineageReadings | null;
   /** set by close(): the connection is not to be started again */
   private closed = false;
 
@@ -148,6 +157,7 @@ export class RedisBackend implements LeaseBackend {
     this.virtualClock = options.virtualClock;
     this.acks = isReplicated(topology) ? { replicas: 1, timeoutMs: options.replicaAckMs ?? 250 } : null;
     this.feedMaxEntries = options.feedMaxEntries;
+    this.lineage = options.virtualClock === undefined ? LineageReadings.of(redis) : null;
     defineScripts(redis, options.virtualClock === undefined ? "server" : ("virtual" satisfies ScriptClock));
   }
 
@@ -218,8 +228,43 @@ export class RedisBackend implements LeaseBackend {
     return runScript(this.redis, name, key, this.withClock(args));
   }
 
-  private async lease(name: ScriptName, shard: string, args: Array<string | number>): Promise<LeaseReply> {
-    return (await this.run(name, this.keys.lease(shard), args)) as LeaseReply;
+  /**
+   * Send a lease script with the virtual clock's readings, or with what this client last
+   * read of the store's lineage, and keep what its reply says of it for the next script
+   * (src/redis/lineage.ts); a failed script leaves no reading behind.
+   */
+  private async leaseScript<T>(
+    readsLineage: boolean,
+    key: string,
+    args: Array<string | number>,
+    send: (args: Array<string | number>) => Promise<T>,
+    replyOf: (sent: T) => LeaseReply,
+  ): Promise<T> {
+    const lineage = this.lineage;
+    if (lineage === null) return send(this.withClock(args));
+    const generation = lineage.current;
+    const reading = lineage.argsFor(key);
+    let sent: T;
+    try {
+      sent = await send([...args, ...reading]);
+    } catch (error) {
+      lineage.forget();
+      throw error;
+    }
+    const reply = replyOf(sent);
+    if (readsLineage) lineage.learn(key, generation, reading, reply[5], reply.slice(LINEAGE_AT));
+    return sent;
+  }
+
+  private lease(name: ScriptName, shard: string, args: Array<string | number>): Promise<LeaseReply> {
+    const key = this.keys.lease(shard);
+    return this.leaseScript(
+      LINEAGE_SCRIPTS.has(name),
+      key,
+      args,
+      (sent) => runScript(this.redis, name, key, sent) as Promise<LeaseReply>,
+      (reply) => reply,
+    );
   }
 
   /** A lease write: on a replicated store, answered as done only once a replica has it. */
@@ -242,7 +287,13 @@ export class RedisBackend implements LeaseBackend {
       acked = leaseReply[0] === 1 ? await waitForReplicas(this.redis, key, replicas, timeoutMs) : replicas;
     } else {
       // Renews and releases mostly succeed: the WAIT goes out with the script, one round trip.
-      const done = await runScriptAcked(this.redis, name, key, this.withClock(args), replicas, timeoutMs);
+      const done = await this.leaseScript(
+        LINEAGE_SCRIPTS.has(name),
+        key,
+        args,
+        (sent) => runScriptAcked(this.redis, name, key, sent, replicas, timeoutMs),
+        (sent) => sent.reply as LeaseReply,
+      );
       leaseReply = done.reply as LeaseReply;
       acked = done.acked;
     }
@@ -298,8 +349,9 @@ export class RedisBackend implements LeaseBackend {
   }
 
   async read(shard: string): Promise<ReadOutcome & StoreTime> {
-    const reply = (await this.lease("read", shard, [])) as unknown as [...LeaseReply, number];
-    return { current: decodeView(reply as unknown as LeaseReply), lastToken: reply[8], atUs: reply[5] };
+    // read.lua adds the highest token minted where the others say what they read of the lineage.
+    const reply = await this.lease("read", shard, []);
+    return { current: decodeView(reply), lastToken: Number(reply[8]), atUs: reply[5] };
   }
 
   async heartbeat(agent: string, serves: string[]): Promise<AgentSeen | { hostTwin: string }> {
