@@ -141,6 +141,7 @@ class Phase {
   rssMaxKb = 0;
   rssEndKb = 0;
   redisUsedMemory = 0;
+  redisCommands = 0;
   cpu = { bridge: 0, redis: 0, load: 0 };
   loopP99Ms = 0;
   loopMaxMs = 0;
@@ -521,14 +522,24 @@ function openFilesLimit(): number {
   return line?.[1] === "unlimited" ? Infinity : Number(line?.[1]);
 }
 
-async function usedMemory(redis: TestRedisServer): Promise<number> {
+/**
+ * A number from redis-server's INFO: `used_memory` (memory), or `total_commands_processed`
+ * (stats: each script counts once, and each call inside it once more).
+ */
+async function redisInfo(
+  redis: TestRedisServer,
+  section: "memory" | "stats",
+  field: string,
+): Promise<number> {
   const admin = redis.client();
   try {
-    return Number(/used_memory:(\d+)/.exec(await admin.info("memory"))?.[1]);
+    return Number(new RegExp(`^${field}:(\\d+)`, "m").exec(await admin.info(section))?.[1]);
   } finally {
     admin.disconnect();
   }
 }
+const usedMemory = (redis: TestRedisServer) => redisInfo(redis, "memory", "used_memory");
+const redisCommands = (redis: TestRedisServer) => redisInfo(redis, "stats", "total_commands_processed");
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -619,6 +630,7 @@ export async function scaleBench(): Promise<void> {
       note(`${mode} standbys: ${WARMUP_S} s warm-up, then ${SECONDS} s measured`);
       await sleep(WARMUP_S * 1000);
       const cpu0 = { bridge: processCpuS(pid), redis: processCpuS(redis.pid), load: process.cpuUsage() };
+      const commands0 = await redisCommands(redis);
       loop.reset();
       loop.enable();
       phase.recording = true;
@@ -655,6 +667,7 @@ export async function scaleBench(): Promise<void> {
       phase.loopMaxMs = loop.max / 1e6 - LOOP_RESOLUTION_MS;
       phase.rssEndKb = rssKb(pid);
       phase.redisUsedMemory = await usedMemory(redis);
+      phase.redisCommands = (await redisCommands(redis)) - commands0;
       phases.push(phase);
     }
     fleet.stop();
@@ -721,6 +734,10 @@ function report(
     withRatio && typeof x === "number" && typeof y === "number" ? ratio(x, y) : "",
   ];
   const pct = (cpuS: number, p: Phase) => `${Math.round((cpuS / p.seconds) * 100)}%`;
+  const perSecond = (count: (p: Phase) => number): [number, number] => [
+    count(polling) / polling.seconds,
+    count(waiting) / waiting.seconds,
+  ];
   const lateness = (p: Phase) => {
     const lags = sorted(p.renewSendLagMs);
     return `${percentile(lags, 99).toFixed(1)} / ${(lags[lags.length - 1] ?? NaN).toFixed(1)}`;
@@ -766,6 +783,7 @@ function report(
       each("bridge CPU, % of one core", (p) => pct(p.cpu.bridge, p)),
       row("  CPU µs per request it answered", ...cpuPerRequest(polling, a, waiting, b)),
       each("redis-server CPU, % of one core", (p) => pct(p.cpu.redis, p)),
+      row("  commands/s (INFO stats: a script and each call in it)", ...perSecond((p) => p.redisCommands)),
       each("load process CPU, % of one core", (p) => pct(p.cpu.load, p)),
       each(
         "load process event-loop delay p99 / max, ms",
