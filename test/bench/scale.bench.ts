@@ -416,11 +416,13 @@ class Fleet {
 
   /** A shard whose lease one side holds while the other stands by, and no probe watches. */
   private steadyShard(): number {
-    for (;;) {
-      const s = Math.floor(Math.random() * this.shards);
+    const from = Math.floor(Math.random() * this.shards);
+    for (let i = 0; i < this.shards; i++) {
+      const s = (from + i) % this.shards;
       const side = this.activeSide(s);
       if (side !== null && this.token[s]![side === 0 ? 1 : 0] === null && !this.probes.has(s)) return s;
     }
+    throw new Error("no shard has a holder and a standby");
   }
 
   /** Crash an active right after its next successful renew; resolves with its standby's grant. */
@@ -649,7 +651,7 @@ export async function scaleBench(): Promise<void> {
         await sleep((SECONDS * 1000) / 4);
         note(`${mode}: handover by one active`);
         phase.handover = await fleet!.handoverOne();
-      })();
+      })().catch((error: unknown) => note(`${mode}: no crash or handover measured: ${String(error)}`));
       await sleep(SECONDS * 1000);
       await probes;
       phase.recording = false;
