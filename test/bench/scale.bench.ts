@@ -321,7 +321,7 @@ class Fleet {
         }
         this.lastOk[s]![side] = sentAt;
         const key = `${s}/${side}`;
-        if (this.crashAfterRenew.delete(key)) return this.crash(s, side, sentAt);
+        if (this.crashAfterRenew.delete(key) && this.probes.has(s)) return this.crash(s, side, sentAt);
         this.scheduleRenew(s, side, sentAt + RENEW_EVERY_MS);
       },
       (error: unknown) => {
@@ -442,8 +442,14 @@ class Fleet {
         from: Infinity, // set at the crash
         standbyRequests: 0,
         done: (ms, standbyRequests) => {
+          // granted before the crash (the active lost its lease first): no figure
           clearTimeout(giveUp);
-          resolve({ failoverMs: ms, standbyRequests });
+          this.crashAfterRenew.delete(`${s}/${side}`);
+          resolve(
+            Number.isFinite(ms)
+              ? { failoverMs: ms, standbyRequests }
+              : { failoverMs: NaN, standbyRequests: NaN },
+          );
         },
       });
       this.crashAfterRenew.add(`${s}/${side}`);
