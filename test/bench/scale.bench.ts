@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { readFileSync, rmSync } from "node:fs";
 import { Agent, request } from "node:http";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { startBridge, type BridgeProcess } from "../helpers/bridge-process.js";
@@ -585,6 +585,10 @@ export async function scaleBench(): Promise<void> {
       store: redis.url,
       env: { SHARDBRIDGE_LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? "warn" },
     });
+    // An exception thrown in an answer's callback ends the process without the finally below:
+    // the children die with it (their helpers' exit hooks), and so does the bridge's directory.
+    const bridgeDir = bridge.dir;
+    process.once("exit", () => rmSync(bridgeDir, { recursive: true, force: true }));
     const url = new URL(bridge.url);
     base = { host: url.hostname, port: Number(url.port) };
     const bearers = new Map(
