@@ -20,6 +20,7 @@ const benches: Record<string, () => Promise<void>> = {
   ha: async () => (await import("./ha.bench.js")).haBench(),
   nova: async () => (await import("./nova.bench.js")).novaBench(),
   ring: ringBench,
+  scale: async () => (await import("./scale.bench.js")).scaleBench(),
   sim: simBench,
 };
 const only = process.argv.slice(2);

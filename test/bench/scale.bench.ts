@@ -1,0 +1,850 @@
+import { readFileSync, rmSync } from "node:fs";
+import { Agent, request } from "node:http";
+import { monitorEventLoopDelay } from "node:perf_hooks";
+import { startBridge, type BridgeProcess } from "../helpers/bridge-process.js";
+import { SHARDBRIDGE } from "../helpers/cli.js";
+import { TestRedisServer } from "../helpers/redis-server.js";
+import { processCpuS } from "./load.js";
+import { percentile, printTable } from "./stats.js";
+import { nodeUuid } from "./uuids.js";
+
+/**
+ * `make bench scale`: a million nodes on one bridge (#32). 1,000,000 nodes in 10,000
+ * shards of 100, an active and a standby agent per shard (20,000 agents), one private
+ * redis-server, the bridge as operators run it (`shardbridge serve --store redis://…`, its
+ * own process), and every agent simulated in this one process over HTTP (node:http Agents
+ * with keep-alive: a pool per kind of traffic, and one socket per waiting standby).
+ *
+ * Each agent holds its own agent token (a tokens file of 20,000 agents and the admin): the
+ * bridge then checks every request as it would a real fleet's — the agent acting as itself,
+ * the fencing tokens shown to their holder only — where the admin token acting for all of
+ * them would skip those checks. The shards have no definition: the nodes carry them as
+ * shard keys, as Ironic's do, so every acquire also asks the store whether a node carries
+ * the shard (docs/API.md "Which shards"), and the TTL is the default, 6 s.
+ *
+ * The agents do what the reference agent does: the active renews every TTL/3 after its
+ * last renew sent and stops acting 2/3 TTL after the last renew it sent that succeeded —
+ * a renew refused, or answered after that, is a lease lost (it then stands by); every
+ * agent heartbeats every 10 s declaring its shard; the actives read their node list (as
+ * nova-compute's resource tracker does, every 60 s each by default). Two phases in one
+ * run, one fleet: standbys that poll (an acquire every 250–500 ms, jittered: the client
+ * before #32), then standbys that wait (`wait_ms` 30000, asked again at once when
+ * answered). In each phase, after a warm-up, one crash failover (an active stops right
+ * after a successful renew: its standby's grant minus the TTL after that renew's send) and
+ * one handover (an active releases: the standby's grant after the release's answer).
+ * Every time is from this process's own clock; nothing is asserted.
+ *
+ * Smaller runs: BENCH_SCALE_NODES, BENCH_SCALE_SHARDS, BENCH_SCALE_SECONDS (each phase's
+ * measured window), BENCH_SCALE_WARMUP_SECONDS, BENCH_SCALE_LISTS_PER_S.
+ */
+const NODES = Number(process.env.BENCH_SCALE_NODES ?? 1_000_000);
+const SHARDS = Number(process.env.BENCH_SCALE_SHARDS ?? 10_000);
+const SECONDS = Number(process.env.BENCH_SCALE_SECONDS ?? 45);
+const WARMUP_S = Number(process.env.BENCH_SCALE_WARMUP_SECONDS ?? 12);
+/** nova-compute's resource tracker reads its nodes every 60 s: one list per active a minute */
+const LISTS_PER_S = Number(process.env.BENCH_SCALE_LISTS_PER_S ?? SHARDS / 60);
+const TTL_MS = 6000; // the default TTL of a shard without a definition
+const RENEW_EVERY_MS = TTL_MS / 3;
+const STOP_AFTER_MS = (2 * TTL_MS) / 3;
+const HEARTBEAT_MS = 10_000;
+const POLL_MIN_MS = 250;
+const POLL_MAX_MS = 500;
+const WAIT_MS = 30_000;
+const BULK = 20_000; // the API's most per request
+/** sockets per pool; the waiting standbys have one each */
+const RENEW_SOCKETS = 2048;
+const POLL_SOCKETS = 2048;
+const OTHER_SOCKETS = 256;
+const REQUEST_TIMEOUT_MS = 20_000;
+const LOOP_RESOLUTION_MS = 10;
+
+const shardName = (s: number) => `rack-${String(s).padStart(5, "0")}`;
+const agentName = (s: number, side: 0 | 1) =>
+  `compute-${String(s).padStart(5, "0")}-${side === 0 ? "a" : "b"}`;
+
+// --- HTTP -------------------------------------------------------------------------
+
+interface Answer {
+  status: number;
+  body: string;
+  sentAt: number;
+  doneAt: number;
+}
+
+const pools = {
+  renew: new Agent({ keepAlive: true, maxSockets: RENEW_SOCKETS, maxFreeSockets: RENEW_SOCKETS }),
+  poll: new Agent({ keepAlive: true, maxSockets: POLL_SOCKETS, maxFreeSockets: POLL_SOCKETS }),
+  other: new Agent({ keepAlive: true, maxSockets: OTHER_SOCKETS, maxFreeSockets: OTHER_SOCKETS }),
+  // a socket per waiting standby, kept between its waits
+  wait: new Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: SHARDS + 64 }),
+};
+
+let base = { host: "127.0.0.1", port: 0 };
+
+/** One request; rejects on a socket error or after `timeoutMs`. `sentAt` is when it was handed to the pool. */
+function call(
+  pool: Agent,
+  method: string,
+  path: string,
+  bearer: string,
+  body?: string,
+  timeoutMs = REQUEST_TIMEOUT_MS,
+): Promise<Answer> {
+  const sentAt = performance.now();
+  return new Promise((resolve, reject) => {
+    const headers: Record<string, string | number> = { authorization: `Bearer ${bearer}` };
+    if (body !== undefined) {
+      headers["content-type"] = "application/json";
+      headers["content-length"] = Buffer.byteLength(body);
+    }
+    const req = request({ ...base, agent: pool, method, path, headers, timeout: timeoutMs }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (c: Buffer) => chunks.push(c));
+      res.on("end", () =>
+        resolve({
+          status: res.statusCode ?? 0,
+          body: Buffer.concat(chunks).toString("utf8"),
+          sentAt,
+          doneAt: performance.now(),
+        }),
+      );
+      res.on("error", reject);
+    });
+    req.on("timeout", () => req.destroy(new Error(`timeout after ${timeoutMs} ms`)));
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
+// --- what a phase records ---------------------------------------------------------
+
+type Mode = "polling" | "waiting";
+
+class Phase {
+  recording = false;
+  startedAt = 0;
+  endedAt = 0;
+  renewMs: number[] = [];
+  listMs: number[] = [];
+  heartbeatMs: number[] = [];
+  /** how late this process sent each renew after its time (its own event loop's delay) */
+  renewSendLagMs: number[] = [];
+  /** the most requests waiting for a socket in this process's pools, sampled every second */
+  queuedMax = 0;
+  listsShort = 0;
+  standbyRequests = 0;
+  /** grants to a standby in the window: every change of holder */
+  leaseChanges = 0;
+  lostRefused = 0;
+  lostLate = 0;
+  errors = new Map<string, number>();
+  rssMaxKb = 0;
+  rssEndKb = 0;
+  redisUsedMemory = 0;
+  redisCommands = 0;
+  cpu = { bridge: 0, redis: 0, load: 0 };
+  loopP99Ms = 0;
+  loopMaxMs = 0;
+  crash: { failoverMs: number; standbyRequests: number } | null = null;
+  handover: { ms: number; standbyRequests: number } | null = null;
+
+  constructor(readonly mode: Mode) {}
+
+  error(what: string): void {
+    if (this.recording) this.errors.set(what, (this.errors.get(what) ?? 0) + 1);
+  }
+
+  get seconds(): number {
+    return (this.endedAt - this.startedAt) / 1000;
+  }
+}
+
+// --- the simulated fleet ----------------------------------------------------------
+
+interface Probe {
+  /** the agent to crash after its next successful renew, or that releases */
+  kind: "crash" | "handover";
+  shard: number;
+  /** when the lease could end (crash: the last renew's send + TTL) or was released (its answer) */
+  from: number;
+  standbyRequests: number;
+  done: (ms: number, standbyRequests: number) => void;
+}
+
+class Fleet {
+  mode: Mode = "polling";
+  phase = new Phase("polling");
+  stopped = false;
+  private readonly timers = new Set<NodeJS.Timeout>();
+  /** per shard and side: the fencing token while active, null while standing by, undefined while down */
+  readonly token: Array<[number | null | undefined, number | null | undefined]>;
+  /** when each active's last successful renew (or its grant's start) was sent */
+  private readonly lastOk: Array<[number, number]>;
+  private readonly renewTimer: Array<[NodeJS.Timeout | undefined, NodeJS.Timeout | undefined]>;
+  private readonly renewDue: Array<[number, number]>;
+  private readonly crashAfterRenew = new Set<string>();
+  private probes = new Map<number, Probe>();
+
+  constructor(
+    readonly bearer: (agent: string) => string,
+    readonly shards: number,
+  ) {
+    this.token = Array.from({ length: shards }, () => [null, null]);
+    this.lastOk = Array.from({ length: shards }, () => [0, 0]);
+    this.renewTimer = Array.from({ length: shards }, () => [undefined, undefined]);
+    this.renewDue = Array.from({ length: shards }, () => [0, 0]);
+  }
+
+  private later(ms: number, fn: () => void): NodeJS.Timeout {
+    const timer = setTimeout(() => {
+      this.timers.delete(timer);
+      if (!this.stopped) fn();
+    }, ms);
+    this.timers.add(timer);
+    return timer;
+  }
+
+  stop(): void {
+    this.stopped = true;
+    for (const timer of this.timers) clearTimeout(timer);
+    this.timers.clear();
+  }
+
+  /** The first holder of every shard (side a), once the store grants leases. */
+  async takeFirstLeases(): Promise<void> {
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: 64 }, async () => {
+        for (let s = next++; s < this.shards; s = next++) {
+          for (;;) {
+            const agent = agentName(s, 0);
+            const out = await call(
+              pools.renew,
+              "POST",
+              `/v1/shards/${shardName(s)}/lease`,
+              this.bearer(agent),
+              JSON.stringify({ agent }),
+            );
+            if (out.status === 200) {
+              this.becomeActive(s, 0, (JSON.parse(out.body) as { token: number }).token, out.sentAt);
+              break;
+            }
+            const refusal = JSON.parse(out.body) as {
+              errors: Array<{ code: string; retry_after_ms?: number }>;
+            };
+            if (refusal.errors[0]?.code !== "shardbridge.lease.recovering")
+              throw new Error(`first acquire of ${shardName(s)}: ${out.status} ${out.body}`);
+            await new Promise((r) => setTimeout(r, refusal.errors[0]!.retry_after_ms ?? 100));
+          }
+        }
+      }),
+    );
+  }
+
+  /** Heartbeats for everyone, spread over one interval; standbys start asking. */
+  start(): void {
+    for (let s = 0; s < this.shards; s++) {
+      for (const side of [0, 1] as const)
+        this.later(Math.random() * HEARTBEAT_MS, () => this.heartbeat(s, side));
+      this.later(Math.random() * POLL_MAX_MS, () => this.standby(s, 1));
+    }
+  }
+
+  private heartbeat(s: number, side: 0 | 1): void {
+    if (this.token[s]![side] === undefined) return; // down; heartbeats again when it comes back
+    const agent = agentName(s, side);
+    const phase = this.phase;
+    call(
+      pools.other,
+      "POST",
+      `/v1/agents/${agent}/heartbeat`,
+      this.bearer(agent),
+      JSON.stringify({ shards: [shardName(s)] }),
+    ).then(
+      (out) => {
+        if (out.status !== 204 && out.status !== 200) phase.error(`heartbeat ${out.status}`);
+        else if (phase.recording) phase.heartbeatMs.push(out.doneAt - out.sentAt);
+      },
+      (error: unknown) => phase.error(`heartbeat: ${String(error)}`),
+    );
+    this.later(HEARTBEAT_MS, () => this.heartbeat(s, side));
+  }
+
+  private becomeActive(s: number, side: 0 | 1, token: number, startedAt: number): void {
+    this.token[s]![side] = token;
+    this.lastOk[s]![side] = startedAt;
+    this.scheduleRenew(s, side, startedAt + RENEW_EVERY_MS);
+  }
+
+  private scheduleRenew(s: number, side: 0 | 1, at: number): void {
+    this.renewDue[s]![side] = at;
+    this.renewTimer[s]![side] = this.later(Math.max(0, at - performance.now()), () => this.renew(s, side));
+  }
+
+  /** The lease is lost (or given up): stand by again, after `restartMs` when the agent went down. */
+  private loseLease(s: number, side: 0 | 1): void {
+    clearTimeout(this.renewTimer[s]![side]);
+    this.token[s]![side] = null;
+    this.later(POLL_MIN_MS, () => this.standby(s, side));
+  }
+
+  private renew(s: number, side: 0 | 1): void {
+    const token = this.token[s]![side];
+    if (typeof token !== "number") return;
+    const agent = agentName(s, side);
+    const phase = this.phase;
+    const sentAt = performance.now();
+    if (phase.recording) phase.renewSendLagMs.push(sentAt - this.renewDue[s]![side]!);
+    const deadline = this.lastOk[s]![side]! + STOP_AFTER_MS;
+    const lost = (late: boolean) => {
+      if (phase.recording) {
+        if (late) phase.lostLate++;
+        else phase.lostRefused++;
+      }
+      this.loseLease(s, side);
+    };
+    call(
+      pools.renew,
+      "POST",
+      `/v1/shards/${shardName(s)}/lease`,
+      this.bearer(agent),
+      JSON.stringify({ agent, token }),
+    ).then(
+      (out) => {
+        if (this.token[s]![side] !== token) return; // released or crashed meanwhile
+        if (phase.recording) phase.renewMs.push(out.doneAt - out.sentAt);
+        if (out.doneAt > deadline) return lost(true); // the agent stopped acting at the deadline
+        if (out.status === 409) return lost(false);
+        if (out.status !== 200) {
+          phase.error(`renew ${out.status}`);
+          return this.scheduleRenew(s, side, performance.now() + 100); // the deadline decides
+        }
+        this.lastOk[s]![side] = sentAt;
+        const key = `${s}/${side}`;
+        if (this.crashAfterRenew.delete(key) && this.probes.has(s)) return this.crash(s, side, sentAt);
+        this.scheduleRenew(s, side, sentAt + RENEW_EVERY_MS);
+      },
+      (error: unknown) => {
+        if (this.token[s]![side] !== token) return;
+        phase.error(`renew: ${String(error)}`);
+        if (performance.now() > deadline) return lost(true);
+        this.scheduleRenew(s, side, performance.now() + 100);
+      },
+    );
+  }
+
+  private standby(s: number, side: 0 | 1): void {
+    if (this.token[s]![side] !== null) return; // active, or down
+    const agent = agentName(s, side);
+    const phase = this.phase;
+    const waiting = this.mode === "waiting";
+    if (phase.recording) phase.standbyRequests++;
+    const probe = this.probes.get(s);
+    if (probe !== undefined) probe.standbyRequests++;
+    call(
+      waiting ? pools.wait : pools.poll,
+      "POST",
+      `/v1/shards/${shardName(s)}/lease`,
+      this.bearer(agent),
+      JSON.stringify(waiting ? { agent, wait_ms: WAIT_MS } : { agent }),
+      waiting ? WAIT_MS + REQUEST_TIMEOUT_MS : REQUEST_TIMEOUT_MS,
+    ).then(
+      (out) => {
+        if (this.token[s]![side] !== null) return;
+        if (out.status === 200) {
+          const grant = JSON.parse(out.body) as { token: number; waited_ms?: number };
+          if (this.phase.recording) this.phase.leaseChanges++;
+          this.becomeActive(s, side, grant.token, out.sentAt + (grant.waited_ms ?? 0));
+          const probe = this.probes.get(s);
+          if (probe !== undefined) {
+            this.probes.delete(s);
+            probe.done(out.doneAt - probe.from, probe.standbyRequests);
+          }
+          return;
+        }
+        if (out.status !== 409) phase.error(`acquire ${out.status}`);
+        // polling: the next poll 250-500 ms after the answer; waiting: ask again at once
+        this.later(
+          waiting && out.status === 409 ? 0 : POLL_MIN_MS + Math.random() * (POLL_MAX_MS - POLL_MIN_MS),
+          () => this.standby(s, side),
+        );
+      },
+      (error: unknown) => {
+        phase.error(`acquire: ${String(error)}`);
+        this.later(POLL_MIN_MS, () => this.standby(s, side));
+      },
+    );
+  }
+
+  /** The side of shard `s` holding its lease now, if one does. */
+  activeSide(s: number): 0 | 1 | null {
+    return typeof this.token[s]![0] === "number" ? 0 : typeof this.token[s]![1] === "number" ? 1 : null;
+  }
+
+  /** Node lists at `perSecond`, each by the active of a random shard, until stopped. */
+  listNodes(perSecond: number): void {
+    const tickMs = 50;
+    let owed = 0;
+    const tick = () => {
+      owed += (perSecond * tickMs) / 1000;
+      for (; owed >= 1; owed--) {
+        const s = Math.floor(Math.random() * this.shards);
+        const side = this.activeSide(s);
+        if (side === null) continue;
+        const agent = agentName(s, side);
+        const phase = this.phase;
+        call(
+          pools.other,
+          "GET",
+          `/v1/agents/${agent}/nodes?token=${this.token[s]![side]}`,
+          this.bearer(agent),
+        ).then(
+          (out) => {
+            if (out.status !== 200) return phase.error(`node list ${out.status}`);
+            if (!phase.recording) return;
+            phase.listMs.push(out.doneAt - out.sentAt);
+            const { nodes } = JSON.parse(out.body) as { nodes: Array<{ via: string }> };
+            if (nodes.filter((n) => n.via === "lease").length !== NODES / SHARDS) phase.listsShort++;
+          },
+          (error: unknown) => phase.error(`node list: ${String(error)}`),
+        );
+      }
+      this.later(tickMs, tick);
+    };
+    tick();
+  }
+
+  /** A shard whose lease one side holds while the other stands by, and no probe watches. */
+  private steadyShard(): number {
+    const from = Math.floor(Math.random() * this.shards);
+    for (let i = 0; i < this.shards; i++) {
+      const s = (from + i) % this.shards;
+      const side = this.activeSide(s);
+      if (side !== null && this.token[s]![side === 0 ? 1 : 0] === null && !this.probes.has(s)) return s;
+    }
+    throw new Error("no shard has a holder and a standby");
+  }
+
+  /** Crash an active right after its next successful renew; resolves with its standby's grant. */
+  crashOne(): Promise<{ failoverMs: number; standbyRequests: number }> {
+    const s = this.steadyShard();
+    const side = this.activeSide(s)!;
+    return new Promise((resolve) => {
+      // Should the active lose its lease first, or nobody be granted: no figure.
+      const giveUp = this.later(4 * TTL_MS + REQUEST_TIMEOUT_MS, () => {
+        this.probes.delete(s);
+        this.crashAfterRenew.delete(`${s}/${side}`);
+        resolve({ failoverMs: NaN, standbyRequests: NaN });
+      });
+      this.probes.set(s, {
+        kind: "crash",
+        shard: s,
+        from: Infinity, // set at the crash
+        standbyRequests: 0,
+        done: (ms, standbyRequests) => {
+          // granted before the crash (the active lost its lease first): no figure
+          clearTimeout(giveUp);
+          this.crashAfterRenew.delete(`${s}/${side}`);
+          resolve(
+            Number.isFinite(ms)
+              ? { failoverMs: ms, standbyRequests }
+              : { failoverMs: NaN, standbyRequests: NaN },
+          );
+        },
+      });
+      this.crashAfterRenew.add(`${s}/${side}`);
+    });
+  }
+
+  private crash(s: number, side: 0 | 1, lastRenewSentAt: number): void {
+    clearTimeout(this.renewTimer[s]![side]);
+    this.token[s]![side] = undefined; // down: no renews, heartbeats or acquires
+    const probe = this.probes.get(s)!;
+    probe.from = lastRenewSentAt + TTL_MS;
+    probe.standbyRequests = 0;
+    // back as a standby once its standby holds the lease
+    const back = () => {
+      if (this.probes.has(s)) return this.later(500, back);
+      this.token[s]![side] = null;
+      this.later(0, () => this.heartbeat(s, side));
+      this.later(POLL_MIN_MS, () => this.standby(s, side));
+    };
+    this.later(TTL_MS, back);
+  }
+
+  /** An active releases its lease; resolves with its standby's grant after the release's answer. */
+  async handoverOne(): Promise<{ ms: number; standbyRequests: number }> {
+    const s = this.steadyShard();
+    const side = this.activeSide(s)!;
+    const token = this.token[s]![side] as number;
+    const agent = agentName(s, side);
+    clearTimeout(this.renewTimer[s]![side]);
+    this.token[s]![side] = undefined; // stopping: acts no more, asks nothing until it is back
+    let resolveGrant: (v: { ms: number; standbyRequests: number }) => void = () => undefined;
+    const granted = new Promise<{ ms: number; standbyRequests: number }>((r) => (resolveGrant = r));
+    const probe: Probe = {
+      kind: "handover",
+      shard: s,
+      from: Infinity,
+      standbyRequests: 0,
+      done: (ms, standbyRequests) => resolveGrant({ ms, standbyRequests }),
+    };
+    this.probes.set(s, probe);
+    const out = await call(
+      pools.renew,
+      "DELETE",
+      `/v1/shards/${shardName(s)}/lease`,
+      this.bearer(agent),
+      JSON.stringify({ agent, token }),
+    );
+    if (out.status !== 204) throw new Error(`release of ${shardName(s)}: ${out.status} ${out.body}`);
+    // The standby's grant may be answered before the release is: the figure is then negative.
+    probe.from = out.doneAt;
+    probe.standbyRequests = 0;
+    const result = await Promise.race([
+      granted,
+      sleep(TTL_MS + REQUEST_TIMEOUT_MS).then(() => {
+        this.probes.delete(s);
+        return { ms: NaN, standbyRequests: NaN };
+      }),
+    ]);
+    this.token[s]![side] = null; // back, as a standby
+    this.later(0, () => this.heartbeat(s, side));
+    this.later(POLL_MIN_MS, () => this.standby(s, side));
+    return result;
+  }
+}
+
+// --- machine readings -------------------------------------------------------------
+
+function rssKb(pid: number | undefined): number {
+  try {
+    return Number(/^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1]);
+  } catch {
+    return NaN;
+  }
+}
+
+function openFilesLimit(): number {
+  const line = /^Max open files\s+(\S+)/m.exec(readFileSync("/proc/self/limits", "utf8"));
+  return line?.[1] === "unlimited" ? Infinity : Number(line?.[1]);
+}
+
+/**
+ * A number from redis-server's INFO: `used_memory` (memory), or `total_commands_processed`
+ * (stats: each script counts once, and each call inside it once more).
+ */
+async function redisInfo(
+  redis: TestRedisServer,
+  section: "memory" | "stats",
+  field: string,
+): Promise<number> {
+  const admin = redis.client();
+  try {
+    return Number(new RegExp(`^${field}:(\\d+)`, "m").exec(await admin.info(section))?.[1]);
+  } finally {
+    admin.disconnect();
+  }
+}
+const usedMemory = (redis: TestRedisServer) => redisInfo(redis, "memory", "used_memory");
+const redisCommands = (redis: TestRedisServer) => redisInfo(redis, "stats", "total_commands_processed");
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+// --- the bench ----------------------------------------------------------------------
+
+export async function scaleBench(): Promise<void> {
+  const t0 = performance.now();
+  const note = (what: string) =>
+    process.stderr.write(`[scale bench ${((performance.now() - t0) / 1000).toFixed(0)} s] ${what}\n`);
+  if (NODES % SHARDS !== 0)
+    throw new Error(`BENCH_SCALE_NODES (${NODES}) must be a multiple of the shards (${SHARDS})`);
+  // Sockets: one per waiting standby and the pools', here and in the bridge (which inherits the limit).
+  const sockets = SHARDS + RENEW_SOCKETS + POLL_SOCKETS + OTHER_SOCKETS;
+  const limit = openFilesLimit();
+  note(`open files: limit ${limit}, sockets at most ${sockets} (+ the bridge's Redis connections and files)`);
+  if (sockets + 200 > limit)
+    throw new Error(
+      `ulimit -n ${limit} is too low for ${sockets} sockets: raise it or lower BENCH_SCALE_SHARDS`,
+    );
+  const bridgeRuns = SHARDBRIDGE.args.some((a) => a.endsWith("dist/cli.js"))
+    ? "the compiled bridge (dist/cli.js)"
+    : "the bridge from src/ through tsx (dist/ is older than the sources or the commit: npm run build)";
+  note(`${bridgeRuns}`);
+
+  const agents = Array.from({ length: SHARDS }, (_, s) => [agentName(s, 0), agentName(s, 1)]).flat();
+  const redis = await TestRedisServer.start();
+  let bridge: BridgeProcess | undefined;
+  let fleet: Fleet | undefined;
+  const loop = monitorEventLoopDelay({ resolution: LOOP_RESOLUTION_MS });
+  try {
+    const memoryEmpty = await usedMemory(redis);
+    bridge = await startBridge({
+      shards: [],
+      agents,
+      store: redis.url,
+      env: { SHARDBRIDGE_LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? "warn" },
+    });
+    // An exception thrown in an answer's callback ends the process without the finally below:
+    // the children die with it (their helpers' exit hooks), and so does the bridge's directory.
+    const bridgeDir = bridge.dir;
+    process.once("exit", () => rmSync(bridgeDir, { recursive: true, force: true }));
+    const url = new URL(bridge.url);
+    base = { host: url.hostname, port: Number(url.port) };
+    const bearers = new Map(
+      bridge.tokens.tokens.flatMap((t) => (t.role === "agent" ? [[t.agent, t.token] as const] : [])),
+    );
+    const admin = bridge.tokenFor("admin");
+    const pid = bridge.serve.child.pid;
+    const rssIdleKb = rssKb(pid);
+
+    note(`bulk load: ${NODES.toLocaleString("en-US")} nodes in ${SHARDS.toLocaleString("en-US")} shards`);
+    const perShard = NODES / SHARDS;
+    const loadStarted = performance.now();
+    for (let from = 0; from < NODES; from += BULK) {
+      const nodes = Array.from({ length: Math.min(BULK, NODES - from) }, (_, k) => {
+        const i = from + k;
+        return {
+          uuid: nodeUuid(i + 1),
+          name: `node-${i}`,
+          shard: shardName(Math.floor(i / perShard)),
+          conductor_group: "",
+          instance_host: null,
+        };
+      });
+      const out = await call(
+        pools.other,
+        "POST",
+        "/v1/nodes/bulk",
+        admin,
+        JSON.stringify({ nodes }),
+        300_000,
+      );
+      if (out.status !== 200) throw new Error(`bulk at ${from}: ${out.status} ${out.body.slice(0, 500)}`);
+    }
+    const loadS = (performance.now() - loadStarted) / 1000;
+    const memoryLoaded = await usedMemory(redis);
+    const rssLoadedKb = rssKb(pid);
+
+    fleet = new Fleet((agent) => bearers.get(agent)!, SHARDS);
+    note("first leases (one TTL after the store's start at the earliest)");
+    const firstStarted = performance.now();
+    await fleet.takeFirstLeases();
+    const firstS = (performance.now() - firstStarted) / 1000;
+    fleet.start();
+    fleet.listNodes(LISTS_PER_S);
+
+    const phases: Phase[] = [];
+    for (const mode of ["polling", "waiting"] as const) {
+      const phase = new Phase(mode);
+      fleet.mode = mode;
+      fleet.phase = phase;
+      note(`${mode} standbys: ${WARMUP_S} s warm-up, then ${SECONDS} s measured`);
+      await sleep(WARMUP_S * 1000);
+      const cpu0 = { bridge: processCpuS(pid), redis: processCpuS(redis.pid), load: process.cpuUsage() };
+      const commands0 = await redisCommands(redis);
+      loop.reset();
+      loop.enable();
+      phase.recording = true;
+      phase.startedAt = performance.now();
+      const sampler = setInterval(() => {
+        phase.rssMaxKb = Math.max(phase.rssMaxKb, rssKb(pid));
+        const queued = Object.values(pools)
+          .flatMap((pool) => Object.values(pool.requests))
+          .reduce((sum, q) => sum + (q?.length ?? 0), 0);
+        phase.queuedMax = Math.max(phase.queuedMax, queued);
+      }, 1000);
+      const probes = (async () => {
+        await sleep((SECONDS * 1000) / 4);
+        note(`${mode}: crash of one active`);
+        phase.crash = await fleet!.crashOne();
+        await sleep((SECONDS * 1000) / 4);
+        note(`${mode}: handover by one active`);
+        phase.handover = await fleet!.handoverOne();
+      })().catch((error: unknown) => note(`${mode}: no crash or handover measured: ${String(error)}`));
+      await sleep(SECONDS * 1000);
+      await probes;
+      phase.recording = false;
+      phase.endedAt = performance.now();
+      clearInterval(sampler);
+      loop.disable();
+      const used = process.cpuUsage(cpu0.load);
+      phase.cpu = {
+        bridge: processCpuS(pid) - cpu0.bridge,
+        redis: processCpuS(redis.pid) - cpu0.redis,
+        load: (used.user + used.system) / 1e6,
+      };
+      // the histogram holds each turn of its 10 ms timer: the delay is what is over 10 ms
+      phase.loopP99Ms = loop.percentile(99) / 1e6 - LOOP_RESOLUTION_MS;
+      phase.loopMaxMs = loop.max / 1e6 - LOOP_RESOLUTION_MS;
+      phase.rssEndKb = rssKb(pid);
+      phase.redisUsedMemory = await usedMemory(redis);
+      phase.redisCommands = (await redisCommands(redis)) - commands0;
+      phases.push(phase);
+    }
+    fleet.stop();
+    report(phases, {
+      loadS,
+      firstS,
+      memoryEmpty,
+      memoryLoaded,
+      rssIdleKb,
+      rssLoadedKb,
+      totalS: (performance.now() - t0) / 1000,
+      bridgeRuns,
+    });
+  } finally {
+    fleet?.stop();
+    for (const pool of Object.values(pools)) pool.destroy();
+    await bridge?.stop();
+    await redis.stop();
+  }
+}
+
+function report(
+  phases: Phase[],
+  setup: {
+    loadS: number;
+    firstS: number;
+    memoryEmpty: number;
+    memoryLoaded: number;
+    rssIdleKb: number;
+    rssLoadedKb: number;
+    totalS: number;
+    bridgeRuns: string;
+  },
+): void {
+  const [polling, waiting] = phases as [Phase, Phase];
+  const sorted = (xs: number[]) => Float64Array.from(xs).sort() as unknown as number[];
+  const stats = (p: Phase) => {
+    const renew = sorted(p.renewMs);
+    const list = sorted(p.listMs);
+    const heartbeat = sorted(p.heartbeatMs);
+    return {
+      renewPerS: renew.length / p.seconds,
+      renewP50: percentile(renew, 50),
+      renewP99: percentile(renew, 99),
+      renewMax: renew.length > 0 ? renew[renew.length - 1]! : NaN,
+      standbyPerS: p.standbyRequests / p.seconds,
+      perStandbyPerMin: (p.standbyRequests / p.seconds / SHARDS) * 60,
+      perChange: p.leaseChanges > 0 ? p.standbyRequests / p.leaseChanges : NaN,
+      listPerS: list.length / p.seconds,
+      listP50: percentile(list, 50),
+      listP99: percentile(list, 99),
+      heartbeatPerS: heartbeat.length / p.seconds,
+      heartbeatP99: percentile(heartbeat, 99),
+    };
+  };
+  const a = stats(polling);
+  const b = stats(waiting);
+  const ratio = (x: number, y: number) =>
+    Number.isFinite(x) && Number.isFinite(y) && x !== 0 ? `${(y / x).toPrecision(2)}x` : "";
+  const row = (what: string, x: number | string, y: number | string, withRatio = true) => [
+    what,
+    x,
+    y,
+    withRatio && typeof x === "number" && typeof y === "number" ? ratio(x, y) : "",
+  ];
+  const pct = (cpuS: number, p: Phase) => `${Math.round((cpuS / p.seconds) * 100)}%`;
+  const perSecond = (count: (p: Phase) => number): [number, number] => [
+    count(polling) / polling.seconds,
+    count(waiting) / waiting.seconds,
+  ];
+  const lateness = (p: Phase) => {
+    const lags = sorted(p.renewSendLagMs);
+    return `${percentile(lags, 99).toFixed(1)} / ${(lags[lags.length - 1] ?? NaN).toFixed(1)}`;
+  };
+  /** a row that is no ratio: the same figure of each phase */
+  const each = (what: string, figure: (p: Phase) => number | string) => [
+    what,
+    figure(polling),
+    figure(waiting),
+    "",
+  ];
+  printTable(
+    `A million nodes on one bridge (#32): ${NODES.toLocaleString("en-US")} nodes, ${SHARDS.toLocaleString("en-US")} shards ` +
+      `of ${NODES / SHARDS}, ${(2 * SHARDS).toLocaleString("en-US")} agents (an active and a standby per shard), ` +
+      `one redis-server, TTL ${TTL_MS} ms; ${SECONDS} s measured per phase after ${WARMUP_S} s of warm-up.\n` +
+      `  Renews every TTL/3 by each active, a heartbeat every ${HEARTBEAT_MS / 1000} s by every agent, ` +
+      `${LISTS_PER_S.toFixed(0)} node lists/s by the actives; standbys polling every ${POLL_MIN_MS}-${POLL_MAX_MS} ms, ` +
+      `then waiting (wait_ms ${WAIT_MS}). Ratio: waiting over polling. All times from the load process's clock.`,
+    ["what", "polling standbys", "waiting standbys", "ratio"],
+    [
+      row("renews/s", a.renewPerS, b.renewPerS),
+      row("renew p50, ms", a.renewP50, b.renewP50),
+      row("renew p99, ms (goal < 5)", a.renewP99, b.renewP99),
+      row("renew max, ms", a.renewMax, b.renewMax),
+      each("leases lost: renew refused / answered past 2/3 TTL", (p) => `${p.lostRefused} / ${p.lostLate}`),
+      row("standby requests/s", a.standbyPerS, b.standbyPerS),
+      row("  per standby per minute", a.perStandbyPerMin, b.perStandbyPerMin),
+      each("changes of holder in the window", (p) => p.leaseChanges),
+      row("  standby requests per change of holder", a.perChange, b.perChange),
+      row("node lists/s", a.listPerS, b.listPerS, false),
+      row("node list p50, ms", a.listP50, b.listP50),
+      row("node list p99, ms", a.listP99, b.listP99),
+      each("node lists short of the shard's nodes", (p) => p.listsShort),
+      row("heartbeats/s", a.heartbeatPerS, b.heartbeatPerS, false),
+      row("heartbeat p99, ms", a.heartbeatP99, b.heartbeatP99),
+      each("crash failover: grant after TTL from the last renew sent, ms", (p) => p.crash?.failoverMs ?? NaN),
+      each("  its standby's requests from the crash to the grant", (p) => p.crash?.standbyRequests ?? NaN),
+      each("handover: grant after the release's answer, ms", (p) => p.handover?.ms ?? NaN),
+      each(
+        "  its standby's requests from the release to the grant",
+        (p) => p.handover?.standbyRequests ?? NaN,
+      ),
+      each("bridge CPU, % of one core", (p) => pct(p.cpu.bridge, p)),
+      row("  CPU µs per request it answered", ...cpuPerRequest(polling, a, waiting, b)),
+      each("redis-server CPU, % of one core", (p) => pct(p.cpu.redis, p)),
+      row("  commands/s (INFO stats: a script and each call in it)", ...perSecond((p) => p.redisCommands)),
+      each("load process CPU, % of one core", (p) => pct(p.cpu.load, p)),
+      each(
+        "load process event-loop delay p99 / max, ms",
+        (p) => `${p.loopP99Ms.toFixed(1)} / ${p.loopMaxMs.toFixed(1)}`,
+      ),
+      each("  its renews sent late, p99 / max, ms", lateness),
+      each("  requests waiting for a pool's socket, most", (p) => p.queuedMax),
+      each(
+        "bridge RSS, MiB: most / at the end",
+        (p) => `${(p.rssMaxKb / 1024).toFixed(0)} / ${(p.rssEndKb / 1024).toFixed(0)}`,
+      ),
+      each("Redis used_memory at the end, MiB", (p) => p.redisUsedMemory / 2 ** 20),
+      each("errors", (p) => [...p.errors].map(([what, n]) => `${n} ${what}`).join("; ") || "none"),
+    ],
+  );
+  printTable(
+    "Setting up the fleet",
+    ["what", "value"],
+    [
+      ["the bridge", setup.bridgeRuns],
+      [
+        `bulk load, ${NODES.toLocaleString("en-US")} nodes in requests of ${BULK.toLocaleString("en-US")}, s`,
+        setup.loadS,
+      ],
+      [
+        "Redis used_memory empty / loaded, MiB",
+        `${(setup.memoryEmpty / 2 ** 20).toFixed(1)} / ${(setup.memoryLoaded / 2 ** 20).toFixed(1)}`,
+      ],
+      ["  bytes per node", (setup.memoryLoaded - setup.memoryEmpty) / NODES],
+      [
+        "bridge RSS idle / after the load, MiB",
+        `${(setup.rssIdleKb / 1024).toFixed(0)} / ${(setup.rssLoadedKb / 1024).toFixed(0)}`,
+      ],
+      [
+        `first leases (${SHARDS.toLocaleString("en-US")}, 64 at a time, after the store's first TTL), s`,
+        setup.firstS,
+      ],
+      ["bench wall time, s", setup.totalS],
+    ],
+  );
+}
+
+function cpuPerRequest(
+  p: Phase,
+  a: { renewPerS: number; standbyPerS: number; listPerS: number; heartbeatPerS: number },
+  q: Phase,
+  b: { renewPerS: number; standbyPerS: number; listPerS: number; heartbeatPerS: number },
+): [number, number] {
+  const per = (phase: Phase, s: typeof a) =>
+    (phase.cpu.bridge / ((s.renewPerS + s.standbyPerS + s.listPerS + s.heartbeatPerS) * phase.seconds)) * 1e6;
+  return [per(p, a), per(q, b)];
+}
