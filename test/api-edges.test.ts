@@ -4,7 +4,7 @@ import { parseTokens } from "../src/api/auth.js";
 import { ShardCatalog } from "../src/shards/definitions.js";
 import { memoryUnderTest, useApp } from "./helpers/backends.js";
 import { AgentProcess } from "./helpers/agent-process.js";
-import { startBridge } from "./helpers/bridge-process.js";
+import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { TEST_TOKENS, call, testAuthority, wholeNode } from "./helpers/http.js";
 
 describe("API edges an operator meets", () => {
@@ -95,45 +95,32 @@ describe("API edges an operator meets", () => {
   });
 });
 
-describe("The reference agent with a token the bridge refuses", function () {
+describe("The reference agent refused for good (a token, a shard)", function () {
   this.timeout(30_000);
+  let bridge: BridgeProcess;
+  before(async () => {
+    bridge = await startBridge({ shards: [{ name: "rack", lease_ttl_ms: 1000 }], agents: ["compute-0"] });
+  });
+  after(() => bridge?.stop());
+
+  /** Run `agent` on `shard` under `token` until it gives up: its one fatal line, once it exited 2. */
+  async function fatalOf(shard: string, token: string): Promise<string> {
+    const agent = AgentProcess.cli("agent", [
+      ...["agent", "--id", "compute-0", "--shard", shard, "--bridge", bridge.url, "--token", token],
+    ]);
+    const fatal = await agent.waitFor((e) => e.ev === "fatal", 10_000);
+    await agent.exited();
+    expect(agent.child.exitCode).to.equal(2);
+    return String(fatal.error);
+  }
 
   it("says so once and exits 2 instead of retrying forever", async () => {
-    const bridge = await startBridge({
-      shards: [{ name: "rack", lease_ttl_ms: 1000 }],
-      agents: ["compute-0"],
-    });
-    try {
-      const agent = AgentProcess.cli("agent", [
-        ...["agent", "--id", "compute-0", "--shard", "rack", "--bridge", bridge.url],
-        ...["--token", "not-the-right-token-0123"],
-      ]);
-      const fatal = await agent.waitFor((e) => e.ev === "fatal", 10_000);
-      expect(String(fatal.error)).to.match(/401/);
-      await agent.exited();
-      expect(agent.child.exitCode).to.equal(2);
-    } finally {
-      await bridge.stop();
-    }
+    expect(await fatalOf("rack", "not-the-right-token-0123")).to.match(/401/);
   });
+
   it("says so once and exits 2 for a shard the bridge does not lease (a typo'd --shard)", async () => {
-    const bridge = await startBridge({
-      shards: [{ name: "rack", lease_ttl_ms: 1000 }],
-      agents: ["compute-0"],
-    });
-    try {
-      const agent = AgentProcess.cli("agent", [
-        ...["agent", "--id", "compute-0", "--shard", "rakc", "--bridge", bridge.url],
-        ...["--token", bridge.tokenOf("compute-0")],
-      ]);
-      const fatal = await agent.waitFor((e) => e.ev === "fatal", 10_000);
-      expect(String(fatal.error)).to.match(
-        /^BridgeError: 404 shardbridge\.shard\.undefined: shard rakc is not defined/,
-      );
-      await agent.exited();
-      expect(agent.child.exitCode).to.equal(2);
-    } finally {
-      await bridge.stop();
-    }
+    expect(await fatalOf("rakc", bridge.tokenOf("compute-0"))).to.match(
+      /^BridgeError: 404 shardbridge\.shard\.undefined: shard rakc is not defined/,
+    );
   });
 });
