@@ -52,11 +52,15 @@ export type BodyMedia = "json" | "any";
  */
 const JSON_MEDIA = /^application\/(?:json|[^;\s/]+\+json|x-www-form-urlencoded)$/;
 
+/** A request's media type, lower-cased, without its parameters (`; charset=…`); undefined when none. */
+export function mediaTypeOf(headers: IncomingHttpHeaders): string | undefined {
+  return headers["content-type"]?.split(";")[0]!.trim().toLowerCase();
+}
+
 /** What a request's Content-Type says that a JSON body cannot be, if anything. */
 function notJson(headers: IncomingHttpHeaders): string | null {
-  const type = headers["content-type"];
-  if (type === undefined) return null;
-  const media = type.split(";")[0]!.trim().toLowerCase();
+  const media = mediaTypeOf(headers);
+  if (media === undefined) return null;
   return JSON_MEDIA.test(media)
     ? null
     : `content type ${JSON.stringify(media)} is not JSON: send application/json`;

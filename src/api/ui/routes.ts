@@ -3,7 +3,7 @@ import { Router, type Request, type Response } from "express";
 import { z } from "zod";
 import { parseOrThrow } from "../../domain/validation.js";
 import { PAGE_ROLES, type TokenAuthority } from "../auth.js";
-import { readRequestBody } from "../body.js";
+import { mediaTypeOf, readRequestBody } from "../body.js";
 import { HttpError } from "../errors.js";
 import { bodyPolicy, LOGIN_PATH } from "../limits.js";
 import type { StatusWatcher } from "./watcher.js";
@@ -145,7 +145,7 @@ const FORM_TYPE = "application/x-www-form-urlencoded";
 async function readForm(req: Request, res: Response): Promise<Record<string, string>> {
   const raw = await readRequestBody(req, res, bodyPolicy(req.path).limit, "any");
   if (raw.length === 0) return {};
-  if (req.get("content-type")?.split(";")[0]!.trim().toLowerCase() !== FORM_TYPE)
+  if (mediaTypeOf(req.headers) !== FORM_TYPE)
     throw new HttpError([
       {
         status: 415,
