@@ -1,3 +1,5 @@
+--! keys 7
+--! include ironic-enqueue
 -- traits-commit(KEYS[1]=the node's trait bucket, KEYS[2]=its shard's feed stream or the
 -- stand-in, KEYS[3]=the delivery's key or the stand-in, KEYS[4..7]=the node's Ironic
 -- queue partition, its folded records, their start times and the queue's counters, or
