@@ -6,7 +6,7 @@ import type {
   RefusalReason,
   ReleaseOutcome,
 } from "../lease/machine.js";
-import type { FeedEntry } from "../traits/store-port.js";
+import type { FeedEntry } from "../traits/port.js";
 import type { AcquireArgs, LeaseClient, WaitedLeaseOutcome } from "./lease-keeper.js";
 
 /** A bridge answer that is neither a result nor a lease refusal: auth, validation, outage. */
