@@ -39,11 +39,21 @@ describe("A streamed list never holds the event loop for its whole length", func
     let ticks = 0;
     let worstGapMs = 0;
     let last = 0;
+    // The process's CPU time between two runs of the timer: what the loop was held by work
+    // (the whole answer costs ~420 ms of it). The wall-clock gap also counts the time the OS
+    // ran something else (276 ms measured on a 2-core machine at load 13); the CPU time does not.
+    let worstCpuGapMs = 0;
+    let lastCpuUs = 0;
+    const cpuUs = () => {
+      const { user, system } = process.cpuUsage();
+      return user + system;
+    };
     const app = express();
     app.get("/list", async (_req, res) => {
-      [streaming, last] = [true, performance.now()];
+      [streaming, last, lastCpuUs] = [true, performance.now(), cpuUs()];
       await streamJsonList(res, { agent: "a" }, "nodes", resolvedPages(800, 25));
       [streaming, worstGapMs] = [false, Math.max(worstGapMs, performance.now() - last)];
+      worstCpuGapMs = Math.max(worstCpuGapMs, (cpuUs() - lastCpuUs) / 1000);
     });
     const server = app.listen(0, "127.0.0.1");
     await new Promise((r) => server.once("listening", r));
@@ -54,6 +64,9 @@ describe("A streamed list never holds the event loop for its whole length", func
         const now = performance.now();
         worstGapMs = Math.max(worstGapMs, now - last);
         last = now;
+        const cpu = cpuUs();
+        worstCpuGapMs = Math.max(worstCpuGapMs, (cpu - lastCpuUs) / 1000);
+        lastCpuUs = cpu;
         ticks++;
       }, 1);
       const started = performance.now();
@@ -68,11 +81,12 @@ describe("A streamed list never holds the event loop for its whole length", func
       clearInterval(timer);
       expect((answer as { nodes: unknown[] }).nodes).to.have.length(20_000);
       console.log(
-        `      20,000 items in ${tookMs.toFixed(0)} ms; the timer ran ${ticks} times, worst gap ${worstGapMs.toFixed(1)} ms`,
+        `      20,000 items in ${tookMs.toFixed(0)} ms; the timer ran ${ticks} times, worst gap ${worstGapMs.toFixed(1)} ms ` +
+          `(${worstCpuGapMs.toFixed(1)} ms of CPU)`,
       );
       // A stream that kept the loop shows one gap as long as the answer and a handful of ticks.
       expect(ticks, "timer runs while the list went out").to.be.greaterThan(20);
-      expect(worstGapMs, "the longest the loop was held, ms").to.be.below(80);
+      expect(worstCpuGapMs, "the longest the loop was held, ms of CPU").to.be.below(80);
     } finally {
       await new Promise((r) => server.close(r));
     }
