@@ -1,6 +1,6 @@
 import { Router, type Response } from "express";
 import { z } from "zod";
-import { FencingToken } from "../domain/lease.js";
+import { NodesQuery } from "../contracts/agents.js";
 import { AgentId, HostTwinError, hostKey } from "../domain/names.js";
 import { ValidationError, parseOrThrow } from "../domain/validation.js";
 import type { ShardCatalog } from "../shards/definitions.js";
@@ -20,14 +20,6 @@ import { AgentNodeLists } from "./agent-nodes.js";
 import { leaseJson } from "./views.js";
 
 export const AgentPath = z.strictObject({ id: AgentId });
-export const NodesQuery = z.strictObject({
-  token: z
-    .string({ error: "must be a comma-separated list of fencing tokens" })
-    // Empty: the agent holds no lease (a legacy pool member asking for its ring's nodes).
-    .transform((list) => (list === "" ? [] : list.split(",").map(Number)))
-    .pipe(z.array(FencingToken).max(1000))
-    .optional(),
-});
 
 function agentOf(req: { params: unknown }, res: Response): string {
   const { id } = parseOrThrow(AgentPath, req.params);

@@ -1,7 +1,6 @@
 import { Router, type Response } from "express";
 import { ShardPath } from "./paths.js";
-import { z } from "zod";
-import { FencingToken } from "../domain/lease.js";
+import { AckBody, ReadQuery } from "../contracts/feed.js";
 import { parseBoth } from "../domain/validation.js";
 import type { TraitService } from "../traits/service.js";
 import type { Store } from "../store/store.js";
@@ -10,16 +9,6 @@ import { bodyObject } from "./body.js";
 import { conflict, HttpError } from "./errors.js";
 import type { ShardCatalog } from "../shards/definitions.js";
 import { fenceServing } from "../shards/revocation.js";
-
-export const ReadQuery = z.strictObject({
-  token: z.coerce.number({ error: "must be a number" }).pipe(FencingToken),
-  limit: z.coerce.number().int().min(1).max(1000).default(100),
-});
-export const AckBody = z.strictObject({
-  token: FencingToken,
-  // Bounded so every id is a valid stream id and compares exactly as a Lua number.
-  id: z.string().regex(/^\d{1,15}-\d{1,15}$/, { error: "must be a feed id (<ms>-<seq>)" }),
-});
 
 /**
  * Only the live holder of the shard's lease, presenting its current token, reads or

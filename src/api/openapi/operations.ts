@@ -1,8 +1,8 @@
 import type { z } from "zod";
 import { NodeListQuery } from "../../domain/node.js";
-import { NodesQuery } from "../agents.js";
+import { NodesQuery } from "../../contracts/agents.js";
+import { ReadQuery } from "../../contracts/feed.js";
 import { PAGE_ROLES, type Role } from "../auth.js";
-import { ReadQuery } from "../feed.js";
 import { MAX_PAGES_PER_SESSION, MAX_VIEWERS, RECONNECT_MS, SESSION_MS, STATIC_TYPES } from "../ui/routes.js";
 import type { JsonSchema, PARAMETERS, SCHEMAS } from "./schemas.js";
 
