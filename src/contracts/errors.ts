@@ -12,9 +12,13 @@ export const ApiError = z
     code: z.string().regex(/^shardbridge\./),
     title: z.string(),
     detail: z.string(),
+    /** the request field at fault, for validation errors */
     field: z.string().optional(),
+    /** for a refused lease: the live lease in the way, so a client need not parse `detail` */
     lease: Lease.nullable().optional(),
+    /** for a refused lease: when asking again can succeed */
     retry_after_ms: count.optional(),
+    /** an acquire that waited: how long (see LeaseWaits) */
     waited_ms: count.optional(),
   })
   .refine((error) => error.code !== VALIDATION_CODE || error.field !== undefined, {

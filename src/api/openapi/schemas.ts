@@ -9,22 +9,15 @@ import { WebhookPayload } from "../decode/webhook.js";
 import { TraitResetBody } from "../inspector.js";
 import { CSP, LoginForm, SESSION_COOKIE, SESSION_MS, STATIC_TYPES, StaticPath } from "../ui/routes.js";
 import { ShardDefinitionBody } from "../../shards/definitions.js";
-import { AgentList, AgentNodes, AgentSeen, AgentSummary } from "../../contracts/agents.js";
-import { API_ERROR_RULE, ApiError, ErrorBody } from "../../contracts/errors.js";
-import { AckBody, FeedCursor, FeedPage } from "../../contracts/feed.js";
-import { Health, NotReady, Ready } from "../../contracts/health.js";
-import { IronicDelivery, IronicError } from "../../contracts/ironic.js";
-import { FenceAnswer, Lease, LeaseGrant, LeaseState } from "../../contracts/leases.js";
-import { BulkResult, Node, NodeList } from "../../contracts/nodes.js";
-import {
-  Shard,
-  ShardDefinition,
-  ShardDefinitionList,
-  ShardDefinitionWritten,
-  ShardList,
-  ShardSummary,
-} from "../../contracts/shards.js";
-import { NodeTraits, TraitsApplied, TraitsReset } from "../../contracts/traits.js";
+import * as agents from "../../contracts/agents.js";
+import * as errors from "../../contracts/errors.js";
+import * as feed from "../../contracts/feed.js";
+import * as health from "../../contracts/health.js";
+import * as ironic from "../../contracts/ironic.js";
+import * as leases from "../../contracts/leases.js";
+import * as nodes from "../../contracts/nodes.js";
+import * as shards from "../../contracts/shards.js";
+import * as traits from "../../contracts/traits.js";
 
 /** A JSON Schema (2020-12, OpenAPI 3.1's dialect) as a plain object. */
 export type JsonSchema = Record<string, unknown>;
@@ -46,35 +39,35 @@ const token = fromZod(FencingToken);
 
 /** The answers' zod schemas (src/contracts/), each under its component's name. */
 export const ANSWERS = {
-  Lease,
-  LeaseGrant,
-  LeaseState,
-  FenceAnswer,
-  ShardSummary,
-  ShardList,
-  Shard,
-  ShardDefinition,
-  ShardDefinitionWritten,
-  ShardDefinitionList,
-  Node,
-  NodeList,
-  BulkResult,
-  AgentSeen,
-  AgentSummary,
-  AgentList,
-  AgentNodes,
-  NodeTraits,
-  TraitsReset,
-  TraitsApplied,
-  FeedPage,
-  FeedCursor,
-  IronicDelivery,
-  Health,
-  Ready,
-  NotReady,
-  ApiError,
-  Error: ErrorBody,
-  IronicError,
+  Lease: leases.Lease,
+  LeaseGrant: leases.LeaseGrant,
+  LeaseState: leases.LeaseState,
+  FenceAnswer: leases.FenceAnswer,
+  ShardSummary: shards.ShardSummary,
+  ShardList: shards.ShardList,
+  Shard: shards.Shard,
+  ShardDefinition: shards.ShardDefinition,
+  ShardDefinitionWritten: shards.ShardDefinitionWritten,
+  ShardDefinitionList: shards.ShardDefinitionList,
+  Node: nodes.Node,
+  NodeList: nodes.NodeList,
+  BulkResult: nodes.BulkResult,
+  AgentSeen: agents.AgentSeen,
+  AgentSummary: agents.AgentSummary,
+  AgentList: agents.AgentList,
+  AgentNodes: agents.AgentNodes,
+  NodeTraits: traits.NodeTraits,
+  TraitsReset: traits.TraitsReset,
+  TraitsApplied: traits.TraitsApplied,
+  FeedPage: feed.FeedPage,
+  FeedCursor: feed.FeedCursor,
+  IronicDelivery: ironic.IronicDelivery,
+  Health: health.Health,
+  Ready: health.Ready,
+  NotReady: health.NotReady,
+  ApiError: errors.ApiError,
+  Error: errors.ErrorBody,
+  IronicError: ironic.IronicError,
 } satisfies Record<string, z.ZodType>;
 export type AnswerName = keyof typeof ANSWERS;
 
@@ -95,7 +88,7 @@ function answerSchemas(): Record<AnswerName, JsonSchema> {
     Object.entries(schemas).map(([id, { $schema: _dialect, $id: _id, ...json }]) => [id, json]),
   ) as Record<AnswerName, JsonSchema>;
   // The one rule a refinement says in zod, which JSON Schema says with if/then.
-  answers.ApiError = { ...answers.ApiError, ...API_ERROR_RULE };
+  answers.ApiError = { ...answers.ApiError, ...errors.API_ERROR_RULE };
   return answers;
 }
 
@@ -117,7 +110,7 @@ export const SCHEMAS = {
     ...fromZod(HeartbeatBody),
     properties: { shards: (fromZod(HeartbeatRequest).properties as Record<string, JsonSchema>).shards },
   },
-  FeedAck: fromZod(AckBody),
+  FeedAck: fromZod(feed.AckBody),
   ShardDefinitionBody: fromZod(ShardDefinitionBody),
   WebhookPayload: fromZod(WebhookPayload),
   TraitReset: fromZod(TraitResetBody),
