@@ -5,7 +5,8 @@ import { AgentId, HostTwinError, hostKey } from "../domain/names.js";
 import { ValidationError, parseOrThrow } from "../domain/validation.js";
 import type { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
-import { assertActsAs, principalOf, requireRole } from "./auth.js";
+import { assertActsAs, principalOf } from "./auth.js";
+import { roleCheck } from "./openapi/operations.js";
 import { conflict, HttpError } from "./errors.js";
 import { logger } from "../log.js";
 import { decodeFailure } from "./decode/failure.js";
@@ -108,7 +109,7 @@ export function agentRoutes(
   // for good): its record dropped, so it leaves GET /v1/agents and the page. Refused while it
   // is up or holds a lease — it would be back with its next heartbeat, or its lease would
   // outlive the record that explains it.
-  router.delete("/v1/agents/:id", requireRole("admin"), async (req, res) => {
+  router.delete("/v1/agents/:id", roleCheck("forgetAgent"), async (req, res) => {
     const { id } = parseOrThrow(AgentPath, req.params);
     const seen = await store.agent(id);
     if (seen === null)

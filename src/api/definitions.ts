@@ -6,7 +6,7 @@ import {
   DefinedByFileError,
   type StoredDefinitions,
 } from "../shards/stored-definitions.js";
-import { requireRole } from "./auth.js";
+import { roleCheck } from "./openapi/operations.js";
 import { bodyObject } from "./body.js";
 import { HttpError, conflict } from "./errors.js";
 import { ShardPath } from "./paths.js";
@@ -49,7 +49,7 @@ export function definitionRoutes(stored: StoredDefinitions, catalog: ShardCatalo
     });
   });
 
-  router.put("/v1/shard-definitions/:shard", requireRole("admin"), async (req, res) => {
+  router.put("/v1/shard-definitions/:shard", roleCheck("putShardDefinition"), async (req, res) => {
     const { shard } = parseOrThrow(ShardPath, req.params);
     try {
       const { definition, created } = await stored.put(shard, bodyObject(req));
@@ -63,7 +63,7 @@ export function definitionRoutes(stored: StoredDefinitions, catalog: ShardCatalo
     }
   });
 
-  router.delete("/v1/shard-definitions/:shard", requireRole("admin"), async (req, res) => {
+  router.delete("/v1/shard-definitions/:shard", roleCheck("deleteShardDefinition"), async (req, res) => {
     const { shard } = parseOrThrow(ShardPath, req.params);
     try {
       if (!(await stored.remove(shard)))

@@ -4,7 +4,8 @@ import { AckBody, ReadQuery } from "../contracts/feed.js";
 import { parseBoth } from "../domain/validation.js";
 import type { TraitService } from "../traits/service.js";
 import type { Store } from "../store/store.js";
-import { assertOwnLease, requireRole, principalOf } from "./auth.js";
+import { assertOwnLease, principalOf } from "./auth.js";
+import { roleCheck } from "./openapi/operations.js";
 import { bodyObject } from "./body.js";
 import { conflict, HttpError } from "./errors.js";
 import type { ShardCatalog } from "../shards/definitions.js";
@@ -45,14 +46,14 @@ async function assertHolder(
 export function feedRoutes(store: Store, catalog: ShardCatalog, traits: TraitService): Router {
   const router = Router();
 
-  router.get("/v1/shards/:shard/feed", requireRole("agent", "admin"), async (req, res) => {
+  router.get("/v1/shards/:shard/feed", roleCheck("readFeed"), async (req, res) => {
     const [{ shard }, query] = parseBoth([ShardPath, req.params], [ReadQuery, req.query]);
     await assertHolder(store, catalog, res, shard, query.token);
     const { cursor, entries, resync } = await traits.readFeed(shard, query.limit);
     res.json({ shard, cursor, entries, ...(resync !== undefined && { resync }) });
   });
 
-  router.post("/v1/shards/:shard/feed/ack", requireRole("agent", "admin"), async (req, res) => {
+  router.post("/v1/shards/:shard/feed/ack", roleCheck("ackFeed"), async (req, res) => {
     const [{ shard }, body] = parseBoth([ShardPath, req.params], [AckBody, bodyObject(req)]);
     await assertHolder(store, catalog, res, shard, body.token);
     const cursor = await traits.ack(shard, body.id);

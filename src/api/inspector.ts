@@ -9,7 +9,8 @@ import type { DecodePool } from "./decode/pool.js";
 import { INSPECTOR, type FinalOutcome, type TraitService } from "../traits/service.js";
 import type { ApiError } from "./errors.js";
 import { conflict, HttpError, nodeNotFound } from "./errors.js";
-import { assertRole, principalFrom, principalOf, requireRole, type TokenAuthority } from "./auth.js";
+import { assertRole, principalFrom, principalOf, type TokenAuthority } from "./auth.js";
+import { roleCheck, rolesOf } from "./openapi/operations.js";
 import { logger } from "../log.js";
 import { bodyObject, readRequestChunks } from "./body.js";
 import type { BridgeMetrics } from "./metrics.js";
@@ -139,6 +140,7 @@ export interface WebhookContext {
  * one per node. Answers whether it took the request.
  */
 export function webhookRoute(context: WebhookContext): RawHandler {
+  const roles = rolesOf("inspectorWebhook");
   return rawHandler([{ method: "POST", path: WEBHOOK_PATH }], (req, res) => {
     // As express matches a path: any case, one trailing slash allowed.
     const path = (req.url ?? "").split("?")[0]!.replace(/\/$/, "").toLowerCase();
@@ -146,7 +148,7 @@ export function webhookRoute(context: WebhookContext): RawHandler {
     serveRaw(req, res, WEBHOOK_PATH, context.metrics, "(path)", async () => {
       // Authenticated before a byte of the body is read.
       const principal = principalFrom(context.authority, req.headers.authorization);
-      assertRole(principal, ["inspector"]);
+      assertRole(principal, roles);
       const rawBody = await readRequestChunks(req, res, WEBHOOK_BODY.limit);
       return webhook(context, req.headers, rawBody);
     });
@@ -231,7 +233,7 @@ export function traitRoutes(service: TraitService): Router {
     res.json({ node: uuid, generation: record.generation, traits });
   });
 
-  router.post("/v1/nodes/:uuid/traits/reset", requireRole("admin"), async (req, res) => {
+  router.post("/v1/nodes/:uuid/traits/reset", roleCheck("resetNodeTraits"), async (req, res) => {
     const { uuid } = parseOrThrow(NodePath, req.params);
     const what = parseOrThrow(TraitResetBody, bodyObject(req));
     const outcome = await service.reset(uuid, what);

@@ -2,7 +2,7 @@ import { Router, type Request } from "express";
 import type { BareMetalNode } from "../domain/node.js";
 import type { NodeRegistry } from "../nodes/registry.js";
 import type { TraitService } from "../traits/service.js";
-import { requireRole } from "./auth.js";
+import { roleCheck } from "./openapi/operations.js";
 import { yieldToLoop } from "../loop.js";
 import { bodyObject } from "./body.js";
 import { unpackNodes } from "./decode/bulk.js";
@@ -38,7 +38,7 @@ async function* nodesAsJson(pages: AsyncIterable<BareMetalNode[]>): AsyncGenerat
 export function nodeRoutes(nodes: NodeRegistry, traits: TraitService, decoder: DecodePool): Router {
   const router = Router();
 
-  router.post(BULK_PATH, requireRole("admin"), async (req, res) => {
+  router.post(BULK_PATH, roleCheck("bulkNodes"), async (req, res) => {
     const decoded = await decoder.decode({ kind: "bulk" }, req.bodyChunks!);
     if (!decoded.ok) throw decodeFailure(decoded);
     // Every node was validated before any is written; now a chunk at a time, yielding
@@ -55,13 +55,13 @@ export function nodeRoutes(nodes: NodeRegistry, traits: TraitService, decoder: D
     res.json({ created, updated });
   });
 
-  router.put("/v1/nodes/:uuid", requireRole("admin"), async (req, res) => {
+  router.put("/v1/nodes/:uuid", roleCheck("putNode"), async (req, res) => {
     const { node, created, moved } = await nodes.put(uuidOf(req), bodyObject(req));
     await traits.snapshotMoves(moved);
     res.status(created ? 201 : 200).json(node);
   });
 
-  router.patch("/v1/nodes/:uuid", requireRole("admin"), async (req, res) => {
+  router.patch("/v1/nodes/:uuid", roleCheck("patchNode"), async (req, res) => {
     const changed = await nodes.patch(uuidOf(req), bodyObject(req));
     if (changed === null) throw notFound(uuidOf(req));
     await traits.snapshotMoves(changed.moved);
@@ -74,7 +74,7 @@ export function nodeRoutes(nodes: NodeRegistry, traits: TraitService, decoder: D
     res.json(node);
   });
 
-  router.delete("/v1/nodes/:uuid", requireRole("admin"), async (req, res) => {
+  router.delete("/v1/nodes/:uuid", roleCheck("deleteNode"), async (req, res) => {
     if (!(await nodes.delete(uuidOf(req)))) throw notFound(uuidOf(req));
     res.status(204).end();
   });

@@ -4,7 +4,8 @@ import { HttpError } from "./errors.js";
 import { ShardPath } from "./paths.js";
 import type { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
-import { requireRole, seesTokens, principalOf } from "./auth.js";
+import { seesTokens, principalOf } from "./auth.js";
+import { roleCheck } from "./openapi/operations.js";
 import { conflict } from "./errors.js";
 import { logger } from "../log.js";
 import { leaseCensus, shardsOverview } from "./overview.js";
@@ -65,7 +66,7 @@ export function shardRoutes(store: Store, catalog: ShardCatalog, frontsIronic = 
    * leaves GET /v1/shards and the page. 204; 409 while it is defined, carries nodes or
    * its lease is live (each says what to do first); 404 when nothing lists it.
    */
-  router.delete("/v1/shards/:shard", requireRole("admin"), async (req, res) => {
+  router.delete("/v1/shards/:shard", roleCheck("forgetShard"), async (req, res) => {
     const { shard } = parseOrThrow(ShardPath, req.params);
     const source = catalog.sourceOf(shard);
     if (source !== null)
