@@ -19,6 +19,7 @@ import type { LegacyPool } from "../ring/pool.js";
 import { streamJsonList } from "./stream.js";
 import { AgentNodeLists } from "./agent-nodes.js";
 import { leaseJson } from "./views.js";
+import type { AgentList, AgentSeen } from "../contracts/agents.js";
 
 export const AgentPath = z.strictObject({ id: AgentId });
 
@@ -55,7 +56,11 @@ export function agentRoutes(
     const shards = await decoder.decode({ kind: "heartbeat" }, req.bodyChunks!);
     if (!shards.ok) throw decodeFailure(shards);
     const seen = await store.heartbeat(agent, shards.value);
-    res.json({ agent, last_seen: new Date(seen.lastSeenMs).toISOString(), serves: seen.serves });
+    res.json({
+      agent,
+      last_seen: new Date(seen.lastSeenMs).toISOString(),
+      serves: seen.serves,
+    } satisfies AgentSeen);
   });
 
   router.get("/v1/agents", async (_req, res) => {
@@ -63,7 +68,7 @@ export function agentRoutes(
     res.json({
       agents: await agentsOverview(store, catalog, census, serviceDownMs),
       down_after_ms: serviceDownMs,
-    });
+    } satisfies AgentList);
   });
 
   router.get("/v1/agents/:id/nodes", async (req, res) => {

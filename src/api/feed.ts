@@ -1,6 +1,6 @@
 import { Router, type Response } from "express";
 import { ShardPath } from "./paths.js";
-import { AckBody, ReadQuery } from "../contracts/feed.js";
+import { AckBody, ReadQuery, type FeedCursor } from "../contracts/feed.js";
 import { parseBoth } from "../domain/validation.js";
 import type { TraitService } from "../traits/service.js";
 import type { Store } from "../store/store.js";
@@ -67,7 +67,7 @@ export function feedRoutes(store: Store, catalog: ShardCatalog, traits: TraitSer
         ),
       ]);
     }
-    res.json({ shard, cursor });
+    res.json({ shard, cursor } satisfies FeedCursor);
   });
 
   return router;

@@ -19,6 +19,7 @@ import { rawHandler, type RawHandler } from "./routes.js";
 import { SIGNATURE_HEADERS, SIGNATURE_WINDOW_S, webhookSignature } from "../inspection/signature.js";
 
 import { WEBHOOK_BODY, WEBHOOK_PATH } from "./limits.js";
+import type { NodeTraits, TraitsApplied, TraitsReset } from "../contracts/traits.js";
 
 /** How long a delivery id is remembered, so a retried delivery gets its first answer. */
 const DELIVERY_MEMORY_S = 24 * 3600;
@@ -86,7 +87,11 @@ function answerOf(outcome: FinalOutcome): { status: number; body: unknown } {
     case "applied":
       return {
         status: 200,
-        body: { node: outcome.node, generation: outcome.generation, applied: outcome.applied },
+        body: {
+          node: outcome.node,
+          generation: outcome.generation,
+          applied: outcome.applied,
+        } satisfies TraitsApplied,
       };
     case "unknown_node":
       return answerWith([nodeNotFound(outcome.node)]);
@@ -230,7 +235,7 @@ export function traitRoutes(service: TraitService): Router {
     const traits = Object.entries(record.holders)
       .map(([name, owner]) => ({ name, owner }))
       .sort((a, b) => (a.name < b.name ? -1 : 1));
-    res.json({ node: uuid, generation: record.generation, traits });
+    res.json({ node: uuid, generation: record.generation, traits } satisfies NodeTraits);
   });
 
   router.post("/v1/nodes/:uuid/traits/reset", roleCheck("resetNodeTraits"), async (req, res) => {
@@ -251,7 +256,7 @@ export function traitRoutes(service: TraitService): Router {
       remote: req.socket.remoteAddress,
       request_id: res.locals.requestId,
     });
-    res.json({ node, generation, applied, forgotten });
+    res.json({ node, generation, applied, forgotten } satisfies TraitsReset);
   });
 
   return router;

@@ -28,6 +28,7 @@ import { SMALL_BODY } from "./limits.js";
 import type { BridgeMetrics } from "./metrics.js";
 import { noteWaited, serveRaw, type RawAnswer } from "./raw-route.js";
 import { rawHandler, type RawHandler } from "./routes.js";
+import type { FenceAnswer, LeaseGrant, LeaseState } from "../contracts/leases.js";
 
 /**
  * The body of each lease write: the fields of the Store's request a caller sends (the
@@ -234,7 +235,7 @@ async function acquireOrRenew(
       outcome.retryAfterMs,
       waitedMs,
     );
-  const grant = { shard, holder: outcome.holder, token: outcome.token, ttl_ms: outcome.ttlMs };
+  const grant: LeaseGrant = { shard, holder: outcome.holder, token: outcome.token, ttl_ms: outcome.ttlMs };
   return { status: 200, body: waitedMs === undefined ? grant : { ...grant, waited_ms: waitedMs } };
 }
 
@@ -269,7 +270,7 @@ async function fence(
   // Another agent's live token is refused as the feed refuses it (an agent acts as itself
   // only); any other token just does not pass, which tells nothing GET lease does not.
   if (outcome.allowed) assertOwnLease(principal, shard, outcome.current);
-  return { status: 200, body: { allowed: outcome.allowed } };
+  return { status: 200, body: { allowed: outcome.allowed } satisfies FenceAnswer };
 }
 
 /**
@@ -331,7 +332,7 @@ export function leaseRoutes(store: Store): Router {
       shard,
       lease: current && leaseJson(current, showToken),
       last_token: showToken ? lastToken : null,
-    });
+    } satisfies LeaseState);
   });
 
   return router;

@@ -15,6 +15,7 @@ import { nodeJson } from "./views.js";
 /** Nodes of a bulk written per store call. */
 const BULK_CHUNK = 250;
 import { HttpError, nodeNotFound } from "./errors.js";
+import type { BulkResult, Node } from "../contracts/nodes.js";
 
 /** The path's uuid, as given: the registry validates and canonicalises it. */
 const uuidOf = (req: Request): string => (req.params as { uuid: string }).uuid;
@@ -52,26 +53,26 @@ export function nodeRoutes(nodes: NodeRegistry, traits: TraitService, decoder: D
       await traits.snapshotMoves(written.moved);
       await yieldToLoop();
     }
-    res.json({ created, updated });
+    res.json({ created, updated } satisfies BulkResult);
   });
 
   router.put("/v1/nodes/:uuid", roleCheck("putNode"), async (req, res) => {
     const { node, created, moved } = await nodes.put(uuidOf(req), bodyObject(req));
     await traits.snapshotMoves(moved);
-    res.status(created ? 201 : 200).json(node);
+    res.status(created ? 201 : 200).json(node satisfies Node);
   });
 
   router.patch("/v1/nodes/:uuid", roleCheck("patchNode"), async (req, res) => {
     const changed = await nodes.patch(uuidOf(req), bodyObject(req));
     if (changed === null) throw notFound(uuidOf(req));
     await traits.snapshotMoves(changed.moved);
-    res.json(changed.node);
+    res.json(changed.node satisfies Node);
   });
 
   router.get("/v1/nodes/:uuid", async (req, res) => {
     const node = await nodes.get(uuidOf(req));
     if (node === null) throw notFound(uuidOf(req));
-    res.json(node);
+    res.json(node satisfies Node);
   });
 
   router.delete("/v1/nodes/:uuid", roleCheck("deleteNode"), async (req, res) => {

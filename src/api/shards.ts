@@ -10,6 +10,7 @@ import { conflict } from "./errors.js";
 import { logger } from "../log.js";
 import { leaseCensus, shardsOverview } from "./overview.js";
 import { leaseJson } from "./views.js";
+import type { Shard, ShardList } from "../contracts/shards.js";
 
 /**
  * GET /v1/shards, answered like Ironic's ({"shards":[{"name","count"}]}, most nodes
@@ -24,7 +25,9 @@ export function shardRoutes(store: Store, catalog: ShardCatalog, frontsIronic = 
 
   router.get("/v1/shards", async (_req, res) => {
     const census = await leaseCensus(store, catalog);
-    res.json({ shards: await shardsOverview(store, catalog, census, seesTokens(principalOf(res))) });
+    res.json({
+      shards: await shardsOverview(store, catalog, census, seesTokens(principalOf(res))),
+    } satisfies ShardList);
   });
 
   /**
@@ -57,7 +60,7 @@ export function shardRoutes(store: Store, catalog: ShardCatalog, frontsIronic = 
       // Where the holder's Ironic client points (with its token for {token}), when the
       // bridge fronts an Ironic: writes there pass only under the live lease.
       ironic_endpoint: frontsIronic ? `/fenced/${shard}/lease-{token}/ironic` : null,
-    });
+    } satisfies Shard);
   });
 
   /**
