@@ -19,7 +19,12 @@ import { rawHandler, type RawHandler } from "./routes.js";
 import { SIGNATURE_HEADERS, SIGNATURE_WINDOW_S, webhookSignature } from "../inspection/signature.js";
 
 import { WEBHOOK_BODY, WEBHOOK_PATH } from "./limits.js";
-import type { NodeTraits, TraitsApplied, TraitsReset } from "../contracts/traits.js";
+import {
+  TraitResetBody,
+  type NodeTraits,
+  type TraitsApplied,
+  type TraitsReset,
+} from "../contracts/traits.js";
 
 /** How long a delivery id is remembered, so a retried delivery gets its first answer. */
 const DELIVERY_MEMORY_S = 24 * 3600;
@@ -207,17 +212,6 @@ async function webhook(
       : await service.applyExplicit(request.node, INSPECTOR, request.order, request.deltas, memory);
   return outcome.kind === "replayed" ? replay(outcome.answer) : answerOf(outcome);
 }
-
-/** What an operator resets of a node (POST /v1/nodes/{uuid}/traits/reset). */
-export const TraitResetBody = z
-  .strictObject({
-    order: z.boolean().default(false).describe("forget the order each source last applied"),
-    traits: z.boolean().default(false).describe("remove every trait the node holds, whoever holds it"),
-  })
-  .refine((body) => body.order || body.traits, {
-    error: "ask for order, traits or both (true): nothing to reset",
-    path: ["order"],
-  });
 
 /**
  * GET  /v1/nodes/{uuid}/traits: the node's traits, who holds each, and the generation.

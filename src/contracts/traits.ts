@@ -5,6 +5,17 @@ import { count } from "./fields.js";
 /** A trait change as the bridge applied it: `+NAME` added, `-NAME` removed. */
 const Change = z.string().regex(/^[+-]/);
 
+/** POST /v1/nodes/{uuid}/traits/reset: what an operator resets of a node. */
+export const TraitResetBody = z
+  .strictObject({
+    order: z.boolean().default(false).describe("forget the order each source last applied"),
+    traits: z.boolean().default(false).describe("remove every trait the node holds, whoever holds it"),
+  })
+  .refine((body) => body.order || body.traits, {
+    error: "ask for order, traits or both (true): nothing to reset",
+    path: ["order"],
+  });
+
 /** GET /v1/nodes/{uuid}/traits: the traits and who holds each. */
 export const NodeTraits = z.strictObject({
   node: NodeUuid,

@@ -6,7 +6,6 @@ import { HeartbeatRequest } from "../../store/store.js";
 import { HeartbeatBody } from "../decode/heartbeat.js";
 import { LeaseWriteBodies } from "../leases.js";
 import { WebhookPayload } from "../decode/webhook.js";
-import { TraitResetBody } from "../inspector.js";
 import { CSP, LoginForm, SESSION_COOKIE, SESSION_MS, STATIC_TYPES, StaticPath } from "../ui/routes.js";
 import { ShardDefinitionBody } from "../../shards/definitions.js";
 import * as agents from "../../contracts/agents.js";
@@ -113,7 +112,7 @@ export const SCHEMAS = {
   FeedAck: fromZod(feed.AckBody),
   ShardDefinitionBody: fromZod(ShardDefinitionBody),
   WebhookPayload: fromZod(WebhookPayload),
-  TraitReset: fromZod(TraitResetBody),
+  TraitReset: fromZod(traits.TraitResetBody),
   LoginForm: fromZod(LoginForm),
 
   // ----- answers (from the contracts)
