@@ -3,6 +3,7 @@ import { createApp } from "../src/api/app.js";
 import { ShardCatalog } from "../src/shards/definitions.js";
 import { backendsUnderTest, useApp } from "./helpers/backends.js";
 import { call, TEST_TOKENS, testAuthority, uuid, wholeNode } from "./helpers/http.js";
+import { until } from "./helpers/until.js";
 
 const shardNames = async (base: string): Promise<string[]> =>
   (await call(`${base}/v1/shards`, "GET")).body.shards.map((s: { name: string }) => s.name);
@@ -42,13 +43,20 @@ for (const backend of backendsUnderTest()) {
 
     it("an acquire with wait_ms is answered at the release: the first waiter granted, the next told who holds it, both with waited_ms", async () => {
       const lease = `${ctx.base}/v1/shards/s1/lease`;
+      const waitingAcquires = async () => {
+        const text = await (await fetch(`${ctx.base}/metrics`)).text();
+        return Number(/^shardbridge_lease_waiting_acquires (\d+)$/m.exec(text)?.[1]);
+      };
       const held = await call(lease, "POST", { agent: "compute-a" });
       expect(held.status).to.equal(200);
       expect(held.body, "no wait asked, none reported").to.not.have.property("waited_ms");
+      // Each waiter seen waiting by the bridge's own gauge before the next step: which one
+      // came first is then the bridge's order, not the test's scheduling.
       const first = call(lease, "POST", { agent: "compute-b", wait_ms: 5000 });
-      await new Promise((r) => setTimeout(r, 30));
+      await until("the first waiter waiting", waitingAcquires, (n) => n === 1, 5000);
       const second = call(lease, "POST", { agent: "compute-9", wait_ms: 5000 });
-      await new Promise((r) => setTimeout(r, 30));
+      await until("both waiting", waitingAcquires, (n) => n === 2, 5000);
+      await new Promise((r) => setTimeout(r, 50));
       await call(lease, "DELETE", { agent: "compute-a", token: held.body.token });
       const [granted, told] = await Promise.all([first, second]);
       expect(granted.status).to.equal(200);

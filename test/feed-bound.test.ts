@@ -4,7 +4,7 @@ import { processClockUs } from "../src/store/clock.js";
 import { MemoryBackend } from "../src/store/memory.js";
 import { openStore } from "../src/store/open.js";
 import { Store } from "../src/store/store.js";
-import { MemoryTraits } from "../src/traits/memory-store.js";
+import { MemoryTraits } from "../src/traits/memory.js";
 import { OwnershipRegistry } from "../src/traits/ownership.js";
 import { TraitService } from "../src/traits/service.js";
 import { TestRedisServer } from "./helpers/redis-server.js";

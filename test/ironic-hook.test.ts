@@ -255,8 +255,12 @@ print(json.dumps({"delivery": i.delivery, "body": json.loads(i.body), "odd": jso
         ...["--token", bridge!.tokenFor("inspector"), "--secret", TEST_WEBHOOK_SECRET],
       ]);
       expect(watch.status, watch.stderr).to.equal(0);
-      // Its log lines come first; the summary is the last line.
-      return JSON.parse(watch.stdout.trim().split("\n").at(-1)!) as Record<string, number>;
+      // Its log lines come first (each delivery's answer: what a failed check shows); the summary is the last line.
+      const lines = watch.stdout.trim().split("\n");
+      return {
+        summary: JSON.parse(lines.at(-1)!) as Record<string, number>,
+        log: lines.slice(0, -1).join("\n"),
+      };
     };
 
     /** Inspect and wait for Ironic, the bridge and Ironic's traits: each step's ms after the ramdisk's callback. */
@@ -339,7 +343,7 @@ print(json.dumps({"delivery": i.delivery, "body": json.loads(i.body), "odd": jso
         () => false,
       );
       // The fallback brings the result: inspection-watch reads the data Ironic kept.
-      const watched = await watchOnce();
+      const { summary: watched } = await watchOnce();
       await until("the traits in the bridge", () => bridgeTraits(node), same(traitsOf(FIRST)), 10_000);
       await until("the traits in Ironic", () => ironicTraits(node), same(traitsOf(FIRST)), 30_000);
       console.log(
@@ -362,7 +366,7 @@ print(json.dumps({"delivery": i.delivery, "body": json.loads(i.body), "odd": jso
       expect(line).to.include("The inspection goes on");
       await bridge!.restart();
       const watched = await watchOnce();
-      expect(watched.applied, JSON.stringify(watched)).to.equal(1);
+      expect(watched.summary.applied, `${JSON.stringify(watched.summary)}\n${watched.log}`).to.equal(1);
       await until("the traits in Ironic", () => ironicTraits(node), same(traitsOf(SECOND)), 30_000);
       expect(await bridgeTraits(node)).to.deep.equal(traitsOf(SECOND));
       console.log(

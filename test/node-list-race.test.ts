@@ -7,7 +7,7 @@ import { ShardCatalog } from "../src/shards/definitions.js";
 import { processClockUs } from "../src/store/clock.js";
 import { MemoryBackend } from "../src/store/memory.js";
 import { Store } from "../src/store/store.js";
-import { MemoryTraits } from "../src/traits/memory-store.js";
+import { MemoryTraits } from "../src/traits/memory.js";
 import { call, listen, TEST_TOKENS, testAuthority, uuid, wholeNode } from "./helpers/http.js";
 
 /**

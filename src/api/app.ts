@@ -206,6 +206,7 @@ export function createApp(
   });
   app.use(errorHandler((message, meta) => logger.error(message, meta)));
   const waits = new LeaseWaits(store);
+  metrics.watchLeaseWaits(waits);
   const writes = leaseWrites({ store, catalog, metrics, authority, waits });
   const webhook = webhookRoute({ service: traits, decoder, secret: inspector.secret, metrics, authority });
   const raw = [writes, webhook];

@@ -103,6 +103,18 @@ export class BridgeMetrics {
     });
   }
 
+  /** Acquires waiting at this bridge for a lease another holds (`wait_ms`): its standbys. */
+  watchLeaseWaits(waits: { readonly waiting: number }): void {
+    new Gauge({
+      name: "shardbridge_lease_waiting_acquires",
+      help: "Acquires waiting at this bridge for a held lease (wait_ms): the standbys it answers at a change",
+      registers: [this.registry],
+      collect() {
+        this.set(waits.waiting);
+      },
+    });
+  }
+
   /**
    * Delivery to Ironic. What waits, and for how long, is the store's queue (the same on
    * every bridge: take the max across bridges, not the sum); what was delivered, retried

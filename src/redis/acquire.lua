@@ -1,3 +1,6 @@
+#!lua
+--! keys 1
+--! include clock numbers lease-common
 -- acquire(KEYS[1]=lease hash; ARGV: agent, ttl_ms)
 local agent, ttl = ARGV[1], tonumber(ARGV[2])
 local now = clock_us()

@@ -1,3 +1,5 @@
+--! keys 2
+--! include clock numbers
 -- agents(KEYS[1]=last-seen sorted set, KEYS[2]=served-shards hash):
 -- {now_ms, agent1, seen1, serves1, agent2, seen2, serves2, ...}
 local now_ms = math.floor(clock_us() / 1000)

@@ -1,3 +1,4 @@
+--! fragment
 -- Store clock: Redis server time in integer microseconds. Expiry is judged with this
 -- clock only, never with the caller's.
 local function clock_us()

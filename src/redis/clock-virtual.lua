@@ -1,3 +1,4 @@
+--! fragment
 -- Virtual store clock for the differential test: the caller passes the store's lineage
 -- (promoted '1'/'0', id, '' for none), its start and "now", in microseconds, as the last
 -- four arguments, so the scripts and the pure state machine can be driven through the

@@ -1,3 +1,4 @@
+--! keys 2
 -- definitions-write(KEYS[1]=records hash, KEYS[2]=version; ARGV: shard name, record or '' to remove):
 -- store or remove one shard definition and move the version, in one step, so a bridge that
 -- reads the version never misses a write. The version is the server's time in µs (at least

@@ -1,3 +1,4 @@
+--! keys 2
 -- feed-ack(KEYS[1]=the shard's feed cursor, KEYS[2]=the shard's feed stream; ARGV: entry
 -- id "<ms>-<seq>"): move the cursor forward to the id, never back. Answers the cursor; an
 -- id at or behind it leaves it. An id past the cursor must name an entry of the feed:

@@ -1,3 +1,6 @@
+#!lua
+--! keys 1
+--! include clock numbers lease-common
 -- fence(KEYS[1]=lease hash; ARGV: token): may a write under this token happen now?
 local token = tonumber(ARGV[1])
 local now = clock_us()

@@ -1,3 +1,5 @@
+--! keys 3
+--! include clock numbers
 -- heartbeat(KEYS[1]=last-seen sorted set, KEYS[2]=served-shards hash, KEYS[3]=host key ->
 --           agent hash; ARGV: agent, shards it serves comma-joined ('' = none, the legacy
 --           pool), the agent's host key (nova's, lower-cased)):

@@ -1,3 +1,4 @@
+--! fragment
 -- Prepended to traits-commit: queue one commit's changes for Ironic (src/outbox/port.ts).
 -- queue: the node's partition stream; merged: the partition's folded records (node ->
 -- JSON {since, traits: {TRAIT: sign}}); since: the folded nodes' start times; stats: the

@@ -1,3 +1,4 @@
+--! keys 2
 -- ironic-read(KEYS[1]=a partition's queue stream, KEYS[2]=its folded records; ARGV: the
 -- last entry id read or '' for the start, how many entries at most, the folded records'
 -- scan cursor ('0' to begin) or '' to leave them, how many records to scan for).

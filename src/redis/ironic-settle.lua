@@ -1,3 +1,4 @@
+--! keys 4
 -- ironic-settle(KEYS[1]=a partition's queue stream or its folded records, KEYS[2]=the
 -- folded records' start times, KEYS[3]=the queue's counters, KEYS[4]=the undeliverable
 -- stream; ARGV: 'queued' or 'merged', the entry id or the node, the record as read (for

@@ -1,3 +1,4 @@
+--! keys caller
 -- ironic-stats(KEYS[1]=the queue's counters, KEYS[2]=the undeliverable stream,
 -- KEYS[3]=the folded records' start times, KEYS[4]=the workers, KEYS[5..]=every
 -- partition's queue stream; ARGV: how many recent undeliverable records, the workers'

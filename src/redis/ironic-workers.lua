@@ -1,3 +1,4 @@
+--! keys 1
 -- ironic-workers(KEYS[1]=the delivery workers; ARGV: this worker, the liveness window in
 -- ms, '1' when it leaves). A heartbeat by the store's clock: answers how many workers
 -- were heard within the window (itself included unless it leaves). Workers silent for

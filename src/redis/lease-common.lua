@@ -1,3 +1,4 @@
+--! fragment
 -- Shared by every lease script; prepended to each at load time after the clock.
 -- KEYS[1] is the shard's lease hash: holder, token, exp (expiry, store us), since (when
 -- this lease began, store us), renewed ('1' once its holder renewed it), last (the

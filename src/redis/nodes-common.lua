@@ -1,3 +1,4 @@
+--! fragment
 -- Shared by the node scripts; prepended to each at load time. ARGV[1] is the key prefix of
 -- the node registry ("<namespace>:{nodes}:"): every key below shares the {nodes} hash tag,
 -- so each script touches one slot and runs unchanged on Redis Cluster.

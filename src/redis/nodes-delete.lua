@@ -1,3 +1,5 @@
+--! keys 2
+--! include nodes-common
 -- nodes-delete(KEYS: counts, versions; ARGV: prefix, uuid): 1 when the node was there, 0
 -- otherwise. It leaves its place and every index in the same step.
 local counts = KEYS[1]

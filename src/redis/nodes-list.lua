@@ -1,3 +1,5 @@
+--! keys 2
+--! include nodes-common
 -- nodes-list(KEYS: counts, versions; ARGV: prefix, mode, marker ('' = from the start),
 -- budget, then the mode's arguments): one page of nodes in uuid order after the marker,
 -- examining at most about `budget` entries and MAX_BUCKETS buckets, so the script never

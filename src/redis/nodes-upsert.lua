@@ -1,3 +1,5 @@
+--! keys 2
+--! include nodes-common
 -- nodes-upsert(KEYS: counts, versions; ARGV: prefix, guard, then pairs uuid, record):
 -- insert or replace each node, moving it between places and indexes in the same step
 -- (it is never in two places, nor in none). Answers, per node, '~' when it is new, else

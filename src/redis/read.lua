@@ -1,3 +1,6 @@
+#!lua
+--! keys 1
+--! include clock numbers lease-common
 -- read(KEYS[1]=lease hash): the live lease, if any, and the highest token minted.
 local now = clock_us()
 local lease, last = load_state()

@@ -1,3 +1,6 @@
+#!lua
+--! keys 1
+--! include clock numbers lease-common
 -- release(KEYS[1]=lease hash; ARGV: agent, token)
 local agent, token = ARGV[1], tonumber(ARGV[2])
 local now = clock_us()

@@ -1,3 +1,6 @@
+#!lua
+--! keys 1
+--! include clock numbers lease-common
 -- renew(KEYS[1]=lease hash; ARGV: agent, token, ttl_ms)
 local agent, token, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = clock_us()

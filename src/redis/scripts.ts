@@ -1,33 +1,78 @@
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { Cluster } from "ioredis";
 import type { RedisClient } from "./connect.js";
+import { assembleScript, parseScriptFile, type ScriptFile } from "./script-files.js";
 
 /** Which clock the scripts judge time by. Only the differential test uses "virtual". */
 export type ScriptClock = "server" | "virtual";
 
-/** One Lua file per atomic operation; the lease ones share a common prelude. */
-const LEASE_SCRIPTS = ["acquire", "renew", "release", "fence", "read"] as const;
-/** The agent registry's scripts, by their number of keys. */
-const AGENT_SCRIPTS = { heartbeat: 3, agents: 2 } as const;
-const NODE_SCRIPTS = ["nodes-upsert", "nodes-delete", "nodes-list"] as const;
-/** The Ironic delivery queue's scripts, by their number of keys (-1: given by the caller). */
-const IRONIC_SCRIPTS = {
-  "ironic-read": 2,
-  "ironic-settle": 4,
-  "ironic-stats": -1,
-  "ironic-workers": 1,
-} as const;
-export type ScriptName =
-  | (typeof LEASE_SCRIPTS)[number]
-  | keyof typeof AGENT_SCRIPTS
-  | (typeof NODE_SCRIPTS)[number]
-  | "traits-commit"
-  | "feed-ack"
-  | keyof typeof IRONIC_SCRIPTS
-  | "definitions-write";
+/**
+ * The scripts, one Lua file each (`<name>.lua` beside this module), whose headers say how
+ * many keys each takes and which fragments go before it (script-files.ts). Named here for
+ * the type of `runScript`'s name; loading checks the files say the same.
+ */
+const SCRIPT_NAMES = [
+  "acquire",
+  "renew",
+  "release",
+  "fence",
+  "read",
+  "heartbeat",
+  "agents",
+  "nodes-upsert",
+  "nodes-delete",
+  "nodes-list",
+  "traits-commit",
+  "feed-ack",
+  "ironic-read",
+  "ironic-settle",
+  "ironic-stats",
+  "ironic-workers",
+  "definitions-write",
+] as const;
+export type ScriptName = (typeof SCRIPT_NAMES)[number];
 
-function lua(name: string): string {
-  return readFileSync(new URL(`./${name}.lua`, import.meta.url), "utf8");
+/** Every Lua file in this folder, by name, its header read. */
+function readScriptFiles(): Map<string, ScriptFile> {
+  const folder = new URL("./", import.meta.url);
+  const files = new Map<string, ScriptFile>();
+  for (const entry of readdirSync(folder)
+    .filter((f) => f.endsWith(".lua"))
+    .sort()) {
+    const name = entry.slice(0, -".lua".length);
+    files.set(name, parseScriptFile(name, readFileSync(new URL(entry, folder), "utf8")));
+  }
+  const scripts = [...files].filter(([, file]) => file.kind === "script").map(([name]) => name);
+  const missing = SCRIPT_NAMES.filter((name) => !scripts.includes(name));
+  const unnamed = scripts.filter((name) => !(SCRIPT_NAMES as readonly string[]).includes(name));
+  if (missing.length > 0 || unnamed.length > 0)
+    throw new Error(
+      `Lua scripts: no file for ${missing.join(", ") || "-"}; not in SCRIPT_NAMES: ${unnamed.join(", ") || "-"}`,
+    );
+  return files;
+}
+
+let scriptFiles: Map<string, ScriptFile> | undefined;
+
+/**
+ * Every script's text as sent, with the clock the scripts judge time by: a lease script's
+ * `#!lua` flags line (Redis 7) makes a replica refuse it before it runs, which the
+ * caller's kept lineage relies on (store_lineage in clock-server.lua).
+ */
+export function scriptTexts(clock: ScriptClock): Map<ScriptName, { keys: number | "caller"; lua: string }> {
+  scriptFiles ??= readScriptFiles();
+  const files = scriptFiles;
+  const fragment = (name: string): string => {
+    const file = files.get(name === "clock" ? `clock-${clock}` : name);
+    if (file?.kind !== "fragment") throw new Error(`Lua scripts: no fragment ${name}.lua`);
+    return file.body;
+  };
+  const texts = new Map<ScriptName, { keys: number | "caller"; lua: string }>();
+  for (const name of SCRIPT_NAMES) {
+    const file = files.get(name) as Extract<ScriptFile, { kind: "script" }>;
+    texts.set(name, { keys: file.keys, lua: assembleScript(file, fragment) });
+  }
+  return texts;
 }
 
 /**
@@ -36,37 +81,9 @@ function lua(name: string): string {
  * SCRIPT FLUSH), so callers never see that error.
  */
 export function defineScripts(redis: RedisClient, clock: ScriptClock): void {
-  // Every script starts with the clock and number helpers; lease scripts add their rules.
-  const prelude = `${lua(clock === "server" ? "clock-server" : "clock-virtual")}\n${lua("numbers")}`;
-  const leaseRules = lua("lease-common");
-  for (const name of LEASE_SCRIPTS) {
-    // The flags line (Redis 7): a replica refuses the script before it runs, which the
-    // caller's kept lineage relies on (store_lineage in clock-server.lua).
-    redis.defineCommand(`sb_${name}`, {
-      numberOfKeys: 1,
-      lua: `#!lua\n${prelude}\n${leaseRules}\n${lua(name)}`,
-    });
+  for (const [name, { keys, lua }] of scriptTexts(clock)) {
+    redis.defineCommand(`sb_${name}`, { ...(keys !== "caller" && { numberOfKeys: keys }), lua });
   }
-  // Agent scripts: the last-seen sorted set and the served-shards hash (a heartbeat: and nova's host keys).
-  for (const [name, keys] of Object.entries(AGENT_SCRIPTS)) {
-    redis.defineCommand(`sb_${name}`, { numberOfKeys: keys, lua: `${prelude}\n${lua(name)}` });
-  }
-  // Node scripts need no clock; they share the registry's key layout (nodes-common.lua)
-  // and declare the counts and pool-version keys, which route them to the {nodes} slot.
-  const nodeLayout = lua("nodes-common");
-  for (const name of NODE_SCRIPTS) {
-    redis.defineCommand(`sb_${name}`, { numberOfKeys: 2, lua: `${nodeLayout}\n${lua(name)}` });
-  }
-  // A trait commit queues its changes for Ironic in the same script.
-  redis.defineCommand("sb_traits-commit", {
-    numberOfKeys: 7,
-    lua: `${lua("ironic-enqueue")}\n${lua("traits-commit")}`,
-  });
-  redis.defineCommand("sb_feed-ack", { numberOfKeys: 2, lua: lua("feed-ack") });
-  for (const [name, keys] of Object.entries(IRONIC_SCRIPTS)) {
-    redis.defineCommand(`sb_${name}`, { ...(keys >= 0 && { numberOfKeys: keys }), lua: lua(name) });
-  }
-  redis.defineCommand("sb_definitions-write", { numberOfKeys: 2, lua: lua("definitions-write") });
 }
 
 /**

@@ -1,3 +1,5 @@
+--! keys 7
+--! include ironic-enqueue
 -- traits-commit(KEYS[1]=the node's trait bucket, KEYS[2]=its shard's feed stream or the
 -- stand-in, KEYS[3]=the delivery's key or the stand-in, KEYS[4..7]=the node's Ironic
 -- queue partition, its folded records, their start times and the queue's counters, or
@@ -17,7 +19,7 @@ if generation ~= tonumber(ARGV[2]) then
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
 if ARGV[4] ~= '' then
-  -- Bounded (FEED_MAX_ENTRIES in redis-store.ts): an agent away longer needs a resync.
+  -- Bounded (FEED_MAX_ENTRIES in traits/redis.ts): an agent away longer needs a resync.
   redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[5], '*', 'e', ARGV[4])
 end
 if ARGV[6] ~= '' then

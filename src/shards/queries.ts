@@ -8,7 +8,7 @@ import {
 } from "../ring/membership.js";
 import type { Store } from "../store/store.js";
 import { fromStore } from "../domain/store-errors.js";
-import { feedIdMs } from "../traits/store-port.js";
+import { feedIdMs } from "../traits/port.js";
 import type { ShardCatalog } from "./definitions.js";
 
 /*

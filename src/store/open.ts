@@ -1,4 +1,4 @@
-import { MemoryTraits } from "../traits/memory-store.js";
+import { MemoryTraits } from "../traits/memory.js";
 import { MemoryNodes } from "../nodes/memory.js";
 import { MemoryBackend } from "./memory.js";
 import { RedisBackend, type RedisBackendOptions } from "./redis/backend.js";

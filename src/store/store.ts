@@ -13,7 +13,7 @@ import { AgentId, HostTwinError, ServedShards, ShardName } from "../domain/names
 import { parseOrThrow, RepeatParse } from "../domain/validation.js";
 import { NodeRegistry } from "../nodes/registry.js";
 import type { NodeBackend } from "../nodes/port.js";
-import type { TraitBackend } from "../traits/store-port.js";
+import type { TraitBackend } from "../traits/port.js";
 import { fromStore } from "../domain/store-errors.js";
 import type { LeaseView } from "../lease/machine.js";
 import { processClockUs } from "./clock.js";

@@ -2,7 +2,7 @@ import type { NodeRegistry, ShardMove } from "../nodes/registry.js";
 import { fromStore } from "../domain/store-errors.js";
 import { applyDeltas, deltasToward, formatDelta, type DeltaProblem, type TraitDelta } from "./delta.js";
 import type { OwnershipRegistry } from "./ownership.js";
-import type { FeedEntry, TraitBackend, TraitRecord } from "./store-port.js";
+import type { FeedEntry, TraitBackend, TraitRecord } from "./port.js";
 
 /** The source name inspection results are applied as. */
 export const INSPECTOR = "inspector";

@@ -1,4 +1,4 @@
-import { MemoryTraits } from "../../src/traits/memory-store.js";
+import { MemoryTraits } from "../../src/traits/memory.js";
 import { MemoryNodes } from "../../src/nodes/memory.js";
 import { openStore } from "../../src/store/open.js";
 import { spawnSync } from "node:child_process";

@@ -1,4 +1,4 @@
-import { MemoryTraits } from "../../src/traits/memory-store.js";
+import { MemoryTraits } from "../../src/traits/memory.js";
 import type { BridgeApp } from "../../src/api/app.js";
 import { listen } from "./http.js";
 import { MemoryNodes } from "../../src/nodes/memory.js";

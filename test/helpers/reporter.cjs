@@ -25,8 +25,19 @@ class CountingSpec extends Mocha.reporters.Spec {
       const at = started.get(suite);
       if (at !== undefined) fileMs.set(suite.file, (fileMs.get(suite.file) ?? 0) + performance.now() - at);
     });
+    // The failures again, a line each, beside the closing count: CI keeps only the tail of
+    // the output, where the spec reporter's own list (far above) may be cut off.
+    const failed = [];
+    runner.on(Mocha.Runner.constants.EVENT_TEST_FAIL, (test, error) => {
+      const file = test.file ? relative(process.cwd(), test.file) : "?";
+      const message = String(error?.message ?? error)
+        .replace(/\s*\n\s*/g, " | ")
+        .slice(0, 600);
+      failed.push(`  ${file}: ${test.fullTitle()}\n      ${message}`);
+    });
     runner.once(Mocha.Runner.constants.EVENT_RUN_END, () => {
       const { passes, failures, pending } = runner.stats;
+      if (failed.length > 0) process.stdout.write(`\nfailed:\n${failed.join("\n")}\n`);
       const slowest = [...fileMs].sort((a, b) => b[1] - a[1]).slice(0, SLOWEST_FILES);
       if (slowest.length > 1) {
         const total = [...fileMs.values()].reduce((sum, ms) => sum + ms, 0);

@@ -20,7 +20,7 @@ import type {
   StoreTime,
 } from "../port.js";
 import { RedisNodes } from "../../nodes/redis.js";
-import { RedisTraits } from "../../traits/redis-store.js";
+import { RedisTraits } from "../../traits/redis.js";
 import { RedisDefinitions } from "./definitions.js";
 import { keyLayout, type KeyLayout } from "../../redis/keys.js";
 import {

@@ -7,7 +7,7 @@ import {
   type FeedEntry,
   type TraitBackend,
   type TraitRecord,
-} from "./store-port.js";
+} from "./port.js";
 import { StreamIds, indexAfter } from "../domain/stream-ids.js";
 import { MemoryIronicQueue } from "../outbox/memory.js";
 import { IRONIC_QUEUE_MAX_ENTRIES } from "../outbox/port.js";

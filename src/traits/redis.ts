@@ -12,7 +12,7 @@ import {
   type FeedEntry,
   type TraitBackend,
   type TraitRecord,
-} from "./store-port.js";
+} from "./port.js";
 
 /** A record as stored: its generation (what the commit script compares), a tab, its JSON. */
 const encode = (record: TraitRecord) => `${record.generation}\t${JSON.stringify(record)}`;
