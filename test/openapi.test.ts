@@ -6,6 +6,7 @@ import { TokenAuthority } from "../src/api/auth.js";
 import { createApp } from "../src/api/app.js";
 import { IronicDelivery } from "../src/ironic/delivery.js";
 import { openApiDocument } from "../src/api/openapi/document.js";
+import { rolesOf } from "../src/api/openapi/operations.js";
 import { expressRoutes } from "../src/api/routes.js";
 import { MAX_PAGES_PER_SESSION, MAX_VIEWERS, SESSION_COOKIE, STATIC_TYPES } from "../src/api/ui/routes.js";
 import { ShardCatalog } from "../src/shards/definitions.js";
@@ -247,6 +248,16 @@ describe("OpenAPI document", function () {
     expect(document.paths["/v1/shards/{shard}/lease"].post.description).to.match(
       /Roles: `agent` \(as itself\), `admin`/,
     );
+  });
+
+  it("gives the routes' role checks the roles the table declares, and none for an operation without a token", () => {
+    expect(rolesOf("deleteNode")).to.deep.equal(["admin"]);
+    expect(rolesOf("inspectorWebhook")).to.deep.equal(["inspector"]);
+    expect(rolesOf("acquireOrRenewLease")).to.deep.equal(
+      document.paths["/v1/shards/{shard}/lease"].post.security[0].bearer,
+    );
+    expect(() => rolesOf("health")).to.throw(/no operation health/);
+    expect(() => rolesOf("noSuchOperation")).to.throw(/no operation noSuchOperation/);
   });
 
   it("lists exactly the routes the app mounts: none undocumented, none it does not serve", async () => {

@@ -1,3 +1,17 @@
+import type { AgentList, AgentNodes, AgentSummary } from "../contracts/agents.js";
+import type { ApiError } from "../contracts/errors.js";
+import type { FeedCursor, FeedPage } from "../contracts/feed.js";
+import type { IronicDelivery } from "../contracts/ironic.js";
+import type { FenceAnswer, Lease, LeaseGrant } from "../contracts/leases.js";
+import type { BulkResult, Node, NodeList } from "../contracts/nodes.js";
+import type {
+  Shard,
+  ShardDefinition,
+  ShardDefinitionList,
+  ShardDefinitionWritten,
+  ShardList,
+  ShardSummary,
+} from "../contracts/shards.js";
 import type { BareMetalNode } from "../domain/node.js";
 import type {
   FenceOutcome,
@@ -6,7 +20,6 @@ import type {
   RefusalReason,
   ReleaseOutcome,
 } from "../lease/machine.js";
-import type { FeedEntry } from "../traits/port.js";
 import type { AcquireArgs, LeaseClient, WaitedLeaseOutcome } from "./lease-keeper.js";
 
 /** A bridge answer that is neither a result nor a lease refusal: auth, validation, outage. */
@@ -33,23 +46,6 @@ export function isPermanentRefusal(error: unknown): error is BridgeError {
   );
 }
 
-export interface WireLease {
-  holder: string;
-  /** null where the bridge does not show it: another agent's lease, to an agent */
-  token: number | null;
-  ttl_ms: number;
-  since: string;
-}
-interface WireError {
-  status: number;
-  code: string;
-  detail: string;
-  field?: string;
-  lease?: WireLease | null;
-  retry_after_ms?: number;
-  waited_ms?: number;
-}
-
 /** A lease an agent holds: which shard, as whom, under which token. */
 export interface HeldLease {
   shard: string;
@@ -57,100 +53,22 @@ export interface HeldLease {
   token: number;
 }
 
-export interface AgentNodes {
-  agent: string;
-  leases: Array<WireLease & { shard: string }>;
-  legacy: { pool_member: boolean; ring: string; members: string[]; built_at: string | null };
-  /** `via`: "lease" (a shard it holds; `token` is the fencing token), "instance" or "ring" (unsharded, no token) */
-  nodes: Array<BareMetalNode & { token: number | null; via: "lease" | "instance" | "ring" }>;
-}
-
-/** A lease as an answer shows it; 0 for a token the bridge did not show this caller. */
-const view = (lease: WireLease): LeaseView => ({
+/**
+ * A lease as an answer shows it; 0 for a token the bridge did not show this caller. A
+ * grant does not say when the lease began (no `since`): its `sinceUs` is NaN.
+ */
+const view = (lease: Lease | LeaseGrant): LeaseView => ({
   holder: lease.holder,
   token: lease.token ?? 0,
   ttlMs: lease.ttl_ms,
-  sinceUs: Date.parse(lease.since) * 1000,
+  sinceUs: "since" in lease ? Date.parse(lease.since) * 1000 : Number.NaN,
 });
-
-/** A shard as GET /v1/shards/{shard} shows it. */
-export interface ShardInfo {
-  name: string;
-  defined: boolean;
-  description: string;
-  lease_ttl_ms: number;
-  /** who may serve it; null: any agent */
-  agents: string[] | null;
-  count: number;
-  lease: WireLease | null;
-  /** the fenced Ironic endpoint's path with "{token}" for the token, or null */
-  ironic_endpoint: string | null;
-}
 
 /**
  * The typed client an agent uses to talk to the bridge over HTTP (keep-alive, bearer
  * token, a timeout per request). It is a LeaseClient, so a LeaseKeeper runs on it as it
  * runs on a Store.
  */
-/** GET /v1/shards/{shard}/feed: entries after the cursor, or a resync when some were trimmed. */
-export interface FeedAnswer {
-  cursor: string | null;
-  entries: FeedEntry[];
-  resync?: {
-    reason: string;
-    resume_after: string | null;
-    nodes: Array<{ node: string; traits: string[]; generation: number }>;
-  };
-}
-
-/** How trait changes stand on their way to Ironic (GET /v1/ironic/delivery). */
-export type IronicDelivery =
-  | { configured: false }
-  | {
-      configured: true;
-      durable: boolean;
-      pending_changes: number;
-      oldest_pending_ms: number;
-      batches: { delivered: number; retried: number; given_up: number };
-      /** the rest of the answer (docs/API.md): the queue, this bridge's part, what was given up */
-      coalesced_changes?: number;
-      queue?: { partitions: number; partition_bound: number; queued_batches: number; folded_nodes: number };
-      live_bridges?: number;
-      this_bridge?: { worker: string; partitions: number[]; calls_in_flight: number };
-      undeliverable?: Array<{ node: string; changes: string[]; reason: string; at: string }>;
-    };
-
-/** One row of GET /v1/shards. */
-export interface ShardSummary {
-  name: string;
-  count: number;
-  description: string | null;
-  lease: WireLease | null;
-  /** how long the oldest change its holder has not acknowledged has waited (0: none; null: the unsharded pool) */
-  feed_lag_ms: number | null;
-}
-
-/** One definition of GET /v1/shard-definitions. */
-export interface StoredDefinition {
-  name: string;
-  description: string;
-  lease_ttl_ms: number;
-  agents: string[] | null;
-  filling: boolean;
-  source: "file" | "store" | null;
-}
-
-/** One row of GET /v1/agents. */
-export interface AgentSummary {
-  id: string;
-  last_seen: string | null;
-  age_ms: number | null;
-  up: boolean;
-  shards: string[];
-  serves: string[];
-  legacy_pool: boolean;
-}
-
 export class BridgeClient implements LeaseClient {
   constructor(
     private readonly baseUrl: string,
@@ -180,19 +98,19 @@ export class BridgeClient implements LeaseClient {
 
   /** Throw the first error of an API-SIG answer. */
   private fail(answer: { status: number; json: any }): never {
-    const error = (answer.json?.errors?.[0] ?? {}) as Partial<WireError>;
+    const error = (answer.json?.errors?.[0] ?? {}) as Partial<ApiError>;
     throw new BridgeError(answer.status, error.code ?? "unknown", error.detail ?? "");
   }
 
   /** The lease refusal (409) in an answer; any other failure is thrown. */
-  private refusalOf(answer: { status: number; json: any }): WireError {
+  private refusalOf(answer: { status: number; json: any }): ApiError {
     if (answer.status !== 409) this.fail(answer);
-    return answer.json.errors[0] as WireError;
+    return answer.json.errors[0] as ApiError;
   }
 
   private leaseOutcome(answer: { status: number; json: any }): WaitedLeaseOutcome {
     if (answer.status === 200) {
-      const grant = answer.json as WireLease & { waited_ms?: number };
+      const grant = answer.json as LeaseGrant;
       const outcome = { ok: true as const, ...view(grant) };
       return grant.waited_ms === undefined ? outcome : { ...outcome, waitedMs: grant.waited_ms };
     }
@@ -208,18 +126,18 @@ export class BridgeClient implements LeaseClient {
   }
 
   /** GET /v1/shards/{shard}: its TTL and who may serve it; null for a shard the bridge does not know. */
-  async shard(name: string): Promise<ShardInfo | null> {
+  async shard(name: string): Promise<Shard | null> {
     const answer = await this.request("GET", `/v1/shards/${encodeURIComponent(name)}`);
     if (answer.status === 404) return null;
     if (answer.status !== 200) this.fail(answer);
-    return answer.json as ShardInfo;
+    return answer.json as Shard;
   }
 
   /** GET /v1/shards: every shard with its node count and live lease (tokens for admin only). */
   async shards(): Promise<ShardSummary[]> {
     const answer = await this.request("GET", "/v1/shards");
     if (answer.status !== 200) this.fail(answer);
-    return (answer.json as { shards: ShardSummary[] }).shards;
+    return (answer.json as ShardList).shards;
   }
 
   /** GET /v1/ironic/delivery: trait changes on their way to Ironic. */
@@ -233,7 +151,7 @@ export class BridgeClient implements LeaseClient {
   async agents(): Promise<{ agents: AgentSummary[]; downAfterMs: number }> {
     const answer = await this.request("GET", "/v1/agents");
     if (answer.status !== 200) this.fail(answer);
-    const json = answer.json as { agents: AgentSummary[]; down_after_ms: number };
+    const json = answer.json as AgentList;
     return { agents: json.agents, downAfterMs: json.down_after_ms };
   }
 
@@ -247,7 +165,7 @@ export class BridgeClient implements LeaseClient {
     if (waitMs > 0 && this.bridgeWaits) {
       const answer = await this.request("POST", path, { agent, wait_ms: waitMs }, waitMs);
       const refused =
-        answer.status === 400 && answer.json?.errors?.some((e: WireError) => e.field === "wait_ms");
+        answer.status === 400 && answer.json?.errors?.some((e: ApiError) => e.field === "wait_ms");
       if (!refused) return this.leaseOutcome(answer);
       this.bridgeWaits = false;
     }
@@ -274,42 +192,43 @@ export class BridgeClient implements LeaseClient {
   async fence({ shard, token }: { shard: string; token: number }): Promise<Pick<FenceOutcome, "allowed">> {
     const answer = await this.request("POST", `/v1/shards/${shard}/fence`, { token });
     if (answer.status !== 200) this.fail(answer);
-    return { allowed: answer.json.allowed === true };
+    return { allowed: (answer.json as FenceAnswer).allowed === true };
   }
 
   /** The shard's trait feed after its acknowledged cursor (only the holder, with its token). */
-  async readFeed(shard: string, token: number): Promise<FeedAnswer> {
+  async readFeed(shard: string, token: number): Promise<FeedPage> {
     const answer = await this.request("GET", `/v1/shards/${shard}/feed?token=${token}`);
     if (answer.status !== 200) this.fail(answer);
-    return answer.json as FeedAnswer;
+    return answer.json as FeedPage;
   }
 
   /** Acknowledge feed entries up to `id` under the holder's token. */
   async ackFeed(shard: string, token: number, id: string): Promise<string> {
     const answer = await this.request("POST", `/v1/shards/${shard}/feed/ack`, { token, id });
     if (answer.status !== 200) this.fail(answer);
-    return (answer.json as { cursor: string }).cursor;
+    // never null after an ack: the cursor is then at `id` or past it
+    return (answer.json as FeedCursor).cursor!;
   }
 
   /** Admin: upsert whole nodes in one request (at most 20,000). */
-  async bulkUpsert(nodes: BareMetalNode[]): Promise<{ created: number; updated: number }> {
+  async bulkUpsert(nodes: BareMetalNode[]): Promise<BulkResult> {
     const answer = await this.request("POST", "/v1/nodes/bulk", { nodes });
     if (answer.status !== 200) this.fail(answer);
-    return answer.json as { created: number; updated: number };
+    return answer.json as BulkResult;
   }
 
   /** Admin: change some fields of one node (JSON merge patch); the node as it is now. */
-  async patchNode(uuid: string, patch: Partial<Omit<BareMetalNode, "uuid">>): Promise<BareMetalNode> {
+  async patchNode(uuid: string, patch: Partial<Omit<BareMetalNode, "uuid">>): Promise<Node> {
     const answer = await this.request("PATCH", `/v1/nodes/${uuid}`, patch);
     if (answer.status !== 200) this.fail(answer);
-    return answer.json as BareMetalNode;
+    return answer.json as Node;
   }
 
   /** Every shard definition (files' and the store's) and the store's version of them. */
-  async shardDefinitions(): Promise<{ version: number; refreshMs: number; definitions: StoredDefinition[] }> {
+  async shardDefinitions(): Promise<{ version: number; refreshMs: number; definitions: ShardDefinition[] }> {
     const answer = await this.request("GET", "/v1/shard-definitions");
     if (answer.status !== 200) this.fail(answer);
-    const json = answer.json as { version: number; refresh_ms: number; definitions: StoredDefinition[] };
+    const json = answer.json as ShardDefinitionList;
     return { version: json.version, refreshMs: json.refresh_ms, definitions: json.definitions };
   }
 
@@ -317,21 +236,21 @@ export class BridgeClient implements LeaseClient {
   async defineShard(
     name: string,
     body: { description?: string; lease_ttl_ms?: number; agents?: string[]; filling?: boolean },
-  ): Promise<StoredDefinition & { takes_effect_within_ms: number }> {
+  ): Promise<ShardDefinitionWritten> {
     const answer = await this.request("PUT", `/v1/shard-definitions/${encodeURIComponent(name)}`, body);
     if (answer.status !== 200 && answer.status !== 201) this.fail(answer);
-    return answer.json as StoredDefinition & { takes_effect_within_ms: number };
+    return answer.json as ShardDefinitionWritten;
   }
 
   /** Every node the bridge holds, page by page (admin). */
-  async allNodes(pageSize = 10_000): Promise<BareMetalNode[]> {
-    const all: BareMetalNode[] = [];
+  async allNodes(pageSize = 10_000): Promise<Node[]> {
+    const all: Node[] = [];
     let marker: string | null = null;
     do {
       const query: string = `/v1/nodes?limit=${pageSize}${marker === null ? "" : `&marker=${marker}`}`;
       const answer = await this.request("GET", query);
       if (answer.status !== 200) this.fail(answer);
-      const page = answer.json as { nodes: BareMetalNode[]; next: string | null };
+      const page = answer.json as NodeList;
       all.push(...page.nodes);
       marker =
         page.next === null ? null : (new URL(page.next, this.baseUrl).searchParams.get("marker") ?? null);

@@ -1,11 +1,12 @@
 import { Router, type Response } from "express";
 import { z } from "zod";
-import { FencingToken } from "../domain/lease.js";
+import { NodesQuery } from "../contracts/agents.js";
 import { AgentId, HostTwinError, hostKey } from "../domain/names.js";
 import { ValidationError, parseOrThrow } from "../domain/validation.js";
 import type { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
-import { assertActsAs, principalOf, requireRole } from "./auth.js";
+import { assertActsAs, principalOf } from "./auth.js";
+import { roleCheck } from "./openapi/operations.js";
 import { conflict, HttpError } from "./errors.js";
 import { logger } from "../log.js";
 import { decodeFailure } from "./decode/failure.js";
@@ -18,16 +19,9 @@ import type { LegacyPool } from "../ring/pool.js";
 import { streamJsonList } from "./stream.js";
 import { AgentNodeLists } from "./agent-nodes.js";
 import { leaseJson } from "./views.js";
+import type { AgentList, AgentSeen } from "../contracts/agents.js";
 
 export const AgentPath = z.strictObject({ id: AgentId });
-export const NodesQuery = z.strictObject({
-  token: z
-    .string({ error: "must be a comma-separated list of fencing tokens" })
-    // Empty: the agent holds no lease (a legacy pool member asking for its ring's nodes).
-    .transform((list) => (list === "" ? [] : list.split(",").map(Number)))
-    .pipe(z.array(FencingToken).max(1000))
-    .optional(),
-});
 
 function agentOf(req: { params: unknown }, res: Response): string {
   const { id } = parseOrThrow(AgentPath, req.params);
@@ -62,7 +56,11 @@ export function agentRoutes(
     const shards = await decoder.decode({ kind: "heartbeat" }, req.bodyChunks!);
     if (!shards.ok) throw decodeFailure(shards);
     const seen = await store.heartbeat(agent, shards.value);
-    res.json({ agent, last_seen: new Date(seen.lastSeenMs).toISOString(), serves: seen.serves });
+    res.json({
+      agent,
+      last_seen: new Date(seen.lastSeenMs).toISOString(),
+      serves: seen.serves,
+    } satisfies AgentSeen);
   });
 
   router.get("/v1/agents", async (_req, res) => {
@@ -70,7 +68,7 @@ export function agentRoutes(
     res.json({
       agents: await agentsOverview(store, catalog, census, serviceDownMs),
       down_after_ms: serviceDownMs,
-    });
+    } satisfies AgentList);
   });
 
   router.get("/v1/agents/:id/nodes", async (req, res) => {
@@ -116,7 +114,7 @@ export function agentRoutes(
   // for good): its record dropped, so it leaves GET /v1/agents and the page. Refused while it
   // is up or holds a lease — it would be back with its next heartbeat, or its lease would
   // outlive the record that explains it.
-  router.delete("/v1/agents/:id", requireRole("admin"), async (req, res) => {
+  router.delete("/v1/agents/:id", roleCheck("forgetAgent"), async (req, res) => {
     const { id } = parseOrThrow(AgentPath, req.params);
     const seen = await store.agent(id);
     if (seen === null)

@@ -36,6 +36,7 @@ import { versionInfo } from "../version.js";
 import { openApiText } from "./openapi/document.js";
 import { expressRoutes, type MountedRoute } from "./routes.js";
 import { stableMessageClasses, type MessageClasses } from "./message-classes.js";
+import type { Health, NotReady, Ready } from "../contracts/health.js";
 
 /** Free unsharded nodes read per store call while nova's ring share is computed. */
 const FREE_PAGE = 500;
@@ -123,16 +124,20 @@ export function createApp(
   // Which build answers: the same as `shardbridge --version` on that host.
   const { version, commit } = versionInfo();
   app.get("/healthz", (_req, res) => {
-    res.json({ status: "ok", version, commit });
+    res.json({ status: "ok", version, commit } satisfies Health);
   });
   app.get("/readyz", async (_req, res) => {
     try {
       await store.ping();
-      res.json({ status: "ready", store: store.kind, version, commit });
+      res.json({ status: "ready", store: store.kind, version, commit } satisfies Ready);
     } catch (error) {
-      res
-        .status(503)
-        .json({ status: "store unreachable", store: store.kind, error: String(error), version, commit });
+      res.status(503).json({
+        status: "store unreachable",
+        store: store.kind,
+        error: String(error),
+        version,
+        commit,
+      } satisfies NotReady);
     }
   });
   app.use(metrics.routes());

@@ -6,10 +6,11 @@ import {
   DefinedByFileError,
   type StoredDefinitions,
 } from "../shards/stored-definitions.js";
-import { requireRole } from "./auth.js";
+import { roleCheck } from "./openapi/operations.js";
 import { bodyObject } from "./body.js";
 import { HttpError, conflict } from "./errors.js";
 import { ShardPath } from "./paths.js";
+import type { ShardDefinitionList, ShardDefinitionWritten } from "../contracts/shards.js";
 
 /** A definition as the API shows it: every field, `agents` null for any agent, and where it comes from. */
 export function definitionJson(definition: ShardDefinition, catalog: ShardCatalog) {
@@ -19,7 +20,8 @@ export function definitionJson(definition: ShardDefinition, catalog: ShardCatalo
     lease_ttl_ms: definition.lease_ttl_ms,
     agents: definition.agents ?? null,
     filling: definition.filling === true,
-    source: catalog.sourceOf(definition.name),
+    // never null: the catalog holds every definition it is asked about here (listed, or just written)
+    source: catalog.sourceOf(definition.name)!,
   };
 }
 
@@ -46,24 +48,24 @@ export function definitionRoutes(stored: StoredDefinitions, catalog: ShardCatalo
       version: stored.readVersion,
       refresh_ms: DEFINITIONS_REFRESH_MS,
       definitions: catalog.definitions.map((d) => definitionJson(d, catalog)),
-    });
+    } satisfies ShardDefinitionList);
   });
 
-  router.put("/v1/shard-definitions/:shard", requireRole("admin"), async (req, res) => {
+  router.put("/v1/shard-definitions/:shard", roleCheck("putShardDefinition"), async (req, res) => {
     const { shard } = parseOrThrow(ShardPath, req.params);
     try {
       const { definition, created } = await stored.put(shard, bodyObject(req));
       res.status(created ? 201 : 200).json({
         ...definitionJson(definition, catalog),
         takes_effect_within_ms: DEFINITIONS_REFRESH_MS,
-      });
+      } satisfies ShardDefinitionWritten);
     } catch (error) {
       if (error instanceof DefinedByFileError) throw definedByFile(error);
       throw error;
     }
   });
 
-  router.delete("/v1/shard-definitions/:shard", requireRole("admin"), async (req, res) => {
+  router.delete("/v1/shard-definitions/:shard", roleCheck("deleteShardDefinition"), async (req, res) => {
     const { shard } = parseOrThrow(ShardPath, req.params);
     try {
       if (!(await stored.remove(shard)))

@@ -2,22 +2,10 @@ import type { ErrorRequestHandler } from "express";
 import { MAX_LISTED_ISSUES, ValidationError } from "../domain/validation.js";
 import { StoreUnavailableError } from "../domain/store-errors.js";
 import { HostTwinError } from "../domain/names.js";
+import type { ApiError } from "../contracts/errors.js";
 
-/** One error in the OpenStack API-SIG shape. */
-export interface ApiError {
-  status: number;
-  code: string;
-  title: string;
-  detail: string;
-  /** the request field at fault, for validation errors */
-  field?: string;
-  /** for a refused lease: the live lease in the way, so a client need not parse `detail` */
-  lease?: { holder: string; token: number | null; ttl_ms: number; since: string } | null;
-  /** for a refused lease: when asking again can succeed */
-  retry_after_ms?: number;
-  /** an acquire that waited: how long (see LeaseWaits) */
-  waited_ms?: number;
-}
+/** One error in the OpenStack API-SIG shape: the contract's (src/contracts/errors.ts). */
+export type { ApiError };
 
 /** An error a route raises on purpose, answered as-is (with `headers`, e.g. WWW-Authenticate). */
 export class HttpError extends Error {

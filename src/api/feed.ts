@@ -1,25 +1,15 @@
 import { Router, type Response } from "express";
 import { ShardPath } from "./paths.js";
-import { z } from "zod";
-import { FencingToken } from "../domain/lease.js";
+import { AckBody, ReadQuery, type FeedCursor } from "../contracts/feed.js";
 import { parseBoth } from "../domain/validation.js";
 import type { TraitService } from "../traits/service.js";
 import type { Store } from "../store/store.js";
-import { assertOwnLease, requireRole, principalOf } from "./auth.js";
+import { assertOwnLease, principalOf } from "./auth.js";
+import { roleCheck } from "./openapi/operations.js";
 import { bodyObject } from "./body.js";
 import { conflict, HttpError } from "./errors.js";
 import type { ShardCatalog } from "../shards/definitions.js";
 import { fenceServing } from "../shards/revocation.js";
-
-export const ReadQuery = z.strictObject({
-  token: z.coerce.number({ error: "must be a number" }).pipe(FencingToken),
-  limit: z.coerce.number().int().min(1).max(1000).default(100),
-});
-export const AckBody = z.strictObject({
-  token: FencingToken,
-  // Bounded so every id is a valid stream id and compares exactly as a Lua number.
-  id: z.string().regex(/^\d{1,15}-\d{1,15}$/, { error: "must be a feed id (<ms>-<seq>)" }),
-});
 
 /**
  * Only the live holder of the shard's lease, presenting its current token, reads or
@@ -56,14 +46,14 @@ async function assertHolder(
 export function feedRoutes(store: Store, catalog: ShardCatalog, traits: TraitService): Router {
   const router = Router();
 
-  router.get("/v1/shards/:shard/feed", requireRole("agent", "admin"), async (req, res) => {
+  router.get("/v1/shards/:shard/feed", roleCheck("readFeed"), async (req, res) => {
     const [{ shard }, query] = parseBoth([ShardPath, req.params], [ReadQuery, req.query]);
     await assertHolder(store, catalog, res, shard, query.token);
     const { cursor, entries, resync } = await traits.readFeed(shard, query.limit);
     res.json({ shard, cursor, entries, ...(resync !== undefined && { resync }) });
   });
 
-  router.post("/v1/shards/:shard/feed/ack", requireRole("agent", "admin"), async (req, res) => {
+  router.post("/v1/shards/:shard/feed/ack", roleCheck("ackFeed"), async (req, res) => {
     const [{ shard }, body] = parseBoth([ShardPath, req.params], [AckBody, bodyObject(req)]);
     await assertHolder(store, catalog, res, shard, body.token);
     const cursor = await traits.ack(shard, body.id);
@@ -77,7 +67,7 @@ export function feedRoutes(store: Store, catalog: ShardCatalog, traits: TraitSer
         ),
       ]);
     }
-    res.json({ shard, cursor });
+    res.json({ shard, cursor } satisfies FeedCursor);
   });
 
   return router;

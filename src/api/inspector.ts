@@ -9,7 +9,8 @@ import type { DecodePool } from "./decode/pool.js";
 import { INSPECTOR, type FinalOutcome, type TraitService } from "../traits/service.js";
 import type { ApiError } from "./errors.js";
 import { conflict, HttpError, nodeNotFound } from "./errors.js";
-import { assertRole, principalFrom, principalOf, requireRole, type TokenAuthority } from "./auth.js";
+import { assertRole, principalFrom, principalOf, type TokenAuthority } from "./auth.js";
+import { roleCheck, rolesOf } from "./openapi/operations.js";
 import { logger } from "../log.js";
 import { bodyObject, readRequestChunks } from "./body.js";
 import type { BridgeMetrics } from "./metrics.js";
@@ -18,6 +19,12 @@ import { rawHandler, type RawHandler } from "./routes.js";
 import { SIGNATURE_HEADERS, SIGNATURE_WINDOW_S, webhookSignature } from "../inspection/signature.js";
 
 import { WEBHOOK_BODY, WEBHOOK_PATH } from "./limits.js";
+import {
+  TraitResetBody,
+  type NodeTraits,
+  type TraitsApplied,
+  type TraitsReset,
+} from "../contracts/traits.js";
 
 /** How long a delivery id is remembered, so a retried delivery gets its first answer. */
 const DELIVERY_MEMORY_S = 24 * 3600;
@@ -85,7 +92,11 @@ function answerOf(outcome: FinalOutcome): { status: number; body: unknown } {
     case "applied":
       return {
         status: 200,
-        body: { node: outcome.node, generation: outcome.generation, applied: outcome.applied },
+        body: {
+          node: outcome.node,
+          generation: outcome.generation,
+          applied: outcome.applied,
+        } satisfies TraitsApplied,
       };
     case "unknown_node":
       return answerWith([nodeNotFound(outcome.node)]);
@@ -139,6 +150,7 @@ export interface WebhookContext {
  * one per node. Answers whether it took the request.
  */
 export function webhookRoute(context: WebhookContext): RawHandler {
+  const roles = rolesOf("inspectorWebhook");
   return rawHandler([{ method: "POST", path: WEBHOOK_PATH }], (req, res) => {
     // As express matches a path: any case, one trailing slash allowed.
     const path = (req.url ?? "").split("?")[0]!.replace(/\/$/, "").toLowerCase();
@@ -146,7 +158,7 @@ export function webhookRoute(context: WebhookContext): RawHandler {
     serveRaw(req, res, WEBHOOK_PATH, context.metrics, "(path)", async () => {
       // Authenticated before a byte of the body is read.
       const principal = principalFrom(context.authority, req.headers.authorization);
-      assertRole(principal, ["inspector"]);
+      assertRole(principal, roles);
       const rawBody = await readRequestChunks(req, res, WEBHOOK_BODY.limit);
       return webhook(context, req.headers, rawBody);
     });
@@ -201,17 +213,6 @@ async function webhook(
   return outcome.kind === "replayed" ? replay(outcome.answer) : answerOf(outcome);
 }
 
-/** What an operator resets of a node (POST /v1/nodes/{uuid}/traits/reset). */
-export const TraitResetBody = z
-  .strictObject({
-    order: z.boolean().default(false).describe("forget the order each source last applied"),
-    traits: z.boolean().default(false).describe("remove every trait the node holds, whoever holds it"),
-  })
-  .refine((body) => body.order || body.traits, {
-    error: "ask for order, traits or both (true): nothing to reset",
-    path: ["order"],
-  });
-
 /**
  * GET  /v1/nodes/{uuid}/traits: the node's traits, who holds each, and the generation.
  * POST /v1/nodes/{uuid}/traits/reset (admin): the operator's repair of a node whose
@@ -228,10 +229,10 @@ export function traitRoutes(service: TraitService): Router {
     const traits = Object.entries(record.holders)
       .map(([name, owner]) => ({ name, owner }))
       .sort((a, b) => (a.name < b.name ? -1 : 1));
-    res.json({ node: uuid, generation: record.generation, traits });
+    res.json({ node: uuid, generation: record.generation, traits } satisfies NodeTraits);
   });
 
-  router.post("/v1/nodes/:uuid/traits/reset", requireRole("admin"), async (req, res) => {
+  router.post("/v1/nodes/:uuid/traits/reset", roleCheck("resetNodeTraits"), async (req, res) => {
     const { uuid } = parseOrThrow(NodePath, req.params);
     const what = parseOrThrow(TraitResetBody, bodyObject(req));
     const outcome = await service.reset(uuid, what);
@@ -249,7 +250,7 @@ export function traitRoutes(service: TraitService): Router {
       remote: req.socket.remoteAddress,
       request_id: res.locals.requestId,
     });
-    res.json({ node, generation, applied, forgotten });
+    res.json({ node, generation, applied, forgotten } satisfies TraitsReset);
   });
 
   return router;

@@ -2,7 +2,7 @@ import { Router, type Request } from "express";
 import type { BareMetalNode } from "../domain/node.js";
 import type { NodeRegistry } from "../nodes/registry.js";
 import type { TraitService } from "../traits/service.js";
-import { requireRole } from "./auth.js";
+import { roleCheck } from "./openapi/operations.js";
 import { yieldToLoop } from "../loop.js";
 import { bodyObject } from "./body.js";
 import { unpackNodes } from "./decode/bulk.js";
@@ -15,6 +15,7 @@ import { nodeJson } from "./views.js";
 /** Nodes of a bulk written per store call. */
 const BULK_CHUNK = 250;
 import { HttpError, nodeNotFound } from "./errors.js";
+import type { BulkResult, Node } from "../contracts/nodes.js";
 
 /** The path's uuid, as given: the registry validates and canonicalises it. */
 const uuidOf = (req: Request): string => (req.params as { uuid: string }).uuid;
@@ -38,7 +39,7 @@ async function* nodesAsJson(pages: AsyncIterable<BareMetalNode[]>): AsyncGenerat
 export function nodeRoutes(nodes: NodeRegistry, traits: TraitService, decoder: DecodePool): Router {
   const router = Router();
 
-  router.post(BULK_PATH, requireRole("admin"), async (req, res) => {
+  router.post(BULK_PATH, roleCheck("bulkNodes"), async (req, res) => {
     const decoded = await decoder.decode({ kind: "bulk" }, req.bodyChunks!);
     if (!decoded.ok) throw decodeFailure(decoded);
     // Every node was validated before any is written; now a chunk at a time, yielding
@@ -52,29 +53,29 @@ export function nodeRoutes(nodes: NodeRegistry, traits: TraitService, decoder: D
       await traits.snapshotMoves(written.moved);
       await yieldToLoop();
     }
-    res.json({ created, updated });
+    res.json({ created, updated } satisfies BulkResult);
   });
 
-  router.put("/v1/nodes/:uuid", requireRole("admin"), async (req, res) => {
+  router.put("/v1/nodes/:uuid", roleCheck("putNode"), async (req, res) => {
     const { node, created, moved } = await nodes.put(uuidOf(req), bodyObject(req));
     await traits.snapshotMoves(moved);
-    res.status(created ? 201 : 200).json(node);
+    res.status(created ? 201 : 200).json(node satisfies Node);
   });
 
-  router.patch("/v1/nodes/:uuid", requireRole("admin"), async (req, res) => {
+  router.patch("/v1/nodes/:uuid", roleCheck("patchNode"), async (req, res) => {
     const changed = await nodes.patch(uuidOf(req), bodyObject(req));
     if (changed === null) throw notFound(uuidOf(req));
     await traits.snapshotMoves(changed.moved);
-    res.json(changed.node);
+    res.json(changed.node satisfies Node);
   });
 
   router.get("/v1/nodes/:uuid", async (req, res) => {
     const node = await nodes.get(uuidOf(req));
     if (node === null) throw notFound(uuidOf(req));
-    res.json(node);
+    res.json(node satisfies Node);
   });
 
-  router.delete("/v1/nodes/:uuid", requireRole("admin"), async (req, res) => {
+  router.delete("/v1/nodes/:uuid", roleCheck("deleteNode"), async (req, res) => {
     if (!(await nodes.delete(uuidOf(req)))) throw notFound(uuidOf(req));
     res.status(204).end();
   });

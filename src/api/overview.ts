@@ -1,4 +1,6 @@
-import type { AgentSummary, IronicDelivery, ShardSummary } from "../agent/client.js";
+import type { AgentSummary } from "../contracts/agents.js";
+import type { IronicDelivery } from "../contracts/ironic.js";
+import type { ShardSummary } from "../contracts/shards.js";
 import { fromStore } from "../domain/store-errors.js";
 import type { IronicDelivery as IronicQueueDelivery } from "../ironic/delivery.js";
 import type { LeaseView } from "../lease/machine.js";

@@ -4,11 +4,13 @@ import { HttpError } from "./errors.js";
 import { ShardPath } from "./paths.js";
 import type { ShardCatalog } from "../shards/definitions.js";
 import type { Store } from "../store/store.js";
-import { requireRole, seesTokens, principalOf } from "./auth.js";
+import { seesTokens, principalOf } from "./auth.js";
+import { roleCheck } from "./openapi/operations.js";
 import { conflict } from "./errors.js";
 import { logger } from "../log.js";
 import { leaseCensus, shardsOverview } from "./overview.js";
 import { leaseJson } from "./views.js";
+import type { Shard, ShardList } from "../contracts/shards.js";
 
 /**
  * GET /v1/shards, answered like Ironic's ({"shards":[{"name","count"}]}, most nodes
@@ -23,7 +25,9 @@ export function shardRoutes(store: Store, catalog: ShardCatalog, frontsIronic = 
 
   router.get("/v1/shards", async (_req, res) => {
     const census = await leaseCensus(store, catalog);
-    res.json({ shards: await shardsOverview(store, catalog, census, seesTokens(principalOf(res))) });
+    res.json({
+      shards: await shardsOverview(store, catalog, census, seesTokens(principalOf(res))),
+    } satisfies ShardList);
   });
 
   /**
@@ -56,7 +60,7 @@ export function shardRoutes(store: Store, catalog: ShardCatalog, frontsIronic = 
       // Where the holder's Ironic client points (with its token for {token}), when the
       // bridge fronts an Ironic: writes there pass only under the live lease.
       ironic_endpoint: frontsIronic ? `/fenced/${shard}/lease-{token}/ironic` : null,
-    });
+    } satisfies Shard);
   });
 
   /**
@@ -65,7 +69,7 @@ export function shardRoutes(store: Store, catalog: ShardCatalog, frontsIronic = 
    * leaves GET /v1/shards and the page. 204; 409 while it is defined, carries nodes or
    * its lease is live (each says what to do first); 404 when nothing lists it.
    */
-  router.delete("/v1/shards/:shard", requireRole("admin"), async (req, res) => {
+  router.delete("/v1/shards/:shard", roleCheck("forgetShard"), async (req, res) => {
     const { shard } = parseOrThrow(ShardPath, req.params);
     const source = catalog.sourceOf(shard);
     if (source !== null)

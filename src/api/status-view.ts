@@ -1,4 +1,6 @@
-import type { AgentSummary, IronicDelivery, ShardSummary } from "../agent/client.js";
+import type { AgentSummary } from "../contracts/agents.js";
+import type { IronicDelivery } from "../contracts/ironic.js";
+import type { ShardSummary } from "../contracts/shards.js";
 
 /*
  * What an operator reads of the bridge's state, as words and numbers: one function per
@@ -6,13 +8,24 @@ import type { AgentSummary, IronicDelivery, ShardSummary } from "../agent/client
  * its rows, so both say the same thing the same way. Pure: the snapshot carries its time.
  */
 
+/**
+ * What the views read of GET /v1/ironic/delivery: whether there is an Ironic, the lag and
+ * the batches (the rest of the answer is for a closer look).
+ */
+export type DeliveryLine =
+  | { configured: false }
+  | Pick<
+      Extract<IronicDelivery, { configured: true }>,
+      "configured" | "durable" | "pending_changes" | "oldest_pending_ms" | "batches"
+    >;
+
 /** What one look at the bridge found: GET /v1/shards, /v1/agents and /v1/ironic/delivery at `at`. */
 export interface StatusSnapshot {
   at: string;
   shards: ShardSummary[];
   agents: AgentSummary[];
   down_after_ms: number;
-  ironic: IronicDelivery;
+  ironic: DeliveryLine;
 }
 
 /** A duration as the tables show it: "5.4 s". */
@@ -28,7 +41,7 @@ export function ago(iso: string | null, nowMs: number): string {
 }
 
 /** One line on delivery to Ironic: its lag first, what an operator acts on. */
-export function ironicLine(ironic: IronicDelivery): string {
+export function ironicLine(ironic: DeliveryLine): string {
   if (!ironic.configured) return "Ironic delivery: not configured (no --ironic)";
   const { pending_changes: pending, oldest_pending_ms: oldestMs, batches } = ironic;
   const waiting =

@@ -1,3 +1,4 @@
+import type { Lease } from "../contracts/leases.js";
 import type { BareMetalNode } from "../domain/node.js";
 import type { LeaseView } from "../lease/machine.js";
 
@@ -33,10 +34,7 @@ export function openNodeJson(node: BareMetalNode): string {
  * or the holder's own lease): a token is what lets writes pass the fence, and an older
  * process of the same agent id must never learn its successor's from a read or a refusal.
  */
-export function leaseJson(
-  view: LeaseView,
-  showToken: boolean,
-): { holder: string; token: number | null; ttl_ms: number; since: string } {
+export function leaseJson(view: LeaseView, showToken: boolean): Lease {
   return {
     holder: view.holder,
     token: showToken ? view.token : null,

@@ -1,4 +1,5 @@
-import type { BridgeClient, StoredDefinition } from "../agent/client.js";
+import type { BridgeClient } from "../agent/client.js";
+import type { ShardDefinition } from "../contracts/shards.js";
 import type { IronicClient } from "../ironic/client.js";
 import { inventoryChanges } from "../ring/plan.js";
 import type { PlanFile } from "./migrate-file.js";
@@ -142,7 +143,7 @@ export async function writeDefinitions(
   filling: boolean,
 ): Promise<number> {
   const { definitions } = await ctx.bridge.shardDefinitions();
-  const current = new Map<string, StoredDefinition>(definitions.map((d) => [d.name, d]));
+  const current = new Map<string, ShardDefinition>(definitions.map((d) => [d.name, d]));
   let within = 0;
   for (const d of ctx.plan.definitions) {
     const now = current.get(d.name);

@@ -1,6 +1,7 @@
 import { Ajv2020, type ValidateFunction } from "ajv/dist/2020.js";
 import ajvFormats from "ajv-formats";
 import { openApiDocument } from "../../src/api/openapi/document.js";
+import { ANSWERS } from "../../src/api/openapi/schemas.js";
 
 // ajv-formats is CommonJS: under ESM its plugin is the module's `default` member.
 const addFormats = ajvFormats.default;
@@ -197,6 +198,23 @@ export class ApiContract {
     if (type === undefined)
       throw new Error(`${where}: content type ${contentType} is not documented (${types.join(", ")})`);
     this.expectValid(`${at}/content/${escape(type)}/schema`, body, where);
+    this.expectContract(response.content[type].schema, body, where);
+  }
+
+  /**
+   * Hold a JSON answer to the zod schema of its contract (src/contracts/) as well: the
+   * document is generated from it, but zod also checks what JSON Schema cannot say (a
+   * refinement) and is what the agent client's types are inferred from.
+   */
+  private expectContract(schema: Json, body: unknown, where: string): void {
+    const name = /^#\/components\/schemas\/(\w+)$/.exec(schema.$ref ?? "")?.[1];
+    if (name === undefined || !(name in ANSWERS)) return;
+    const parsed = ANSWERS[name as keyof typeof ANSWERS].safeParse(body);
+    if (!parsed.success)
+      throw new Error(
+        `${where}: the body does not match its contract (${name}): ${parsed.error.message}\n` +
+          `body: ${JSON.stringify(body).slice(0, 1000)}`,
+      );
   }
 
   private expectValid(pointer: string, body: unknown, where: string): void {

@@ -76,7 +76,7 @@ function sharedRefusals(op: Operation): Record<number, Refusal> {
   }
   if (access.kind === "bearer" || access.kind === "webhook") {
     add(401, COMMON.Unauthenticated!.refusal);
-    const roles = access.kind === "webhook" ? ["inspector"] : access.roles;
+    const { roles } = access;
     if (roles.length < ALL_ROLES.length)
       add(403, { description: `a role other than ${roles.join(" or ")}`, codes: ["auth.forbidden"] });
     if (access.kind === "bearer" && access.actsAs === true)
@@ -210,12 +210,13 @@ function security(op: Operation): { security: JsonSchema[]; roles: string } {
         roles:
           "No bridge token: the caller's own headers (X-Auth-Token, microversions) go to Ironic as they are, and the bridge adds no credential.",
       };
-    case "webhook":
+    case "webhook": {
+      const { roles } = op.access;
       return {
-        security: [{ bearer: ["inspector"], webhookSignature: [], webhookTimestamp: [] }],
-        roles:
-          "Roles: `inspector`, with the delivery signed (X-Shardbridge-Timestamp, X-Shardbridge-Signature).",
+        security: [{ bearer: [...roles], webhookSignature: [], webhookTimestamp: [] }],
+        roles: `Roles: ${roles.map((role) => `\`${role}\``).join(", ")}, with the delivery signed (X-Shardbridge-Timestamp, X-Shardbridge-Signature).`,
       };
+    }
     case "page":
       return pageSecurity(op.access.session);
     case "bearer": {

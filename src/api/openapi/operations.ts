@@ -1,8 +1,9 @@
+import type { RequestHandler } from "express";
 import type { z } from "zod";
 import { NodeListQuery } from "../../domain/node.js";
-import { NodesQuery } from "../agents.js";
-import { PAGE_ROLES, type Role } from "../auth.js";
-import { ReadQuery } from "../feed.js";
+import { NodesQuery } from "../../contracts/agents.js";
+import { ReadQuery } from "../../contracts/feed.js";
+import { PAGE_ROLES, requireRole, type Role } from "../auth.js";
 import { MAX_PAGES_PER_SESSION, MAX_VIEWERS, RECONNECT_MS, SESSION_MS, STATIC_TYPES } from "../ui/routes.js";
 import type { JsonSchema, PARAMETERS, SCHEMAS } from "./schemas.js";
 
@@ -11,7 +12,7 @@ import type { JsonSchema, PARAMETERS, SCHEMAS } from "./schemas.js";
  * - `public`: no token (health checks, metrics, this document);
  * - `bearer`: a bearer token of one of `roles`; `actsAs`: an agent only as itself (the
  *   agent id in the path or body), admin for any;
- * - `webhook`: the inspector's bearer token and the HMAC signature headers;
+ * - `webhook`: a bearer token of one of `roles` (the inspector's) and the HMAC signature headers;
  * - `ironic`: no bridge token: the caller's own Ironic credentials pass through;
  * - `page`: the status page's routes, for a browser: no bearer token, but the page's
  *   session cookie, which `session` says the route needs (`none`), answers differently
@@ -20,7 +21,7 @@ import type { JsonSchema, PARAMETERS, SCHEMAS } from "./schemas.js";
 export type Access =
   | { kind: "public" }
   | { kind: "bearer"; roles: readonly Role[]; actsAs?: boolean }
-  | { kind: "webhook" }
+  | { kind: "webhook"; roles: readonly Role[] }
   | { kind: "ironic" }
   | { kind: "page"; session: "none" | "optional" | "required" };
 
@@ -626,7 +627,7 @@ export const OPERATIONS: Operation[] = [
     summary: "An inspection result, or explicit trait deltas, for one node (signed)",
     description:
       "A repeated `X-Shardbridge-Delivery` id gets the first answer again with `X-Shardbridge-Replay: true`, and nothing is applied twice (a 404 is not remembered). Refusals change nothing.",
-    access: { kind: "webhook" },
+    access: { kind: "webhook", roles: ["inspector"] },
     body: "WebhookPayload",
     answers: {
       200: { description: "applied: the additions and removals", schema: "TraitsApplied" },
@@ -808,3 +809,19 @@ export const OPERATIONS: Operation[] = [
   // ----- the fenced Ironic endpoint
   ...(["get", "head", "options", "post", "put", "patch", "delete"] as const).flatMap(fenced),
 ];
+
+/**
+ * The roles the operation `id` takes, as the table above declares them: what its route
+ * checks (requireRole, assertRole), so the document and the check cannot part. Throws for
+ * an id the table has no token-checked operation of: a route built with a typo fails
+ * when the app is built, in every test, not at its first request.
+ */
+export function rolesOf(id: string): readonly Role[] {
+  const { access } = OPERATIONS.find((op) => op.id === id) ?? {};
+  if (access?.kind !== "bearer" && access?.kind !== "webhook")
+    throw new Error(`no operation ${id} that takes a bearer token in OPERATIONS`);
+  return access.roles;
+}
+
+/** An express route's role check (requireRole) for the operation `id`, by its declared roles. */
+export const roleCheck = (id: string): RequestHandler => requireRole(...rolesOf(id));

@@ -2,15 +2,21 @@ import { z } from "zod";
 import { FencingToken } from "../../domain/lease.js";
 import { AgentId, ShardName } from "../../domain/names.js";
 import { BulkNodesRequest, NodeInput, NodePatch, NodeUuid } from "../../domain/node.js";
-import { RingKindName } from "../../domain/ring.js";
 import { HeartbeatRequest } from "../../store/store.js";
-import { AckBody } from "../feed.js";
 import { HeartbeatBody } from "../decode/heartbeat.js";
 import { LeaseWriteBodies } from "../leases.js";
 import { WebhookPayload } from "../decode/webhook.js";
-import { TraitResetBody } from "../inspector.js";
 import { CSP, LoginForm, SESSION_COOKIE, SESSION_MS, STATIC_TYPES, StaticPath } from "../ui/routes.js";
 import { ShardDefinitionBody } from "../../shards/definitions.js";
+import * as agents from "../../contracts/agents.js";
+import * as errors from "../../contracts/errors.js";
+import * as feed from "../../contracts/feed.js";
+import * as health from "../../contracts/health.js";
+import * as ironic from "../../contracts/ironic.js";
+import * as leases from "../../contracts/leases.js";
+import * as nodes from "../../contracts/nodes.js";
+import * as shards from "../../contracts/shards.js";
+import * as traits from "../../contracts/traits.js";
 
 /** A JSON Schema (2020-12, OpenAPI 3.1's dialect) as a plain object. */
 export type JsonSchema = Record<string, unknown>;
@@ -25,39 +31,69 @@ export function fromZod(schema: z.ZodType): JsonSchema {
   return json;
 }
 
-const nullable = (schema: JsonSchema): JsonSchema => ({ anyOf: [schema, { type: "null" }] });
-const strict = (properties: Record<string, JsonSchema>, optional: string[] = []): JsonSchema => ({
-  type: "object",
-  properties,
-  required: Object.keys(properties).filter((key) => !optional.includes(key)),
-  additionalProperties: false,
-});
-const count = { type: "integer", minimum: 0 };
-const time = { type: "string", format: "date-time" };
 const text = { type: "string" };
-const listOf = (items: JsonSchema): JsonSchema => ({ type: "array", items });
-
 const shard = fromZod(ShardName);
 const agent = fromZod(AgentId);
 const token = fromZod(FencingToken);
-const nodeFields = fromZod(NodePatch).properties as Record<string, JsonSchema>;
-/** A shard definition as the API shows it (src/api/definitions.ts). */
-const definitionFields: Record<string, JsonSchema> = {
-  name: shard,
-  description: text,
-  lease_ttl_ms: { type: "integer", minimum: 1000 },
-  agents: nullable(listOf(agent)),
-  filling: { type: "boolean" },
-  source: { enum: ["file", "store"] },
-};
-/** Feed positions: `<ms>-<seq>`, as a Redis stream numbers its entries. */
-const feedId = (fromZod(AckBody).properties as Record<string, JsonSchema>).id!;
+
+/** The answers' zod schemas (src/contracts/), each under its component's name. */
+export const ANSWERS = {
+  Lease: leases.Lease,
+  LeaseGrant: leases.LeaseGrant,
+  LeaseState: leases.LeaseState,
+  FenceAnswer: leases.FenceAnswer,
+  ShardSummary: shards.ShardSummary,
+  ShardList: shards.ShardList,
+  Shard: shards.Shard,
+  ShardDefinition: shards.ShardDefinition,
+  ShardDefinitionWritten: shards.ShardDefinitionWritten,
+  ShardDefinitionList: shards.ShardDefinitionList,
+  Node: nodes.Node,
+  NodeList: nodes.NodeList,
+  BulkResult: nodes.BulkResult,
+  AgentSeen: agents.AgentSeen,
+  AgentSummary: agents.AgentSummary,
+  AgentList: agents.AgentList,
+  AgentNodes: agents.AgentNodes,
+  NodeTraits: traits.NodeTraits,
+  TraitsReset: traits.TraitsReset,
+  TraitsApplied: traits.TraitsApplied,
+  FeedPage: feed.FeedPage,
+  FeedCursor: feed.FeedCursor,
+  IronicDelivery: ironic.IronicDelivery,
+  Health: health.Health,
+  Ready: health.Ready,
+  NotReady: health.NotReady,
+  ApiError: errors.ApiError,
+  Error: errors.ErrorBody,
+  IronicError: ironic.IronicError,
+} satisfies Record<string, z.ZodType>;
+export type AnswerName = keyof typeof ANSWERS;
+
+/**
+ * The answers as JSON Schema, as the server writes them. One registry of them all, so an
+ * answer holding another (a lease in a shard) refers to its component rather than repeat it.
+ * Converted on the input side, as requests are: a node's uuid is the pattern it must match
+ * (the transform that lower-cases it has no JSON Schema).
+ */
+function answerSchemas(): Record<AnswerName, JsonSchema> {
+  const registry = z.registry<{ id: string }>();
+  for (const [id, schema] of Object.entries(ANSWERS)) registry.add(schema, { id });
+  const { schemas } = z.toJSONSchema(registry, {
+    io: "input",
+    uri: (id) => `#/components/schemas/${id}`,
+  }) as { schemas: Record<AnswerName, JsonSchema> };
+  const answers = Object.fromEntries(
+    Object.entries(schemas).map(([id, { $schema: _dialect, $id: _id, ...json }]) => [id, json]),
+  ) as Record<AnswerName, JsonSchema>;
+  // The one rule a refinement says in zod, which JSON Schema says with if/then.
+  answers.ApiError = { ...answers.ApiError, ...errors.API_ERROR_RULE };
+  return answers;
+}
 
 /**
  * The schemas of the document's components: requests derived from the zod schemas the
- * routes validate with, answers written here (no zod schema builds them). Answers are
- * closed (additionalProperties false), so a field added to an answer without a word here
- * fails the contract test rather than go undocumented.
+ * routes validate with, answers from the contracts' (src/contracts/).
  */
 export const SCHEMAS = {
   // ----- requests (from zod)
@@ -73,200 +109,14 @@ export const SCHEMAS = {
     ...fromZod(HeartbeatBody),
     properties: { shards: (fromZod(HeartbeatRequest).properties as Record<string, JsonSchema>).shards },
   },
-  FeedAck: fromZod(AckBody),
+  FeedAck: fromZod(feed.AckBody),
   ShardDefinitionBody: fromZod(ShardDefinitionBody),
   WebhookPayload: fromZod(WebhookPayload),
-  TraitReset: fromZod(TraitResetBody),
+  TraitReset: fromZod(traits.TraitResetBody),
   LoginForm: fromZod(LoginForm),
 
-  // ----- answers
-  /** A live lease; `token` null but for admin and the holder's own answers. */
-  Lease: strict({ holder: agent, token: nullable(token), ttl_ms: count, since: time }),
-  /** `waited_ms`: an acquire that waited (`wait_ms`) was tried for the grant this long after it arrived */
-  LeaseGrant: strict({ shard, holder: agent, token, ttl_ms: count, waited_ms: count }, ["waited_ms"]),
-  LeaseState: strict({
-    shard,
-    lease: nullable({ $ref: "#/components/schemas/Lease" }),
-    last_token: nullable(count),
-  }),
-  FenceAnswer: strict({ allowed: { type: "boolean" } }),
-  ShardSummary: strict({
-    // "None": the unsharded pool, as Ironic names it
-    name: { anyOf: [shard, { const: "None" }] },
-    count,
-    description: text,
-    lease: nullable({ $ref: "#/components/schemas/Lease" }),
-    feed_lag_ms: nullable({ type: "number", minimum: 0 }),
-  }),
-  ShardList: strict({ shards: listOf({ $ref: "#/components/schemas/ShardSummary" }) }),
-  Shard: strict({
-    name: shard,
-    defined: { type: "boolean" },
-    description: text,
-    lease_ttl_ms: { type: "integer", minimum: 1 },
-    agents: nullable(listOf(agent)),
-    defined_by: nullable({ enum: ["file", "store"] }),
-    filling: { type: "boolean" },
-    count,
-    lease: nullable({ $ref: "#/components/schemas/Lease" }),
-    ironic_endpoint: nullable(text),
-  }),
-  ShardDefinition: strict(definitionFields),
-  ShardDefinitionWritten: strict({ ...definitionFields, takes_effect_within_ms: count }),
-  ShardDefinitionList: strict({
-    version: count,
-    refresh_ms: count,
-    definitions: listOf({ $ref: "#/components/schemas/ShardDefinition" }),
-  }),
-  Node: strict({ uuid: fromZod(NodeUuid), ...nodeFields }),
-  NodeList: strict({ nodes: listOf({ $ref: "#/components/schemas/Node" }), next: nullable(text) }),
-  BulkResult: strict({ created: count, updated: count }),
-  AgentSeen: strict({ agent, last_seen: time, serves: listOf(shard) }),
-  AgentSummary: strict({
-    id: agent,
-    // "": a holder that never sent a heartbeat (age_ms -1)
-    last_seen: { anyOf: [time, { const: "" }] },
-    age_ms: { type: "integer", minimum: -1 },
-    up: { type: "boolean" },
-    shards: listOf(shard),
-    serves: listOf(shard),
-    legacy_pool: { type: "boolean" },
-  }),
-  AgentList: strict({
-    agents: listOf({ $ref: "#/components/schemas/AgentSummary" }),
-    down_after_ms: count,
-  }),
-  AgentNodes: strict({
-    agent,
-    leases: listOf(strict({ shard, holder: agent, token, ttl_ms: count, since: time })),
-    legacy: strict({
-      pool_member: { type: "boolean" },
-      ring: fromZod(RingKindName),
-      members: listOf(text),
-      built_at: nullable(time),
-    }),
-    nodes: listOf(
-      strict({
-        uuid: fromZod(NodeUuid),
-        ...nodeFields,
-        token: nullable(token),
-        via: { enum: ["lease", "instance", "ring"] },
-      }),
-    ),
-  }),
-  NodeTraits: strict({
-    node: fromZod(NodeUuid),
-    generation: count,
-    traits: listOf(strict({ name: text, owner: text })),
-  }),
-  TraitsReset: strict({
-    node: fromZod(NodeUuid),
-    generation: count,
-    applied: listOf({ type: "string", pattern: "^-" }),
-    forgotten: { type: "object", additionalProperties: count },
-  }),
-  TraitsApplied: strict({
-    node: fromZod(NodeUuid),
-    generation: count,
-    applied: listOf({ type: "string", pattern: "^[+-]" }),
-  }),
-  FeedPage: strict(
-    {
-      shard,
-      cursor: nullable(feedId),
-      entries: listOf(
-        strict(
-          {
-            id: feedId,
-            node: fromZod(NodeUuid),
-            deltas: listOf({ type: "string", pattern: "^[+-]" }),
-            generation: count,
-            snapshot: { const: true },
-          },
-          ["snapshot"],
-        ),
-      ),
-      resync: strict({
-        reason: text,
-        resume_after: nullable(feedId),
-        nodes: listOf(strict({ node: fromZod(NodeUuid), traits: listOf(text), generation: count })),
-      }),
-    },
-    ["resync"],
-  ),
-  FeedCursor: strict({ shard, cursor: nullable(feedId) }),
-  IronicDelivery: {
-    oneOf: [
-      strict({ configured: { const: false } }),
-      strict({
-        configured: { const: true },
-        durable: { type: "boolean" },
-        pending_changes: count,
-        oldest_pending_ms: { type: "number", minimum: 0 },
-        batches: strict({ delivered: count, retried: count, given_up: count }),
-        coalesced_changes: count,
-        queue: strict({
-          partitions: count,
-          partition_bound: count,
-          queued_batches: count,
-          folded_nodes: count,
-        }),
-        live_bridges: count,
-        this_bridge: strict({
-          worker: text,
-          partitions: { type: "array", items: count },
-          delivered: count,
-          retried: count,
-          given_up: count,
-          calls_in_flight: count,
-        }),
-        undeliverable: {
-          type: "array",
-          items: strict({ node: text, changes: { type: "array", items: text }, reason: text, at: time }),
-        },
-      }),
-    ],
-  },
-  Health: strict({ status: { const: "ok" }, version: text, commit: nullable(text) }),
-  Ready: strict({
-    status: { const: "ready" },
-    store: { enum: ["memory", "redis"] },
-    version: text,
-    commit: nullable(text),
-  }),
-  NotReady: strict({
-    status: { const: "store unreachable" },
-    store: { enum: ["memory", "redis"] },
-    error: text,
-    version: text,
-    commit: nullable(text),
-  }),
-  /** One error in the OpenStack API-SIG shape; a validation error names its field. */
-  ApiError: {
-    ...strict(
-      {
-        status: { type: "integer", minimum: 400, maximum: 599 },
-        code: { type: "string", pattern: "^shardbridge\\." },
-        title: text,
-        detail: text,
-        field: text,
-        lease: nullable({ $ref: "#/components/schemas/Lease" }),
-        retry_after_ms: count,
-        waited_ms: count,
-      },
-      ["field", "lease", "retry_after_ms", "waited_ms"],
-    ),
-    if: { type: "object", properties: { code: { const: "shardbridge.validation" } } },
-    then: { type: "object", properties: { field: text }, required: ["field"] },
-  },
-  /** Every refusal: `{"errors":[…]}`, the first error's status the answer's. */
-  Error: strict({ errors: { ...listOf({ $ref: "#/components/schemas/ApiError" }), minItems: 1 } }),
-  /** Ironic's own error body, as the fenced endpoint passes it on (`error_message`: JSON as a string). */
-  IronicError: {
-    type: "object",
-    properties: { error_message: text },
-    required: ["error_message"],
-  },
+  // ----- answers (from the contracts)
+  ...answerSchemas(),
 } satisfies Record<string, JsonSchema>;
 
 /** Path parameters, each with the zod schema the route checks it with and an example the tests use. */

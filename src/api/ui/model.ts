@@ -1,4 +1,5 @@
-import type { AgentSummary, ShardSummary } from "../../agent/client.js";
+import type { AgentSummary } from "../../contracts/agents.js";
+import type { ShardSummary } from "../../contracts/shards.js";
 import { yieldToLoop } from "../../loop.js";
 import {
   agentRow,

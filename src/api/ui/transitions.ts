@@ -1,4 +1,4 @@
-import type { ShardSummary } from "../../agent/client.js";
+import type { ShardSummary } from "../../contracts/shards.js";
 
 /*
  * Lease transitions told apart by comparing two looks at the store's leases. Pure: the

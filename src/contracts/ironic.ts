@@ -1,0 +1,39 @@
+import { z } from "zod";
+import { count, time } from "./fields.js";
+
+/** A bridge's delivery counts (the queue's and this bridge's own). */
+const Batches = { delivered: count, retried: count, given_up: count };
+
+/** GET /v1/ironic/delivery: how trait changes stand on their way to Ironic. */
+export const IronicDelivery = z.discriminatedUnion("configured", [
+  z.strictObject({ configured: z.literal(false) }),
+  z.strictObject({
+    configured: z.literal(true),
+    durable: z.boolean(),
+    pending_changes: count,
+    oldest_pending_ms: z.number().min(0),
+    batches: z.strictObject(Batches),
+    coalesced_changes: count,
+    queue: z.strictObject({
+      partitions: count,
+      partition_bound: count,
+      queued_batches: count,
+      folded_nodes: count,
+    }),
+    live_bridges: count,
+    this_bridge: z.strictObject({
+      worker: z.string(),
+      partitions: z.array(count),
+      ...Batches,
+      calls_in_flight: count,
+    }),
+    undeliverable: z.array(
+      z.strictObject({ node: z.string(), changes: z.array(z.string()), reason: z.string(), at: time }),
+    ),
+  }),
+]);
+export type IronicDelivery = z.infer<typeof IronicDelivery>;
+
+/** Ironic's own error body, as the fenced endpoint passes it on (`error_message`: JSON as a string). */
+export const IronicError = z.object({ error_message: z.string() });
+export type IronicError = z.infer<typeof IronicError>;
