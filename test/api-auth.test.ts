@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import { createApp } from "../src/api/app.js";
-import { TokenAuthority, devTokens } from "../src/api/auth.js";
+import { TokenAuthority, devTokens } from "../src/api/http/auth.js";
 import { ShardCatalog } from "../src/shards/definitions.js";
 import { memoryUnderTest, useApp } from "./helpers/backends.js";
 import { call, TEST_TOKENS, testAuthority, wholeNode } from "./helpers/http.js";

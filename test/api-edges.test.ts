@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import { createApp } from "../src/api/app.js";
-import { parseTokens } from "../src/api/auth.js";
+import { parseTokens } from "../src/api/http/auth.js";
 import { ShardCatalog } from "../src/shards/definitions.js";
 import { memoryUnderTest, useApp } from "./helpers/backends.js";
 import { AgentProcess } from "./helpers/agent-process.js";

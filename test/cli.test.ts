@@ -3,7 +3,7 @@ import { spawnSync } from "node:child_process";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { devTokens } from "../src/api/auth.js";
+import { devTokens } from "../src/api/http/auth.js";
 import { fileURLToPath } from "node:url";
 import { AgentProcess } from "./helpers/agent-process.js";
 import { startBridge } from "./helpers/bridge-process.js";

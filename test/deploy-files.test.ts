@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseAllDocuments } from "yaml";
-import { parseTokens } from "../src/api/auth.js";
+import { parseTokens } from "../src/api/http/auth.js";
 import { parseOrThrow } from "../src/domain/validation.js";
 import { maxGraceMs } from "../src/run/supervisor.js";
 import { ShardDefinition } from "../src/shards/definitions.js";

@@ -12,7 +12,7 @@ import { readExample } from "./helpers/examples.js";
 /**
  * The hot paths give V8 objects of the same hidden class request after request, so its
  * inline caches hit. Three ways they did not, all found in #11: express setting its
- * prototypes on every request (src/api/message-classes.ts: ~100 cache misses a request,
+ * prototypes on every request (src/api/http/message-classes.ts: ~100 cache misses a request,
  * 3-4x the CPU of `GET /healthz`); object literals that start with a spread and add a
  * field after it (`{ ...outcome, atUs }`), which on Node 20's V8 give every object a class
  * of its own (4 misses a renew, 3 a node list, 1 an inspector delivery); and generator

@@ -9,7 +9,7 @@ import { TEST_TOKENS, call, testAuthority } from "./helpers/http.js";
 /**
  * express 5 sets its app's prototypes on every request and response it takes; each such
  * change gives the object a hidden class of its own in V8, and every property access on it
- * then misses its cache (see src/api/message-classes.ts). The bridge's server builds its
+ * then misses its cache (see src/api/http/message-classes.ts). The bridge's server builds its
  * messages on those prototypes already, so express's call changes nothing.
  */
 describe("requests and responses keep the prototypes they are built with", () => {

@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import { Counter, Histogram, Registry, type RegistryContentType } from "prom-client";
-import { CellCounter, CellHistogram } from "../src/api/metric-cells.js";
+import { CellCounter, CellHistogram } from "../src/api/http/metric-cells.js";
 
 /**
  * The cell metrics print what prom-client's own metrics print for the same events: two

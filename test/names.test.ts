@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import fc from "fast-check";
 import { request } from "node:http";
-import { parseTokens } from "../src/api/auth.js";
+import { parseTokens } from "../src/api/http/auth.js";
 import { createApp } from "../src/api/app.js";
 import { AgentId, ShardName, hostKey } from "../src/domain/names.js";
 import { memoryUnderTest, useApp } from "./helpers/backends.js";

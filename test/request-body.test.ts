@@ -1,11 +1,11 @@
 import { expect } from "chai";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { joinChunks, readRequestChunks } from "../src/api/body.js";
+import { joinChunks, readRequestChunks } from "../src/api/http/body.js";
 
 /**
  * A large body is read a chunk per turn of the event loop, each chunk in memory of its own
- * (src/api/body.ts): left alone, libuv reads 2 MiB from a socket in one turn and node's
+ * (src/api/http/body.ts): left alone, libuv reads 2 MiB from a socket in one turn and node's
  * parser copies all of it, holding the loop every renew waits on.
  */
 describe("a large request body is read without holding the event loop", function () {

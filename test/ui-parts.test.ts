@@ -1,6 +1,6 @@
 import { expect } from "chai";
-import { TokenAuthority } from "../src/api/auth.js";
-import type { StatusSnapshot } from "../src/api/status-view.js";
+import { TokenAuthority } from "../src/api/http/auth.js";
+import type { StatusSnapshot } from "../src/api/ui/status-view.js";
 import { encodePageModel, pageModel } from "../src/api/ui/model.js";
 import { leaseTransitions, type LeaseLook, type SeenLease } from "../src/api/ui/transitions.js";
 import { StatusWatcher, type Viewer } from "../src/api/ui/watcher.js";

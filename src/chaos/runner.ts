@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { actsAfter, parseTransition } from "../agent/transition-log.js";
-import { devTokens } from "../api/auth.js";
+import { devTokens } from "../api/http/auth.js";
 import { Coverage, type CoverageSummary } from "../sim/coverage.js";
 import { layoutFleet } from "../sim/fleet.js";
 import type { Scenario } from "../sim/scenario.js";

@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import { readTokensFile } from "../api/auth.js";
+import { readTokensFile } from "../api/http/auth.js";
 import { ConfigError } from "../config.js";
 import { ValidationError, parseOrThrow } from "../domain/validation.js";
 

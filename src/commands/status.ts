@@ -8,7 +8,7 @@ import {
   ironicLine,
   shardRow,
   type StatusSnapshot,
-} from "../api/status-view.js";
+} from "../api/ui/status-view.js";
 import { ConfigError } from "../config.js";
 import { renderTable } from "../text/table.js";
 import { integerFlag } from "./io.js";

@@ -39,7 +39,7 @@ export const Shard = z.strictObject({
 });
 export type Shard = z.infer<typeof Shard>;
 
-/** A shard definition as the API shows it (src/api/definitions.ts). */
+/** A shard definition as the API shows it (src/api/routes/shard-definitions.ts). */
 export const ShardDefinition = z.strictObject({
   name: ShardName,
   description: z.string(),

@@ -1,7 +1,7 @@
 import type { AddressInfo } from "node:net";
 import type { BridgeApp } from "../../src/api/app.js";
-import { TokenAuthority } from "../../src/api/auth.js";
-import { bridgeServer } from "../../src/api/server.js";
+import { TokenAuthority } from "../../src/api/http/auth.js";
+import { bridgeServer } from "../../src/api/http/server.js";
 import { signedHeaders } from "../../src/inspection/signature.js";
 import { checkedText } from "./openapi.js";
 

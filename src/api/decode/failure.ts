@@ -1,5 +1,5 @@
 import { ValidationError } from "../../domain/validation.js";
-import { HttpError } from "../errors.js";
+import { HttpError } from "../http/errors.js";
 import type { Decoded } from "./result.js";
 
 /** The 400 for a body that did not decode: its fields at fault, or why it is not JSON. */

@@ -1,6 +1,6 @@
 import { Worker } from "node:worker_threads";
 import type { TraitRule } from "../../traits/inspection.js";
-import { joinChunks } from "../body.js";
+import { joinChunks } from "../http/body.js";
 import { decodeText, type DecodeJob, type ResultOf } from "./jobs.js";
 import type { Decoded } from "./result.js";
 import { ownBytes } from "./transfer.js";

@@ -1,5 +1,5 @@
 import { ValidationError, type FieldIssue } from "../../domain/validation.js";
-import { asBodyObject } from "../body.js";
+import { asBodyObject } from "../http/body.js";
 
 /**
  * What decoding a request body gives: the value, the fields at fault (a 400 naming each),

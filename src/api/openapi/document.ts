@@ -1,6 +1,6 @@
 import { versionInfo } from "../../version.js";
-import { bodyPolicy } from "../limits.js";
-import { PAGE_ROLES } from "../auth.js";
+import { bodyPolicy } from "../http/limits.js";
+import { PAGE_ROLES } from "../http/auth.js";
 import {
   ALL_ROLES,
   OPERATIONS,

@@ -3,7 +3,7 @@ import type { z } from "zod";
 import { NodeListQuery } from "../../domain/node.js";
 import { NodesQuery } from "../../contracts/agents.js";
 import { ReadQuery } from "../../contracts/feed.js";
-import { PAGE_ROLES, requireRole, type Role } from "../auth.js";
+import { PAGE_ROLES, requireRole, type Role } from "../http/auth.js";
 import { MAX_PAGES_PER_SESSION, MAX_VIEWERS, RECONNECT_MS, SESSION_MS, STATIC_TYPES } from "../ui/routes.js";
 import type { JsonSchema, PARAMETERS, SCHEMAS } from "./schemas.js";
 

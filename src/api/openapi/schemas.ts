@@ -4,7 +4,7 @@ import { AgentId, ShardName } from "../../domain/names.js";
 import { BulkNodesRequest, NodeInput, NodePatch, NodeUuid } from "../../domain/node.js";
 import { HeartbeatRequest } from "../../store/store.js";
 import { HeartbeatBody } from "../decode/heartbeat.js";
-import { LeaseWriteBodies } from "../leases.js";
+import { LeaseWriteBodies } from "../routes/leases.js";
 import { WebhookPayload } from "../decode/webhook.js";
 import { CSP, LoginForm, SESSION_COOKIE, SESSION_MS, STATIC_TYPES, StaticPath } from "../ui/routes.js";
 import { ShardDefinitionBody } from "../../shards/definitions.js";

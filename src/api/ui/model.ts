@@ -9,7 +9,7 @@ import {
   type AgentRow,
   type ShardRow,
   type StatusSnapshot,
-} from "../status-view.js";
+} from "./status-view.js";
 
 /*
  * What the status page draws, built here from a status snapshot with the same words as

@@ -2,10 +2,10 @@ import { readFileSync } from "node:fs";
 import { Router, type Request, type Response } from "express";
 import { z } from "zod";
 import { parseOrThrow } from "../../domain/validation.js";
-import { PAGE_ROLES, type TokenAuthority } from "../auth.js";
-import { mediaTypeOf, readRequestBody } from "../body.js";
-import { HttpError } from "../errors.js";
-import { bodyPolicy, LOGIN_PATH } from "../limits.js";
+import { PAGE_ROLES, type TokenAuthority } from "../http/auth.js";
+import { mediaTypeOf, readRequestBody } from "../http/body.js";
+import { HttpError } from "../http/errors.js";
+import { bodyPolicy, LOGIN_PATH } from "../http/limits.js";
 import type { StatusWatcher } from "./watcher.js";
 
 /*

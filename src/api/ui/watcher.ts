@@ -1,5 +1,5 @@
 import { logger } from "../../log.js";
-import type { StatusSnapshot } from "../status-view.js";
+import type { StatusSnapshot } from "./status-view.js";
 import { encodePageModel } from "./model.js";
 import { leaseLook, leaseTransitions, type LeaseLook, type LeaseTransition } from "./transitions.js";
 

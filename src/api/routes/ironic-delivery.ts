@@ -1,5 +1,5 @@
 import { Router } from "express";
-import type { IronicDelivery } from "../ironic/delivery.js";
+import type { IronicDelivery } from "../../ironic/delivery.js";
 import { deliveryOverview } from "./overview.js";
 
 /**

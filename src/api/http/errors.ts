@@ -1,8 +1,8 @@
 import type { ErrorRequestHandler } from "express";
-import { MAX_LISTED_ISSUES, ValidationError } from "../domain/validation.js";
-import { StoreUnavailableError } from "../domain/store-errors.js";
-import { HostTwinError } from "../domain/names.js";
-import type { ApiError } from "../contracts/errors.js";
+import { MAX_LISTED_ISSUES, ValidationError } from "../../domain/validation.js";
+import { StoreUnavailableError } from "../../domain/store-errors.js";
+import { HostTwinError } from "../../domain/names.js";
+import type { ApiError } from "../../contracts/errors.js";
 
 /** One error in the OpenStack API-SIG shape: the contract's (src/contracts/errors.ts). */
 export type { ApiError };

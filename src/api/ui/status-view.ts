@@ -1,6 +1,6 @@
-import type { AgentSummary } from "../contracts/agents.js";
-import type { IronicDelivery } from "../contracts/ironic.js";
-import type { ShardSummary } from "../contracts/shards.js";
+import type { AgentSummary } from "../../contracts/agents.js";
+import type { IronicDelivery } from "../../contracts/ironic.js";
+import type { ShardSummary } from "../../contracts/shards.js";
 
 /*
  * What an operator reads of the bridge's state, as words and numbers: one function per

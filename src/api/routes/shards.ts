@@ -1,16 +1,16 @@
 import { Router } from "express";
-import { parseOrThrow } from "../domain/validation.js";
-import { HttpError } from "./errors.js";
-import { ShardPath } from "./paths.js";
-import type { ShardCatalog } from "../shards/definitions.js";
-import type { Store } from "../store/store.js";
-import { seesTokens, principalOf } from "./auth.js";
-import { roleCheck } from "./openapi/operations.js";
-import { conflict } from "./errors.js";
-import { logger } from "../log.js";
+import { parseOrThrow } from "../../domain/validation.js";
+import { HttpError } from "../http/errors.js";
+import { ShardPath } from "../http/paths.js";
+import type { ShardCatalog } from "../../shards/definitions.js";
+import type { Store } from "../../store/store.js";
+import { seesTokens, principalOf } from "../http/auth.js";
+import { roleCheck } from "../openapi/operations.js";
+import { conflict } from "../http/errors.js";
+import { logger } from "../../log.js";
 import { leaseCensus, shardsOverview } from "./overview.js";
 import { leaseJson } from "./views.js";
-import type { Shard, ShardList } from "../contracts/shards.js";
+import type { Shard, ShardList } from "../../contracts/shards.js";
 
 /**
  * GET /v1/shards, answered like Ironic's ({"shards":[{"name","count"}]}, most nodes

@@ -1,6 +1,6 @@
-import type { Lease } from "../contracts/leases.js";
-import type { BareMetalNode } from "../domain/node.js";
-import type { LeaseView } from "../lease/machine.js";
+import type { Lease } from "../../contracts/leases.js";
+import type { BareMetalNode } from "../../domain/node.js";
+import type { LeaseView } from "../../lease/machine.js";
 
 /**
  * A JSON string for a value that needs no escaping in the common case: node names, shard

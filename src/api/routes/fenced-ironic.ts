@@ -1,17 +1,17 @@
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
-import { FencingToken, renewDeadlineMs } from "../domain/lease.js";
-import { ShardName } from "../domain/names.js";
-import { fenceServing } from "../shards/revocation.js";
-import type { ShardCatalog } from "../shards/definitions.js";
-import type { Store } from "../store/store.js";
-import { replaceAllBytes } from "../text/bytes.js";
-import { readRequestBody } from "./body.js";
-import { conflict, HttpError } from "./errors.js";
-import { FENCED_BODY } from "./limits.js";
-import type { BridgeMetrics } from "./metrics.js";
-import { serveRaw } from "./raw-route.js";
-import { rawHandler, type RawHandler } from "./routes.js";
+import { FencingToken, renewDeadlineMs } from "../../domain/lease.js";
+import { ShardName } from "../../domain/names.js";
+import { fenceServing } from "../../shards/revocation.js";
+import type { ShardCatalog } from "../../shards/definitions.js";
+import type { Store } from "../../store/store.js";
+import { replaceAllBytes } from "../../text/bytes.js";
+import { readRequestBody } from "../http/body.js";
+import { conflict, HttpError } from "../http/errors.js";
+import { FENCED_BODY } from "../http/limits.js";
+import type { BridgeMetrics } from "../http/metrics.js";
+import { serveRaw } from "../http/raw-route.js";
+import { rawHandler, type RawHandler } from "../http/mounted-routes.js";
 
 /**
  * `/fenced/{shard}/lease-{token}/ironic` + Ironic's own path. Not under /v1, and the token

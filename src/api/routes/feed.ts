@@ -1,15 +1,15 @@
 import { Router, type Response } from "express";
-import { ShardPath } from "./paths.js";
-import { AckBody, ReadQuery, type FeedCursor } from "../contracts/feed.js";
-import { parseBoth } from "../domain/validation.js";
-import type { TraitService } from "../traits/service.js";
-import type { Store } from "../store/store.js";
-import { assertOwnLease, principalOf } from "./auth.js";
-import { roleCheck } from "./openapi/operations.js";
-import { bodyObject } from "./body.js";
-import { conflict, HttpError } from "./errors.js";
-import type { ShardCatalog } from "../shards/definitions.js";
-import { fenceServing } from "../shards/revocation.js";
+import { ShardPath } from "../http/paths.js";
+import { AckBody, ReadQuery, type FeedCursor } from "../../contracts/feed.js";
+import { parseBoth } from "../../domain/validation.js";
+import type { TraitService } from "../../traits/service.js";
+import type { Store } from "../../store/store.js";
+import { assertOwnLease, principalOf } from "../http/auth.js";
+import { roleCheck } from "../openapi/operations.js";
+import { bodyObject } from "../http/body.js";
+import { conflict, HttpError } from "../http/errors.js";
+import type { ShardCatalog } from "../../shards/definitions.js";
+import { fenceServing } from "../../shards/revocation.js";
 
 /**
  * Only the live holder of the shard's lease, presenting its current token, reads or

@@ -1,15 +1,15 @@
 import type { ServerResponse } from "node:http";
-import { ShardPath } from "./paths.js";
+import { ShardPath } from "../http/paths.js";
 import { Router } from "express";
 import { z } from "zod";
-import { FenceRequest, ReleaseRequest, RenewRequest } from "../domain/lease.js";
-import { parseOrThrow, ValidationError, type FieldIssue } from "../domain/validation.js";
-import type { LeaseOutcome, LeaseView } from "../lease/machine.js";
-import type { ShardCatalog } from "../shards/definitions.js";
-import { mayLease } from "../shards/leasable.js";
-import { LEASE_WAIT_MAX_MS, type LeaseWaits, type WaitedOutcome } from "../shards/lease-waits.js";
-import { endRevoked, fenceServing } from "../shards/revocation.js";
-import type { Admit, Store } from "../store/store.js";
+import { FenceRequest, ReleaseRequest, RenewRequest } from "../../domain/lease.js";
+import { parseOrThrow, ValidationError, type FieldIssue } from "../../domain/validation.js";
+import type { LeaseOutcome, LeaseView } from "../../lease/machine.js";
+import type { ShardCatalog } from "../../shards/definitions.js";
+import { mayLease } from "../../shards/leasable.js";
+import { LEASE_WAIT_MAX_MS, type LeaseWaits, type WaitedOutcome } from "../../shards/lease-waits.js";
+import { endRevoked, fenceServing } from "../../shards/revocation.js";
+import type { Admit, Store } from "../../store/store.js";
 import {
   assertActsAs,
   assertOwnLease,
@@ -19,16 +19,16 @@ import {
   seesTokens,
   type Principal,
   type TokenAuthority,
-} from "./auth.js";
-import { asBodyObject, parseJson, readRequestBody } from "./body.js";
-import { rolesOf } from "./openapi/operations.js";
-import { conflict, HttpError } from "./errors.js";
+} from "../http/auth.js";
+import { asBodyObject, parseJson, readRequestBody } from "../http/body.js";
+import { rolesOf } from "../openapi/operations.js";
+import { conflict, HttpError } from "../http/errors.js";
 import { leaseJson } from "./views.js";
-import { SMALL_BODY } from "./limits.js";
-import type { BridgeMetrics } from "./metrics.js";
-import { noteWaited, serveRaw, type RawAnswer } from "./raw-route.js";
-import { rawHandler, type RawHandler } from "./routes.js";
-import type { FenceAnswer, LeaseGrant, LeaseState } from "../contracts/leases.js";
+import { SMALL_BODY } from "../http/limits.js";
+import type { BridgeMetrics } from "../http/metrics.js";
+import { noteWaited, serveRaw, type RawAnswer } from "../http/raw-route.js";
+import { rawHandler, type RawHandler } from "../http/mounted-routes.js";
+import type { FenceAnswer, LeaseGrant, LeaseState } from "../../contracts/leases.js";
 
 /**
  * The body of each lease write: the fields of the Store's request a caller sends (the

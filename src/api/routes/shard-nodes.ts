@@ -1,4 +1,4 @@
-import type { NodeRegistry } from "../nodes/registry.js";
+import type { NodeRegistry } from "../../nodes/registry.js";
 import { openNodeJson } from "./views.js";
 
 /** Shards larger than this are streamed page by page, never held whole. */

@@ -1,16 +1,16 @@
 import { Router } from "express";
-import { parseOrThrow } from "../domain/validation.js";
-import type { ShardCatalog, ShardDefinition } from "../shards/definitions.js";
+import { parseOrThrow } from "../../domain/validation.js";
+import type { ShardCatalog, ShardDefinition } from "../../shards/definitions.js";
 import {
   DEFINITIONS_REFRESH_MS,
   DefinedByFileError,
   type StoredDefinitions,
-} from "../shards/stored-definitions.js";
-import { roleCheck } from "./openapi/operations.js";
-import { bodyObject } from "./body.js";
-import { HttpError, conflict } from "./errors.js";
-import { ShardPath } from "./paths.js";
-import type { ShardDefinitionList, ShardDefinitionWritten } from "../contracts/shards.js";
+} from "../../shards/stored-definitions.js";
+import { roleCheck } from "../openapi/operations.js";
+import { bodyObject } from "../http/body.js";
+import { HttpError, conflict } from "../http/errors.js";
+import { ShardPath } from "../http/paths.js";
+import type { ShardDefinitionList, ShardDefinitionWritten } from "../../contracts/shards.js";
 
 /** A definition as the API shows it: every field, `agents` null for any agent, and where it comes from. */
 export function definitionJson(definition: ShardDefinition, catalog: ShardCatalog) {

@@ -1,21 +1,21 @@
 import { Router, type Request } from "express";
-import type { BareMetalNode } from "../domain/node.js";
-import type { NodeRegistry } from "../nodes/registry.js";
-import type { TraitService } from "../traits/service.js";
-import { roleCheck } from "./openapi/operations.js";
-import { yieldToLoop } from "../loop.js";
-import { bodyObject } from "./body.js";
-import { unpackNodes } from "./decode/bulk.js";
-import type { DecodePool } from "./decode/pool.js";
-import { decodeFailure } from "./decode/failure.js";
-import { BULK_PATH } from "./limits.js";
-import { streamJsonList } from "./stream.js";
+import type { BareMetalNode } from "../../domain/node.js";
+import type { NodeRegistry } from "../../nodes/registry.js";
+import type { TraitService } from "../../traits/service.js";
+import { roleCheck } from "../openapi/operations.js";
+import { yieldToLoop } from "../../loop.js";
+import { bodyObject } from "../http/body.js";
+import { unpackNodes } from "../decode/bulk.js";
+import type { DecodePool } from "../decode/pool.js";
+import { decodeFailure } from "../decode/failure.js";
+import { BULK_PATH } from "../http/limits.js";
+import { streamJsonList } from "../http/stream.js";
 import { nodeJson } from "./views.js";
 
 /** Nodes of a bulk written per store call. */
 const BULK_CHUNK = 250;
-import { HttpError, nodeNotFound } from "./errors.js";
-import type { BulkResult, Node } from "../contracts/nodes.js";
+import { HttpError, nodeNotFound } from "../http/errors.js";
+import type { BulkResult, Node } from "../../contracts/nodes.js";
 
 /** The path's uuid, as given: the registry validates and canonicalises it. */
 const uuidOf = (req: Request): string => (req.params as { uuid: string }).uuid;

@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
-import type { BridgeApp } from "./app.js";
+import type { BridgeApp } from "../app.js";
 import type { ApiError } from "./errors.js";
 
 /** What Node's parser reports, by its error code, as the answer a client can act on. */

@@ -1,8 +1,8 @@
 import { Router, type RequestHandler } from "express";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import { CellCounter, CellHistogram } from "./metric-cells.js";
-import type { DeliveryStats, IronicDelivery } from "../ironic/delivery.js";
-import type { Store } from "../store/store.js";
+import type { DeliveryStats, IronicDelivery } from "../../ironic/delivery.js";
+import type { Store } from "../../store/store.js";
 
 const MAX_SHARD_LABELS = 2000;
 

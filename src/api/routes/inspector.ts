@@ -2,29 +2,29 @@ import { timingSafeEqual } from "node:crypto";
 import type { IncomingHttpHeaders } from "node:http";
 import { Router } from "express";
 import { z } from "zod";
-import { NodePath } from "../domain/node.js";
-import { parseOrThrow } from "../domain/validation.js";
-import { decodeFailure } from "./decode/failure.js";
-import type { DecodePool } from "./decode/pool.js";
-import { INSPECTOR, type FinalOutcome, type TraitService } from "../traits/service.js";
-import type { ApiError } from "./errors.js";
-import { conflict, HttpError, nodeNotFound } from "./errors.js";
-import { assertRole, principalFrom, principalOf, type TokenAuthority } from "./auth.js";
-import { roleCheck, rolesOf } from "./openapi/operations.js";
-import { logger } from "../log.js";
-import { bodyObject, readRequestChunks } from "./body.js";
-import type { BridgeMetrics } from "./metrics.js";
-import { serveRaw, type RawAnswer } from "./raw-route.js";
-import { rawHandler, type RawHandler } from "./routes.js";
-import { SIGNATURE_HEADERS, SIGNATURE_WINDOW_S, webhookSignature } from "../inspection/signature.js";
+import { NodePath } from "../../domain/node.js";
+import { parseOrThrow } from "../../domain/validation.js";
+import { decodeFailure } from "../decode/failure.js";
+import type { DecodePool } from "../decode/pool.js";
+import { INSPECTOR, type FinalOutcome, type TraitService } from "../../traits/service.js";
+import type { ApiError } from "../http/errors.js";
+import { conflict, HttpError, nodeNotFound } from "../http/errors.js";
+import { assertRole, principalFrom, principalOf, type TokenAuthority } from "../http/auth.js";
+import { roleCheck, rolesOf } from "../openapi/operations.js";
+import { logger } from "../../log.js";
+import { bodyObject, readRequestChunks } from "../http/body.js";
+import type { BridgeMetrics } from "../http/metrics.js";
+import { serveRaw, type RawAnswer } from "../http/raw-route.js";
+import { rawHandler, type RawHandler } from "../http/mounted-routes.js";
+import { SIGNATURE_HEADERS, SIGNATURE_WINDOW_S, webhookSignature } from "../../inspection/signature.js";
 
-import { WEBHOOK_BODY, WEBHOOK_PATH } from "./limits.js";
+import { WEBHOOK_BODY, WEBHOOK_PATH } from "../http/limits.js";
 import {
   TraitResetBody,
   type NodeTraits,
   type TraitsApplied,
   type TraitsReset,
-} from "../contracts/traits.js";
+} from "../../contracts/traits.js";
 
 /** How long a delivery id is remembered, so a retried delivery gets its first answer. */
 const DELIVERY_MEMORY_S = 24 * 3600;

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { logger } from "../log.js";
+import { logger } from "../../log.js";
 
 /** A request slower than this is logged at warn: something held the bridge or its store. */
 const SLOW_REQUEST_MS = 500;

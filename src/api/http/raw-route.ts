@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { ValidationError } from "../domain/validation.js";
-import { logger } from "../log.js";
+import { ValidationError } from "../../domain/validation.js";
+import { logger } from "../../log.js";
 import { errorAnswer } from "./errors.js";
 import type { BridgeMetrics } from "./metrics.js";
 import { logRequest, requestIdOf } from "./request-log.js";
