@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import { createApp } from "../src/api/app.js";
 import { IronicClient } from "../src/ironic/client.js";
-import { IronicDelivery, type IronicDeliveryOptions } from "../src/ironic/delivery.js";
+import { IronicQueueDelivery, type IronicDeliveryOptions } from "../src/ironic/delivery.js";
 import { toBridgeNodes } from "../src/ironic/sync.js";
 import { openStore } from "../src/store/open.js";
 import type { Store } from "../src/store/store.js";
@@ -16,7 +16,7 @@ import type { TestRedisServer } from "./helpers/redis-server.js";
 interface Bridge {
   base: string;
   store: Store;
-  delivery: IronicDelivery;
+  delivery: IronicQueueDelivery;
   close(): Promise<void>;
 }
 
@@ -63,7 +63,7 @@ describe("Durable delivery to the real Ironic, on Redis", function () {
   ): Promise<Bridge> {
     const { queueMax, start = true, ...delivering } = options;
     const store = await openStore(redis.url, queueMax === undefined ? {} : { ironicQueueMax: queueMax });
-    const delivery = new IronicDelivery(store.traits.ironicQueue, store.ironicOwners, {
+    const delivery = new IronicQueueDelivery(store.traits.ironicQueue, store.ironicOwners, {
       endpoint: ironic.endpoint,
       ownerTtlMs: 8000,
       pollMs: 50,
@@ -214,7 +214,7 @@ describe("Durable delivery to the real Ironic, on Redis", function () {
       }
       if (k === 8) {
         // A delivers again: the partitions are shared anew, mid-stream.
-        a.delivery = new IronicDelivery(a.store.traits.ironicQueue, a.store.ironicOwners, {
+        a.delivery = new IronicQueueDelivery(a.store.traits.ironicQueue, a.store.ironicOwners, {
           endpoint: ironic.endpoint,
           ownerTtlMs: 8000,
           pollMs: 50,

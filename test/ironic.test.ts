@@ -6,7 +6,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { createApp } from "../src/api/app.js";
 import { IronicClient, IronicError } from "../src/ironic/client.js";
-import { IronicDelivery } from "../src/ironic/delivery.js";
+import { IronicQueueDelivery } from "../src/ironic/delivery.js";
 import { toBridgeNodes } from "../src/ironic/sync.js";
 import { memoryUnderTest, useApp } from "./helpers/backends.js";
 import { untilDrained } from "./helpers/delivery.js";
@@ -20,7 +20,7 @@ describe("Ironic: trait sink and inventory sync against the real Ironic API", fu
   const ironicPeer = useIronicPeer("Ironic tests");
   let ironic: IronicPeer;
   let client: IronicClient;
-  let delivery: IronicDelivery;
+  let delivery: IronicQueueDelivery;
   before(() => {
     ironic = ironicPeer.peer;
     client = new IronicClient(ironic.endpoint);
@@ -29,7 +29,7 @@ describe("Ironic: trait sink and inventory sync against the real Ironic API", fu
   // The embedded store: the queue and its delivery in this process, one per test's store.
   const ctx = useApp(memoryUnderTest(), (store) => {
     // Short retries: the give-up case below waits them out (three attempts at a node Ironic lacks).
-    delivery = new IronicDelivery(store.traits.ironicQueue, store.ironicOwners, {
+    delivery = new IronicQueueDelivery(store.traits.ironicQueue, store.ironicOwners, {
       endpoint: ironic.endpoint,
       ownerTtlMs: 8000,
       retry: { backoffMs: 200, goneAttempts: 3 },

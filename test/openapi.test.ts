@@ -4,7 +4,7 @@ import { Validator } from "@seriousme/openapi-schema-validator";
 import express, { Router } from "express";
 import { TokenAuthority } from "../src/api/http/auth.js";
 import { createApp } from "../src/api/app.js";
-import { IronicDelivery } from "../src/ironic/delivery.js";
+import { IronicQueueDelivery } from "../src/ironic/delivery.js";
 import { openApiDocument } from "../src/api/openapi/document.js";
 import { rolesOf } from "../src/api/openapi/operations.js";
 import { expressRoutes } from "../src/api/http/mounted-routes.js";
@@ -947,7 +947,7 @@ describe("OpenAPI contract: the fenced Ironic endpoint, against the real Ironic"
       catalog,
       ironicUrl: peer.peer.endpoint,
       // Delivery configured (not started: only its report is asked for here).
-      ironic: new IronicDelivery(store.traits.ironicQueue, store.ironicOwners, {
+      ironic: new IronicQueueDelivery(store.traits.ironicQueue, store.ironicOwners, {
         endpoint: peer.peer.endpoint,
       }),
     }),

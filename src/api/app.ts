@@ -18,7 +18,7 @@ import { StatusWatcher } from "./ui/watcher.js";
 import { readBody, parseJsonBody } from "./http/body.js";
 import { DecodePool } from "./decode/pool.js";
 import { HttpError, errorHandler } from "./http/errors.js";
-import type { IronicDelivery } from "../ironic/delivery.js";
+import type { IronicQueueDelivery } from "../ironic/delivery.js";
 import { OwnershipRegistry } from "../traits/ownership.js";
 import type { TraitRule } from "../traits/inspection.js";
 import { TraitService } from "../traits/service.js";
@@ -47,7 +47,7 @@ export interface AppOptions {
   /** trait rules, ownership and the webhook secret; defaults: no rules, compute's ownership, no secret */
   inspector?: { rules: TraitRule[]; ownership: OwnershipRegistry; secret?: string | undefined };
   /** the delivery of applied trait changes to Ironic, if any: commits queue them for it */
-  ironic?: IronicDelivery;
+  ironic?: IronicQueueDelivery;
   /** the Ironic API the fenced endpoint (/fenced/{shard}/lease-{token}/ironic) forwards to */
   ironicUrl?: string;
   /** the legacy ring pool: ring kind, rebuild period, service down time, clock */
@@ -60,7 +60,7 @@ export interface AppOptions {
 export function bridgeTraits(
   store: Store,
   ownership: OwnershipRegistry,
-  ironic?: IronicDelivery,
+  ironic?: IronicQueueDelivery,
 ): TraitService {
   return new TraitService(store.traits, store.nodes, ownership, {
     toIronic: ironic !== undefined,

@@ -8,7 +8,7 @@ import { ConfigError, readJsonConfig } from "../config.js";
 import { TokenAuthority, devTokens, parseTokens, readTokensFile } from "../api/http/auth.js";
 import { z } from "zod";
 import { IronicClient } from "../ironic/client.js";
-import { DEFAULT_OWNER_TTL_MS, IronicDelivery } from "../ironic/delivery.js";
+import { DEFAULT_OWNER_TTL_MS, IronicQueueDelivery } from "../ironic/delivery.js";
 import { workerIdentity } from "../ironic/worker-identity.js";
 import { ironicAuthFromEnv } from "../ironic/keystone.js";
 import { NotificationListener } from "../inspection/notification-listener.js";
@@ -145,7 +145,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
   const ironic =
     values.ironic === undefined
       ? undefined
-      : new IronicDelivery(store.traits.ironicQueue, store.ironicOwners, {
+      : new IronicQueueDelivery(store.traits.ironicQueue, store.ironicOwners, {
           endpoint: values.ironic,
           auth: ironicAuth,
           ownerTtlMs: delivery.ownerTtlMs,

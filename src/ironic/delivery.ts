@@ -142,7 +142,7 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
  * heartbeat counts them); one over its share hands partitions over, after its calls in
  * flight have ended.
  */
-export class IronicDelivery {
+export class IronicQueueDelivery {
   readonly durable: boolean;
   /** told how long each delivered change waited since it was queued, ms (the lag histogram) */
   onDelivered: (waitedMs: number) => void = () => undefined;

@@ -1,9 +1,9 @@
-import type { IronicDelivery } from "../../src/ironic/delivery.js";
+import type { IronicQueueDelivery } from "../../src/ironic/delivery.js";
 import { IronicClient } from "../../src/ironic/client.js";
 import type { TraitCall } from "./ironic-peer.js";
 
 /** Resolve once the queue holds nothing for Ironic (delivered or given up), or fail after `timeoutMs`. */
-export async function untilDrained(delivery: IronicDelivery, timeoutMs = 30_000): Promise<void> {
+export async function untilDrained(delivery: IronicQueueDelivery, timeoutMs = 30_000): Promise<void> {
   const deadline = performance.now() + timeoutMs;
   for (;;) {
     const { queue } = await delivery.stats();

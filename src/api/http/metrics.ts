@@ -1,7 +1,7 @@
 import { Router, type RequestHandler } from "express";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import { CellCounter, CellHistogram } from "./metric-cells.js";
-import type { DeliveryStats, IronicDelivery } from "../../ironic/delivery.js";
+import type { DeliveryStats, IronicQueueDelivery } from "../../ironic/delivery.js";
 import type { Store } from "../../store/store.js";
 
 const MAX_SHARD_LABELS = 2000;
@@ -120,7 +120,7 @@ export class BridgeMetrics {
    * every bridge: take the max across bridges, not the sum); what was delivered, retried
    * and given up, and the lag histogram, are this bridge's own.
    */
-  watchIronic(delivery: IronicDelivery): void {
+  watchIronic(delivery: IronicQueueDelivery): void {
     const registers = [this.registry];
     // One store read serves every gauge of a scrape. A store away leaves them as they were:
     // the rest of /metrics still answers (and /readyz says the store is away).

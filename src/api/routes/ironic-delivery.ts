@@ -1,5 +1,5 @@
 import { Router } from "express";
-import type { IronicDelivery } from "../../ironic/delivery.js";
+import type { IronicQueueDelivery } from "../../ironic/delivery.js";
 import { deliveryOverview } from "./overview.js";
 
 /**
@@ -8,7 +8,7 @@ import { deliveryOverview } from "./overview.js";
  * figures are the store's (every bridge on it answers the same); `this_bridge` is the
  * answering bridge's own part.
  */
-export function ironicDeliveryRoutes(delivery: IronicDelivery | undefined): Router {
+export function ironicDeliveryRoutes(delivery: IronicQueueDelivery | undefined): Router {
   const router = Router();
   router.get("/v1/ironic/delivery", async (_req, res) => void res.json(await deliveryOverview(delivery)));
   return router;

@@ -2,7 +2,7 @@ import type { AgentSummary } from "../../contracts/agents.js";
 import type { IronicDelivery } from "../../contracts/ironic.js";
 import type { ShardSummary } from "../../contracts/shards.js";
 import { fromStore } from "../../domain/store-errors.js";
-import type { IronicDelivery as IronicQueueDelivery } from "../../ironic/delivery.js";
+import type { IronicQueueDelivery } from "../../ironic/delivery.js";
 import type { LeaseView } from "../../lease/machine.js";
 import { legacyPoolMembers } from "../../ring/membership.js";
 import type { ShardCount } from "../../nodes/port.js";
