@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { createApp } from "../src/api/app.js";
+import { bridgeApp } from "./helpers/app.js";
 import { ShardCatalog } from "../src/shards/definitions.js";
 import { backendsUnderTest, useApp } from "./helpers/backends.js";
 import { call, TEST_TOKENS, testAuthority, uuid, wholeNode } from "./helpers/http.js";
@@ -7,7 +7,7 @@ import { call, TEST_TOKENS, testAuthority, uuid, wholeNode } from "./helpers/htt
 for (const backend of backendsUnderTest()) {
   describe(`Agents over HTTP: ${backend.name}`, () => {
     const catalog = new ShardCatalog([{ name: "empty", description: "", lease_ttl_ms: 6000 }]);
-    const ctx = useApp(backend, (store) => createApp(store, { authority: testAuthority(), catalog }));
+    const ctx = useApp(backend, (store) => bridgeApp(store, { authority: testAuthority(), catalog }));
     const as = (agent: string) => TEST_TOKENS.agent(agent);
 
     beforeEach(async () => {

@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { createApp } from "../src/api/app.js";
+import { bridgeApp } from "./helpers/app.js";
 import { TokenAuthority, devTokens } from "../src/api/http/auth.js";
 import { ShardCatalog } from "../src/shards/definitions.js";
 import { memoryUnderTest, useApp } from "./helpers/backends.js";
@@ -14,7 +14,7 @@ describe("Auth: bearer tokens per role", () => {
     { name: "s2", description: "", lease_ttl_ms: 6000 },
   ]);
   const backend = memoryUnderTest();
-  const ctx = useApp(backend, (store) => createApp(store, { authority: testAuthority(), catalog }));
+  const ctx = useApp(backend, (store) => bridgeApp(store, { authority: testAuthority(), catalog }));
   const agent0 = TEST_TOKENS.agent("compute-0");
   const agent1 = TEST_TOKENS.agent("compute-1");
 

@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { createApp } from "../src/api/app.js";
+import { bridgeApp } from "./helpers/app.js";
 import { parseTokens } from "../src/api/http/auth.js";
 import { ShardCatalog } from "../src/shards/definitions.js";
 import { memoryUnderTest, useApp } from "./helpers/backends.js";
@@ -11,7 +11,7 @@ describe("API edges an operator meets", () => {
   const backend = memoryUnderTest();
   const ctx = useApp(backend, (store) =>
     // A bridge that leases any name (serve --allow-undefined-shards): "ghost" below.
-    createApp(store, { authority: testAuthority(), catalog: new ShardCatalog([], true) }),
+    bridgeApp(store, { authority: testAuthority(), catalog: new ShardCatalog([], true) }),
   );
 
   it("answers an unknown route with a 404 in the API-SIG shape", async () => {

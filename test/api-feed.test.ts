@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { createApp } from "../src/api/app.js";
+import { bridgeApp } from "./helpers/app.js";
 import { ShardCatalog } from "../src/shards/definitions.js";
 import { OwnershipRegistry } from "../src/traits/ownership.js";
 import { backendsUnderTest, useApp } from "./helpers/backends.js";
@@ -18,7 +18,7 @@ const POOL_NODE = "7b0e1d2c-b4a5-4697-8877-665544332212";
 for (const backend of backendsUnderTest()) {
   describe(`Trait feed to the active agent: ${backend.name}`, () => {
     const ctx = useApp(backend, (store) =>
-      createApp(store, {
+      bridgeApp(store, {
         authority: testAuthority(),
         inspector: { rules: [], ownership: new OwnershipRegistry(), secret: TEST_WEBHOOK_SECRET },
       }),
@@ -118,7 +118,7 @@ for (const backend of backendsUnderTest()) {
     // rack-b carries no node until the test moves one there: defined, so its agent can hold it first.
     const catalog = new ShardCatalog([{ name: "rack-b", description: "", lease_ttl_ms: 6000 }]);
     const ctx = useApp(backend, (store) =>
-      createApp(store, {
+      bridgeApp(store, {
         authority: testAuthority(),
         catalog,
         inspector: { rules: [], ownership: new OwnershipRegistry(), secret: TEST_WEBHOOK_SECRET },

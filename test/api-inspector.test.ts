@@ -1,6 +1,6 @@
 import { exampleInspector, readExample, withoutVendor } from "./helpers/examples.js";
 import { expect } from "chai";
-import { createApp } from "../src/api/app.js";
+import { bridgeApp } from "./helpers/app.js";
 import { backendsUnderTest, useApp } from "./helpers/backends.js";
 import { call, postWebhook, TEST_TOKENS, TEST_WEBHOOK_SECRET, wholeNode } from "./helpers/http.js";
 import { signedHeaders } from "../src/inspection/signature.js";
@@ -18,7 +18,7 @@ interface Sent {
 for (const backend of backendsUnderTest()) {
   describe(`Inspector webhook: ${backend.name}`, () => {
     const ctx = useApp(backend, (store) =>
-      createApp(store, {
+      bridgeApp(store, {
         authority: testAuthority(),
         inspector: exampleInspector(),
       }),

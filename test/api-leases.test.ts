@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { createApp } from "../src/api/app.js";
+import { bridgeApp } from "./helpers/app.js";
 import { ShardCatalog } from "../src/shards/definitions.js";
 import { backendsUnderTest, useApp } from "./helpers/backends.js";
 import { call, TEST_TOKENS, testAuthority, uuid, wholeNode } from "./helpers/http.js";
@@ -11,7 +11,7 @@ const shardNames = async (base: string): Promise<string[]> =>
 for (const backend of backendsUnderTest()) {
   describe(`Lease HTTP routes: ${backend.name}`, () => {
     const catalog = new ShardCatalog([{ name: "s1", description: "", lease_ttl_ms: 6000 }]);
-    const ctx = useApp(backend, (store) => createApp(store, { authority: testAuthority(), catalog }));
+    const ctx = useApp(backend, (store) => bridgeApp(store, { authority: testAuthority(), catalog }));
 
     it("acquires, refuses a second agent with 409 naming the holder, fences, releases with 204", async () => {
       const got = await call(`${ctx.base}/v1/shards/s1/lease`, "POST", { agent: "compute-a" });

@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { createApp } from "../src/api/app.js";
+import { bridgeApp } from "./helpers/app.js";
 import { ShardCatalog } from "../src/shards/definitions.js";
 import { backendsUnderTest, useApp } from "./helpers/backends.js";
 import { call, testAuthority, uuid, wholeNode } from "./helpers/http.js";
@@ -7,7 +7,7 @@ import { call, testAuthority, uuid, wholeNode } from "./helpers/http.js";
 for (const backend of backendsUnderTest()) {
   describe(`Node registry over HTTP: ${backend.name}`, () => {
     const catalog = new ShardCatalog([{ name: "spare", description: "kept empty", lease_ttl_ms: 6000 }]);
-    const ctx = useApp(backend, (store) => createApp(store, { authority: testAuthority(), catalog }));
+    const ctx = useApp(backend, (store) => bridgeApp(store, { authority: testAuthority(), catalog }));
 
     it("creates (201), replaces (200), reads, deletes (204) a node, and 404s an unknown one", async () => {
       const id = uuid(1);

@@ -1,13 +1,13 @@
 import { expect } from "chai";
 import { Writable } from "node:stream";
 import winston from "winston";
-import { createApp } from "../src/api/app.js";
+import { bridgeApp } from "./helpers/app.js";
 import { logger } from "../src/log.js";
 import { memoryUnderTest, useApp } from "./helpers/backends.js";
 import { call, TEST_TOKENS, testAuthority, wholeNode } from "./helpers/http.js";
 
 describe("Operations: metrics and request ids", () => {
-  const ctx = useApp(memoryUnderTest(), (store) => createApp(store, { authority: testAuthority() }));
+  const ctx = useApp(memoryUnderTest(), (store) => bridgeApp(store, { authority: testAuthority() }));
 
   it("serves Prometheus text at /metrics without a token: leases, requests by route, nodes per shard", async () => {
     await call(

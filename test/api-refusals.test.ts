@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import { connect } from "node:net";
-import { createApp } from "../src/api/app.js";
+import { bridgeApp } from "./helpers/app.js";
 import { MAX_LISTED_ISSUES } from "../src/domain/validation.js";
 import { ShardCatalog } from "../src/shards/definitions.js";
 import { OwnershipRegistry } from "../src/traits/ownership.js";
@@ -63,7 +63,7 @@ for (const backend of backendsUnderTest()) {
   describe(`Refused or meaningless requests write nothing: ${backend.name}`, () => {
     const catalog = new ShardCatalog([{ name: "rack-b", description: "", lease_ttl_ms: 6000 }]);
     const ctx = useApp(backend, (store) =>
-      createApp(store, {
+      bridgeApp(store, {
         authority: testAuthority(),
         catalog,
         inspector: { rules: [], ownership: new OwnershipRegistry(), secret: TEST_WEBHOOK_SECRET },

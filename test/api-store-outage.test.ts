@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { createApp } from "../src/api/app.js";
+import { bridgeApp } from "./helpers/app.js";
 import { openStore } from "../src/store/open.js";
 import type { Store } from "../src/store/store.js";
 import { call, listen, testAuthority, TEST_TOKENS } from "./helpers/http.js";
@@ -15,7 +15,7 @@ describe("Store outage over HTTP", function () {
   before(async () => {
     server = await TestRedisServer.start();
     store = await openStore(server.url, { commandTimeoutMs: 500 });
-    ({ url: base, close } = await listen(createApp(store, { authority: testAuthority() })));
+    ({ url: base, close } = await listen(bridgeApp(store, { authority: testAuthority() })));
   });
   after(async () => {
     await close();

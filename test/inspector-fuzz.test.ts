@@ -1,7 +1,7 @@
 import { exampleInspector, readExample } from "./helpers/examples.js";
 import { expect } from "chai";
 import fc from "fast-check";
-import { createApp } from "../src/api/app.js";
+import { bridgeApp } from "./helpers/app.js";
 import { backendsUnderTest, useApp } from "./helpers/backends.js";
 import { call, postWebhook, testAuthority, wholeNode } from "./helpers/http.js";
 
@@ -64,7 +64,7 @@ for (const backend of backendsUnderTest()) {
   describe(`Inspector webhook fuzz: ${backend.name}`, function () {
     this.timeout(120_000);
     const ctx = useApp(backend, (store) =>
-      createApp(store, {
+      bridgeApp(store, {
         authority: testAuthority(),
         inspector: exampleInspector(),
       }),

@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { createApp } from "../src/api/app.js";
+import { bridgeApp } from "./helpers/app.js";
 import { IronicClient } from "../src/ironic/client.js";
 import { IronicQueueDelivery, type IronicDeliveryOptions } from "../src/ironic/delivery.js";
 import { toBridgeNodes } from "../src/ironic/sync.js";
@@ -74,7 +74,7 @@ describe("Durable delivery to the real Ironic, on Redis", function () {
     });
     if (start) delivery.start();
     const served = await listen(
-      createApp(store, { authority: testAuthority(), inspector: exampleInspector(), ironic: delivery }),
+      bridgeApp(store, { authority: testAuthority(), inspector: exampleInspector(), ironic: delivery }),
     );
     const made: Bridge = {
       base: served.url,

@@ -4,7 +4,7 @@ import { startBridge } from "./helpers/bridge-process.js";
 import { expect } from "chai";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { createApp } from "../src/api/app.js";
+import { bridgeApp } from "./helpers/app.js";
 import { IronicClient, IronicError } from "../src/ironic/client.js";
 import { IronicQueueDelivery } from "../src/ironic/delivery.js";
 import { toBridgeNodes } from "../src/ironic/sync.js";
@@ -34,7 +34,7 @@ describe("Ironic: trait sink and inventory sync against the real Ironic API", fu
       ownerTtlMs: 8000,
       retry: { backoffMs: 200, goneAttempts: 3 },
     }).start();
-    return createApp(store, { authority: testAuthority(), inspector: exampleInspector(), ironic: delivery });
+    return bridgeApp(store, { authority: testAuthority(), inspector: exampleInspector(), ironic: delivery });
   });
   afterEach(() => delivery.stop());
 

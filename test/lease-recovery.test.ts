@@ -2,7 +2,7 @@ import { MemoryTraits } from "../src/traits/memory.js";
 import { MemoryNodes } from "../src/nodes/memory.js";
 import { openStore } from "../src/store/open.js";
 import { expect } from "chai";
-import { createApp } from "../src/api/app.js";
+import { bridgeApp } from "./helpers/app.js";
 import { ShardCatalog } from "../src/shards/definitions.js";
 import { MemoryBackend } from "../src/store/memory.js";
 import { Store } from "../src/store/store.js";
@@ -24,7 +24,7 @@ describe("Lease recovery after the store started empty", function () {
     expect(!refused.ok && refused.retryAfterMs).to.be.within(5000, 6000);
 
     const catalog = new ShardCatalog([{ name: "s1", description: "", lease_ttl_ms: 6000 }]);
-    const { url, close } = await listen(createApp(store, { authority: testAuthority(), catalog }));
+    const { url, close } = await listen(bridgeApp(store, { authority: testAuthority(), catalog }));
     try {
       const answer = await call(`${url}/v1/shards/s1/lease`, "POST", { agent: "a" });
       expect(answer.status).to.equal(409);

@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import { BridgeClient } from "../src/agent/client.js";
-import { createApp } from "../src/api/app.js";
+import { bridgeApp } from "./helpers/app.js";
 import type { LeaseOutcome } from "../src/lease/machine.js";
 import { noWaits, stepWaits, type Refusal, type ShardWaits, type WaitAction } from "../src/lease/waits.js";
 import { ShardCatalog } from "../src/shards/definitions.js";
@@ -240,7 +240,7 @@ async function bridgesOn(spec: string, n: number) {
     const store = await openStore(spec);
     stores.push(store);
     const bridge = await listen(
-      createApp(store, { authority: testAuthority(), catalog, inspector: exampleInspector() }),
+      bridgeApp(store, { authority: testAuthority(), catalog, inspector: exampleInspector() }),
     );
     urls.push(bridge.url);
     closers.push(bridge.close);

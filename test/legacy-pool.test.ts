@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { createApp } from "../src/api/app.js";
+import { bridgeApp } from "./helpers/app.js";
 import type { BareMetalNode } from "../src/domain/node.js";
 import { randomUuid, seededRandom } from "../src/random.js";
 import { legacyNodesOf, legacyPoolMembers, servesNoShard, shardInService } from "../src/ring/membership.js";
@@ -105,7 +105,7 @@ describe("Legacy pool: nova's membership rules (pure)", () => {
 for (const backend of backendsUnderTest()) {
   describe(`Mixed mode over HTTP (shards and nova's ring): ${backend.name}`, () => {
     const ctx = useApp(backend, (store) =>
-      createApp(store, { authority: testAuthority(), legacy: { rebuildMs: 0 } }),
+      bridgeApp(store, { authority: testAuthority(), legacy: { rebuildMs: 0 } }),
     );
     const as = (agent: string) => TEST_TOKENS.agent(agent);
     const random = seededRandom(11);

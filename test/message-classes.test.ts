@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import { createServer, IncomingMessage, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { createApp } from "../src/api/app.js";
+import { bridgeApp } from "./helpers/app.js";
 import { ShardCatalog } from "../src/shards/definitions.js";
 import { memoryUnderTest, useApp } from "./helpers/backends.js";
 import { TEST_TOKENS, call, testAuthority } from "./helpers/http.js";
@@ -14,8 +14,8 @@ import { TEST_TOKENS, call, testAuthority } from "./helpers/http.js";
  */
 describe("requests and responses keep the prototypes they are built with", () => {
   const backend = memoryUnderTest();
-  const makeApp = (store: Parameters<typeof createApp>[0]) =>
-    createApp(store, { authority: testAuthority(), catalog: new ShardCatalog() });
+  const makeApp = (store: Parameters<typeof bridgeApp>[0]) =>
+    bridgeApp(store, { authority: testAuthority(), catalog: new ShardCatalog() });
   const ctx = useApp(backend, makeApp);
 
   /** Run `work` with Object.setPrototypeOf watched: the HTTP messages it was asked to give a new prototype. */

@@ -3,7 +3,7 @@ import fc from "fast-check";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createApp } from "../src/api/app.js";
+import { bridgeApp } from "./helpers/app.js";
 import { ShardName } from "../src/domain/names.js";
 import { IronicClient } from "../src/ironic/client.js";
 import { randomUuid, seededRandom } from "../src/random.js";
@@ -349,7 +349,7 @@ describe("shardbridge compare and migrate plan (commands)", function () {
 describe("migrate plan --apply to a bridge: switching from the ring to shards moves no node", function () {
   this.timeout(120_000);
   const ctx = useApp(memoryUnderTest(), (store) =>
-    createApp(store, { authority: testAuthority(), legacy: { rebuildMs: 0 } }),
+    bridgeApp(store, { authority: testAuthority(), legacy: { rebuildMs: 0 } }),
   );
   const legacyAgents = ["compute-a", "compute-b", "compute-9"];
   const as = (agent: string) => TEST_TOKENS.agent(agent);
@@ -439,7 +439,7 @@ for (const backend of backendsUnderTest())
   describe(`The switch from nova's ring to shards, checked at every instant (node by node): ${backend.name}`, function () {
     this.timeout(120_000);
     const ctx = useApp(backend, (store) =>
-      createApp(store, { authority: testAuthority(), legacy: { rebuildMs: 0 } }),
+      bridgeApp(store, { authority: testAuthority(), legacy: { rebuildMs: 0 } }),
     );
     const agents = ["compute-a", "compute-b", "compute-9"];
     const as = (agent: string) => TEST_TOKENS.agent(agent);
@@ -551,7 +551,7 @@ for (const backend of backendsUnderTest())
 describe("migrate apply resumes a run that stopped half way (a bridge, no Ironic)", function () {
   this.timeout(120_000);
   const ctx = useApp(memoryUnderTest(), (store) =>
-    createApp(store, { authority: testAuthority(), legacy: { rebuildMs: 0 } }),
+    bridgeApp(store, { authority: testAuthority(), legacy: { rebuildMs: 0 } }),
   );
   const agents = ["compute-a", "compute-b"];
   const keepers: LeaseKeeper[] = [];

@@ -2,7 +2,7 @@ import { expect } from "chai";
 import fc from "fast-check";
 import { request } from "node:http";
 import { parseTokens } from "../src/api/http/auth.js";
-import { createApp } from "../src/api/app.js";
+import { bridgeApp } from "./helpers/app.js";
 import { AgentId, ShardName, hostKey } from "../src/domain/names.js";
 import { memoryUnderTest, useApp } from "./helpers/backends.js";
 import { call, TEST_TOKENS, testAuthority } from "./helpers/http.js";
@@ -101,7 +101,7 @@ describe("One grammar of names: shard names and agent ids", () => {
   });
 
   describe("over HTTP (embedded store): the grammar is every route's", () => {
-    const ctx = useApp(memoryUnderTest(), (store) => createApp(store, { authority: testAuthority() }));
+    const ctx = useApp(memoryUnderTest(), (store) => bridgeApp(store, { authority: testAuthority() }));
 
     it("an id the grammar takes round-trips through the heartbeat, the list and the node list; one it refuses is a 400 naming it", async () => {
       // Each spelling registered so far, by nova's host key: another spelling of one is a 409.

@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { createApp } from "../src/api/app.js";
+import { bridgeApp } from "./helpers/app.js";
 import type { BareMetalNode } from "../src/domain/node.js";
 import { MemoryNodes } from "../src/nodes/memory.js";
 import type { NodePage, NodeQuery } from "../src/nodes/port.js";
@@ -56,7 +56,7 @@ describe("Agent node list: a node moving from the agent's pool nodes into its sh
       ["rack-a", "rack-b", "rack-c"].map((name) => ({ name, description: "", lease_ttl_ms: 60_000 })),
     );
     const served = await listen(
-      createApp(store, { authority: testAuthority(), catalog, legacy: { rebuildMs: 0 } }),
+      bridgeApp(store, { authority: testAuthority(), catalog, legacy: { rebuildMs: 0 } }),
     );
     close = served.close;
     const lease = async (shard: string, agent: string) =>

@@ -3,7 +3,7 @@ import { readFileSync } from "node:fs";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import express, { Router } from "express";
 import { TokenAuthority } from "../src/api/http/auth.js";
-import { createApp } from "../src/api/app.js";
+import { bridgeApp } from "./helpers/app.js";
 import { IronicQueueDelivery } from "../src/ironic/delivery.js";
 import { openApiDocument } from "../src/api/openapi/document.js";
 import { rolesOf } from "../src/api/openapi/operations.js";
@@ -262,7 +262,7 @@ describe("OpenAPI document", function () {
 
   it("lists exactly the routes the app mounts: none undocumented, none it does not serve", async () => {
     const store = await memoryUnderTest().fresh();
-    const app = createApp(store, {
+    const app = bridgeApp(store, {
       authority: testAuthority(),
       inspector: exampleInspector(),
       ironicUrl: "http://127.0.0.1:9",
@@ -279,7 +279,7 @@ describe("OpenAPI document", function () {
     ).to.deep.equal([]);
     expect(mounted.size).to.equal(app.routes.length); // no route mounted twice
     // Without --ironic the fenced endpoint is not mounted: the app says so too.
-    const plain = createApp(store, { authority: testAuthority() });
+    const plain = bridgeApp(store, { authority: testAuthority() });
     expect(plain.routes.some((r) => r.path.startsWith("/fenced/"))).to.equal(false);
   });
 
@@ -395,7 +395,7 @@ for (const backend of backendsUnderTest()) {
       { name: "rack-b", description: "compute-0's only", lease_ttl_ms: TTL_MS, agents: ["compute-0"] },
     ]);
     const ctx = useApp(backend, (store) =>
-      createApp(store, { authority: testAuthority(), catalog, inspector: exampleInspector() }),
+      bridgeApp(store, { authority: testAuthority(), catalog, inspector: exampleInspector() }),
     );
     const ops = OPERATIONS.filter((op) => !isFenced(op));
     const as = (agent: string) => TEST_TOKENS.agent(agent);
@@ -635,7 +635,7 @@ for (const backend of backendsUnderTest()) {
         "shardbridge.agent.active",
       );
       const quick = await listen(
-        createApp(ctx.store, { authority: testAuthority(), legacy: { serviceDownMs: 50 } }),
+        bridgeApp(ctx.store, { authority: testAuthority(), legacy: { serviceDownMs: 50 } }),
       );
       try {
         await send(quick.url, "POST", "/v1/agents/compute-9/heartbeat", { body: { shards: [] } });
@@ -697,7 +697,7 @@ for (const backend of backendsUnderTest()) {
       );
 
       // Without a secret the webhook is not configured: 503, in the same shape.
-      const unconfigured = await listen(createApp(ctx.store, { authority: testAuthority() }));
+      const unconfigured = await listen(bridgeApp(ctx.store, { authority: testAuthority() }));
       try {
         expect((await postWebhook(unconfigured.url, deltas(4, ["+CUSTOM_BOOT_X"]))).status).to.equal(503);
       } finally {
@@ -867,7 +867,7 @@ for (const backend of backendsUnderTest()) {
         (_, k) => `viewer-token-${k}-0123456789`,
       );
       const many = await listen(
-        createApp(ctx.store, {
+        bridgeApp(ctx.store, {
           authority: new TokenAuthority({
             tokens: viewers.map((token) => ({ role: "viewer" as const, token })),
           }),
@@ -942,7 +942,7 @@ describe("OpenAPI contract: the fenced Ironic endpoint, against the real Ironic"
   const SHARD = "rack-f";
   const catalog = new ShardCatalog([{ name: SHARD, description: "", lease_ttl_ms: 60_000 }]);
   const ctx = useApp(memoryUnderTest(), (store) =>
-    createApp(store, {
+    bridgeApp(store, {
       authority: testAuthority(),
       catalog,
       ironicUrl: peer.peer.endpoint,
@@ -1016,7 +1016,7 @@ describe("OpenAPI contract: the fenced Ironic endpoint, against the real Ironic"
 
     // An Ironic that does not answer: 502, for a read and for the fence's own lookup.
     const gone = await listen(
-      createApp(ctx.store, {
+      bridgeApp(ctx.store, {
         authority: testAuthority(),
         catalog,
         ironicUrl: `http://127.0.0.1:${await freePort()}`,

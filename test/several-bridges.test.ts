@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import { BridgeClient } from "../src/agent/client.js";
-import { createApp } from "../src/api/app.js";
+import { bridgeApp } from "./helpers/app.js";
 import { ShardCatalog } from "../src/shards/definitions.js";
 import { openStore } from "../src/store/open.js";
 import type { Store } from "../src/store/store.js";
@@ -20,7 +20,7 @@ type Bridge = { url: string; close: () => Promise<void> };
  * as two `serve` processes would have, with `options` beside the common ones.
  */
 async function twoBridges(
-  options: Partial<Parameters<typeof createApp>[1]> = {},
+  options: Partial<Parameters<typeof bridgeApp>[1]> = {},
 ): Promise<{ bridges: Bridge[]; stop: () => Promise<void> }> {
   const server = await TestRedisServer.start();
   const catalog = new ShardCatalog([{ name: "rack", lease_ttl_ms: 1000 }] as never);
@@ -31,7 +31,7 @@ async function twoBridges(
     stores.push(store);
     bridges.push(
       await listen(
-        createApp(store, { authority: testAuthority(), catalog, inspector: exampleInspector(), ...options }),
+        bridgeApp(store, { authority: testAuthority(), catalog, inspector: exampleInspector(), ...options }),
       ),
     );
   }

@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { createApp } from "../src/api/app.js";
+import { bridgeApp } from "./helpers/app.js";
 import { processClockUs } from "../src/store/clock.js";
 import { MemoryBackend } from "../src/store/memory.js";
 import {
@@ -112,7 +112,7 @@ describe("Shard definitions", () => {
     );
     const backend = new MemoryBackend(processClockUs, 0);
     const { url, close } = await listen(
-      createApp(new Store(backend, new MemoryNodes(), new MemoryTraits()), {
+      bridgeApp(new Store(backend, new MemoryNodes(), new MemoryTraits()), {
         authority: testAuthority(),
         catalog,
       }),
@@ -137,7 +137,7 @@ describe("Shard definitions", () => {
 for (const backend of backendsUnderTest()) {
   describe(`Shard definitions in the store, through the API: ${backend.name}`, function () {
     const catalog = new ShardCatalog([{ name: "from-file", description: "", lease_ttl_ms: 9000 }]);
-    const ctx = useApp(backend, (store) => createApp(store, { authority: testAuthority(), catalog }));
+    const ctx = useApp(backend, (store) => bridgeApp(store, { authority: testAuthority(), catalog }));
     this.timeout(30_000);
     const define = (shard: string, body: unknown, token?: string) =>
       call(`${ctx.base}/v1/shard-definitions/${shard}`, "PUT", body, token);
@@ -316,7 +316,7 @@ describe("Shard definitions written through one bridge are in force on every bri
       stores.push(store);
       // Each bridge its own catalog, as two `serve` processes have.
       bridges.push(
-        await listen(createApp(store, { authority: testAuthority(), catalog: new ShardCatalog() })),
+        await listen(bridgeApp(store, { authority: testAuthority(), catalog: new ShardCatalog() })),
       );
     }
   });

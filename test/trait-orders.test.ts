@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { createApp } from "../src/api/app.js";
+import { bridgeApp } from "./helpers/app.js";
 import { backendsUnderTest, useApp } from "./helpers/backends.js";
 import { exampleInspector, readExample } from "./helpers/examples.js";
 import { call, postWebhook, TEST_TOKENS, testAuthority, wholeNode } from "./helpers/http.js";
@@ -15,7 +15,7 @@ const inspection = readExample("inspection-result.json");
 for (const backend of backendsUnderTest()) {
   describe(`Inspection orders and the operator's reset: ${backend.name}`, () => {
     const ctx = useApp(backend, (store) =>
-      createApp(store, { authority: testAuthority(), inspector: exampleInspector() }),
+      bridgeApp(store, { authority: testAuthority(), inspector: exampleInspector() }),
     );
     const traits = async () => (await call(`${ctx.base}/v1/nodes/${NODE}/traits`, "GET")).body;
     const inspected = (order: { finished_at: string } | { sequence: number }) => ({

@@ -2,32 +2,28 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import express from "express";
 import { logger } from "../log.js";
 import { logRequest, requestIdOf } from "./http/request-log.js";
-import { ShardCatalog } from "../shards/definitions.js";
-import { StoredDefinitions } from "../shards/stored-definitions.js";
+import type { ShardCatalog } from "../shards/definitions.js";
+import type { StoredDefinitions } from "../shards/stored-definitions.js";
 import { definitionRoutes } from "./routes/shard-definitions.js";
 import type { Store } from "../store/store.js";
 import { agentRoutes } from "./routes/agents.js";
-import { legacyPoolLoader } from "../shards/queries.js";
-import { LegacyAssignments } from "../ring/assignment.js";
-import { LegacyPool, type LegacyPoolOptions } from "../ring/pool.js";
-import { SERVICE_DOWN_TIME_MS } from "../ring/membership.js";
+import type { LegacyAssignments } from "../ring/assignment.js";
+import type { LegacyPool } from "../ring/pool.js";
 import { authenticate, knownBearer, viewersRead, type TokenAuthority } from "./http/auth.js";
 import { agentsOverview, deliveryOverview, leaseCensus, shardsOverview } from "./routes/overview.js";
 import { uiRoutes } from "./ui/routes.js";
 import { StatusWatcher } from "./ui/watcher.js";
 import { readBody, parseJsonBody } from "./http/body.js";
-import { DecodePool } from "./decode/pool.js";
+import type { DecodePool } from "./decode/pool.js";
 import { HttpError, errorHandler } from "./http/errors.js";
 import type { IronicQueueDelivery } from "../ironic/delivery.js";
-import { OwnershipRegistry } from "../traits/ownership.js";
-import type { TraitRule } from "../traits/inspection.js";
-import { TraitService } from "../traits/service.js";
+import type { TraitService } from "../traits/service.js";
 import { feedRoutes } from "./routes/feed.js";
 import { ironicDeliveryRoutes } from "./routes/ironic-delivery.js";
 import { traitRoutes, webhookRoute } from "./routes/inspector.js";
 import { fencedIronic } from "./routes/fenced-ironic.js";
 import { leaseRoutes, leaseWrites } from "./routes/leases.js";
-import { LeaseWaits } from "../shards/lease-waits.js";
+import type { LeaseWaits } from "../shards/lease-waits.js";
 import { bodyPolicy } from "./http/limits.js";
 import { BridgeMetrics } from "./http/metrics.js";
 import { nodeRoutes } from "./routes/nodes.js";
@@ -38,34 +34,35 @@ import { expressRoutes, type MountedRoute } from "./http/mounted-routes.js";
 import { stableMessageClasses, type MessageClasses } from "./http/message-classes.js";
 import type { Health, NotReady, Ready } from "../contracts/health.js";
 
-/** Free unsharded nodes read per store call while nova's ring share is computed. */
-const FREE_PAGE = 500;
+/**
+ * What the API serves, built by the composition root (commands/bridge-services.ts): the
+ * app mounts routes over these and builds only what is its own (metrics, the status
+ * page's watcher, the document).
+ */
+export interface BridgeServices {
+  store: Store;
+  catalog: ShardCatalog;
+  /** the store's shard definitions, joined to the catalog's and kept fresh */
+  definitions: StoredDefinitions;
+  traits: TraitService;
+  /** bodies decoded off the event loop, the inspection rules applied there */
+  decoder: DecodePool;
+  /** the inspector webhook's HMAC secret; without one the webhook answers 503 */
+  webhookSecret: string | undefined;
+  /** the delivery of applied trait changes to Ironic, if any */
+  ironic?: IronicQueueDelivery;
+  legacyPool: LegacyPool;
+  assignments: LegacyAssignments;
+  /** the acquires waiting for a held lease (wait_ms) */
+  waits: LeaseWaits;
+  /** how long an agent may stay silent before nova's ring counts it down */
+  serviceDownMs: number;
+}
 
 export interface AppOptions {
   authority: TokenAuthority;
-  catalog?: ShardCatalog;
-  /** trait rules, ownership and the webhook secret; defaults: no rules, compute's ownership, no secret */
-  inspector?: { rules: TraitRule[]; ownership: OwnershipRegistry; secret?: string | undefined };
-  /** the delivery of applied trait changes to Ironic, if any: commits queue them for it */
-  ironic?: IronicQueueDelivery;
   /** the Ironic API the fenced endpoint (/fenced/{shard}/lease-{token}/ironic) forwards to */
   ironicUrl?: string;
-  /** the legacy ring pool: ring kind, rebuild period, service down time, clock */
-  legacy?: LegacyPoolOptions & { serviceDownMs?: number };
-  /** the trait service, when the caller shares it (with the notification listener); else made here */
-  traits?: TraitService;
-}
-
-/** The trait service over the store: every committed change queued for Ironic when it delivers there. */
-export function bridgeTraits(
-  store: Store,
-  ownership: OwnershipRegistry,
-  ironic?: IronicQueueDelivery,
-): TraitService {
-  return new TraitService(store.traits, store.nodes, ownership, {
-    toIronic: ironic !== undefined,
-    onApplied: () => ironic?.nudge(),
-  });
 }
 
 /**
@@ -86,18 +83,9 @@ export type BridgeApp = ((req: IncomingMessage, res: ServerResponse) => void) & 
   close(): void;
 };
 
-export function createApp(
-  store: Store,
-  {
-    authority,
-    catalog = new ShardCatalog(),
-    inspector = { rules: [], ownership: new OwnershipRegistry() },
-    ironic,
-    ironicUrl,
-    legacy = {},
-    traits = bridgeTraits(store, inspector.ownership, ironic),
-  }: AppOptions,
-): BridgeApp {
+export function createApp(services: BridgeServices, { authority, ironicUrl }: AppOptions): BridgeApp {
+  const { store, catalog, definitions, traits, decoder, ironic, legacyPool, assignments, waits } = services;
+  const { serviceDownMs } = services;
   const app = express();
   const messageClasses = stableMessageClasses(app);
   app.disable("x-powered-by");
@@ -148,7 +136,6 @@ export function createApp(
   app.get("/openapi.json", (_req, res) => {
     res.type("application/json").send(openApi);
   });
-  const serviceDownMs = legacy.serviceDownMs ?? SERVICE_DOWN_TIME_MS;
   // The status page: one look at the store per period for all its open pages, with
   // tokens (they tell a new lease from a renewed one; the page never shows them).
   const watcher = new StatusWatcher(
@@ -174,23 +161,12 @@ export function createApp(
   app.use(viewersRead());
   app.use(readBody((req) => bodyPolicy(req.path).limit));
   app.use((req, res, next) => (bodyPolicy(req.path).parseHere ? parseJsonBody(req, res, next) : next()));
-  // The store's definitions join the files' in the catalog, read again when they change.
-  const stored = new StoredDefinitions(store, catalog).start();
-  void stored.refresh().catch(() => undefined); // the timer retries and logs
+  void definitions.refresh().catch(() => undefined); // its timer retries and logs
   app.use(leaseRoutes(store));
-  app.use(definitionRoutes(stored, catalog));
+  app.use(definitionRoutes(definitions, catalog));
   app.use(shardRoutes(store, catalog, ironicUrl !== undefined));
-  // Large bodies (a bulk, an inspection result) are decoded off the event loop.
-  const decoder = new DecodePool(inspector.rules);
   app.use(nodeRoutes(store.nodes, traits, decoder));
-  const pool = new LegacyPool(legacyPoolLoader(store, catalog, serviceDownMs), legacy);
-  const assignments = new LegacyAssignments({
-    pages: async function* () {
-      for await (const page of store.nodes.pages({ kind: "free" }, FREE_PAGE)) yield page.map((n) => n.uuid);
-    },
-    version: () => store.nodes.poolVersion(),
-  });
-  app.use(agentRoutes(store, catalog, pool, assignments, decoder, serviceDownMs));
+  app.use(agentRoutes(store, catalog, legacyPool, assignments, decoder, serviceDownMs));
   app.use(traitRoutes(traits));
   app.use(feedRoutes(store, catalog, traits));
   app.use(ironicDeliveryRoutes(ironic));
@@ -205,10 +181,15 @@ export function createApp(
     ]);
   });
   app.use(errorHandler((message, meta) => logger.error(message, meta)));
-  const waits = new LeaseWaits(store);
   metrics.watchLeaseWaits(waits);
   const writes = leaseWrites({ store, catalog, metrics, authority, waits });
-  const webhook = webhookRoute({ service: traits, decoder, secret: inspector.secret, metrics, authority });
+  const webhook = webhookRoute({
+    service: traits,
+    decoder,
+    secret: services.webhookSecret,
+    metrics,
+    authority,
+  });
   const raw = [writes, webhook];
   if (ironicUrl !== undefined) raw.push(fencedIronic({ store, catalog, metrics, ironicUrl }));
   const listener = (req: IncomingMessage, res: ServerResponse) => {

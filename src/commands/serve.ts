@@ -2,7 +2,8 @@ import type { Server } from "node:http";
 import { parseArgs } from "node:util";
 import { existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
-import { bridgeTraits, createApp } from "../api/app.js";
+import { createApp } from "../api/app.js";
+import { bridgeServices } from "./bridge-services.js";
 import { bridgeServer } from "../api/http/server.js";
 import { ConfigError, readJsonConfig } from "../config.js";
 import { TokenAuthority, devTokens, parseTokens, readTokensFile } from "../api/http/auth.js";
@@ -20,7 +21,6 @@ import { TraitRulesFile } from "../traits/inspection.js";
 import { DEFAULT_OWNERSHIP, OwnershipFile, OwnershipRegistry } from "../traits/ownership.js";
 import { logger } from "../log.js";
 import { loadShardCatalog } from "../shards/definitions.js";
-import { StoredDefinitions } from "../shards/stored-definitions.js";
 import { openStore } from "../store/open.js";
 import { onStopSignal } from "./signals.js";
 
@@ -162,9 +162,10 @@ export async function serveCommand(argv: string[]): Promise<void> {
       worker: ironic.worker,
       owner_ttl_s: delivery.ownerTtlMs / 1000,
     });
+  const services = bridgeServices(store, { catalog, inspector, legacy, ...(ironic && { ironic }) });
   // The definitions other bridges wrote to the store are in force before the first request.
-  await new StoredDefinitions(store, catalog).refresh();
-  const traits = bridgeTraits(store, inspector.ownership, ironic);
+  await services.definitions.refresh();
+  const traits = services.traits;
   const listener =
     notifications === undefined
       ? undefined
@@ -177,13 +178,8 @@ export async function serveCommand(argv: string[]): Promise<void> {
           rules: inspector.rules,
           traits,
         }).start();
-  const app = createApp(store, {
+  const app = createApp(services, {
     authority,
-    catalog,
-    inspector,
-    legacy,
-    traits,
-    ...(ironic && { ironic }),
     ...(values.ironic !== undefined && { ironicUrl: values.ironic }),
   });
   const server: Server = bridgeServer(app);

@@ -1,0 +1,67 @@
+import { DecodePool } from "../api/decode/pool.js";
+import type { IronicQueueDelivery } from "../ironic/delivery.js";
+import { LegacyAssignments } from "../ring/assignment.js";
+import { SERVICE_DOWN_TIME_MS } from "../ring/membership.js";
+import { LegacyPool, type LegacyPoolOptions } from "../ring/pool.js";
+import { ShardCatalog } from "../shards/definitions.js";
+import { LeaseWaits } from "../shards/lease-waits.js";
+import { legacyPoolLoader } from "../shards/queries.js";
+import { StoredDefinitions } from "../shards/stored-definitions.js";
+import type { Store } from "../store/store.js";
+import type { TraitRule } from "../traits/inspection.js";
+import { OwnershipRegistry } from "../traits/ownership.js";
+import { TraitService } from "../traits/service.js";
+import type { BridgeServices } from "../api/app.js";
+
+/** Free unsharded nodes read per store call while nova's ring share is computed. */
+const FREE_PAGE = 500;
+
+export interface BridgeServiceOptions {
+  catalog?: ShardCatalog;
+  /** trait rules, ownership and the webhook secret; defaults: no rules, compute's ownership, no secret */
+  inspector?: { rules: TraitRule[]; ownership: OwnershipRegistry; secret?: string | undefined };
+  /** the delivery of applied trait changes to Ironic, if any: commits queue them for it */
+  ironic?: IronicQueueDelivery;
+  /** the legacy ring pool: ring kind, rebuild period, service down time, clock */
+  legacy?: LegacyPoolOptions & { serviceDownMs?: number };
+}
+
+/**
+ * The composition root: every service the bridge's API serves, built once over `store`
+ * (`serve` builds them here and hands them to createApp, as the tests do). The store's
+ * shard definitions join the catalog's and are read again when they change.
+ */
+export function bridgeServices(
+  store: Store,
+  {
+    catalog = new ShardCatalog(),
+    inspector = { rules: [], ownership: new OwnershipRegistry() },
+    ironic,
+    legacy = {},
+  }: BridgeServiceOptions = {},
+): BridgeServices {
+  const serviceDownMs = legacy.serviceDownMs ?? SERVICE_DOWN_TIME_MS;
+  return {
+    store,
+    catalog,
+    definitions: new StoredDefinitions(store, catalog).start(),
+    traits: new TraitService(store.traits, store.nodes, inspector.ownership, {
+      toIronic: ironic !== undefined,
+      onApplied: () => ironic?.nudge(),
+    }),
+    // Large bodies (a bulk, an inspection result) are decoded off the event loop.
+    decoder: new DecodePool(inspector.rules),
+    webhookSecret: inspector.secret,
+    ...(ironic && { ironic }),
+    legacyPool: new LegacyPool(legacyPoolLoader(store, catalog, serviceDownMs), legacy),
+    assignments: new LegacyAssignments({
+      pages: async function* () {
+        for await (const page of store.nodes.pages({ kind: "free" }, FREE_PAGE))
+          yield page.map((n) => n.uuid);
+      },
+      version: () => store.nodes.poolVersion(),
+    }),
+    waits: new LeaseWaits(store),
+    serviceDownMs,
+  };
+}
