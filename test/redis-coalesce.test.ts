@@ -49,6 +49,19 @@ describe("Redis commands of one event-loop turn go out in one write (real redis-
     expect(performance.now() - started).to.be.below(1000);
   });
 
+  it("a command on an idle connection is written at once; those after it in the turn wait for one write", async () => {
+    const before = writeCalls();
+    const first = client.echo("first");
+    const atOnce = writeCalls() - before;
+    const rest = Array.from({ length: 50 }, (_, i) => client.echo(`c${i}`));
+    const withRest = writeCalls() - before;
+    expect(await Promise.all([first, ...rest])).to.deep.equal(["first", ...rest.map((_, i) => `c${i}`)]);
+    // The first went out inside echo() itself, the 50 behind it not before the turn ended.
+    expect(atOnce).to.equal(1);
+    expect(withRest).to.equal(1);
+    expect(writeCalls() - before).to.be.below(10);
+  });
+
   it("a new connection after a reconnect is coalesced too", async () => {
     await redis.restart();
     // ioredis reconnects by itself; wait until it answers again.

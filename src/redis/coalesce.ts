@@ -5,11 +5,17 @@ import type { RedisClient } from "./connect.js";
 /**
  * Every command ioredis sends is one `write` on the connection's socket, and on loopback
  * or a LAN a write is a system call that costs several times what encoding the command
- * does. Renews arrive from many agents at once: the requests one turn of the event loop
- * reads all call the store before the loop turns again. Corking the socket at the first
- * write of a turn and uncorking it when the turn's I/O callbacks are done (setImmediate
- * runs right after them) sends those commands in one writev, and Redis answers them in
- * one read. A lone command waits for nothing but the rest of the current turn.
+ * does (and on this VM wakes Redis on the other core). Renews arrive from many agents at
+ * once: the requests one turn of the event loop reads all call the store before the loop
+ * turns again. Corking the socket and uncorking it when the turn's I/O callbacks are done
+ * (setImmediate runs right after them) sends those commands in one writev, and Redis
+ * answers them in one read.
+ *
+ * The cork is taken only while the connection has commands unanswered: Redis is busy
+ * with those, and reads whatever came meanwhile in one go when it is done. A command on
+ * an idle connection goes out at once, so a lone command (or a single caller's closed
+ * loop) never waits for the rest of the turn; the commands issued after it in the same
+ * turn find it unanswered and join one write.
  *
  * ioredis's own enableAutoPipelining batches per process.nextTick, which runs after each
  * request's own callbacks: it never joins two requests' commands, and its Pipeline costs
@@ -27,7 +33,17 @@ export function coalesceWrites(client: RedisClient): void {
 
 const hooked = new WeakSet<Socket>();
 
-/** Cork each socket `redis` connects with (a reconnect makes a new one) for one loop turn at a time. */
+/**
+ * Commands written on `redis` and not answered yet: ioredis keeps them in its command
+ * queue (pushed just after each write, shifted as each reply is read). Not a public field:
+ * should a release drop it, every command is taken as having company, which corks as
+ * before this rule.
+ */
+function unanswered(redis: Redis): number {
+  return (redis as unknown as { commandQueue?: { length: number } }).commandQueue?.length ?? 1;
+}
+
+/** Cork each socket `redis` connects with (a reconnect makes a new one) while it has commands unanswered, for one loop turn at a time. */
 function corkPerTurn(redis: Redis): void {
   const hook = () => {
     const socket = (redis as unknown as { stream?: Socket }).stream;
@@ -40,7 +56,7 @@ function corkPerTurn(redis: Redis): void {
       socket.uncork();
     };
     socket.write = function (this: Socket, ...args: Parameters<Socket["write"]>) {
-      if (!corked) {
+      if (!corked && unanswered(redis) > 0) {
         corked = true;
         socket.cork();
         setImmediate(uncork);
