@@ -11,11 +11,14 @@ import type { RedisClient } from "./connect.js";
  * (setImmediate runs right after them) sends those commands in one writev, and Redis
  * answers them in one read.
  *
- * The cork is taken only while the connection has commands unanswered: Redis is busy
- * with those, and reads whatever came meanwhile in one go when it is done. A command on
- * an idle connection goes out at once, so a lone command (or a single caller's closed
- * loop) never waits for the rest of the turn; the commands issued after it in the same
- * turn find it unanswered and join one write.
+ * How long the cork stays depends on the connection. With commands unanswered Redis is
+ * busy with those and reads whatever came meanwhile in one go when done: the cork waits
+ * for the turn's end, gathering every request's commands. On an idle connection nothing
+ * is gained by waiting for other requests: the cork is lifted as soon as the code that
+ * wrote runs out of work (process.nextTick: after the promise continuations queued now),
+ * so a lone command, or a single caller's closed loop, never waits for the rest of the
+ * turn, while the commands written together still leave in one write: a script and its
+ * WAIT (runScriptAcked), or the renews one reply read resumes (8 callers: one write).
  *
  * ioredis's own enableAutoPipelining batches per process.nextTick, which runs after each
  * request's own callbacks: it never joins two requests' commands, and its Pipeline costs
@@ -43,7 +46,7 @@ function unanswered(redis: Redis): number {
   return (redis as unknown as { commandQueue?: { length: number } }).commandQueue?.length ?? 1;
 }
 
-/** Cork each socket `redis` connects with (a reconnect makes a new one) while it has commands unanswered, for one loop turn at a time. */
+/** Cork each socket `redis` connects with (a reconnect makes a new one): see coalesceWrites for how long. */
 function corkPerTurn(redis: Redis): void {
   const hook = () => {
     const socket = (redis as unknown as { stream?: Socket }).stream;
@@ -56,10 +59,11 @@ function corkPerTurn(redis: Redis): void {
       socket.uncork();
     };
     socket.write = function (this: Socket, ...args: Parameters<Socket["write"]>) {
-      if (!corked && unanswered(redis) > 0) {
+      if (!corked) {
         corked = true;
         socket.cork();
-        setImmediate(uncork);
+        if (unanswered(redis) > 0) setImmediate(uncork);
+        else process.nextTick(uncork);
       }
       return write.apply(this, args);
     } as Socket["write"];
