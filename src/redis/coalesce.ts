@@ -11,14 +11,13 @@ import type { RedisClient } from "./connect.js";
  * (setImmediate runs right after them) sends those commands in one writev, and Redis
  * answers them in one read.
  *
- * How long the cork stays depends on the connection. With commands unanswered Redis is
- * busy with those and reads whatever came meanwhile in one go when done: the cork waits
- * for the turn's end, gathering every request's commands. On an idle connection nothing
- * is gained by waiting for other requests: the cork is lifted as soon as the code that
- * wrote runs out of work (process.nextTick: after the promise continuations queued now),
- * so a lone command, or a single caller's closed loop, never waits for the rest of the
- * turn, while the commands written together still leave in one write: a script and its
- * WAIT (runScriptAcked), or the renews one reply read resumes (8 callers: one write).
+ * Commands written while the replies of one read are handed out (the callers they
+ * resume, and what those write, run before the loop goes on) are flushed as soon as
+ * that is done (process.nextTick: it runs once the promise continuations queued now
+ * have run), not at the turn's end: a closed loop of callers, or a single one, sends
+ * its next commands without waiting for the rest of the turn, in one write all the
+ * same (8 callers: one write for the 8). Commands written from anything else (HTTP
+ * requests) wait for the turn's end, so the requests of one turn share one write.
  *
  * ioredis's own enableAutoPipelining batches per process.nextTick, which runs after each
  * request's own callbacks: it never joins two requests' commands, and its Pipeline costs
@@ -36,16 +35,6 @@ export function coalesceWrites(client: RedisClient): void {
 
 const hooked = new WeakSet<Socket>();
 
-/**
- * Commands written on `redis` and not answered yet: ioredis keeps them in its command
- * queue (pushed just after each write, shifted as each reply is read). Not a public field:
- * should a release drop it, every command is taken as having company, which corks as
- * before this rule.
- */
-function unanswered(redis: Redis): number {
-  return (redis as unknown as { commandQueue?: { length: number } }).commandQueue?.length ?? 1;
-}
-
 /** Cork each socket `redis` connects with (a reconnect makes a new one): see coalesceWrites for how long. */
 function corkPerTurn(redis: Redis): void {
   const hook = () => {
@@ -58,12 +47,24 @@ function corkPerTurn(redis: Redis): void {
       corked = false;
       socket.uncork();
     };
+    // Set from this socket's read until the continuations its replies resume have run:
+    // the microtask queued before ioredis resolves them schedules the reset, and a
+    // nextTick scheduled from a microtask runs once the microtask queue is empty.
+    let replying = false;
+    const replied = () => {
+      replying = false;
+    };
+    socket.prependListener("data", () => {
+      if (replying) return;
+      replying = true;
+      queueMicrotask(() => process.nextTick(replied));
+    });
     socket.write = function (this: Socket, ...args: Parameters<Socket["write"]>) {
       if (!corked) {
         corked = true;
         socket.cork();
-        if (unanswered(redis) > 0) setImmediate(uncork);
-        else process.nextTick(uncork);
+        if (replying) process.nextTick(uncork);
+        else setImmediate(uncork);
       }
       return write.apply(this, args);
     } as Socket["write"];
