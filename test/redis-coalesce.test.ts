@@ -49,6 +49,40 @@ describe("Redis commands of one event-loop turn go out in one write (real redis-
     expect(performance.now() - started).to.be.below(1000);
   });
 
+  it("the commands the callers of one read's replies write leave in one write once those callers have run, not at the turn's end", async () => {
+    await Promise.all(Array.from({ length: 8 }, (_, i) => client.echo(`a${i}`)));
+    // Here this test runs as a caller the read of those replies resumed.
+    const before = writeCalls();
+    const next = Array.from({ length: 8 }, (_, i) => client.echo(`b${i}`));
+    const written = writeCalls() - before;
+    // The cork's own nextTick was queued by the first echo, before this one.
+    await new Promise((resolve) => process.nextTick(resolve));
+    const atNextTick = writeCalls() - before;
+    expect(await Promise.all(next)).to.deep.equal(Array.from({ length: 8 }, (_, i) => `b${i}`));
+    expect(written).to.equal(0);
+    expect(atNextTick).to.equal(1);
+  });
+
+  it("commands written from anything else (here a timer) wait for the turn's end", async () => {
+    const counted = await new Promise<{
+      atNextTick: number;
+      atImmediate: number;
+      replies: Promise<string[]>;
+    }>((resolve) =>
+      setTimeout(() => {
+        const before = writeCalls();
+        const replies = Promise.all(Array.from({ length: 8 }, (_, i) => client.echo(`t${i}`)));
+        process.nextTick(() => {
+          const atNextTick = writeCalls() - before;
+          setImmediate(() => resolve({ atNextTick, atImmediate: writeCalls() - before, replies }));
+        });
+      }, 1),
+    );
+    expect(await counted.replies).to.deep.equal(Array.from({ length: 8 }, (_, i) => `t${i}`));
+    expect(counted.atNextTick).to.equal(0);
+    expect(counted.atImmediate).to.equal(1);
+  });
+
   it("a new connection after a reconnect is coalesced too", async () => {
     await redis.restart();
     // ioredis reconnects by itself; wait until it answers again.

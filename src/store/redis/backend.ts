@@ -90,9 +90,11 @@ function decodeView(reply: LeaseReply): LeaseView | null {
 }
 
 function decodeLease(reply: LeaseReply): LeaseOutcome & StoreTime {
-  const [ok, reason, , , , atUs, retryAfterMs] = reply;
+  const [ok, reason, holder, token, ttlMs, atUs, retryAfterMs, sinceUs] = reply;
+  // Every granted renew answers this: one literal of fixed shape, no spread of the view
+  // (docs/ARCHITECTURE.md, One event loop).
+  if (ok === 1 && holder !== "") return { ok: true, holder, token, ttlMs, sinceUs, atUs };
   const current = decodeView(reply);
-  if (ok === 1 && current !== null) return { ok: true, ...current, atUs };
   const refused = { ok: false as const, reason: reason as RefusalReason, current, atUs };
   return reason === "recovering" ? { ...refused, retryAfterMs } : refused;
 }
@@ -267,14 +269,21 @@ export class RedisBackend implements LeaseBackend {
     );
   }
 
-  /** A lease write: on a replicated store, answered as done only once a replica has it. */
-  private async leaseWrite(
+  /**
+   * A lease write: on a replicated store, answered as done only once a replica has it. On
+   * a single server the script's own promise, not one more async layer around it (each
+   * costs every renew a promise and its microtasks).
+   */
+  private leaseWrite(name: ScriptName, shard: string, args: Array<string | number>): Promise<LeaseReply> {
+    return this.acks === null ? this.lease(name, shard, args) : this.ackedWrite(name, shard, args, this.acks);
+  }
+
+  private async ackedWrite(
     name: ScriptName,
     shard: string,
     args: Array<string | number>,
+    { replicas, timeoutMs }: { replicas: number; timeoutMs: number },
   ): Promise<LeaseReply> {
-    if (this.acks === null) return this.lease(name, shard, args);
-    const { replicas, timeoutMs } = this.acks;
     const key = this.keys.lease(shard);
     let leaseReply: LeaseReply;
     let acked: number;
