@@ -91,8 +91,8 @@ function withTimeout<T>(promise: Promise<T>, timeout: number, scheduler: KeeperS
 /**
  * Keeps one agent's lease on one shard: the rules of `keeper-machine.ts`, driven with the
  * timers and clocks of a KeeperScheduler (the process's, or a simulator's) and a
- * LeaseClient (the store itself, or the bridge over HTTP). Standbys poll with jitter; the holder renews every TTL/3 and stops acting on
- * its own at the renew deadline.
+ * LeaseClient (the store itself, or the bridge over HTTP). Standbys poll with jitter; the
+ * holder renews every TTL/3 and stops acting on its own at the renew deadline.
  *
  * Callers act only while `token()` returns a token; it re-checks the deadline on every
  * call, so even an agent that was frozen (SIGSTOP, a long GC) and whose timers have not
