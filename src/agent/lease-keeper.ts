@@ -11,6 +11,7 @@ import {
   type KeeperPhase,
   type KeeperState as MachineState,
 } from "./keeper-machine.js";
+import { realScheduler, type KeeperScheduler, type KeeperTimer } from "./scheduler.js";
 
 /** An acquire: `waitMs` only where the client waits (the bridge over HTTP), never to the Store. */
 export interface AcquireArgs {
@@ -40,15 +41,21 @@ export interface LeaseKeeperOptions {
   standbyPollMs?: number;
   /** a standby's acquire waits this long at the bridge (`wait_ms`); none: it polls (see KeeperConfig) */
   waitMs?: number;
-  /** monotonic milliseconds; default performance.now */
+  /**
+   * The clocks and timers the keeper runs on (see KeeperScheduler); default the process's
+   * (`realScheduler`), or `monotonicNow` and `wallNow` below over the process's timers.
+   */
+  scheduler?: KeeperScheduler;
+  /** monotonic milliseconds; default performance.now (ignored with `scheduler`) */
   monotonicNow?: () => number;
   /**
-   * wall-clock milliseconds; default Date.now. Only ever makes the agent stop sooner: the
-   * monotonic clock does not advance while a host is suspended or a VM is paused, the
-   * wall clock does, so the agent stops when either says the deadline has passed.
+   * wall-clock milliseconds; default Date.now (ignored with `scheduler`). Only ever makes
+   * the agent stop sooner: the monotonic clock does not advance while a host is suspended
+   * or a VM is paused, the wall clock does, so the agent stops when either says the
+   * deadline has passed.
    */
   wallNow?: () => number;
-  /** uniform [0,1) for jitter; injectable for reproducible runs */
+  /** uniform [0,1) for jitter, drawn only when the rules use a draw; injectable for reproducible runs */
   random?: () => number;
 }
 
@@ -71,19 +78,21 @@ export interface KeeperEvents {
 
 class CallTimeout extends Error {}
 
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new CallTimeout(`no answer within ${Math.round(ms)} ms`)), ms);
+/** `promise`, or a CallTimeout once `scheduler`'s clock has moved `timeout` (its units) on. */
+function withTimeout<T>(promise: Promise<T>, timeout: number, scheduler: KeeperScheduler): Promise<T> {
+  let timer: KeeperTimer | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    const ms = Math.round(timeout / scheduler.unitsPerMs);
+    timer = scheduler.setTimer(timeout, () => reject(new CallTimeout(`no answer within ${ms} ms`)));
   });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+  return Promise.race([promise, expired]).finally(() => timer?.cancel());
 }
 
 /**
- * Keeps one agent's lease on one shard: the rules of `keeper-machine.ts`, driven with
- * real timers, the real clocks and a LeaseClient (the store itself, or the bridge over
- * HTTP). Standbys poll with jitter; the holder renews every TTL/3 and stops acting on
- * its own at the renew deadline.
+ * Keeps one agent's lease on one shard: the rules of `keeper-machine.ts`, driven with the
+ * timers and clocks of a KeeperScheduler (the process's, or a simulator's) and a
+ * LeaseClient (the store itself, or the bridge over HTTP). Standbys poll with jitter; the
+ * holder renews every TTL/3 and stops acting on its own at the renew deadline.
  *
  * Callers act only while `token()` returns a token; it re-checks the deadline on every
  * call, so even an agent that was frozen (SIGSTOP, a long GC) and whose timers have not
@@ -92,26 +101,32 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
 export class LeaseKeeper extends EventEmitter<KeeperEvents> {
   private state: MachineState;
   private readonly config: KeeperConfig;
-  private readonly timers: Record<"step" | "deadline", NodeJS.Timeout | undefined> = {
+  private readonly timers: Record<"step" | "deadline", KeeperTimer | undefined> = {
     step: undefined,
     deadline: undefined,
   };
-  private readonly now: () => number;
-  private readonly wallNow: () => number;
-  private readonly random: () => number;
+  private readonly scheduler: KeeperScheduler;
+  /** the clocks an event is stepped at; `random` draws on reading, so only draws the rules use are taken */
+  private readonly clocks: { mono: number; wall: number; readonly random: number };
   /** releases sent and not yet answered: stop() waits for them */
   private readonly releasing = new Set<Promise<void>>();
 
   constructor(private readonly options: LeaseKeeperOptions) {
     super();
-    this.now = options.monotonicNow ?? (() => performance.now());
-    this.wallNow = options.wallNow ?? Date.now;
-    this.random = options.random ?? Math.random;
-    // Its clocks read milliseconds: the machine's clock unit.
+    this.scheduler = options.scheduler ?? realScheduler(options.monotonicNow, options.wallNow);
+    const random = options.random ?? Math.random;
+    this.clocks = {
+      mono: 0,
+      wall: 0,
+      get random(): number {
+        return random();
+      },
+    };
+    // The machine computes in the scheduler's clock units.
     this.config = {
       ttlMs: options.ttlMs,
       standbyPollMs: options.standbyPollMs ?? 500,
-      unitsPerMs: 1,
+      unitsPerMs: this.scheduler.unitsPerMs,
       ...(options.waitMs !== undefined && { waitMs: options.waitMs }),
     };
     this.state = initialKeeperState(this.config);
@@ -125,7 +140,9 @@ export class LeaseKeeper extends EventEmitter<KeeperEvents> {
   token(): number | null {
     if (this.state.phase !== "active") return null;
     this.dispatch({ kind: "check" });
-    return mayAct(this.state, this.now(), this.wallNow()) ? this.state.token : null;
+    return mayAct(this.state, this.scheduler.monotonicNow(), this.scheduler.wallNow())
+      ? this.state.token
+      : null;
   }
 
   /**
@@ -134,7 +151,7 @@ export class LeaseKeeper extends EventEmitter<KeeperEvents> {
    */
   msLeft(): number | null {
     if (this.token() === null) return null;
-    return Math.min(this.state.deadlineMono - this.now(), this.state.deadlineWall - this.wallNow());
+    return this.untilDeadline() / this.scheduler.unitsPerMs;
   }
 
   /**
@@ -145,9 +162,13 @@ export class LeaseKeeper extends EventEmitter<KeeperEvents> {
    */
   msUntilExpiry(): number {
     const pastDeadline = this.state.ttlMs - renewDeadlineMs(this.state.ttlMs);
-    return (
-      Math.min(this.state.deadlineMono - this.now(), this.state.deadlineWall - this.wallNow()) + pastDeadline
-    );
+    return this.untilDeadline() / this.scheduler.unitsPerMs + pastDeadline;
+  }
+
+  /** Clock units to the renew deadline, by the sooner of the two clocks. */
+  private untilDeadline(): number {
+    const { scheduler, state } = this;
+    return Math.min(state.deadlineMono - scheduler.monotonicNow(), state.deadlineWall - scheduler.wallNow());
   }
 
   /** The TTL the keeper times itself by: the shorter of the asked and the granted. */
@@ -167,11 +188,10 @@ export class LeaseKeeper extends EventEmitter<KeeperEvents> {
   }
 
   private dispatch(event: KeeperEvent): void {
-    const step = keeperStep(this.config, this.state, event, {
-      mono: this.now(),
-      wall: this.wallNow(),
-      random: this.random(),
-    });
+    const { clocks, scheduler } = this;
+    clocks.mono = scheduler.monotonicNow();
+    clocks.wall = scheduler.wallNow();
+    const step = keeperStep(this.config, this.state, event, clocks);
     this.state = step.state;
     for (const action of step.actions) this.perform(action);
   }
@@ -185,13 +205,15 @@ export class LeaseKeeper extends EventEmitter<KeeperEvents> {
         return;
       }
       case "timer": {
-        clearTimeout(this.timers[action.timer]);
+        this.timers[action.timer]?.cancel();
         this.timers[action.timer] = undefined;
         if (action.atMono === null) return;
         const event: KeeperEvent = action.timer === "step" ? { kind: "step" } : { kind: "deadline" };
-        this.timers[action.timer] = setTimeout(
+        // A deadline timer waits at least a millisecond: one firing early re-arms (see the machine).
+        const least = action.timer === "deadline" ? this.scheduler.unitsPerMs : 0;
+        this.timers[action.timer] = this.scheduler.setTimer(
+          Math.max(least, action.atMono - this.scheduler.monotonicNow()),
           () => this.dispatch(event),
-          Math.max(action.timer === "deadline" ? 1 : 0, action.atMono - this.now()),
         );
         return;
       }
@@ -209,7 +231,7 @@ export class LeaseKeeper extends EventEmitter<KeeperEvents> {
             action.waitMs > 0 ? { shard, agent, ttlMs, waitMs: action.waitMs } : { shard, agent, ttlMs },
           )
         : client.renew({ shard, agent, token: action.token, ttlMs });
-    withTimeout(call, action.timeout).then(
+    withTimeout(call, action.timeout, this.scheduler).then(
       (outcome) =>
         this.dispatch(
           action.op === "acquire"
@@ -233,9 +255,9 @@ export class LeaseKeeper extends EventEmitter<KeeperEvents> {
     );
   }
 
-  private release(token: number, timeoutMs: number): void {
+  private release(token: number, timeout: number): void {
     const { client, shard, agent } = this.options;
-    const done = withTimeout(client.release({ shard, agent, token }), timeoutMs).then(
+    const done = withTimeout(client.release({ shard, agent, token }), timeout, this.scheduler).then(
       () => void this.emit("released", { token }),
       (error: unknown) =>
         void this.emit("store-error", { op: "release", error: String(error), cause: error }),

@@ -100,6 +100,18 @@ export class EventQueue {
     this.nowRank = 0;
   }
 
+  /**
+   * Run the next event if it is due by `untilUs`: false when none is. For a driver that
+   * must let the process's microtasks run between events (`runSettled`, keeper-scheduler.ts).
+   */
+  runNext(untilUs: number): boolean {
+    if (this.times.length === 0 || this.times[0]! > untilUs) return false;
+    this.pop();
+    this.nowAction(this.nowArg);
+    this.processed++;
+    return true;
+  }
+
   private push(atUs: number, rank: number, action: EventAction, arg: number): void {
     const time = Math.max(atUs, this.now);
     let i = this.times.length;
