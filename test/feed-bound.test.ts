@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import { MemoryNodes } from "../src/nodes/memory.js";
-import { processClockUs } from "../src/store/clock.js";
-import { MemoryBackend } from "../src/store/memory.js";
+import { processClockUs } from "../src/lease/clock.js";
+import { MemoryBackend } from "../src/lease/memory.js";
 import { openStore } from "../src/store/open.js";
 import { Store } from "../src/store/store.js";
 import { MemoryTraits } from "../src/traits/memory.js";

@@ -1,9 +1,9 @@
 import { expect } from "chai";
 import fc from "fast-check";
 import type { StoreLineage } from "../src/lease/machine.js";
-import { MemoryBackend } from "../src/store/memory.js";
-import type { LeaseBackend } from "../src/store/port.js";
-import { RedisBackend } from "../src/store/redis/backend.js";
+import { MemoryBackend } from "../src/lease/memory.js";
+import type { LeaseBackend } from "../src/lease/port.js";
+import { RedisBackend } from "../src/lease/redis.js";
 import { onClusterMasters, sharedCluster } from "./helpers/backends.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
 

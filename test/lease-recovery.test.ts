@@ -4,7 +4,7 @@ import { openStore } from "../src/store/open.js";
 import { expect } from "chai";
 import { bridgeApp } from "./helpers/app.js";
 import { ShardCatalog } from "../src/shards/definitions.js";
-import { MemoryBackend } from "../src/store/memory.js";
+import { MemoryBackend } from "../src/lease/memory.js";
 import { Store } from "../src/store/store.js";
 import { call, listen, testAuthority } from "./helpers/http.js";
 import { TestRedisServer } from "./helpers/redis-server.js";

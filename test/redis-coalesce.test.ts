@@ -2,7 +2,7 @@ import { expect } from "chai";
 import { readFileSync } from "node:fs";
 import type { Cluster, Redis } from "ioredis";
 import { redisClient } from "../src/redis/connect.js";
-import { leaseConnectionOptions } from "../src/store/redis/backend.js";
+import { leaseConnectionOptions } from "../src/lease/redis.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
 import { ClusterSetup } from "./helpers/redis-topology.js";
 

@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { ReplicaAckError } from "../src/store/redis/backend.js";
+import { ReplicaAckError } from "../src/lease/redis.js";
 import { openStore } from "../src/store/open.js";
 import type { Store } from "../src/store/store.js";
 import { AgentProcess, type AgentEvent } from "./helpers/agent-process.js";

@@ -6,8 +6,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { bridgeApp } from "./helpers/app.js";
-import { processClockUs } from "../src/store/clock.js";
-import { MemoryBackend } from "../src/store/memory.js";
+import { processClockUs } from "../src/lease/clock.js";
+import { MemoryBackend } from "../src/lease/memory.js";
 import {
   MAX_SHARD_AGENTS,
   ShardCatalog,

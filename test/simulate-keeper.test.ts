@@ -4,7 +4,7 @@ import { seededRandom } from "../src/random.js";
 import { SimHost } from "../src/sim/host.js";
 import { runSettled, simScheduler } from "../src/sim/keeper-scheduler.js";
 import { EventQueue } from "../src/sim/queue.js";
-import { MemoryBackend } from "../src/store/memory.js";
+import { MemoryBackend } from "../src/lease/memory.js";
 
 /*
  * The shipped LeaseKeeper — its timers, its timeout on each request, its release on stop —

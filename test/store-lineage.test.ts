@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import { readFileSync } from "node:fs";
 import { Redis } from "ioredis";
-import { RedisBackend } from "../src/store/redis/backend.js";
+import { RedisBackend } from "../src/lease/redis.js";
 import { acquireWhenReady } from "./helpers/leases.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
 

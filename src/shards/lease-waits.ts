@@ -3,7 +3,7 @@ import { StoreUnavailableError } from "../domain/store-errors.js";
 import type { LeaseOutcome } from "../lease/machine.js";
 import { idle, noWaits, stepWaits, type Refusal, type ShardWaits, type WaitAction } from "../lease/waits.js";
 import { logger } from "../log.js";
-import type { AcquireInput } from "../store/port.js";
+import type { AcquireInput } from "../lease/port.js";
 import type { Admit, Store } from "../store/store.js";
 
 /** The longest wait a request may ask for: a standby asks again after it, whatever happened. */

@@ -1,7 +1,7 @@
 import type { FenceOutcome, LeaseView } from "../lease/machine.js";
 import { logger } from "../log.js";
 import type { FenceRequest } from "../domain/lease.js";
-import type { FenceInput } from "../store/port.js";
+import type { FenceInput } from "../lease/port.js";
 import type { Admit, Store } from "../store/store.js";
 import type { ShardCatalog } from "./definitions.js";
 

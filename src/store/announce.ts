@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { leaseConnectionOptions } from "./redis/backend.js";
+import { leaseConnectionOptions } from "../lease/redis.js";
 import { keepConnected, redisClient, type RedisTopology } from "../redis/connect.js";
 import type { LeaseChanges } from "./lease-changes.js";
 

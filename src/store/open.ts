@@ -1,7 +1,7 @@
 import { MemoryTraits } from "../traits/memory.js";
 import { MemoryNodes } from "../nodes/memory.js";
-import { MemoryBackend } from "./memory.js";
-import { RedisBackend, type RedisBackendOptions } from "./redis/backend.js";
+import { MemoryBackend } from "../lease/memory.js";
+import { RedisBackend, type RedisBackendOptions } from "../lease/redis.js";
 import { logger } from "../log.js";
 import { describeSpec, parseRedisSpec, REDIS_SPECS } from "../redis/connect.js";
 import { Store } from "./store.js";

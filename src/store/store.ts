@@ -16,10 +16,11 @@ import type { NodeBackend } from "../nodes/port.js";
 import type { TraitBackend } from "../traits/port.js";
 import { fromStore } from "../domain/store-errors.js";
 import type { LeaseView } from "../lease/machine.js";
-import { processClockUs } from "./clock.js";
-import { MemoryBackend } from "./memory.js";
-import type { AcquireInput, FenceInput, LeaseBackend, ReleaseInput, RenewInput } from "./port.js";
-import { MemoryDefinitions, type DefinitionBackend } from "./definitions.js";
+import { processClockUs } from "../lease/clock.js";
+import { MemoryBackend } from "../lease/memory.js";
+import type { AcquireInput, FenceInput, LeaseBackend, ReleaseInput, RenewInput } from "../lease/port.js";
+import { MemoryDefinitions } from "../definitions/memory.js";
+import type { DefinitionBackend } from "../definitions/port.js";
 import { LeaseChanges } from "./lease-changes.js";
 
 const ReadRequest = z.strictObject({ shard: ShardName });

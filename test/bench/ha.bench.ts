@@ -7,7 +7,7 @@ import { TestRedisServer } from "../helpers/redis-server.js";
 import { renewLoop } from "./renew-loop.js";
 import { closedLoop, percentile, printTable, type Measured } from "./stats.js";
 import { parseRedisSpec, redisClient } from "../../src/redis/connect.js";
-import { leaseConnectionOptions } from "../../src/store/redis/backend.js";
+import { leaseConnectionOptions } from "../../src/lease/redis.js";
 
 /**
  * Leases on replicated Redis (#14): what a renew costs through the Store on Sentinel (the

@@ -3,7 +3,7 @@ import { MemoryNodes } from "../../src/nodes/memory.js";
 import { openStore } from "../../src/store/open.js";
 import { spawnSync } from "node:child_process";
 import type { Redis } from "ioredis";
-import { MemoryBackend } from "../../src/store/memory.js";
+import { MemoryBackend } from "../../src/lease/memory.js";
 import { Store } from "../../src/store/store.js";
 import { TestRedisServer } from "../helpers/redis-server.js";
 import { renewLoop } from "./renew-loop.js";

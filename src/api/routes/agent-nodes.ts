@@ -2,7 +2,7 @@ import type { BareMetalNode } from "../../domain/node.js";
 import type { LeaseView } from "../../lease/machine.js";
 import type { NodeRegistry } from "../../nodes/registry.js";
 import type { ShardCount } from "../../nodes/port.js";
-import type { AgentSeen } from "../../store/port.js";
+import type { AgentSeen } from "../../lease/port.js";
 import type { Store } from "../../store/store.js";
 import { ShardNodesCache } from "./shard-nodes.js";
 import type { ListPage } from "../http/stream.js";

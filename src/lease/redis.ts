@@ -1,4 +1,4 @@
-import { hostKey } from "../../domain/names.js";
+import { hostKey } from "../domain/names.js";
 import type { RedisOptions } from "ioredis";
 import type {
   FenceOutcome,
@@ -8,8 +8,8 @@ import type {
   RefusalReason,
   ReleaseOutcome,
   StoreLineage,
-} from "../../lease/machine.js";
-import { sortAgents } from "../agents.js";
+} from "./machine.js";
+import { sortAgents } from "./agents.js";
 import type {
   AcquireInput,
   AgentSeen,
@@ -18,11 +18,11 @@ import type {
   ReleaseInput,
   RenewInput,
   StoreTime,
-} from "../port.js";
-import { RedisNodes } from "../../nodes/redis.js";
-import { RedisTraits } from "../../traits/redis.js";
-import { RedisDefinitions } from "./definitions.js";
-import { keyLayout, type KeyLayout } from "../../redis/keys.js";
+} from "./port.js";
+import { RedisNodes } from "../nodes/redis.js";
+import { RedisTraits } from "../traits/redis.js";
+import { RedisDefinitions } from "../definitions/redis.js";
+import { keyLayout, type KeyLayout } from "../redis/keys.js";
 import {
   isReplicated,
   keepConnected,
@@ -32,8 +32,8 @@ import {
   scanKeys,
   type RedisClient,
   type RedisTopology,
-} from "../../redis/connect.js";
-import { LineageReadings } from "../../redis/lineage.js";
+} from "../redis/connect.js";
+import { LineageReadings } from "../redis/lineage.js";
 import {
   defineScripts,
   runScript,
@@ -41,7 +41,7 @@ import {
   waitForReplicas,
   type ScriptClock,
   type ScriptName,
-} from "../../redis/scripts.js";
+} from "../redis/scripts.js";
 
 export interface RedisBackendOptions {
   /** key namespace, default "sb" */

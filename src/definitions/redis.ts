@@ -1,7 +1,7 @@
-import type { RedisClient } from "../../redis/connect.js";
-import type { KeyLayout } from "../../redis/keys.js";
-import { runScript, runScriptAcked } from "../../redis/scripts.js";
-import type { DefinitionBackend } from "../definitions.js";
+import type { RedisClient } from "../redis/connect.js";
+import type { KeyLayout } from "../redis/keys.js";
+import { runScript, runScriptAcked } from "../redis/scripts.js";
+import type { DefinitionBackend } from "./port.js";
 
 /**
  * Shard definitions in Redis (keys under `{definitions}`). On a replicated store a write

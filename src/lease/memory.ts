@@ -6,7 +6,7 @@ import {
   type OutcomeOf,
   type ShardLeaseState,
   type StoreLineage,
-} from "../lease/machine.js";
+} from "./machine.js";
 import { sortAgents } from "./agents.js";
 import { processClockUs, type ClockUs } from "./clock.js";
 import type {

@@ -1,4 +1,4 @@
-import type { FenceOutcome, LeaseOutcome, ReadOutcome, ReleaseOutcome } from "../lease/machine.js";
+import type { FenceOutcome, LeaseOutcome, ReadOutcome, ReleaseOutcome } from "./machine.js";
 
 /** The store's clock at the moment it answered, in integer microseconds. */
 export interface StoreTime {
