@@ -1,6 +1,5 @@
 import type { Socket } from "node:net";
 import { Cluster, type Redis } from "ioredis";
-import type { RedisClient } from "./connect.js";
 
 /**
  * Every command ioredis sends is one `write` on the connection's socket, and on loopback
@@ -23,7 +22,7 @@ import type { RedisClient } from "./connect.js";
  * request's own callbacks: it never joins two requests' commands, and its Pipeline costs
  * more per command than the write it saves (measured in #11: slower).
  */
-export function coalesceWrites(client: RedisClient): void {
+export function coalesceWrites(client: Redis | Cluster): void {
   if (client instanceof Cluster) {
     // One connection per cluster node, made as the slot map names them.
     client.on("+node", (node: Redis) => corkPerTurn(node));
