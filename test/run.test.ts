@@ -7,6 +7,7 @@ import { BridgeClient } from "../src/agent/client.js";
 import { AgentProcess, type AgentEvent } from "./helpers/agent-process.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { running, watchOverlaps } from "./helpers/processes.js";
+import { until } from "./helpers/until.js";
 import { ChildCgroup } from "../src/run/cgroup.js";
 import { GroupMembers } from "../src/run/group-members.js";
 import { maxGraceMs } from "../src/run/supervisor.js";
@@ -183,7 +184,15 @@ describe("shardbridge run: a command only while its host holds the lease (real b
 
   it("tells the bridge it is up and serves the shard (heartbeats), active or standing by", async () => {
     const { active, standby } = await pair();
-    const { agents } = await new BridgeClient(bridge.url, bridge.tokenFor("admin")).agents();
+    // Each heartbeats on its own timer, not at the moments pair() waits for: read until both did.
+    const client = new BridgeClient(bridge.url, bridge.tokenFor("admin"));
+    const { agents } = await until(
+      "both supervisors' heartbeats",
+      () => client.agents(),
+      (a) =>
+        [active, standby].every((s) => a.agents.some((row) => row.id === s.name && row.serves.length > 0)),
+      5000,
+    );
     const row = (s: AgentProcess) => agents.find((a) => a.id === s.name);
     expect(row(active), "the active").to.deep.include({ up: true, serves: [SHARD], shards: [SHARD] });
     expect(row(standby), "the standby").to.deep.include({ up: true, serves: [SHARD], shards: [] });
