@@ -12,7 +12,7 @@ import { RUN_USAGE, runCommand } from "./commands/run.js";
 import { SERVE_USAGE, serveCommand } from "./commands/serve.js";
 import { SIMULATE_USAGE, simulateCommand } from "./commands/simulate.js";
 import { STATUS_USAGE, statusCommand } from "./commands/status.js";
-import { BridgeError } from "./agent/client.js";
+import { BridgeError } from "./agent/bridge-client.js";
 import { ConfigError } from "./config.js";
 import { configureLogging, LOG_FORMATS, LOG_LEVELS, type LogFormat, type LogLevel } from "./log.js";
 import { ShardDefinitionError } from "./shards/definitions.js";

@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import { fileURLToPath } from "node:url";
-import { BridgeClient } from "../src/agent/client.js";
+import { BridgeClient } from "../src/agent/bridge-client.js";
 import { AgentProcess } from "./helpers/agent-process.js";
 import { postWebhook } from "./helpers/http.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";

@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import { request } from "node:http";
-import { BridgeClient } from "../src/agent/client.js";
+import { BridgeClient } from "../src/agent/bridge-client.js";
 import { fenceMarginMs } from "../src/api/routes/fenced-ironic.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { createIronicNode, useIronicPeer } from "./helpers/ironic-peer.js";

@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import { createInterface } from "node:readline";
-import { BridgeClient } from "../src/agent/client.js";
+import { BridgeClient } from "../src/agent/bridge-client.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { everyThirdIn } from "./helpers/http.js";
 import { acquireWhenReady } from "./helpers/leases.js";

@@ -2,7 +2,7 @@ import { expect } from "chai";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { BridgeClient } from "../src/agent/client.js";
+import { BridgeClient } from "../src/agent/bridge-client.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { acquireWhenReady } from "./helpers/leases.js";
 import { TestRedisServer } from "./helpers/redis-server.js";

@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { BridgeClient } from "../src/agent/client.js";
+import { BridgeClient } from "../src/agent/bridge-client.js";
 import { bridgeApp } from "./helpers/app.js";
 import type { LeaseOutcome } from "../src/lease/machine.js";
 import { noWaits, stepWaits, type Refusal, type ShardWaits, type WaitAction } from "../src/lease/waits.js";

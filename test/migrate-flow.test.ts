@@ -2,7 +2,7 @@ import { expect } from "chai";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { BridgeClient } from "../src/agent/client.js";
+import { BridgeClient } from "../src/agent/bridge-client.js";
 import { bridgeKeeper, type LeaseKeeper } from "../src/agent/lease-keeper.js";
 import { IronicClient } from "../src/ironic/client.js";
 import { buildRing } from "../src/ring/legacy.js";

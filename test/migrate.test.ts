@@ -22,7 +22,7 @@ import { planFile, readPlanFile, type PlanFile } from "../src/commands/migrate-f
 import { applyPlan, writeDefinitions } from "../src/commands/migrate-apply.js";
 import { ConfigError } from "../src/config.js";
 import { ToozRing } from "../src/ring/tooz.js";
-import { BridgeClient } from "../src/agent/client.js";
+import { BridgeClient } from "../src/agent/bridge-client.js";
 import { bridgeKeeper, type LeaseKeeper } from "../src/agent/lease-keeper.js";
 import { backendsUnderTest, memoryUnderTest, useApp } from "./helpers/backends.js";
 import { call, TEST_TOKENS, testAuthority, wholeNode } from "./helpers/http.js";

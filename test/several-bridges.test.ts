@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { BridgeClient } from "../src/agent/client.js";
+import { BridgeClient } from "../src/agent/bridge-client.js";
 import { bridgeApp } from "./helpers/app.js";
 import { ShardCatalog } from "../src/shards/definitions.js";
 import { openStore } from "../src/store/open.js";

@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { BridgeClient } from "../src/agent/client.js";
+import { BridgeClient } from "../src/agent/bridge-client.js";
 import { AgentProcess } from "./helpers/agent-process.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { runShardbridge } from "./helpers/cli.js";

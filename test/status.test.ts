@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import { freePort } from "./helpers/redis-server.js";
 import { spawn } from "node:child_process";
-import { BridgeClient } from "../src/agent/client.js";
+import { BridgeClient } from "../src/agent/bridge-client.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { runShardbridge } from "./helpers/cli.js";
 import { statusTable } from "../src/commands/status.js";

@@ -3,7 +3,7 @@ import { TokenAuthority } from "../src/api/http/auth.js";
 import type { StatusSnapshot } from "../src/api/ui/status-view.js";
 import { encodePageModel, pageModel } from "../src/api/ui/model.js";
 import { leaseTransitions, type LeaseLook, type SeenLease } from "../src/api/ui/transitions.js";
-import { StatusWatcher, type Viewer } from "../src/api/ui/watcher.js";
+import { StatusWatcher, type Viewer } from "../src/api/ui/status-watcher.js";
 
 const T0 = Date.parse("2026-12-01T03:00:00.000Z");
 const lease = (holder: string, token: number, sinceMs: number, deadlineMs: number): SeenLease => ({

@@ -24,7 +24,7 @@ export interface AcquireArgs {
 /** An acquire's outcome; `waitedMs` when the bridge waited (see LeaseWaits). */
 export type WaitedLeaseOutcome = LeaseOutcome & { waitedMs?: number };
 
-/** What the keeper needs from a lease service: the Store itself, or the bridge over HTTP (agent/client.ts). */
+/** What the keeper needs from a lease service: the Store itself, or the bridge over HTTP (agent/bridge-client.ts). */
 export interface LeaseClient {
   acquire(req: { shard: string; agent: string; ttlMs: number; waitMs?: number }): Promise<WaitedLeaseOutcome>;
   renew(req: { shard: string; agent: string; token: number; ttlMs: number }): Promise<LeaseOutcome>;

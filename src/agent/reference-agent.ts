@@ -1,5 +1,5 @@
 import { logger } from "../log.js";
-import { BridgeClient, isPermanentRefusal } from "./client.js";
+import { BridgeClient, isPermanentRefusal } from "./bridge-client.js";
 import { bridgeKeeper } from "./lease-keeper.js";
 import { logTransition } from "./transition-log.js";
 

@@ -1,4 +1,4 @@
-import { DecodePool } from "../api/decode/pool.js";
+import { DecodePool } from "../api/decode/decode-pool.js";
 import type { IronicQueueDelivery } from "../ironic/delivery.js";
 import { LegacyAssignments } from "../ring/assignment.js";
 import { SERVICE_DOWN_TIME_MS } from "../ring/membership.js";

@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import { BridgeClient } from "../agent/client.js";
+import { BridgeClient } from "../agent/bridge-client.js";
 import { InventoryFile } from "../domain/node.js";
 import { parseOrThrow } from "../domain/validation.js";
 import { IronicClient } from "../ironic/client.js";

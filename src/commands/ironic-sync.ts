@@ -1,5 +1,5 @@
 import { parseArgs } from "node:util";
-import { BridgeClient } from "../agent/client.js";
+import { BridgeClient } from "../agent/bridge-client.js";
 import { BULK_MAX_NODES } from "../domain/node.js";
 import { IronicClient, type IronicNode } from "../ironic/client.js";
 import { toBridgeNodes } from "../ironic/sync.js";

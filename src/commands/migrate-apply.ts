@@ -1,4 +1,4 @@
-import type { BridgeClient } from "../agent/client.js";
+import type { BridgeClient } from "../agent/bridge-client.js";
 import type { ShardDefinition } from "../contracts/shards.js";
 import type { IronicClient } from "../ironic/client.js";
 import { inventoryChanges } from "../ring/plan.js";

@@ -1,4 +1,4 @@
-import type { BridgeClient } from "../agent/client.js";
+import type { BridgeClient } from "../agent/bridge-client.js";
 import type { IronicClient } from "../ironic/client.js";
 import { buildRing } from "../ring/legacy.js";
 import { inventoryEntry, type InventoryEntry } from "../ring/plan.js";

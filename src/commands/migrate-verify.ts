@@ -1,4 +1,4 @@
-import type { BridgeClient } from "../agent/client.js";
+import type { BridgeClient } from "../agent/bridge-client.js";
 import type { IronicClient } from "../ironic/client.js";
 import type { PlanFile } from "./migrate-file.js";
 import {

@@ -1,7 +1,7 @@
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { z } from "zod";
-import { BridgeClient } from "../agent/client.js";
+import { BridgeClient } from "../agent/bridge-client.js";
 import { LEASE_TTL_DEFAULT_MS, LEASE_TTL_MAX_MS, LEASE_TTL_MIN_MS } from "../domain/lease.js";
 import { MemberList, RingKindName } from "../domain/ring.js";
 import { BULK_MAX_NODES } from "../domain/node.js";

@@ -1,7 +1,7 @@
 import { parseArgs } from "node:util";
 import { logger } from "../log.js";
 import { z } from "zod";
-import { BridgeClient, BridgeError } from "../agent/client.js";
+import { BridgeClient, BridgeError } from "../agent/bridge-client.js";
 import { AgentId, ShardName, novaHostFor } from "../domain/names.js";
 import { maxGraceMs, runSupervised } from "../run/supervisor.js";
 import { ConfigError } from "../config.js";

@@ -1,5 +1,5 @@
 import { parseArgs } from "node:util";
-import { BridgeClient } from "../agent/client.js";
+import { BridgeClient } from "../agent/bridge-client.js";
 import {
   AGENT_COLUMNS,
   SHARD_COLUMNS,

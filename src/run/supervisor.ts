@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
-import { BridgeClient } from "../agent/client.js";
+import { BridgeClient } from "../agent/bridge-client.js";
 import { bridgeKeeper } from "../agent/lease-keeper.js";
 import { logTransition } from "../agent/transition-log.js";
 import { renewDeadlineMs } from "../domain/lease.js";

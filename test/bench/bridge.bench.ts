@@ -1,4 +1,4 @@
-import { BridgeClient } from "../../src/agent/client.js";
+import { BridgeClient } from "../../src/agent/bridge-client.js";
 import { openStore } from "../../src/store/open.js";
 import { startBridge } from "../helpers/bridge-process.js";
 import { TestRedisServer } from "../helpers/redis-server.js";

@@ -1,4 +1,4 @@
-import { BridgeClient } from "../../src/agent/client.js";
+import { BridgeClient } from "../../src/agent/bridge-client.js";
 import { startBridge } from "../helpers/bridge-process.js";
 import { acquireWhenReady } from "../helpers/leases.js";
 import { createIronicNode, ironicPeersAvailable, startIronic } from "../helpers/ironic-peer.js";

@@ -1,4 +1,4 @@
-import { BridgeClient } from "../../src/agent/client.js";
+import { BridgeClient } from "../../src/agent/bridge-client.js";
 import { startBridge, type BridgeProcess } from "../helpers/bridge-process.js";
 import { TestRedisServer } from "../helpers/redis-server.js";
 import { startEchoServer, type EchoServer } from "./echo-server.js";

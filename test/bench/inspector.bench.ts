@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { BridgeClient } from "../../src/agent/client.js";
+import { BridgeClient } from "../../src/agent/bridge-client.js";
 import { TEST_WEBHOOK_SECRET } from "../helpers/http.js";
 import { signedHeaders } from "../../src/inspection/signature.js";
 import { processCpuS, requireWrk, runWrk } from "./load.js";

@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { BridgeClient } from "../../src/agent/client.js";
+import { BridgeClient } from "../../src/agent/bridge-client.js";
 import { startBridge, type BridgeProcess } from "../helpers/bridge-process.js";
 import {
   HEAVY_AGENTS,

@@ -10,7 +10,7 @@ import { roleCheck } from "../openapi/operations.js";
 import { conflict, HttpError } from "../http/errors.js";
 import { logger } from "../../log.js";
 import { decodeFailure } from "../decode/failure.js";
-import type { DecodePool } from "../decode/pool.js";
+import type { DecodePool } from "../decode/decode-pool.js";
 import { agentsOverview, leaseCensus } from "./overview.js";
 import { inServiceOf } from "../../shards/queries.js";
 import type { LegacyAssignments } from "../../ring/assignment.js";

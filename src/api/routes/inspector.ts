@@ -5,7 +5,7 @@ import { z } from "zod";
 import { NodePath } from "../../domain/node.js";
 import { parseOrThrow } from "../../domain/validation.js";
 import { decodeFailure } from "../decode/failure.js";
-import type { DecodePool } from "../decode/pool.js";
+import type { DecodePool } from "../decode/decode-pool.js";
 import { INSPECTOR, type FinalOutcome, type TraitService } from "../../traits/service.js";
 import type { ApiError } from "../http/errors.js";
 import { conflict, HttpError, nodeNotFound } from "../http/errors.js";

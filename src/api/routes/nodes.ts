@@ -6,7 +6,7 @@ import { roleCheck } from "../openapi/operations.js";
 import { yieldToLoop } from "../../loop.js";
 import { bodyObject } from "../http/body.js";
 import { unpackNodes } from "../decode/bulk.js";
-import type { DecodePool } from "../decode/pool.js";
+import type { DecodePool } from "../decode/decode-pool.js";
 import { decodeFailure } from "../decode/failure.js";
 import { BULK_PATH } from "../http/limits.js";
 import { streamJsonList } from "../http/stream.js";

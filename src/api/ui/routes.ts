@@ -6,7 +6,7 @@ import { PAGE_ROLES, type TokenAuthority } from "../http/auth.js";
 import { mediaTypeOf, readRequestBody } from "../http/body.js";
 import { HttpError } from "../http/errors.js";
 import { bodyPolicy, LOGIN_PATH } from "../http/limits.js";
-import type { StatusWatcher } from "./watcher.js";
+import type { StatusWatcher } from "./status-watcher.js";
 
 /*
  * The status page: GET /ui (the page, or a redirect to the login), /ui/login (a form that
