@@ -161,7 +161,6 @@ export function createApp(services: BridgeServices, { authority, ironicUrl }: Ap
   app.use(viewersRead());
   app.use(readBody((req) => bodyPolicy(req.path).limit));
   app.use((req, res, next) => (bodyPolicy(req.path).parseHere ? parseJsonBody(req, res, next) : next()));
-  void definitions.refresh().catch(() => undefined); // its timer retries and logs
   app.use(leaseRoutes(store));
   app.use(definitionRoutes(definitions, catalog));
   app.use(shardRoutes(store, catalog, ironicUrl !== undefined));

@@ -41,10 +41,14 @@ export function bridgeServices(
   }: BridgeServiceOptions = {},
 ): BridgeServices {
   const serviceDownMs = legacy.serviceDownMs ?? SERVICE_DOWN_TIME_MS;
+  // Read now, then on its timer: a caller that must have them before the first request
+  // (serve) awaits refresh(), which shares this read.
+  const definitions = new StoredDefinitions(store, catalog).start();
+  void definitions.refresh().catch(() => undefined); // the timer retries and logs
   return {
     store,
     catalog,
-    definitions: new StoredDefinitions(store, catalog).start(),
+    definitions,
     traits: new TraitService(store.traits, store.nodes, inspector.ownership, {
       toIronic: ironic !== undefined,
       onApplied: () => ironic?.nudge(),
