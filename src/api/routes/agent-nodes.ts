@@ -117,6 +117,13 @@ export interface ListStart {
   };
 }
 
+/** The node counts of `shards` (each once), in one step. */
+async function countsOf(store: Store, shards: readonly string[]): Promise<ShardCount[]> {
+  const distinct = [...new Set(shards)];
+  const counts = await Promise.all(distinct.map((shard) => store.nodes.countOf(shard)));
+  return distinct.map((shard, i) => ({ shard, count: counts[i]! }));
+}
+
 /**
  * GET /v1/agents/{id}/nodes's reads, for all agents of one bridge: the shards' listings
  * it keeps (ShardNodesCache) and the grants it saw (GrantsSeen).
@@ -130,21 +137,22 @@ export class AgentNodeLists {
   }
 
   /**
-   * One round trip to the store before the answer starts, as a rule: the shards the agent
-   * was granted, its record, the node counts (is a shard it serves in service?), its first
-   * instance page, and the leases and node-list versions of the shards it was granted last
-   * time (see GrantsSeen); a second only for shards granted since. The versions come in one
-   * step with the instance page, or after it: a shard answered from its kept listing
-   * (agentNodes) is then no older than the instance page.
+   * Two round trips to the store before the answer starts, as a rule: the shards the agent
+   * was granted, its record, its first instance page, and the leases and node-list versions
+   * of the shards it was granted last time (see GrantsSeen); then the node counts of the
+   * shards its record declares and it was granted (is a shard it serves in service?), with
+   * the leases and versions of shards granted since. The counts of those shards only: every
+   * shard's counts are one hash of a field a shard, which at 10,000 shards cost more than the
+   * rest of a list. The versions come in one step with the instance page, or after it: a
+   * shard answered from its kept listing (agentNodes) is then no older than the instance page.
    */
   async start(agent: string): Promise<ListStart> {
     const { store } = this;
     const guessed = this.grantsSeen.get(agent);
     const instance = store.nodes.instanceNodes(agent, guessed);
-    const [granted, seen, counts, early, firstInstancePage] = await Promise.all([
+    const [granted, seen, early, firstInstancePage] = await Promise.all([
       store.grantedShards(agent),
       store.agent(agent),
-      store.nodes.counts(),
       leasesAndVersions(
         store,
         agent,
@@ -155,11 +163,14 @@ export class AgentNodeLists {
     ]);
     this.grantsSeen.set(agent, granted);
     const readEarly = new Set(guessed);
-    const late = await leasesAndVersions(
-      store,
-      agent,
-      granted.filter((shard) => !readEarly.has(shard)),
-    );
+    const [late, counts] = await Promise.all([
+      leasesAndVersions(
+        store,
+        agent,
+        granted.filter((shard) => !readEarly.has(shard)),
+      ),
+      countsOf(store, [...(seen?.serves ?? []), ...granted]),
+    ]);
     // Only what the fresh grants name counts (a store that lost its keys forgot the rest).
     const grantedNow = new Set(granted);
     return {
