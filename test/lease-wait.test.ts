@@ -110,6 +110,44 @@ describe("waiting acquires: the rules (lease/waits.ts, pure)", () => {
   });
 });
 
+describe("waiting acquires: a renew seen by the driver (lease/waits.ts, pure)", () => {
+  const renewed = (token: number, ttlMs: number) =>
+    ({ kind: "renewed", lease: { holder: "a", token, ttlMs, sinceUs: 0 } }) as const;
+
+  it("moves the wake to the lease's new end, with no acquire", () => {
+    const { state, actions } = run([
+      [0, { kind: "park", waiter: "b", refusal: held("a", 7, 900) }],
+      [300, renewed(7, 1000)],
+      [600, renewed(7, 1000)],
+    ]);
+    expect(actions).to.deep.equal([
+      { kind: "timer", at: 901 },
+      { kind: "timer", at: 1301 },
+      { kind: "timer", at: 1601 },
+    ]);
+    expect(state).to.include({ wakeAt: 1601, trying: null });
+  });
+
+  it("leaves the wake alone for another lease's renew, or while an acquire is in flight", () => {
+    expect(
+      run([
+        [0, { kind: "park", waiter: "b", refusal: held("a", 7, 900) }],
+        [300, renewed(6, 1000)],
+      ]).actions,
+    ).to.deep.equal([{ kind: "timer", at: 901 }]);
+    const trying = run([
+      [0, { kind: "park", waiter: "b", refusal: held("a", 7, 900) }],
+      [901, { kind: "wake" }],
+      [902, renewed(7, 1000)],
+    ]);
+    expect(trying.actions).to.deep.equal([
+      { kind: "timer", at: 901 },
+      { kind: "try", waiter: "b" },
+      { kind: "timer", at: null },
+    ]);
+  });
+});
+
 describe("waiting acquires: the rules against a lease (seeded runs)", () => {
   it("answer each waiter once, grant one at a time to a waiter still there, give back the rest, try one at a time", () => {
     const seen = { grants: 0, toldHolder: 0, givenBack: 0 };
@@ -226,6 +264,61 @@ describe("LeaseWaits on a real store: a waiter whose client goes away leaves", (
     expect(outcome).to.include({ ok: true, holder: "compute-a" });
     expect(waits.waiting).to.equal(0);
     waits.close();
+    await store.close();
+  });
+});
+
+describe("LeaseWaits on a real store: a holder renewing through the same bridge", () => {
+  it("costs the waiters no acquire while it renews, and the one at its lease's end grants the lease", async () => {
+    const store = await memoryUnderTest().fresh();
+    const waits = new LeaseWaits(store);
+    const ttlMs = 1000; // the least a lease may have
+    const request = (agent: string) => ({ shard: "s", agent, ttlMs });
+    const holder = await store.acquire(request("compute-0"));
+    if (!holder.ok) throw new Error("not granted");
+    let acquires = 0;
+    const acquire = store.acquire.bind(store);
+    store.acquire = (...args) => (acquires++, acquire(...args));
+    const waiting = waits.acquire(request("compute-1"), undefined, 5000, new AbortController().signal);
+    let lastRenewAt = performance.now();
+    for (let i = 0; i < 6; i++) {
+      await sleep(ttlMs / 3);
+      lastRenewAt = performance.now();
+      const renewed = await store.renew({ ...request("compute-0"), token: holder.token });
+      expect(renewed.ok, `renew ${i}`).to.equal(true);
+    }
+    expect(acquires, "acquires while the holder renewed (the waiter's own first one only)").to.equal(1);
+    const outcome = await waiting;
+    const grantedAfterMs = performance.now() - lastRenewAt;
+    expect(outcome).to.include({ ok: true, holder: "compute-1" });
+    expect(acquires, "the one at the lease's end").to.equal(2);
+    expect(grantedAfterMs).to.be.at.least(ttlMs);
+    waits.close();
+    await store.close();
+  });
+});
+
+describe("LeaseWaits on a real store: a long wait that nothing answered", () => {
+  it("ends at a random moment in its last fifth, so waiters that began together ask again apart", async () => {
+    const store = await memoryUnderTest().fresh();
+    const ends = [0, 0.5, 1];
+    const started = performance.now();
+    const holder = await store.acquire({ shard: "s", agent: "compute-0", ttlMs: 20_000 });
+    if (!holder.ok) throw new Error("not granted");
+    const answeredAfter = await Promise.all(
+      ends.map(async (draw, i) => {
+        const waits = new LeaseWaits(store, undefined, () => draw);
+        const request = { shard: "s", agent: `compute-${i + 1}`, ttlMs: 20_000 };
+        const outcome = await waits.acquire(request, undefined, 5000, new AbortController().signal);
+        expect(outcome).to.include({ ok: false, reason: "held" });
+        waits.close();
+        return performance.now() - started;
+      }),
+    );
+    // draw 0: the whole wait; 0.5: 10% early; 1: a fifth early
+    expect(answeredAfter[0]).to.be.within(5000, 5400);
+    expect(answeredAfter[1]).to.be.within(4500, 4900);
+    expect(answeredAfter[2]).to.be.within(4000, 4400);
     await store.close();
   });
 });

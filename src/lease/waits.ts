@@ -13,7 +13,9 @@ import type { LeaseOutcome, LeaseView } from "./machine.js";
  * lease, and every other waiter with a refusal naming the new holder; refused under the
  * same lease (a renew moved its end, an announcement of an older one), they wait on, the
  * timer set to the lease's new end; refused under another lease (another bridge's waiter
- * won), every waiter hears who holds it. One acquire per wake, whatever the number of
+ * won), every waiter hears who holds it. A renew the driver sees (one through its own
+ * bridge) moves the timer to the lease's new end without an acquire; a renew elsewhere is
+ * found by the acquire at the old end. One acquire per wake, whatever the number of
  * waiters: the store sees no poll. The others come back with a new wait: O(1) requests
  * per standby per change of holder.
  */
@@ -45,7 +47,9 @@ export type WaitEvent<W> =
   /** the acquire in flight failed (the store unreachable, the waiter no longer allowed) */
   | { kind: "failed" }
   /** `waiter` stops waiting: its client went away, or its wait ended */
-  | { kind: "leave"; waiter: W };
+  | { kind: "leave"; waiter: W }
+  /** the lease was renewed where the driver saw it (through this bridge): its new end */
+  | { kind: "renewed"; lease: LeaseView };
 
 export type WaitAction<W> =
   /** try to acquire the lease for `waiter`, and answer with `tried` or `failed` */
@@ -126,6 +130,15 @@ export function stepWaits<W>(
       if (queue.length === s.queue.length) return { state: s, actions };
       const wakeAt = queue.length === 0 && s.trying === null ? timer(null) : s.wakeAt;
       return { state: { ...s, queue, wakeAt }, actions };
+    }
+
+    case "renewed": {
+      // The lease they wait behind ends later now: the wake moves with it, no acquire
+      // needed to learn that. A try in flight learns it from its own answer.
+      if (s.trying !== null || s.queue.length === 0 || event.lease.token !== s.behind)
+        return { state: s, actions };
+      const wakeAt = timer(now + (event.lease.ttlMs + 1) * unitsPerMs);
+      return { state: { ...s, wakeAt }, actions };
     }
 
     case "failed": {

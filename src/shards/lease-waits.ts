@@ -10,6 +10,15 @@ import type { Admit, Store } from "../store/store.js";
 export const LEASE_WAIT_MAX_MS = 30_000;
 
 /**
+ * A wait this long or longer that nothing answered ends at a random moment in its last
+ * fifth, not at its end: standbys that began waiting together (every standby of a fleet
+ * after a bridge restart) would otherwise ask again together every wait, 10,000 requests
+ * in one burst at a million nodes, which held every renew behind them for a second.
+ */
+export const WAIT_SPREAD_FROM_MS = 5_000;
+const WAIT_SPREAD = 0.2;
+
+/**
  * What a waiting acquire answers: the outcome, and `waitedMs` — how long after the request
  * arrived its granting acquire was tried (rounded down). The store began the lease no
  * earlier, so the agent may count its lease from its send time plus that (see
@@ -34,6 +43,9 @@ interface Waiter {
 interface Shard {
   state: ShardWaits<Waiter>;
   timer: NodeJS.Timeout | undefined;
+  /** when the armed timer fires, and when the wake is due (later, after a renew moved it) */
+  firesAt: number;
+  wakeAt: number;
 }
 
 /**
@@ -42,7 +54,8 @@ interface Shard {
  * releases (this bridge's, and other bridges' as the store announces them) and by a timer
  * at the end of the lease a waiter was refused behind; a waiter whose client goes away
  * leaves, and one whose wait ends gets one plain acquire's answer (so an announcement lost
- * in a reconnect costs at most the wait). Work per wake: one acquire and a few answers, so
+ * in a reconnect costs at most the wait; a long wait ends somewhat early, see
+ * WAIT_SPREAD_FROM_MS). Work per wake: one acquire and a few answers, so
  * the event loop is held for no longer than a renew holds it.
  */
 export class LeaseWaits {
@@ -53,18 +66,24 @@ export class LeaseWaits {
    * waiter would sleep to the lease's end (seen: a handover of 1.7 s, once in a few).
    */
   private readonly asking = new Map<string, { requests: number; released: boolean }>();
-  private readonly stopListening: () => void;
+  private readonly stopListening: Array<() => void>;
   private closed = false;
 
   constructor(
     private readonly store: Store,
     private readonly now: () => number = () => performance.now(),
+    private readonly random: () => number = Math.random,
   ) {
-    this.stopListening = store.leaseChanges.onRelease((shard) => {
-      const asking = this.asking.get(shard);
-      if (asking !== undefined) asking.released = true;
-      if (this.shards.has(shard)) this.dispatch(shard, { kind: "wake" });
-    });
+    this.stopListening = [
+      store.leaseChanges.onRelease((shard) => {
+        const asking = this.asking.get(shard);
+        if (asking !== undefined) asking.released = true;
+        if (this.shards.has(shard)) this.dispatch(shard, { kind: "wake" });
+      }),
+      store.leaseChanges.onRenew((shard, lease) => {
+        if (this.shards.has(shard)) this.dispatch(shard, { kind: "renewed", lease });
+      }),
+    ];
   }
 
   /** How many requests wait now (a gauge, and the tests' view). */
@@ -115,11 +134,12 @@ export class LeaseWaits {
         clearTimeout(waiter.endTimer);
         resolve({ ...first, waitedMs: 0 }); // nobody reads it
       });
+      const endsAfterMs = waitMs < WAIT_SPREAD_FROM_MS ? waitMs : waitMs * (1 - WAIT_SPREAD * this.random());
       waiter.endTimer = setTimeout(() => {
         leave();
         waiter.triedAt = this.now();
         this.store.acquire(request, admit).then((outcome) => resolve(this.waited(waiter, outcome)), reject);
-      }, waitMs);
+      }, endsAfterMs);
       this.dispatch(shard, { kind: "park", waiter, refusal: first });
       if (releasedMeanwhile) this.dispatch(shard, { kind: "wake" });
     });
@@ -128,7 +148,7 @@ export class LeaseWaits {
   /** Answer every waiter now with the refusal it waited behind (the bridge is stopping). */
   close(): void {
     this.closed = true;
-    this.stopListening();
+    for (const stop of this.stopListening) stop();
     for (const [name, shard] of this.shards) {
       clearTimeout(shard.timer);
       for (const waiter of shard.state.queue) {
@@ -149,7 +169,7 @@ export class LeaseWaits {
     let shard = this.shards.get(name);
     if (shard === undefined) {
       if (event.kind !== "park") return;
-      shard = { state: noWaits(), timer: undefined };
+      shard = { state: noWaits(), timer: undefined, firesAt: 0, wakeAt: 0 };
       this.shards.set(name, shard);
     }
     const { state, actions } = stepWaits(shard.state, event, this.now());
@@ -158,14 +178,31 @@ export class LeaseWaits {
     if (idle(shard.state) && this.shards.get(name) === shard) this.shards.delete(name);
   }
 
+  private arm(name: string, shard: Shard, at: number): void {
+    clearTimeout(shard.timer);
+    shard.firesAt = at;
+    shard.timer = setTimeout(
+      () => {
+        shard.timer = undefined;
+        if (this.now() < shard.wakeAt) this.arm(name, shard, shard.wakeAt);
+        else this.dispatch(name, { kind: "wake" });
+      },
+      Math.max(0, at - this.now()),
+    );
+  }
+
   private perform(name: string, shard: Shard, action: WaitAction<Waiter>): void {
     switch (action.kind) {
       case "timer":
-        clearTimeout(shard.timer);
-        shard.timer =
-          action.at === null
-            ? undefined
-            : setTimeout(() => this.dispatch(name, { kind: "wake" }), Math.max(0, action.at - this.now()));
+        if (action.at === null) {
+          clearTimeout(shard.timer);
+          shard.timer = undefined;
+          return;
+        }
+        shard.wakeAt = action.at;
+        // A wake moved later (every renew of a lease with waiters) keeps the armed timer,
+        // which arms itself again when it fires early: no timer churn per renew.
+        if (shard.timer === undefined || action.at < shard.firesAt) this.arm(name, shard, action.at);
         return;
       case "answer":
         clearTimeout(action.waiter.endTimer);

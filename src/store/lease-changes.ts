@@ -1,12 +1,16 @@
+import type { LeaseView } from "../lease/machine.js";
+
 /**
  * Leases handed back on this store, for whoever waits on them (src/shards/lease-waits.ts):
  * a release through this bridge is told to its own listeners at once, and to the other
  * bridges on the same store through a relay (Redis pub/sub: src/store/announce.ts); what a
  * relay hears from another bridge is told here as `heard`. An expiry is nobody's write and
- * is not announced: a waiter's own timer finds it at the lease's end.
+ * is not announced: a waiter's own timer finds it at the lease's end, which a renew through
+ * this bridge moves on (`renewed`).
  */
 export class LeaseChanges {
   private readonly listeners = new Set<(shard: string) => void>();
+  private readonly renewListeners = new Set<(shard: string, lease: LeaseView) => void>();
   private relay: ((shard: string) => void) | null = null;
 
   /** A lease of `shard` was released through this bridge. */
@@ -24,6 +28,21 @@ export class LeaseChanges {
   onRelease(listener: (shard: string) => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
+  }
+
+  /**
+   * A lease of `shard` was renewed through this bridge: its waiters' wake moves to the new
+   * end. Told here only — another bridge's waiters find a renew by their one acquire at the
+   * lease's old end, and announcing every renew would cost the store a PUBLISH each.
+   */
+  renewed(shard: string, lease: LeaseView): void {
+    for (const listener of this.renewListeners) listener(shard, lease);
+  }
+
+  /** Call `listener` on every renew through this bridge; answers how to stop. */
+  onRenew(listener: (shard: string, lease: LeaseView) => void): () => void {
+    this.renewListeners.add(listener);
+    return () => this.renewListeners.delete(listener);
   }
 
   /** Send this bridge's releases on to the others, too. */

@@ -86,7 +86,9 @@ export class Store {
   async renew(args: RenewArgs, admit?: Admit<RenewInput>) {
     const input = this.renews.parse(args);
     admit?.(input);
-    return fromStore(() => this.backend.renew(input));
+    const outcome = await fromStore(() => this.backend.renew(input));
+    if (outcome.ok) this.leaseChanges.renewed(input.shard, outcome);
+    return outcome;
   }
 
   async release(args: ReleaseArgs, admit?: Admit<ReleaseInput>) {
