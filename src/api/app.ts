@@ -6,7 +6,7 @@ import type { ShardCatalog } from "../shards/definitions.js";
 import type { StoredDefinitions } from "../shards/stored-definitions.js";
 import { definitionRoutes } from "./routes/shard-definitions.js";
 import type { Store } from "../store/store.js";
-import { agentRoutes } from "./routes/agents.js";
+import { agentRoutes, heartbeatWrite } from "./routes/agents.js";
 import type { LegacyAssignments } from "../ring/assignment.js";
 import type { LegacyPool } from "../ring/pool.js";
 import { authenticate, knownBearer, viewersRead, type TokenAuthority } from "./http/auth.js";
@@ -165,7 +165,7 @@ export function createApp(services: BridgeServices, { authority, ironicUrl }: Ap
   app.use(definitionRoutes(definitions, catalog));
   app.use(shardRoutes(store, catalog, ironicUrl !== undefined));
   app.use(nodeRoutes(store.nodes, traits, decoder));
-  app.use(agentRoutes(store, catalog, legacyPool, assignments, decoder, serviceDownMs));
+  app.use(agentRoutes(store, catalog, legacyPool, assignments, serviceDownMs));
   app.use(traitRoutes(traits));
   app.use(feedRoutes(store, catalog, traits));
   app.use(ironicDeliveryRoutes(ironic));
@@ -189,7 +189,8 @@ export function createApp(services: BridgeServices, { authority, ironicUrl }: Ap
     metrics,
     authority,
   });
-  const raw = [writes, webhook];
+  const heartbeats = heartbeatWrite({ store, decoder, metrics, authority });
+  const raw = [writes, heartbeats, webhook];
   if (ironicUrl !== undefined) raw.push(fencedIronic({ store, catalog, metrics, ironicUrl }));
   const listener = (req: IncomingMessage, res: ServerResponse) => {
     for (const route of raw) if (route(req, res)) return;

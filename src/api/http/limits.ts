@@ -35,12 +35,10 @@ export const LOGIN_FORM_BODY: BodyPolicy = { limit: 4 * KiB, parseHere: false };
 export const BULK_PATH = "/v1/nodes/bulk";
 export const LOGIN_PATH = "/ui/login";
 export const WEBHOOK_PATH = "/v1/inspector/webhook";
-const HEARTBEAT_PATH = /^\/v1\/agents\/[^/]+\/heartbeat$/;
 
 export function bodyPolicy(path: string): BodyPolicy {
   if (path === BULK_PATH) return BULK_BODY;
   if (path === WEBHOOK_PATH) return WEBHOOK_BODY;
-  if (HEARTBEAT_PATH.test(path)) return HEARTBEAT_BODY;
   if (path === LOGIN_PATH) return LOGIN_FORM_BODY;
   return SMALL_BODY;
 }
