@@ -1,9 +1,9 @@
 import { readFileSync, rmSync } from "node:fs";
-import { Agent, request } from "node:http";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { startBridge, type BridgeProcess } from "../helpers/bridge-process.js";
 import { SHARDBRIDGE } from "../helpers/cli.js";
 import { TestRedisServer } from "../helpers/redis-server.js";
+import { KeepAlivePool, type Answer } from "./keepalive-client.js";
 import { processCpuS } from "./load.js";
 import { percentile, printTable } from "./stats.js";
 import { nodeUuid } from "./uuids.js";
@@ -12,8 +12,8 @@ import { nodeUuid } from "./uuids.js";
  * `make bench scale`: a million nodes on one bridge (#32). 1,000,000 nodes in 10,000
  * shards of 100, an active and a standby agent per shard (20,000 agents), one private
  * redis-server, the bridge as operators run it (`shardbridge serve --store redis://…`, its
- * own process), and every agent simulated in this one process over HTTP (node:http Agents
- * with keep-alive: a pool per kind of traffic, and one socket per waiting standby).
+ * own process), and every agent simulated in this one process over HTTP (keepalive-client.ts:
+ * a pool of keep-alive sockets per kind of traffic, and one socket per waiting standby).
  *
  * Each agent holds its own agent token (a tokens file of 20,000 agents and the admin): the
  * bridge then checks every request as it would a real fleet's — the agent acting as itself,
@@ -27,15 +27,17 @@ import { nodeUuid } from "./uuids.js";
  * a renew refused, or answered after that, is a lease lost (it then stands by); every
  * agent heartbeats every 10 s declaring its shard; the actives read their node list (as
  * nova-compute's resource tracker does, every 60 s each by default). Two phases in one
- * run, one fleet: standbys that poll (an acquire every 250–500 ms, jittered: the client
- * before #32), then standbys that wait (`wait_ms` 30000, asked again at once when
- * answered). In each phase, after a warm-up, one crash failover (an active stops right
+ * run, one fleet: standbys that wait (`wait_ms` 30000, asked again at once when
+ * answered), then standbys that poll (an acquire every 250–500 ms, jittered: the client
+ * before #32) — in that order, so that a bridge the polling saturates leaves no backlog
+ * to the other phase. In each phase, after a warm-up, one crash failover (an active stops right
  * after a successful renew: its standby's grant minus the TTL after that renew's send) and
  * one handover (an active releases: the standby's grant after the release's answer).
  * Every time is from this process's own clock; nothing is asserted.
  *
  * Smaller runs: BENCH_SCALE_NODES, BENCH_SCALE_SHARDS, BENCH_SCALE_SECONDS (each phase's
- * measured window), BENCH_SCALE_WARMUP_SECONDS, BENCH_SCALE_LISTS_PER_S.
+ * measured window), BENCH_SCALE_WARMUP_SECONDS, BENCH_SCALE_LISTS_PER_S. A look inside the
+ * bridge: BENCH_BRIDGE_NODE_FLAGS (node's flags for it, e.g. --cpu-prof).
  */
 const NODES = Number(process.env.BENCH_SCALE_NODES ?? 1_000_000);
 const SHARDS = Number(process.env.BENCH_SCALE_SHARDS ?? 10_000);
@@ -57,6 +59,11 @@ const POLL_SOCKETS = 2048;
 const OTHER_SOCKETS = 256;
 const REQUEST_TIMEOUT_MS = 20_000;
 const LOOP_RESOLUTION_MS = 10;
+/** The node options the bridge's systemd unit sets (examples/systemd/shardbridge.service). */
+const BRIDGE_NODE_OPTIONS =
+  /^Environment=NODE_OPTIONS=(.*)$/m.exec(
+    readFileSync(new URL("../../examples/systemd/shardbridge.service", import.meta.url), "utf8"),
+  )?.[1] ?? "";
 
 const shardName = (s: number) => `rack-${String(s).padStart(5, "0")}`;
 const agentName = (s: number, side: 0 | 1) =>
@@ -64,56 +71,26 @@ const agentName = (s: number, side: 0 | 1) =>
 
 // --- HTTP -------------------------------------------------------------------------
 
-interface Answer {
-  status: number;
-  body: string;
-  sentAt: number;
-  doneAt: number;
-}
-
-const pools = {
-  renew: new Agent({ keepAlive: true, maxSockets: RENEW_SOCKETS, maxFreeSockets: RENEW_SOCKETS }),
-  poll: new Agent({ keepAlive: true, maxSockets: POLL_SOCKETS, maxFreeSockets: POLL_SOCKETS }),
-  other: new Agent({ keepAlive: true, maxSockets: OTHER_SOCKETS, maxFreeSockets: OTHER_SOCKETS }),
-  // a socket per waiting standby, kept between its waits
-  wait: new Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: SHARDS + 64 }),
-};
-
 let base = { host: "127.0.0.1", port: 0 };
+const server = () => base;
+const pools = {
+  renew: new KeepAlivePool(server, RENEW_SOCKETS),
+  poll: new KeepAlivePool(server, POLL_SOCKETS),
+  other: new KeepAlivePool(server, OTHER_SOCKETS),
+  // a socket per waiting standby, kept between its waits
+  wait: new KeepAlivePool(server, Infinity),
+};
 
 /** One request; rejects on a socket error or after `timeoutMs`. `sentAt` is when it was handed to the pool. */
 function call(
-  pool: Agent,
+  pool: KeepAlivePool,
   method: string,
   path: string,
   bearer: string,
   body?: string,
   timeoutMs = REQUEST_TIMEOUT_MS,
 ): Promise<Answer> {
-  const sentAt = performance.now();
-  return new Promise((resolve, reject) => {
-    const headers: Record<string, string | number> = { authorization: `Bearer ${bearer}` };
-    if (body !== undefined) {
-      headers["content-type"] = "application/json";
-      headers["content-length"] = Buffer.byteLength(body);
-    }
-    const req = request({ ...base, agent: pool, method, path, headers, timeout: timeoutMs }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on("data", (c: Buffer) => chunks.push(c));
-      res.on("end", () =>
-        resolve({
-          status: res.statusCode ?? 0,
-          body: Buffer.concat(chunks).toString("utf8"),
-          sentAt,
-          doneAt: performance.now(),
-        }),
-      );
-      res.on("error", reject);
-    });
-    req.on("timeout", () => req.destroy(new Error(`timeout after ${timeoutMs} ms`)));
-    req.on("error", reject);
-    req.end(body);
-  });
+  return pool.request(method, path, bearer, body, timeoutMs);
 }
 
 // --- what a phase records ---------------------------------------------------------
@@ -125,6 +102,8 @@ class Phase {
   startedAt = 0;
   endedAt = 0;
   renewMs: number[] = [];
+  /** when each renew in renewMs was answered (this process's clock) */
+  renewDoneAt: number[] = [];
   listMs: number[] = [];
   heartbeatMs: number[] = [];
   /** how late this process sent each renew after its time (its own event loop's delay) */
@@ -142,6 +121,8 @@ class Phase {
   rssEndKb = 0;
   redisUsedMemory = 0;
   redisCommands = 0;
+  /** connections the kernel dropped, the bridge's accept queue full (machine-wide: nothing else listens much here) */
+  listenOverflows = 0;
   cpu = { bridge: 0, redis: 0, load: 0 };
   loopP99Ms = 0;
   loopMaxMs = 0;
@@ -312,7 +293,10 @@ class Fleet {
     ).then(
       (out) => {
         if (this.token[s]![side] !== token) return; // released or crashed meanwhile
-        if (phase.recording) phase.renewMs.push(out.doneAt - out.sentAt);
+        if (phase.recording) {
+          phase.renewMs.push(out.doneAt - out.sentAt);
+          phase.renewDoneAt.push(out.doneAt);
+        }
         if (out.doneAt > deadline) return lost(true); // the agent stopped acting at the deadline
         if (out.status === 409) return lost(false);
         if (out.status !== 200) {
@@ -549,6 +533,14 @@ async function redisInfo(
 const usedMemory = (redis: TestRedisServer) => redisInfo(redis, "memory", "used_memory");
 const redisCommands = (redis: TestRedisServer) => redisInfo(redis, "stats", "total_commands_processed");
 
+/** The kernel's count of connections dropped at a full accept queue (TcpExt ListenOverflows). */
+function listenOverflows(): number {
+  const lines = readFileSync("/proc/net/netstat", "utf8").split("\n");
+  const names = lines.find((line) => line.startsWith("TcpExt:"))!.split(" ");
+  const values = lines.filter((line) => line.startsWith("TcpExt:"))[1]!.split(" ");
+  return Number(values[names.indexOf("ListenOverflows")]);
+}
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 // --- the bench ----------------------------------------------------------------------
@@ -583,7 +575,13 @@ export async function scaleBench(): Promise<void> {
       shards: [],
       agents,
       store: redis.url,
-      env: { SHARDBRIDGE_LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? "warn" },
+      // The young generation examples/systemd/shardbridge.service gives it.
+      env: {
+        SHARDBRIDGE_LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? "warn",
+        NODE_OPTIONS: BRIDGE_NODE_OPTIONS,
+      },
+      // e.g. "--cpu-prof --cpu-prof-dir=DIR": written when the bridge exits (see the end)
+      nodeFlags: process.env.BENCH_BRIDGE_NODE_FLAGS?.split(" ").filter((flag) => flag !== ""),
     });
     // An exception thrown in an answer's callback ends the process without the finally below:
     // the children die with it (their helpers' exit hooks), and so does the bridge's directory.
@@ -635,23 +633,26 @@ export async function scaleBench(): Promise<void> {
     fleet.listNodes(LISTS_PER_S);
 
     const phases: Phase[] = [];
-    for (const mode of ["polling", "waiting"] as const) {
+    // Waiting first: a fleet that polls saturates a bridge, and the backlog it leaves
+    // (requests queued in this process, leases lost) would be the next phase's start.
+    for (const mode of ["waiting", "polling"] as const) {
       const phase = new Phase(mode);
       fleet.mode = mode;
       fleet.phase = phase;
+      // The waits in flight end now: each standby asks again, as this phase's standbys do.
+      pools.wait.closeAll();
       note(`${mode} standbys: ${WARMUP_S} s warm-up, then ${SECONDS} s measured`);
       await sleep(WARMUP_S * 1000);
       const cpu0 = { bridge: processCpuS(pid), redis: processCpuS(redis.pid), load: process.cpuUsage() };
       const commands0 = await redisCommands(redis);
+      const overflows0 = listenOverflows();
       loop.reset();
       loop.enable();
       phase.recording = true;
       phase.startedAt = performance.now();
       const sampler = setInterval(() => {
         phase.rssMaxKb = Math.max(phase.rssMaxKb, rssKb(pid));
-        const queued = Object.values(pools)
-          .flatMap((pool) => Object.values(pool.requests))
-          .reduce((sum, q) => sum + (q?.length ?? 0), 0);
+        const queued = Object.values(pools).reduce((sum, pool) => sum + pool.queued, 0);
         phase.queuedMax = Math.max(phase.queuedMax, queued);
       }, 1000);
       const probes = (async () => {
@@ -680,6 +681,7 @@ export async function scaleBench(): Promise<void> {
       phase.rssEndKb = rssKb(pid);
       phase.redisUsedMemory = await usedMemory(redis);
       phase.redisCommands = (await redisCommands(redis)) - commands0;
+      phase.listenOverflows = listenOverflows() - overflows0;
       phases.push(phase);
     }
     fleet.stop();
@@ -696,9 +698,29 @@ export async function scaleBench(): Promise<void> {
   } finally {
     fleet?.stop();
     for (const pool of Object.values(pools)) pool.destroy();
+    // A bridge under --cpu-prof writes its profile only when it exits by itself.
+    if (bridge !== undefined && process.env.BENCH_BRIDGE_NODE_FLAGS !== undefined) {
+      bridge.serve.child.kill("SIGTERM");
+      await bridge.serve.exited();
+    }
     await bridge?.stop();
     await redis.stop();
   }
+}
+
+/** Numbers in ascending order (a typed array sorts numerically). */
+const sorted = (xs: number[]) => Float64Array.from(xs).sort() as unknown as number[];
+
+/** The renews' p99 in each 5 s of the phase's window, ms: when the slow ones came. */
+function renewP99By5s(phase: Phase): string {
+  const slices: number[][] = [];
+  phase.renewMs.forEach((ms, i) => {
+    const slice = Math.floor((phase.renewDoneAt[i]! - phase.startedAt) / 5000);
+    (slices[slice] ??= []).push(ms);
+  });
+  return Array.from(slices, (slice) =>
+    slice === undefined ? "-" : percentile(sorted(slice), 99).toFixed(0),
+  ).join(" ");
 }
 
 function report(
@@ -714,8 +736,8 @@ function report(
     bridgeRuns: string;
   },
 ): void {
-  const [polling, waiting] = phases as [Phase, Phase];
-  const sorted = (xs: number[]) => Float64Array.from(xs).sort() as unknown as number[];
+  const polling = phases.find((phase) => phase.mode === "polling")!;
+  const waiting = phases.find((phase) => phase.mode === "waiting")!;
   const stats = (p: Phase) => {
     const renew = sorted(p.renewMs);
     const list = sorted(p.listMs);
@@ -773,6 +795,7 @@ function report(
       row("renews/s", a.renewPerS, b.renewPerS),
       row("renew p50, ms", a.renewP50, b.renewP50),
       row("renew p99, ms (goal < 5)", a.renewP99, b.renewP99),
+      each("  by 5 s of the window", renewP99By5s),
       row("renew max, ms", a.renewMax, b.renewMax),
       each("leases lost: renew refused / answered past 2/3 TTL", (p) => `${p.lostRefused} / ${p.lostLate}`),
       row("standby requests/s", a.standbyPerS, b.standbyPerS),
@@ -803,6 +826,7 @@ function report(
       ),
       each("  its renews sent late, p99 / max, ms", lateness),
       each("  requests waiting for a pool's socket, most", (p) => p.queuedMax),
+      each("  connections dropped at the bridge's full accept queue", (p) => p.listenOverflows),
       each(
         "bridge RSS, MiB: most / at the end",
         (p) => `${(p.rssMaxKb / 1024).toFixed(0)} / ${(p.rssEndKb / 1024).toFixed(0)}`,
@@ -816,6 +840,7 @@ function report(
     ["what", "value"],
     [
       ["the bridge", setup.bridgeRuns],
+      ["  its NODE_OPTIONS (as its systemd unit sets them)", BRIDGE_NODE_OPTIONS || "none"],
       [
         `bulk load, ${NODES.toLocaleString("en-US")} nodes in requests of ${BULK.toLocaleString("en-US")}, s`,
         setup.loadS,
