@@ -22,6 +22,8 @@ const CONCURRENCY = [1, 8];
 /** The lease TTL of the failover rounds: the hold a new master imposes is one TTL. */
 const TTL_MS = 2000;
 const SHARD = "rack-ha";
+/** #32: a holder again within the store's recovery + one TTL (the hold) + this. */
+const HOLDER_GOAL_OVER_TTL_MS = 500;
 
 /** redis-benchmark's own numbers for a bare `EVALSHA <return 1> 0` with `clients` connections. */
 function bareEvalsha(port: number, sha: string, clients: number, requests: number): Measured {
@@ -242,7 +244,7 @@ async function failoverRows(): Promise<void> {
   const worst = (values: number[]) => Math.max(...values);
   printTable(
     `Failover under Redis faults: ${ROUNDS} rounds each, TTL ${TTL_MS} ms, three keepers on two store connections; ` +
-      `ms from the fault (recovered: a new master named / cluster ok; goal: a holder within recovery + TTL + 1 s)`,
+      `ms from the fault (recovered: a new master named / cluster ok; goal, #32's: a holder within recovery + TTL + 0.5 s)`,
     [
       "fault",
       "recovered median",
@@ -263,7 +265,7 @@ async function failoverRows(): Promise<void> {
         worst(rounds.map((r) => r.holderMs)),
         median(gap),
         worst(gap),
-        `${gap.filter((g) => g <= TTL_MS + 1000).length}/${rounds.length}`,
+        `${gap.filter((g) => g <= TTL_MS + HOLDER_GOAL_OVER_TTL_MS).length}/${rounds.length}`,
       ];
     }),
   );
