@@ -1,9 +1,25 @@
 import { z } from "zod";
 import { FencingToken } from "../domain/lease.js";
-import { AgentId, ShardName } from "../domain/names.js";
+import { AgentId, ServedShards, ShardName } from "../domain/names.js";
 import { RingKindName } from "../domain/ring.js";
 import { count, time } from "./fields.js";
 import { Node } from "./nodes.js";
+
+/**
+ * A heartbeat's body. `shards` must be given: [] puts the agent in nova's legacy ring
+ * pool, so a body left empty by accident must not (the ring would hand a sharded agent
+ * unsharded nodes).
+ */
+export const HeartbeatBody = z.strictObject({
+  shards: z
+    .array(z.unknown(), {
+      error: (issue) =>
+        issue.input === undefined
+          ? "is required: the shards this agent serves ([] for nova's legacy ring pool)"
+          : "must be a list of shard names",
+    })
+    .pipe(ServedShards),
+});
 
 /** GET /v1/agents/{id}/nodes?token=: the fencing tokens the agent holds. */
 export const NodesQuery = z.strictObject({

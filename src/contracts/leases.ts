@@ -1,7 +1,35 @@
 import { z } from "zod";
-import { FencingToken } from "../domain/lease.js";
+import { FenceRequest, FencingToken, ReleaseRequest, RenewRequest } from "../domain/lease.js";
 import { AgentId, ShardName } from "../domain/names.js";
 import { count, time } from "./fields.js";
+
+/** The longest wait a request may ask for: a standby asks again after it, whatever happened. */
+export const LEASE_WAIT_MAX_MS = 30_000;
+
+/** How long an acquire may wait for the lease (see shards/lease-waits.ts): the route's own field. */
+export const WaitMs = z
+  .number()
+  .int()
+  .min(0)
+  .max(LEASE_WAIT_MAX_MS)
+  .describe(
+    "acquire only: wait up to this long for the lease to be released, expire or be taken back, " +
+      "and be granted then (0, the default: answer at once)",
+  );
+
+/**
+ * The body of each lease write: the fields of the Store's request a caller sends (the
+ * path gives the shard, the catalog the TTL). The Store's parse validates them; these
+ * say which fields a body may hold, and describe the bodies in the OpenAPI document.
+ */
+export const LeaseWriteBodies = {
+  /** acquire without `token` (waiting up to `wait_ms` for the lease), renew with it */
+  acquire: RenewRequest.pick({ agent: true, token: true })
+    .partial({ token: true })
+    .extend({ wait_ms: WaitMs.optional() }),
+  release: ReleaseRequest.pick({ agent: true, token: true }),
+  fence: FenceRequest.pick({ token: true }),
+};
 
 /** A live lease; `token` null but for admin and the holder's own answers. */
 export const Lease = z.strictObject({

@@ -6,9 +6,6 @@ import { logger } from "../log.js";
 import type { AcquireInput } from "../lease/port.js";
 import type { Admit, Store } from "../store/store.js";
 
-/** The longest wait a request may ask for: a standby asks again after it, whatever happened. */
-export const LEASE_WAIT_MAX_MS = 30_000;
-
 /**
  * A wait this long or longer that nothing answered ends at a random moment in its last
  * fifth, not at its end: standbys that began waiting together (every standby of a fleet

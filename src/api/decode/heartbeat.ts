@@ -1,23 +1,6 @@
-import { z } from "zod";
-import { ServedShards } from "../../domain/names.js";
+import { HeartbeatBody } from "../../contracts/agents.js";
 import { parseOrThrow } from "../../domain/validation.js";
 import { decodeObject, type Decoded } from "./result.js";
-
-/**
- * A heartbeat's body. `shards` must be given: [] puts the agent in nova's legacy ring
- * pool, so a body left empty by accident must not (the ring would hand a sharded agent
- * unsharded nodes).
- */
-export const HeartbeatBody = z.strictObject({
-  shards: z
-    .array(z.unknown(), {
-      error: (issue) =>
-        issue.input === undefined
-          ? "is required: the shards this agent serves ([] for nova's legacy ring pool)"
-          : "must be a list of shard names",
-    })
-    .pipe(ServedShards),
-});
 
 /**
  * The shards a heartbeat says its agent serves. Its body may be half a megabyte (1,000

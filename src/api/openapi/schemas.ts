@@ -3,8 +3,6 @@ import { FencingToken } from "../../domain/lease.js";
 import { AgentId, ShardName } from "../../domain/names.js";
 import { BulkNodesRequest, NodeInput, NodePatch, NodeUuid } from "../../domain/node.js";
 import { HeartbeatRequest } from "../../store/store.js";
-import { HeartbeatBody } from "../decode/heartbeat.js";
-import { LeaseWriteBodies } from "../routes/leases.js";
 import { WebhookPayload } from "../decode/webhook.js";
 import { CSP, LoginForm, SESSION_COOKIE, SESSION_MS, STATIC_TYPES, StaticPath } from "../ui/routes.js";
 import { ShardDefinitionBody } from "../../shards/definitions.js";
@@ -97,16 +95,16 @@ function answerSchemas(): Record<AnswerName, JsonSchema> {
  */
 export const SCHEMAS = {
   // ----- requests (from zod)
-  LeaseAcquireOrRenew: fromZod(LeaseWriteBodies.acquire),
-  LeaseRelease: fromZod(LeaseWriteBodies.release),
-  FenceQuestion: fromZod(LeaseWriteBodies.fence),
+  LeaseAcquireOrRenew: fromZod(leases.LeaseWriteBodies.acquire),
+  LeaseRelease: fromZod(leases.LeaseWriteBodies.release),
+  FenceQuestion: fromZod(leases.LeaseWriteBodies.fence),
   NodeInput: fromZod(NodeInput),
   NodePatch: fromZod(NodePatch),
   BulkNodes: fromZod(BulkNodesRequest),
   // The route requires `shards` and checks each name (HeartbeatBody pipes into ServedShards,
   // which fromZod describes by its input side): the names' schema is the Store's.
   Heartbeat: {
-    ...fromZod(HeartbeatBody),
+    ...fromZod(agents.HeartbeatBody),
     properties: { shards: (fromZod(HeartbeatRequest).properties as Record<string, JsonSchema>).shards },
   },
   FeedAck: fromZod(feed.AckBody),

@@ -2,12 +2,11 @@ import type { ServerResponse } from "node:http";
 import { ShardPath } from "../http/paths.js";
 import { Router } from "express";
 import { z } from "zod";
-import { FenceRequest, ReleaseRequest, RenewRequest } from "../../domain/lease.js";
 import { parseOrThrow, ValidationError, type FieldIssue } from "../../domain/validation.js";
 import type { LeaseOutcome, LeaseView } from "../../lease/machine.js";
 import type { ShardCatalog } from "../../shards/definitions.js";
 import { mayLease } from "../../shards/leasable.js";
-import { LEASE_WAIT_MAX_MS, type LeaseWaits, type WaitedOutcome } from "../../shards/lease-waits.js";
+import type { LeaseWaits, WaitedOutcome } from "../../shards/lease-waits.js";
 import { endRevoked, fenceServing } from "../../shards/revocation.js";
 import type { Admit, Store } from "../../store/store.js";
 import {
@@ -28,32 +27,15 @@ import { SMALL_BODY } from "../http/limits.js";
 import type { BridgeMetrics } from "../http/metrics.js";
 import { noteWaited, serveRaw, type RawAnswer } from "../http/raw-route.js";
 import { rawHandler, type RawHandler } from "../http/mounted-routes.js";
-import type { FenceAnswer, LeaseGrant, LeaseState } from "../../contracts/leases.js";
+import {
+  LEASE_WAIT_MAX_MS,
+  LeaseWriteBodies,
+  WaitMs,
+  type FenceAnswer,
+  type LeaseGrant,
+  type LeaseState,
+} from "../../contracts/leases.js";
 
-/**
- * The body of each lease write: the fields of the Store's request a caller sends (the
- * path gives the shard, the catalog the TTL). The Store's parse validates them; these
- * say which fields a body may hold, and describe the bodies in the OpenAPI document.
- */
-/** How long an acquire may wait for the lease (see LeaseWaits): the route's own field. */
-const WaitMs = z
-  .number()
-  .int()
-  .min(0)
-  .max(LEASE_WAIT_MAX_MS)
-  .describe(
-    "acquire only: wait up to this long for the lease to be released, expire or be taken back, " +
-      "and be granted then (0, the default: answer at once)",
-  );
-
-export const LeaseWriteBodies = {
-  /** acquire without `token` (waiting up to `wait_ms` for the lease), renew with it */
-  acquire: RenewRequest.pick({ agent: true, token: true })
-    .partial({ token: true })
-    .extend({ wait_ms: WaitMs.optional() }),
-  release: ReleaseRequest.pick({ agent: true, token: true }),
-  fence: FenceRequest.pick({ token: true }),
-};
 const fieldsOf = (body: z.ZodObject): ReadonlySet<string> => new Set(Object.keys(body.shape));
 const ACQUIRE_FIELDS = fieldsOf(LeaseWriteBodies.acquire);
 const RELEASE_FIELDS = fieldsOf(LeaseWriteBodies.release);
