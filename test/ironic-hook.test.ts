@@ -356,6 +356,13 @@ print(json.dumps({"delivery": i.delivery, "body": json.loads(i.body), "odd": jso
       // Stopped as for maintenance (SIGTERM hands its delivery partitions over at once).
       bridge!.serve.signal("SIGTERM");
       await bridge!.serve.exited();
+      // Ironic's API gives inspection_finished_at to the second, and inspection-watch orders
+      // and knows an inspection by it: one that finished within the same second as the
+      // node's last (only a played callback is that quick; a real one boots a ramdisk) is
+      // the same inspection to it, a replay. The last test's ended moments ago (CI saw it).
+      const { inspection_finished_at: last } = await ironicApi(ironic, "GET", `/v1/nodes/${node}`);
+      const nextSecond = typeof last === "string" ? Date.parse(last) + 1000 : 0;
+      await new Promise((r) => setTimeout(r, Math.max(0, nextSecond - Date.now())));
       const postedAt = await playInspection(ironic, node, MAC, SECOND);
       await untilState(ironic, node, "manageable");
       const done = performance.now() - postedAt;
