@@ -30,8 +30,8 @@ const HEADER_END = Buffer.from("\r\n\r\n");
 
 /** What one socket has read of the answer it waits for. */
 class Reader {
-  private chunks: Buffer[] = [];
-  private buffered = 0;
+  /** the bytes read and not yet part of an answer */
+  private pending: Buffer = Buffer.alloc(0);
   private status = 0;
   /** bytes of body to read (Content-Length), or -1 for chunked, or -2 before the head */
   private length = -2;
@@ -39,33 +39,26 @@ class Reader {
 
   /** Feed bytes; the answer once whole (then the reader is ready for the next one). */
   push(data: Buffer): { status: number; body: Buffer; close: boolean } | undefined {
-    this.chunks.push(data);
-    this.buffered += data.length;
+    this.pending = this.pending.length === 0 ? data : Buffer.concat([this.pending, data]);
     if (this.length === -2 && !this.readHead()) return undefined;
-    const all = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks);
-    this.chunks = [all];
-    const body = this.length >= 0 ? this.fixedBody(all) : this.chunkedBody(all);
+    const body = this.length >= 0 ? this.fixedBody(this.pending) : this.chunkedBody(this.pending);
     if (body === undefined) return undefined;
     const answer = { status: this.status, body, close: this.closeAfter };
-    this.chunks = [];
-    this.buffered = 0;
+    this.pending = Buffer.alloc(0);
     this.length = -2;
     this.closeAfter = false;
     return answer;
   }
 
   private readHead(): boolean {
-    const all = Buffer.concat(this.chunks);
-    this.chunks = [all];
-    const end = all.indexOf(HEADER_END);
+    const end = this.pending.indexOf(HEADER_END);
     if (end < 0) return false;
-    const head = all.toString("latin1", 0, end).toLowerCase();
+    const head = this.pending.toString("latin1", 0, end).toLowerCase();
     this.status = Number(head.slice(9, 12));
     const length = /\r\ncontent-length: *(\d+)/.exec(head);
     this.length = length !== null ? Number(length[1]) : /\r\ntransfer-encoding: *chunked/.test(head) ? -1 : 0;
     this.closeAfter = /\r\nconnection: *close/.test(head);
-    this.chunks = [all.subarray(end + 4)];
-    this.buffered = all.length - end - 4;
+    this.pending = this.pending.subarray(end + 4);
     return true;
   }
 
@@ -167,6 +160,8 @@ export class KeepAlivePool implements ConnectionEvents {
   constructor(
     private readonly server: () => { host: string; port: number },
     private readonly maxSockets: number,
+    /** a request's timeout unless it gives its own */
+    private readonly timeoutMs: number,
   ) {}
 
   /** Requests waiting for a connection now. */
@@ -174,7 +169,13 @@ export class KeepAlivePool implements ConnectionEvents {
     return this.queue.length;
   }
 
-  request(method: string, path: string, bearer: string, body?: string, timeoutMs = 20_000): Promise<Answer> {
+  request(
+    method: string,
+    path: string,
+    bearer: string,
+    body?: string,
+    timeoutMs = this.timeoutMs,
+  ): Promise<Answer> {
     const sentAt = performance.now();
     const bytes = body === undefined ? undefined : Buffer.from(body);
     const { host, port } = this.server();

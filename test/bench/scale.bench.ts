@@ -3,7 +3,7 @@ import { monitorEventLoopDelay } from "node:perf_hooks";
 import { startBridge, type BridgeProcess } from "../helpers/bridge-process.js";
 import { SHARDBRIDGE } from "../helpers/cli.js";
 import { TestRedisServer } from "../helpers/redis-server.js";
-import { KeepAlivePool, type Answer } from "./keepalive-client.js";
+import { KeepAlivePool } from "./keepalive-client.js";
 import { processCpuS } from "./load.js";
 import { percentile, printTable } from "./stats.js";
 import { nodeUuid } from "./uuids.js";
@@ -74,24 +74,12 @@ const agentName = (s: number, side: 0 | 1) =>
 let base = { host: "127.0.0.1", port: 0 };
 const server = () => base;
 const pools = {
-  renew: new KeepAlivePool(server, RENEW_SOCKETS),
-  poll: new KeepAlivePool(server, POLL_SOCKETS),
-  other: new KeepAlivePool(server, OTHER_SOCKETS),
+  renew: new KeepAlivePool(server, RENEW_SOCKETS, REQUEST_TIMEOUT_MS),
+  poll: new KeepAlivePool(server, POLL_SOCKETS, REQUEST_TIMEOUT_MS),
+  other: new KeepAlivePool(server, OTHER_SOCKETS, REQUEST_TIMEOUT_MS),
   // a socket per waiting standby, kept between its waits
-  wait: new KeepAlivePool(server, Infinity),
+  wait: new KeepAlivePool(server, Infinity, REQUEST_TIMEOUT_MS),
 };
-
-/** One request; rejects on a socket error or after `timeoutMs`. `sentAt` is when it was handed to the pool. */
-function call(
-  pool: KeepAlivePool,
-  method: string,
-  path: string,
-  bearer: string,
-  body?: string,
-  timeoutMs = REQUEST_TIMEOUT_MS,
-): Promise<Answer> {
-  return pool.request(method, path, bearer, body, timeoutMs);
-}
 
 // --- what a phase records ---------------------------------------------------------
 
@@ -199,8 +187,7 @@ class Fleet {
         for (let s = next++; s < this.shards; s = next++) {
           for (;;) {
             const agent = agentName(s, 0);
-            const out = await call(
-              pools.renew,
+            const out = await pools.renew.request(
               "POST",
               `/v1/shards/${shardName(s)}/lease`,
               this.bearer(agent),
@@ -235,19 +222,20 @@ class Fleet {
     if (this.token[s]![side] === undefined) return; // down; heartbeats again when it comes back
     const agent = agentName(s, side);
     const phase = this.phase;
-    call(
-      pools.other,
-      "POST",
-      `/v1/agents/${agent}/heartbeat`,
-      this.bearer(agent),
-      JSON.stringify({ shards: [shardName(s)] }),
-    ).then(
-      (out) => {
-        if (out.status !== 204 && out.status !== 200) phase.error(`heartbeat ${out.status}`);
-        else if (phase.recording) phase.heartbeatMs.push(out.doneAt - out.sentAt);
-      },
-      (error: unknown) => phase.error(`heartbeat: ${String(error)}`),
-    );
+    pools.other
+      .request(
+        "POST",
+        `/v1/agents/${agent}/heartbeat`,
+        this.bearer(agent),
+        JSON.stringify({ shards: [shardName(s)] }),
+      )
+      .then(
+        (out) => {
+          if (out.status !== 204 && out.status !== 200) phase.error(`heartbeat ${out.status}`);
+          else if (phase.recording) phase.heartbeatMs.push(out.doneAt - out.sentAt);
+        },
+        (error: unknown) => phase.error(`heartbeat: ${String(error)}`),
+      );
     this.later(HEARTBEAT_MS, () => this.heartbeat(s, side));
   }
 
@@ -284,37 +272,38 @@ class Fleet {
       }
       this.loseLease(s, side);
     };
-    call(
-      pools.renew,
-      "POST",
-      `/v1/shards/${shardName(s)}/lease`,
-      this.bearer(agent),
-      JSON.stringify({ agent, token }),
-    ).then(
-      (out) => {
-        if (this.token[s]![side] !== token) return; // released or crashed meanwhile
-        if (phase.recording) {
-          phase.renewMs.push(out.doneAt - out.sentAt);
-          phase.renewDoneAt.push(out.doneAt);
-        }
-        if (out.doneAt > deadline) return lost(true); // the agent stopped acting at the deadline
-        if (out.status === 409) return lost(false);
-        if (out.status !== 200) {
-          phase.error(`renew ${out.status}`);
-          return this.scheduleRenew(s, side, performance.now() + 100); // the deadline decides
-        }
-        this.lastOk[s]![side] = sentAt;
-        const key = `${s}/${side}`;
-        if (this.crashAfterRenew.delete(key) && this.probes.has(s)) return this.crash(s, side, sentAt);
-        this.scheduleRenew(s, side, sentAt + RENEW_EVERY_MS);
-      },
-      (error: unknown) => {
-        if (this.token[s]![side] !== token) return;
-        phase.error(`renew: ${String(error)}`);
-        if (performance.now() > deadline) return lost(true);
-        this.scheduleRenew(s, side, performance.now() + 100);
-      },
-    );
+    pools.renew
+      .request(
+        "POST",
+        `/v1/shards/${shardName(s)}/lease`,
+        this.bearer(agent),
+        JSON.stringify({ agent, token }),
+      )
+      .then(
+        (out) => {
+          if (this.token[s]![side] !== token) return; // released or crashed meanwhile
+          if (phase.recording) {
+            phase.renewMs.push(out.doneAt - out.sentAt);
+            phase.renewDoneAt.push(out.doneAt);
+          }
+          if (out.doneAt > deadline) return lost(true); // the agent stopped acting at the deadline
+          if (out.status === 409) return lost(false);
+          if (out.status !== 200) {
+            phase.error(`renew ${out.status}`);
+            return this.scheduleRenew(s, side, performance.now() + 100); // the deadline decides
+          }
+          this.lastOk[s]![side] = sentAt;
+          const key = `${s}/${side}`;
+          if (this.crashAfterRenew.delete(key) && this.probes.has(s)) return this.crash(s, side, sentAt);
+          this.scheduleRenew(s, side, sentAt + RENEW_EVERY_MS);
+        },
+        (error: unknown) => {
+          if (this.token[s]![side] !== token) return;
+          phase.error(`renew: ${String(error)}`);
+          if (performance.now() > deadline) return lost(true);
+          this.scheduleRenew(s, side, performance.now() + 100);
+        },
+      );
   }
 
   private standby(s: number, side: 0 | 1): void {
@@ -325,39 +314,40 @@ class Fleet {
     if (phase.recording) phase.standbyRequests++;
     const probe = this.probes.get(s);
     if (probe !== undefined) probe.standbyRequests++;
-    call(
-      waiting ? pools.wait : pools.poll,
-      "POST",
-      `/v1/shards/${shardName(s)}/lease`,
-      this.bearer(agent),
-      JSON.stringify(waiting ? { agent, wait_ms: WAIT_MS } : { agent }),
-      waiting ? WAIT_MS + REQUEST_TIMEOUT_MS : REQUEST_TIMEOUT_MS,
-    ).then(
-      (out) => {
-        if (this.token[s]![side] !== null) return;
-        if (out.status === 200) {
-          const grant = JSON.parse(out.body) as { token: number; waited_ms?: number };
-          if (this.phase.recording) this.phase.leaseChanges++;
-          this.becomeActive(s, side, grant.token, out.sentAt + (grant.waited_ms ?? 0));
-          const probe = this.probes.get(s);
-          if (probe !== undefined) {
-            this.probes.delete(s);
-            probe.done(out.doneAt - probe.from, probe.standbyRequests);
+    (waiting ? pools.wait : pools.poll)
+      .request(
+        "POST",
+        `/v1/shards/${shardName(s)}/lease`,
+        this.bearer(agent),
+        JSON.stringify(waiting ? { agent, wait_ms: WAIT_MS } : { agent }),
+        waiting ? WAIT_MS + REQUEST_TIMEOUT_MS : REQUEST_TIMEOUT_MS,
+      )
+      .then(
+        (out) => {
+          if (this.token[s]![side] !== null) return;
+          if (out.status === 200) {
+            const grant = JSON.parse(out.body) as { token: number; waited_ms?: number };
+            if (this.phase.recording) this.phase.leaseChanges++;
+            this.becomeActive(s, side, grant.token, out.sentAt + (grant.waited_ms ?? 0));
+            const probe = this.probes.get(s);
+            if (probe !== undefined) {
+              this.probes.delete(s);
+              probe.done(out.doneAt - probe.from, probe.standbyRequests);
+            }
+            return;
           }
-          return;
-        }
-        if (out.status !== 409) phase.error(`acquire ${out.status}`);
-        // polling: the next poll 250-500 ms after the answer; waiting: ask again at once
-        this.later(
-          waiting && out.status === 409 ? 0 : POLL_MIN_MS + Math.random() * (POLL_MAX_MS - POLL_MIN_MS),
-          () => this.standby(s, side),
-        );
-      },
-      (error: unknown) => {
-        phase.error(`acquire: ${String(error)}`);
-        this.later(POLL_MIN_MS, () => this.standby(s, side));
-      },
-    );
+          if (out.status !== 409) phase.error(`acquire ${out.status}`);
+          // polling: the next poll 250-500 ms after the answer; waiting: ask again at once
+          this.later(
+            waiting && out.status === 409 ? 0 : POLL_MIN_MS + Math.random() * (POLL_MAX_MS - POLL_MIN_MS),
+            () => this.standby(s, side),
+          );
+        },
+        (error: unknown) => {
+          phase.error(`acquire: ${String(error)}`);
+          this.later(POLL_MIN_MS, () => this.standby(s, side));
+        },
+      );
   }
 
   /** The side of shard `s` holding its lease now, if one does. */
@@ -377,21 +367,18 @@ class Fleet {
         if (side === null) continue;
         const agent = agentName(s, side);
         const phase = this.phase;
-        call(
-          pools.other,
-          "GET",
-          `/v1/agents/${agent}/nodes?token=${this.token[s]![side]}`,
-          this.bearer(agent),
-        ).then(
-          (out) => {
-            if (out.status !== 200) return phase.error(`node list ${out.status}`);
-            if (!phase.recording) return;
-            phase.listMs.push(out.doneAt - out.sentAt);
-            const { nodes } = JSON.parse(out.body) as { nodes: Array<{ via: string }> };
-            if (nodes.filter((n) => n.via === "lease").length !== NODES / SHARDS) phase.listsShort++;
-          },
-          (error: unknown) => phase.error(`node list: ${String(error)}`),
-        );
+        pools.other
+          .request("GET", `/v1/agents/${agent}/nodes?token=${this.token[s]![side]}`, this.bearer(agent))
+          .then(
+            (out) => {
+              if (out.status !== 200) return phase.error(`node list ${out.status}`);
+              if (!phase.recording) return;
+              phase.listMs.push(out.doneAt - out.sentAt);
+              const { nodes } = JSON.parse(out.body) as { nodes: Array<{ via: string }> };
+              if (nodes.filter((n) => n.via === "lease").length !== NODES / SHARDS) phase.listsShort++;
+            },
+            (error: unknown) => phase.error(`node list: ${String(error)}`),
+          );
       }
       this.later(tickMs, tick);
     };
@@ -474,8 +461,7 @@ class Fleet {
       done: (ms, standbyRequests) => resolveGrant({ ms, standbyRequests }),
     };
     this.probes.set(s, probe);
-    const out = await call(
-      pools.renew,
+    const out = await pools.renew.request(
       "DELETE",
       `/v1/shards/${shardName(s)}/lease`,
       this.bearer(agent),
@@ -610,8 +596,7 @@ export async function scaleBench(): Promise<void> {
           instance_host: null,
         };
       });
-      const out = await call(
-        pools.other,
+      const out = await pools.other.request(
         "POST",
         "/v1/nodes/bulk",
         admin,
