@@ -190,8 +190,8 @@ export async function serveCommand(argv: string[]): Promise<void> {
     process.stderr.write(`shardbridge: cannot listen on ${values.bind}:${port}: ${error.message}\n`);
     process.exit(1);
   });
-  // Connections not yet accepted: node's default, 511, overflowed ~400,000 times in a minute
-  // when 20,000 agents (re)connected at once (the scale bench), each dropped SYN retried
+  // Connections not yet accepted: node's default, 511, overflowed ~400,000 times over a few
+  // runs of the scale bench, 20,000 agents (re)connecting at once, each dropped SYN retried
   // after 1, 3, 7, 15 s. The kernel caps it at net.core.somaxconn (docs/OPERATIONS.md).
   server.listen({ port, host: values.bind!, backlog: LISTEN_BACKLOG }, () => {
     const address = server.address();

@@ -40,9 +40,8 @@ interface Waiter {
 interface Shard {
   state: ShardWaits<Waiter>;
   timer: NodeJS.Timeout | undefined;
-  /** when the armed timer fires, and when the wake is due (later, after a renew moved it) */
+  /** when the armed timer fires (the wake due, state.wakeAt, may be later: a renew moved it) */
   firesAt: number;
-  wakeAt: number;
 }
 
 /**
@@ -166,7 +165,7 @@ export class LeaseWaits {
     let shard = this.shards.get(name);
     if (shard === undefined) {
       if (event.kind !== "park") return;
-      shard = { state: noWaits(), timer: undefined, firesAt: 0, wakeAt: 0 };
+      shard = { state: noWaits(), timer: undefined, firesAt: 0 };
       this.shards.set(name, shard);
     }
     const { state, actions } = stepWaits(shard.state, event, this.now());
@@ -181,7 +180,8 @@ export class LeaseWaits {
     shard.timer = setTimeout(
       () => {
         shard.timer = undefined;
-        if (this.now() < shard.wakeAt) this.arm(name, shard, shard.wakeAt);
+        const due = shard.state.wakeAt;
+        if (due !== null && this.now() < due) this.arm(name, shard, due);
         else this.dispatch(name, { kind: "wake" });
       },
       Math.max(0, at - this.now()),
@@ -196,7 +196,6 @@ export class LeaseWaits {
           shard.timer = undefined;
           return;
         }
-        shard.wakeAt = action.at;
         // A wake moved later (every renew of a lease with waiters) keeps the armed timer,
         // which arms itself again when it fires early: no timer churn per renew.
         if (shard.timer === undefined || action.at < shard.firesAt) this.arm(name, shard, action.at);

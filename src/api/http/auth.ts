@@ -276,10 +276,15 @@ export function assertActsAs(principal: Principal, agent: string): void {
  */
 export function viewersRead(): RequestHandler {
   return (req, res, next) => {
-    if (principalOf(res).role === "viewer" && req.method !== "GET" && req.method !== "HEAD")
-      throw forbidden(`the viewer role reads only; ${req.method} ${req.path} writes`);
+    assertViewerReads(principalOf(res), req.method, req.path);
     next();
   };
+}
+
+/** 403 when a viewer sends anything but GET or HEAD (see viewersRead; the raw routes call it). */
+export function assertViewerReads(principal: Principal, method: string, path: string): void {
+  if (principal.role === "viewer" && method !== "GET" && method !== "HEAD")
+    throw forbidden(`the viewer role reads only; ${method} ${path} writes`);
 }
 
 /**

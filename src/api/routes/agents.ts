@@ -5,7 +5,13 @@ import { AgentId, HostTwinError, hostKey } from "../../domain/names.js";
 import { ValidationError, parseOrThrow } from "../../domain/validation.js";
 import type { ShardCatalog } from "../../shards/definitions.js";
 import type { Store } from "../../store/store.js";
-import { assertActsAs, forbidden, principalFrom, principalOf, type TokenAuthority } from "../http/auth.js";
+import {
+  assertActsAs,
+  assertViewerReads,
+  principalFrom,
+  principalOf,
+  type TokenAuthority,
+} from "../http/auth.js";
 import { readRequestChunks } from "../http/body.js";
 import { HEARTBEAT_BODY } from "../http/limits.js";
 import type { BridgeMetrics } from "../http/metrics.js";
@@ -55,8 +61,7 @@ export function heartbeatWrite(context: {
     if (match === null) return false;
     serveRaw(req, res, HEARTBEAT_ROUTE, context.metrics, "id", async () => {
       const principal = principalFrom(context.authority, req.headers.authorization);
-      if (principal.role === "viewer")
-        throw forbidden(`the viewer role reads only; POST ${req.url!.split("?")[0]} writes`);
+      assertViewerReads(principal, "POST", req.url!.split("?")[0]!);
       const body = await readRequestChunks(req, res, HEARTBEAT_BODY.limit);
       const { id: agent } = parseOrThrow(AgentPath, { id: decodeURIComponent(match[1]!) });
       assertActsAs(principal, agent);
