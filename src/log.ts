@@ -48,6 +48,16 @@ function formatOf(format: LogFormat): winston.Logform.Format {
   return format === "text" ? text : json;
 }
 
+/**
+ * Whether lines at `level` are written now. Winston's own isLevelEnabled builds its list
+ * of transports at every call, which every request paid in garbage for a line it did not
+ * write (2% of what the bridge allocates under a fleet's renews); this logger's one
+ * transport takes every level the logger does.
+ */
+export function levelEnabled(level: LogLevel): boolean {
+  return LOG_LEVELS.indexOf(level) <= LOG_LEVELS.indexOf(logger.level as LogLevel);
+}
+
 /** Set the level and the format (children made before follow: they share the logger's). */
 export function configureLogging(options: { level?: LogLevel; format?: LogFormat }): void {
   if (options.level !== undefined) logger.level = options.level;

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { logger } from "../../log.js";
+import { levelEnabled, logger } from "../../log.js";
 
 /** A request slower than this is logged at warn: something held the bridge or its store. */
 const SLOW_REQUEST_MS = 500;
@@ -15,7 +15,7 @@ export function logRequest(
   ms: number,
 ): void {
   const level = ms >= SLOW_REQUEST_MS ? "warn" : "debug";
-  if (!logger.isLevelEnabled(level)) return;
+  if (!levelEnabled(level)) return;
   logger.log(level, ms >= SLOW_REQUEST_MS ? "slow request" : "request", {
     request_id: requestId,
     method: req.method,

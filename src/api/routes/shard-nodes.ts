@@ -3,16 +3,21 @@ import { openNodeJson } from "./views.js";
 
 /** Shards larger than this are streamed page by page, never held whole. */
 const MAX_CACHED_NODES = 5000;
-/** All cached shards together, in characters (about twice as many bytes). */
-const MAX_CACHED_CHARS = 32 * 1024 * 1024;
+/**
+ * All kept listings together, in bytes: about 170 a node, so a million nodes' listings fit.
+ * A listing that cannot stay until its shard is listed again is work spent for nothing, and
+ * an agent lists its shard once a minute (nova's resource tracker).
+ */
+export const MAX_CACHED_BYTES = 192 * 1024 * 1024;
 
 interface Entry {
   version: number;
-  /** each node's JSON without its closing brace */
-  open: string[];
-  chars: number;
-  /** the last list asked for: the nodes with one set of extra fields, comma-joined, encoded */
-  joined: { extra: string; bytes: Buffer } | null;
+  /** the fields `bytes` carries after each node's own */
+  extra: string;
+  /** the nodes' JSON objects, comma-joined, each ending with `extra` and its brace (UTF-8) */
+  bytes: Buffer;
+  /** where each node's object starts in `bytes` */
+  starts: Uint32Array;
 }
 
 /**
@@ -20,15 +25,22 @@ interface Entry {
  * stays: an active agent re-reads its shard's nodes far more often than they change, so
  * an unchanged shard is answered from one version read and no per-node work. Every
  * bridge keeps its own; the version, kept in the store, tells each when to read again.
+ *
+ * A listing is kept as bytes outside V8's heap, never as strings: a kept listing lives
+ * past the young generation's collections, and at a million nodes strings kept here were
+ * a third of what those collections copied and promoted (docs/PERFORMANCE.md).
  */
 export class ShardNodesCache {
   private readonly entries = new Map<string, Entry>();
   private readonly building = new Map<string, Promise<Entry | null>>();
   /** shards found too large to keep, at the version they were found so: not read again until it moves */
   private readonly tooLarge = new Map<string, number>();
-  private chars = 0;
+  private bytes = 0;
 
-  constructor(private readonly nodes: NodeRegistry) {}
+  constructor(
+    private readonly nodes: NodeRegistry,
+    private readonly maxBytes = MAX_CACHED_BYTES,
+  ) {}
 
   /**
    * The shard's nodes as comma-joined JSON objects, each ending with `extra` (fields as
@@ -46,49 +58,83 @@ export class ShardNodesCache {
     } else {
       let build = this.building.get(shard);
       if (build === undefined) {
-        build = this.build(shard, version).finally(() => this.building.delete(shard));
+        build = this.build(shard, version, extra).finally(() => this.building.delete(shard));
         this.building.set(shard, build);
       }
       const built = await build;
       if (built === null) return null;
       entry = built;
     }
-    if (entry.joined?.extra !== extra) {
-      const bytes = Buffer.from(entry.open.map((open) => `${open}${extra}}`).join(","));
-      this.chars += bytes.length - (entry.joined?.bytes.length ?? 0);
-      entry.joined = { extra, bytes };
-      this.evict();
+    if (entry.extra !== extra) {
+      entry = withExtra(entry, extra);
+      this.keep(shard, entry);
     }
-    return entry.joined.bytes;
+    return entry.bytes;
   }
 
-  private async build(shard: string, version: number): Promise<Entry | null> {
-    const open: string[] = [];
+  private async build(shard: string, version: number, extra: string): Promise<Entry | null> {
+    const objects: string[] = [];
     for await (const page of this.nodes.pages({ kind: "places", places: [shard] })) {
-      if (open.length + page.length > MAX_CACHED_NODES) {
+      if (objects.length + page.length > MAX_CACHED_NODES) {
         this.tooLarge.set(shard, version);
         return null;
       }
-      for (const node of page) open.push(openNodeJson(node));
+      for (const node of page) objects.push(`${openNodeJson(node)}${extra}}`);
     }
     this.tooLarge.delete(shard);
-    const entry: Entry = { version, open, chars: open.reduce((n, s) => n + s.length, 0), joined: null };
+    const starts = new Uint32Array(objects.length);
+    let at = 0;
+    for (let i = 0; i < objects.length; i++) {
+      starts[i] = at;
+      at += Buffer.byteLength(objects[i]!) + 1;
+    }
+    const entry: Entry = { version, extra, bytes: Buffer.from(objects.join(",")), starts };
+    this.keep(shard, entry);
+    return entry;
+  }
+
+  /** `entry` becomes the shard's listing (most recently used), within the budget. */
+  private keep(shard: string, entry: Entry): void {
     this.forget(shard);
     this.entries.set(shard, entry);
-    this.chars += entry.chars;
-    this.evict();
-    return entry;
+    this.bytes += sizeOf(entry);
+    while (this.bytes > this.maxBytes && this.entries.size > 0)
+      this.forget(this.entries.keys().next().value!);
   }
 
   private forget(shard: string): void {
     const old = this.entries.get(shard);
     if (old === undefined) return;
-    this.chars -= old.chars + (old.joined?.bytes.length ?? 0);
+    this.bytes -= sizeOf(old);
     this.entries.delete(shard);
   }
+}
 
-  private evict(): void {
-    while (this.chars > MAX_CACHED_CHARS && this.entries.size > 1)
-      this.forget(this.entries.keys().next().value!);
+const COMMA = 0x2c;
+
+function sizeOf(entry: Entry): number {
+  return entry.bytes.length + entry.starts.byteLength;
+}
+
+/**
+ * The same listing with `extra` after each node's own fields in place of the entry's (a
+ * new holder's token): copied byte range by byte range, no string made per node.
+ */
+function withExtra(entry: Entry, extra: string): Entry {
+  const { bytes, starts } = entry;
+  const count = starts.length;
+  const oldTail = Buffer.byteLength(entry.extra) + 1; // the extra and the object's brace
+  const tail = Buffer.from(`${extra}}`);
+  const ownBytes = bytes.length - (count - 1) - count * oldTail; // every node's own fields
+  const out = Buffer.allocUnsafe(Math.max(0, ownBytes + count * tail.length + count - 1));
+  const outStarts = new Uint32Array(count);
+  let at = 0;
+  for (let i = 0; i < count; i++) {
+    if (i > 0) out[at++] = COMMA;
+    outStarts[i] = at;
+    const end = (i + 1 < count ? starts[i + 1]! - 1 : bytes.length) - oldTail;
+    at += bytes.copy(out, at, starts[i]!, end);
+    at += tail.copy(out, at);
   }
+  return { version: entry.version, extra, bytes: out, starts: outStarts };
 }
