@@ -5,6 +5,7 @@ import {
   type LeaseOperation,
   type OutcomeOf,
   type ShardLeaseState,
+  type StoreClockReading,
   type StoreLineage,
 } from "./machine.js";
 import { sortAgents } from "./agents.js";
@@ -20,6 +21,32 @@ import type {
 } from "./port.js";
 
 /**
+ * Leases in memory, a shard's state each, stepped by the pure machine: the embedded
+ * store's (MemoryBackend) and the simulator's (src/sim/shard-store.ts), one table so that
+ * the simulator runs the store's own step.
+ */
+export class LeaseTable<Shard> {
+  constructor(readonly states = new Map<Shard, ShardLeaseState>()) {}
+
+  /**
+   * `op` on `shard` at `clock`; `changed` when it wrote. `reuse`: a renew may write the
+   * granted lease into the state it was given (see `transition`).
+   */
+  apply<Op extends LeaseOperation>(
+    shard: Shard,
+    op: Op,
+    clock: StoreClockReading,
+    reuse = false,
+  ): { outcome: OutcomeOf<Op>; changed: boolean } {
+    const before = this.states.get(shard) ?? EMPTY_SHARD_STATE;
+    const { outcome, state } = transition(before, op, clock, reuse);
+    // A transition answers the state it was given when it wrote nothing.
+    if (state !== before) this.states.set(shard, state);
+    return { outcome, changed: state !== before };
+  }
+}
+
+/**
  * The embedded default: leases in this process's memory, run by the pure state
  * machine. Every operation is synchronous under the hood, so each one is atomic.
  * State is lost when the process exits; tokens still increase across restarts because
@@ -27,7 +54,8 @@ import type {
  */
 export class MemoryBackend implements LeaseBackend {
   readonly kind = "memory" as const;
-  private readonly shards = new Map<string, ShardLeaseState>();
+  private readonly table = new LeaseTable<string>();
+  private readonly shards = this.table.states;
   private readonly lastSeen = new Map<string, { us: number; serves: string[] }>();
   /** nova's key of a host (hostKey) -> the agent id last recorded under it */
   private readonly hosts = new Map<string, string>();
@@ -55,15 +83,12 @@ export class MemoryBackend implements LeaseBackend {
 
   private apply<Op extends LeaseOperation>(shard: string, op: Op): Promise<OutcomeOf<Op> & StoreTime> {
     const atUs = this.clockUs();
-    const before = this.shards.get(shard) ?? EMPTY_SHARD_STATE;
     const lineage = this.lineage();
-    const { outcome, state } = transition(before, op, {
+    const { outcome } = this.table.apply(shard, op, {
       nowUs: atUs,
       bootUs: this.bootUs,
       ...(lineage !== undefined && { lineage }),
     });
-    // A transition answers the state it was given when it wrote nothing.
-    if (state !== before) this.shards.set(shard, state);
     // atUs first: `{ ...outcome, atUs }` would give every outcome a hidden class of its own
     // (see docs/ARCHITECTURE.md, One event loop), and every read of it a cache miss.
     return Promise.resolve({ atUs, ...outcome });

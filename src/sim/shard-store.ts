@@ -1,22 +1,16 @@
-import {
-  EMPTY_SHARD_STATE,
-  transition,
-  type LeaseOperation,
-  type OutcomeOf,
-  type ShardLeaseState,
-  type StoreLineage,
-} from "../lease/machine.js";
+import type { LeaseOperation, OutcomeOf, ShardLeaseState, StoreLineage } from "../lease/machine.js";
+import { LeaseTable } from "../lease/memory.js";
 import type { Cruise } from "./cruise.js";
 import type { Keeper } from "./shards-mode.js";
 
 /**
- * The shards mode's store: per shard the state of the pure lease machine (the same
- * `transition` the memory store runs, expiry judged by the store's clock, which is true
- * time), and what Redis's faults do to it: a restart empties it, a failover promotes a
- * replica that stopped following some time before.
+ * The shards mode's store: the embedded store's lease table (LeaseTable, the pure machine
+ * stepped per shard, expiry judged by the store's clock, which is true time), and what
+ * Redis's faults do to it: a restart empties it, a failover promotes a replica that
+ * stopped following some time before.
  */
 export class SimStore {
-  shards = new Map<number, ShardLeaseState>();
+  table = new LeaseTable<number>();
   /** the store process started here (µs); the recovery wait counts from it */
   bootUs = -3_600_000_000;
   /** the store answers nothing before this (µs): it is restarting, or being failed over to */
@@ -50,23 +44,21 @@ export class SimStore {
     const cruise = this.cruise;
     const cruiser = cruise.inCruise ? null : cruise.cruiserOf[shard]!;
     if (cruiser !== null) cruise.catchUp(cruiser);
-    const state = this.shards.get(shard) ?? EMPTY_SHARD_STATE;
     // The store's clock reads whole microseconds, as Redis TIME does and the lease rules
     // expect: a fractional reading would make a fresh grant show 5,999 ms left.
     const clock = this.clock;
     clock.nowUs = Math.floor(atUs);
     clock.bootUs = Math.floor(this.bootUs);
     clock.lineage = this.lineage;
-    const step = transition(state, op, clock, renew && cruiser === null);
-    this.shards.set(shard, step.state);
+    const step = this.table.apply(shard, op, clock, renew && cruiser === null);
     // Anything but the holder's renew that changes the shard ends its cruise.
-    if (cruiser !== null && step.state !== state) cruise.end(cruiser);
+    if (cruiser !== null && step.changed) cruise.end(cruiser);
     return step.outcome;
   }
 
   /** Redis restarts empty at `nowUs`, answering again `downUs` later. */
   restart(nowUs: number, downUs: number): void {
-    this.shards = new Map();
+    this.table = new LeaseTable();
     this.waiters = new Map();
     this.downUntilUs = nowUs + downUs;
     this.bootUs = nowUs + downUs;
@@ -80,7 +72,7 @@ export class SimStore {
   replicaStops(): void {
     // A copy: the master's states go on being renewed in place (see `op`).
     this.replica = new Map(
-      [...this.shards].map(([shard, state]) => [
+      [...this.table.states].map(([shard, state]) => [
         shard,
         { ...state, lease: state.lease === null ? null : { ...state.lease } },
       ]),
@@ -93,7 +85,7 @@ export class SimStore {
     // the last `lag` are lost. Its new replication id, and its being promoted, are what
     // the lease rules see (lineageHold): every shard is held for a TTL from its first
     // operation, since a holder may be acting on a lost renew.
-    this.shards = this.replica ?? this.shards;
+    if (this.replica !== null) this.table = new LeaseTable(this.replica);
     this.replica = null;
     this.waiters = new Map();
     this.downUntilUs = nowUs + downUs;

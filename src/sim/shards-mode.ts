@@ -439,7 +439,7 @@ export function runShardsMode(
       const fenced = store.op(k.shard, { kind: "fence", token }, atUs);
       if (fenced.allowed) {
         // Held against the store's own record: a pass for anyone but the live holder is a safety failure.
-        const live = store.shards.get(k.shard)?.lease;
+        const live = store.table.states.get(k.shard)?.lease;
         if (live?.token !== token || live.holder !== k.host.id || live.expiresAtUs <= atUs)
           result.staleWritesAccepted++;
       } else result.staleWritesRefused++;
