@@ -9,7 +9,7 @@ import { parseAllDocuments } from "yaml";
 import { parseTokens } from "../src/api/http/auth.js";
 import { parseOrThrow } from "../src/domain/validation.js";
 import { maxGraceMs } from "../src/run/supervisor.js";
-import { ShardDefinition } from "../src/shards/definitions.js";
+import { ShardDefinitionFile } from "../src/contracts/shards.js";
 import { runShardbridge } from "./helpers/cli.js";
 
 const ROOT = fileURLToPath(new URL("../", import.meta.url));
@@ -181,7 +181,7 @@ describe("Kubernetes and kolla-ansible examples", function () {
     expect(flagValue(command, "--id")).to.equal("$(POD_NAME)");
     const shard = flagValue(command, "--shard")!;
     const definition = parseOrThrow(
-      ShardDefinition,
+      ShardDefinitionFile,
       JSON.parse(find("ConfigMap", "shardbridge-shards").data[`${shard}.json`]),
     );
     expect(definition.name).to.equal(shard);
@@ -207,7 +207,7 @@ describe("Kubernetes and kolla-ansible examples", function () {
     const set = find("StatefulSet", "nova-compute-ironic-rack-a");
     const shard = flagValue(set.spec.template.spec.containers[0].command, "--shard")!;
     const ttl = parseOrThrow(
-      ShardDefinition,
+      ShardDefinitionFile,
       JSON.parse(find("ConfigMap", "shardbridge-shards").data[`${shard}.json`]),
     ).lease_ttl_ms;
     const periodMs = set.spec.template.spec.terminationGracePeriodSeconds * 1000;

@@ -8,12 +8,8 @@ import { fileURLToPath } from "node:url";
 import { bridgeApp } from "./helpers/app.js";
 import { processClockUs } from "../src/lease/clock.js";
 import { MemoryBackend } from "../src/lease/memory.js";
-import {
-  MAX_SHARD_AGENTS,
-  ShardCatalog,
-  ShardDefinitionError,
-  loadShardCatalog,
-} from "../src/shards/definitions.js";
+import { MAX_SHARD_AGENTS } from "../src/contracts/shards.js";
+import { ShardCatalog, ShardDefinitionError, loadShardCatalog } from "../src/shards/definitions.js";
 import { Store } from "../src/store/store.js";
 import { call, listen, testAuthority, TEST_TOKENS } from "./helpers/http.js";
 import { backendsUnderTest, useApp } from "./helpers/backends.js";

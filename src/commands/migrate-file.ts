@@ -6,7 +6,7 @@ import { NodeUuid } from "../domain/node.js";
 import { RingKindName, RingMembers } from "../domain/ring.js";
 import { ValidationError, parseOrThrow } from "../domain/validation.js";
 import { ConfigError } from "../config.js";
-import { boundShardAgents } from "../shards/definitions.js";
+import { boundShardAgents } from "../contracts/shards.js";
 import {
   inventoryEntry,
   inventoryFingerprint,

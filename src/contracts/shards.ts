@@ -1,5 +1,7 @@
 import { z } from "zod";
-import { AgentId, ShardName } from "../domain/names.js";
+import { LEASE_TTL_DEFAULT_MS, LeaseTtlMs } from "../domain/lease.js";
+import { AgentId, ShardName, noCaseTwins } from "../domain/names.js";
+import { uniqueField } from "../domain/validation.js";
 import { count } from "./fields.js";
 import { Lease } from "./leases.js";
 
@@ -61,3 +63,52 @@ export const ShardDefinitionList = z.strictObject({
   definitions: z.array(ShardDefinition),
 });
 export type ShardDefinitionList = z.infer<typeof ShardDefinitionList>;
+
+// --- what is written ---------------------------------------------------------------
+
+/**
+ * The most agents a definition written now may allow (one active, the rest standbys):
+ * a longer list is refused in one step, not agent by agent. A file or a stored definition
+ * of an older bridge with more is still read — refusing it would open its shard to any
+ * agent — so the bound is on what is written (ShardDefinitionBody, a migration's plan).
+ */
+export const MAX_SHARD_AGENTS = 100;
+
+/** `agents` bounded as a definition written now is (the API's body, a migration's plan). */
+export const boundShardAgents = (agents: z.ZodArray<typeof AgentId>) =>
+  agents.max(MAX_SHARD_AGENTS, { error: `must name at most ${MAX_SHARD_AGENTS} agents` });
+
+const ShardAgents = z.array(AgentId).min(1, { error: "must name at least one agent, or be left out" });
+/** An agent named twice, or two equal but for case (one host to nova), is refused (last: after the list's other checks). */
+const uniqueAgents = (payload: z.core.ParsePayload<string[]>): void => {
+  uniqueField("agents", null, (agent: string) => agent)(payload);
+  noCaseTwins("agents", null, (agent: string) => agent)(payload);
+};
+
+/**
+ * One file in shards/ (`NAME.json`), or one definition kept in the store (written through
+ * the API, whose body is ShardDefinitionBody): what a bridge reads, defaults filled in.
+ */
+export const ShardDefinitionFile = z.strictObject({
+  name: ShardName,
+  description: z
+    .string({ error: "must be a string" })
+    .max(1000, { error: "must be at most 1000 characters" })
+    .default(""),
+  lease_ttl_ms: LeaseTtlMs.default(LEASE_TTL_DEFAULT_MS),
+  /** agents allowed to serve the shard (one active, the rest its standbys); absent = any agent */
+  agents: ShardAgents.check(uniqueAgents).optional(),
+  /**
+   * The shard is being filled with nodes from nova's ring (`migrate apply` sets it before
+   * it writes shard keys and clears it once every node has its key): until then a lease
+   * on it, or a heartbeat declaring it, does not take the agent out of the legacy pool,
+   * so the agent keeps listing the nodes that have no key yet. See src/ring/membership.ts.
+   */
+  filling: z.boolean({ error: "must be true or false" }).optional(),
+});
+export type ShardDefinitionFile = z.output<typeof ShardDefinitionFile>;
+
+/** PUT /v1/shard-definitions/{shard}'s body: a file's fields but the name (the path's). */
+export const ShardDefinitionBody = ShardDefinitionFile.omit({ name: true }).extend({
+  agents: boundShardAgents(ShardAgents).check(uniqueAgents).optional(),
+});

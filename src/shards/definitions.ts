@@ -1,59 +1,8 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { basename, join } from "node:path";
-import { z } from "zod";
-import { LEASE_TTL_DEFAULT_MS, LeaseTtlMs } from "../domain/lease.js";
-import { AgentId, ShardName, noCaseTwins } from "../domain/names.js";
-import {
-  ValidationError,
-  describeIssues,
-  parseOrThrow,
-  uniqueField,
-  type FieldIssue,
-} from "../domain/validation.js";
-
-/**
- * The most agents a definition written now may allow (one active, the rest standbys):
- * a longer list is refused in one step, not agent by agent. A file or a stored definition
- * of an older bridge with more is still read — refusing it would open its shard to any
- * agent — so the bound is on what is written (ShardDefinitionBody, a migration's plan).
- */
-export const MAX_SHARD_AGENTS = 100;
-
-/** `agents` bounded as a definition written now is (the API's body, a migration's plan). */
-export const boundShardAgents = (agents: z.ZodArray<typeof AgentId>) =>
-  agents.max(MAX_SHARD_AGENTS, { error: `must name at most ${MAX_SHARD_AGENTS} agents` });
-
-const ShardAgents = z.array(AgentId).min(1, { error: "must name at least one agent, or be left out" });
-/** An agent named twice, or two equal but for case (one host to nova), is refused (last: after the list's other checks). */
-const uniqueAgents = (payload: z.core.ParsePayload<string[]>): void => {
-  uniqueField("agents", null, (agent: string) => agent)(payload);
-  noCaseTwins("agents", null, (agent: string) => agent)(payload);
-};
-
-/** One file in shards/ (`NAME.json`), or one definition written through the API. */
-export const ShardDefinition = z.strictObject({
-  name: ShardName,
-  description: z
-    .string({ error: "must be a string" })
-    .max(1000, { error: "must be at most 1000 characters" })
-    .default(""),
-  lease_ttl_ms: LeaseTtlMs.default(LEASE_TTL_DEFAULT_MS),
-  /** agents allowed to serve the shard (one active, the rest its standbys); absent = any agent */
-  agents: ShardAgents.check(uniqueAgents).optional(),
-  /**
-   * The shard is being filled with nodes from nova's ring (`migrate apply` sets it before
-   * it writes shard keys and clears it once every node has its key): until then a lease
-   * on it, or a heartbeat declaring it, does not take the agent out of the legacy pool,
-   * so the agent keeps listing the nodes that have no key yet. See src/ring/membership.ts.
-   */
-  filling: z.boolean({ error: "must be true or false" }).optional(),
-});
-export type ShardDefinition = z.output<typeof ShardDefinition>;
-
-/** A definition's body as the API takes it: the shard's name is the path's. */
-export const ShardDefinitionBody = ShardDefinition.omit({ name: true }).extend({
-  agents: boundShardAgents(ShardAgents).check(uniqueAgents).optional(),
-});
+import { ShardDefinitionFile } from "../contracts/shards.js";
+import { LEASE_TTL_DEFAULT_MS } from "../domain/lease.js";
+import { ValidationError, describeIssues, parseOrThrow, type FieldIssue } from "../domain/validation.js";
 
 /** Where a shard's definition comes from: a file of this bridge, or the store all bridges share. */
 export type DefinitionSource = "file" | "store";
@@ -78,8 +27,8 @@ export class ShardDefinitionError extends Error {
  * this bridge; the API refuses to define it in the store (409).
  */
 export class ShardCatalog {
-  private readonly files: Map<string, ShardDefinition>;
-  private stored = new Map<string, ShardDefinition>();
+  private readonly files: Map<string, ShardDefinitionFile>;
+  private stored = new Map<string, ShardDefinitionFile>();
 
   /**
    * `allowUndefined`: whether an agent may take a lease on a shard that no definition
@@ -87,18 +36,18 @@ export class ShardCatalog {
    * name is a typo far more often than a plan, and every lease leaves the shard listed.
    */
   constructor(
-    definitions: ShardDefinition[] = [],
+    definitions: ShardDefinitionFile[] = [],
     readonly allowUndefined = false,
   ) {
     this.files = new Map(definitions.map((d) => [d.name, d]));
   }
 
   /** Every definition: the files', then the store's that no file shadows. */
-  get definitions(): ShardDefinition[] {
+  get definitions(): ShardDefinitionFile[] {
     return [...this.files.values(), ...[...this.stored.values()].filter((d) => !this.files.has(d.name))];
   }
 
-  get(shard: string): ShardDefinition | undefined {
+  get(shard: string): ShardDefinitionFile | undefined {
     return this.files.get(shard) ?? this.stored.get(shard);
   }
 
@@ -107,11 +56,11 @@ export class ShardCatalog {
   }
 
   /** Replace the store's definitions with those read from it now. */
-  useStored(definitions: Iterable<ShardDefinition>): void {
+  useStored(definitions: Iterable<ShardDefinitionFile>): void {
     this.stored = new Map([...definitions].map((d) => [d.name, d]));
   }
 
-  /** Whether `migrate apply` is still filling the shard from nova's ring (see ShardDefinition.filling). */
+  /** Whether `migrate apply` is still filling the shard from nova's ring (see ShardDefinitionFile.filling). */
   isFilling(shard: string): boolean {
     return this.get(shard)?.filling === true;
   }
@@ -127,7 +76,7 @@ export class ShardCatalog {
   }
 }
 
-function parseFile(path: string): ShardDefinition {
+function parseFile(path: string): ShardDefinitionFile {
   const file = basename(path);
   let raw: unknown;
   try {
@@ -137,9 +86,9 @@ function parseFile(path: string): ShardDefinition {
       { field: "(file)", reason: `not valid JSON: ${(error as Error).message}` },
     ]);
   }
-  let definition: ShardDefinition;
+  let definition: ShardDefinitionFile;
   try {
-    definition = parseOrThrow(ShardDefinition, raw);
+    definition = parseOrThrow(ShardDefinitionFile, raw);
   } catch (error) {
     if (error instanceof ValidationError) throw new ShardDefinitionError(file, error.issues, error.unlisted);
     throw error;

@@ -2,7 +2,8 @@ import { logger } from "../log.js";
 import { fromStore } from "../domain/store-errors.js";
 import { ValidationError, parseOrThrow } from "../domain/validation.js";
 import type { Store } from "../store/store.js";
-import { ShardDefinition, ShardDefinitionBody, type ShardCatalog } from "./definitions.js";
+import { ShardDefinitionBody, ShardDefinitionFile } from "../contracts/shards.js";
+import type { ShardCatalog } from "./definitions.js";
 
 /**
  * How often a bridge looks at the store's definitions version (one small read; the
@@ -45,10 +46,10 @@ export class StoredDefinitions {
     const version = await fromStore(() => this.store.definitions.version());
     if (version === this.version) return;
     const listed = await fromStore(() => this.store.definitions.list());
-    const definitions: ShardDefinition[] = [];
+    const definitions: ShardDefinitionFile[] = [];
     for (const [name, record] of listed.records) {
       try {
-        definitions.push(parseOrThrow(ShardDefinition, { ...JSON.parse(record), name }));
+        definitions.push(parseOrThrow(ShardDefinitionFile, { ...JSON.parse(record), name }));
       } catch (error) {
         // Written by a bridge of another version, or by hand: skip it, say so, serve the rest.
         logger.warn("shard definition unreadable", { shard: name, error: String(error) });
@@ -82,7 +83,7 @@ export class StoredDefinitions {
    * ValidationError names each bad field, and nothing is written). In force on this
    * bridge when this resolves.
    */
-  async put(shard: string, body: unknown): Promise<{ definition: ShardDefinition; created: boolean }> {
+  async put(shard: string, body: unknown): Promise<{ definition: ShardDefinitionFile; created: boolean }> {
     if (typeof body === "object" && body !== null && "name" in body)
       throw new ValidationError([{ field: "name", reason: "is the path's: leave it out of the body" }]);
     const record = parseOrThrow(ShardDefinitionBody, body);

@@ -4,8 +4,8 @@ import { AgentId, ShardName } from "../../domain/names.js";
 import { BulkNodesRequest, NodeInput, NodePatch, NodeUuid } from "../../domain/node.js";
 import { HeartbeatRequest } from "../../store/store.js";
 import { WebhookPayload } from "../decode/webhook.js";
-import { CSP, LoginForm, SESSION_COOKIE, SESSION_MS, STATIC_TYPES, StaticPath } from "../ui/routes.js";
-import { ShardDefinitionBody } from "../../shards/definitions.js";
+import { LoginForm, StaticPath } from "../../contracts/ui.js";
+import { CSP, SESSION_COOKIE, SESSION_MS, STATIC_TYPES } from "../ui/routes.js";
 import * as agents from "../../contracts/agents.js";
 import * as errors from "../../contracts/errors.js";
 import * as feed from "../../contracts/feed.js";
@@ -108,7 +108,7 @@ export const SCHEMAS = {
     properties: { shards: (fromZod(HeartbeatRequest).properties as Record<string, JsonSchema>).shards },
   },
   FeedAck: fromZod(feed.AckBody),
-  ShardDefinitionBody: fromZod(ShardDefinitionBody),
+  ShardDefinitionBody: fromZod(shards.ShardDefinitionBody),
   WebhookPayload: fromZod(WebhookPayload),
   TraitReset: fromZod(traits.TraitResetBody),
   LoginForm: fromZod(LoginForm),

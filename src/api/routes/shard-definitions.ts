@@ -1,6 +1,7 @@
 import { Router } from "express";
 import { parseOrThrow } from "../../domain/validation.js";
-import type { ShardCatalog, ShardDefinition } from "../../shards/definitions.js";
+import type { ShardDefinitionFile } from "../../contracts/shards.js";
+import type { ShardCatalog } from "../../shards/definitions.js";
 import {
   DEFINITIONS_REFRESH_MS,
   DefinedByFileError,
@@ -13,7 +14,7 @@ import { ShardPath } from "../http/paths.js";
 import type { ShardDefinitionList, ShardDefinitionWritten } from "../../contracts/shards.js";
 
 /** A definition as the API shows it: every field, `agents` null for any agent, and where it comes from. */
-export function definitionJson(definition: ShardDefinition, catalog: ShardCatalog) {
+export function definitionJson(definition: ShardDefinitionFile, catalog: ShardCatalog) {
   return {
     name: definition.name,
     description: definition.description,

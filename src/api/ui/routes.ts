@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { Router, type Request, type Response } from "express";
-import { z } from "zod";
+import { LoginForm, StaticPath } from "../../contracts/ui.js";
 import { parseOrThrow } from "../../domain/validation.js";
 import { PAGE_ROLES, type TokenAuthority } from "../http/auth.js";
 import { mediaTypeOf, readRequestBody } from "../http/body.js";
@@ -50,25 +50,6 @@ export const STATIC_TYPES: Record<string, string> = {
   "page.css": "text/css; charset=utf-8",
   "icon.svg": "image/svg+xml",
 };
-
-/**
- * The {file} of GET /ui/static/{file}: a name shaped like one of the page's files (a 400
- * naming `file` otherwise, so `../x` or a NUL never reaches the lookup); a well-formed
- * name the page has no file of is a 404.
- */
-export const StaticPath = z.strictObject({
-  file: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,63}\.[a-z0-9]{1,8}$/, {
-    error: "must be a file name of the page: letters, digits, - or _, then an extension (status.js)",
-  }),
-});
-
-/**
- * The login form as a browser posts it (application/x-www-form-urlencoded). Other fields
- * are ignored: the form is ours, and a field a browser adds is no reason to refuse a login.
- */
-export const LoginForm = z.object({
-  token: z.string().trim().min(1),
-});
 
 /** The page's files, read once: they ship beside this module (npm run build copies them). */
 function readStatic(): { html: Record<"status" | "login", string>; assets: Map<string, Buffer> } {
