@@ -7,13 +7,28 @@ import { NodeRegistry } from "../src/nodes/registry.js";
 import type { NodeSource } from "../src/nodes/port.js";
 import { uuid } from "./helpers/http.js";
 
-/** The real registry over the embedded backend, counting the listings it was asked for. */
+/**
+ * The real registry over the embedded backend, counting the listings it was asked for; a
+ * listing can be held after it read its nodes and before it hands them over (hold()).
+ */
 class CountingRegistry extends NodeRegistry {
   reads = 0;
+  private gate: Promise<void> = Promise.resolve();
 
-  override pages(source: NodeSource, pageSize?: number) {
+  /** Listings started from now on wait, their nodes read, until the function returned is called. */
+  hold(): () => void {
+    let release!: () => void;
+    this.gate = new Promise((resolve) => (release = resolve));
+    return release;
+  }
+
+  override async *pages(source: NodeSource, pageSize?: number): AsyncGenerator<BareMetalNode[]> {
     this.reads++;
-    return super.pages(source, pageSize);
+    const gate = this.gate;
+    for await (const page of super.pages(source, pageSize)) {
+      await gate;
+      yield page;
+    }
   }
 }
 
@@ -78,6 +93,21 @@ describe("The kept listings of shards' nodes (ShardNodesCache)", () => {
     const after = await cache.joined("rack-a", extra, await versionOf(nodes, "rack-a"));
     expect(after!.toString()).to.equal(await streamed(nodes, "rack-a", extra));
     expect(after!.toString()).to.contain(uuid(300));
+  });
+
+  it("answers a caller that read a later version from a read of its own, not from a build under way", async () => {
+    const cache = new ShardNodesCache(nodes);
+    const extra = ',"token":7,"via":"lease"';
+    const release = nodes.hold();
+    const before = cache.joined("rack-a", extra, await versionOf(nodes, "rack-a"));
+    // The first list's build has read the shard's nodes and not finished when the node is written.
+    while (nodes.reads === 0) await new Promise((resolve) => setImmediate(resolve));
+    await new Promise((resolve) => setImmediate(resolve));
+    await nodes.upsertValidated([node(300, "rack-a")]);
+    const after = cache.joined("rack-a", extra, await versionOf(nodes, "rack-a"));
+    release();
+    expect((await before)!.toString()).to.not.contain(uuid(300));
+    expect((await after)!.toString(), "the node written before the version was read").to.contain(uuid(300));
   });
 
   it("keeps the most recently listed shards within its budget in bytes, and answers right either way", async () => {

@@ -32,7 +32,7 @@ interface Entry {
  */
 export class ShardNodesCache {
   private readonly entries = new Map<string, Entry>();
-  private readonly building = new Map<string, Promise<Entry | null>>();
+  private readonly building = new Map<string, { version: number; entry: Promise<Entry | null> }>();
   /** shards found too large to keep, at the version they were found so: not read again until it moves */
   private readonly tooLarge = new Map<string, number>();
   private bytes = 0;
@@ -56,12 +56,19 @@ export class ShardNodesCache {
       this.entries.delete(shard);
       this.entries.set(shard, entry);
     } else {
+      // A build under way is shared by callers that read the same version only: one that
+      // read a later version must not be answered from nodes read before it.
       let build = this.building.get(shard);
-      if (build === undefined) {
-        build = this.build(shard, version, extra).finally(() => this.building.delete(shard));
-        this.building.set(shard, build);
+      if (build?.version !== version) {
+        const started = { version, entry: this.build(shard, version, extra) };
+        build = started;
+        this.building.set(shard, started);
+        const forget = () => {
+          if (this.building.get(shard) === started) this.building.delete(shard);
+        };
+        started.entry.then(forget, forget);
       }
-      const built = await build;
+      const built = await build.entry;
       if (built === null) return null;
       entry = built;
     }
