@@ -6,6 +6,7 @@ import type { ShardCatalog } from "../shards/definitions.js";
 import type { StoredDefinitions } from "../shards/stored-definitions.js";
 import { definitionRoutes } from "./routes/shard-definitions.js";
 import type { Store } from "../store/store.js";
+import type { AgentNodeLists } from "./routes/agent-nodes.js";
 import { agentRoutes, heartbeatWrite } from "./routes/agents.js";
 import type { LegacyAssignments } from "../ring/assignment.js";
 import type { LegacyPool } from "../ring/pool.js";
@@ -55,6 +56,8 @@ export interface BridgeServices {
   assignments: LegacyAssignments;
   /** the acquires waiting for a held lease (wait_ms) */
   waits: LeaseWaits;
+  /** agents' node lists: the shards' kept listings and the grants each agent was seen with */
+  nodeLists: AgentNodeLists;
   /** how long an agent may stay silent before nova's ring counts it down */
   serviceDownMs: number;
 }
@@ -85,7 +88,7 @@ export type BridgeApp = ((req: IncomingMessage, res: ServerResponse) => void) & 
 
 export function createApp(services: BridgeServices, { authority, ironicUrl }: AppOptions): BridgeApp {
   const { store, catalog, definitions, traits, decoder, ironic, legacyPool, assignments, waits } = services;
-  const { serviceDownMs } = services;
+  const { nodeLists, serviceDownMs } = services;
   const app = express();
   const messageClasses = stableMessageClasses(app);
   app.disable("x-powered-by");
@@ -165,7 +168,7 @@ export function createApp(services: BridgeServices, { authority, ironicUrl }: Ap
   app.use(definitionRoutes(definitions, catalog));
   app.use(shardRoutes(store, catalog, ironicUrl !== undefined));
   app.use(nodeRoutes(store.nodes, traits, decoder));
-  app.use(agentRoutes(store, catalog, legacyPool, assignments, serviceDownMs));
+  app.use(agentRoutes(store, catalog, legacyPool, assignments, nodeLists, serviceDownMs));
   app.use(traitRoutes(traits));
   app.use(feedRoutes(store, catalog, traits));
   app.use(ironicDeliveryRoutes(ironic));

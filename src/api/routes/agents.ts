@@ -28,7 +28,7 @@ import type { LegacyAssignments } from "../../ring/assignment.js";
 import { SERVICE_DOWN_TIME_MS, servesNoShard } from "../../ring/membership.js";
 import type { LegacyPool } from "../../ring/pool.js";
 import { streamJsonList } from "../http/stream.js";
-import { AgentNodeLists } from "./agent-nodes.js";
+import type { AgentNodeLists } from "./agent-nodes.js";
 import { leaseJson } from "./views.js";
 import type { AgentList, AgentSeen } from "../../contracts/agents.js";
 
@@ -96,10 +96,10 @@ export function agentRoutes(
   catalog: ShardCatalog,
   pool: LegacyPool,
   assignments: LegacyAssignments,
+  lists: AgentNodeLists,
   serviceDownMs = SERVICE_DOWN_TIME_MS,
 ): Router {
   const router = Router();
-  const lists = new AgentNodeLists(store);
 
   router.get("/v1/agents", async (_req, res) => {
     const census = await leaseCensus(store, catalog);
