@@ -132,8 +132,8 @@ function withExtra(entry: Entry, extra: string): Entry {
   const count = starts.length;
   const oldTail = Buffer.byteLength(entry.extra) + 1; // the extra and the object's brace
   const tail = Buffer.from(`${extra}}`);
-  const ownBytes = bytes.length - (count - 1) - count * oldTail; // every node's own fields
-  const out = Buffer.allocUnsafe(Math.max(0, ownBytes + count * tail.length + count - 1));
+  // Only each node's tail changes length; its own fields and the commas stay.
+  const out = Buffer.allocUnsafe(bytes.length + count * (tail.length - oldTail));
   const outStarts = new Uint32Array(count);
   let at = 0;
   for (let i = 0; i < count; i++) {
