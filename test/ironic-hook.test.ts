@@ -21,7 +21,8 @@ import { freePort, TestRedisServer } from "./helpers/redis-server.js";
 import { parseOrThrow } from "../src/domain/validation.js";
 import { IRONIC_PARTITIONS } from "../src/outbox/port.js";
 import { signedHeaders, SIGNATURE_WINDOW_S, webhookSignature } from "../src/inspection/signature.js";
-import { finishOrder, InspectionData, TraitRulesFile, desiredTraits } from "../src/traits/inspection.js";
+import { InspectionData } from "../src/contracts/traits.js";
+import { finishOrder, TraitRulesFile, desiredTraits } from "../src/traits/inspection.js";
 
 const HOOK_SOURCE = fileURLToPath(new URL("../ironic-hook/", import.meta.url));
 const SHARD = "rack-h";

@@ -8,7 +8,8 @@ import { manageableNode, playInspection, untilState } from "./helpers/openstack/
 import { TestRedisServer } from "./helpers/redis-server.js";
 import { until } from "./helpers/until.js";
 import { parseOrThrow } from "../src/domain/validation.js";
-import { InspectionData, TraitRulesFile, desiredTraits } from "../src/traits/inspection.js";
+import { InspectionData } from "../src/contracts/traits.js";
+import { TraitRulesFile, desiredTraits } from "../src/traits/inspection.js";
 
 const EXAMPLES = new URL("../examples/", import.meta.url);
 const SHARD = "rack-i";

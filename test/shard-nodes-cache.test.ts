@@ -1,6 +1,6 @@
 import { expect } from "chai";
-import { ShardNodesCache } from "../src/api/routes/shard-nodes.js";
-import { nodeJson } from "../src/api/routes/views.js";
+import { ShardNodesCache } from "../src/nodes/shard-nodes-cache.js";
+import { nodeJson } from "../src/nodes/json.js";
 import type { BareMetalNode } from "../src/domain/node.js";
 import { MemoryNodes } from "../src/nodes/memory.js";
 import { NodeRegistry } from "../src/nodes/registry.js";

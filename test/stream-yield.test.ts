@@ -3,7 +3,8 @@ import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
 import express from "express";
 import type { AddressInfo } from "node:net";
-import { streamJsonList, type ListPage } from "../src/api/http/stream.js";
+import { streamJsonList } from "../src/api/http/stream.js";
+import type { ListPage } from "../src/nodes/json.js";
 
 /**
  * An item that costs CPU, not bytes (hashed a dozen times), so

@@ -4,15 +4,15 @@ import fc from "fast-check";
 import { existsSync, readFileSync } from "node:fs";
 import { parseOrThrow } from "../src/domain/validation.js";
 import {
-  DeltaText,
   NO_TRAITS,
   applyDeltas,
   deltasToward,
   type NodeTraits,
   type TraitDelta,
 } from "../src/traits/delta.js";
-import { InspectionData, TraitRulesFile, desiredTraits } from "../src/traits/inspection.js";
-import { MAX_TRAITS_PER_NODE, TraitName } from "../src/traits/names.js";
+import { DeltaText, InspectionData } from "../src/contracts/traits.js";
+import { TraitRulesFile, desiredTraits } from "../src/traits/inspection.js";
+import { MAX_TRAITS_PER_NODE, TraitName } from "../src/domain/trait-names.js";
 import { OwnershipRegistry } from "../src/traits/ownership.js";
 
 const ownership = new OwnershipRegistry(readExample("ownership.json"));

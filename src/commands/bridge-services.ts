@@ -1,5 +1,5 @@
 import { DecodePool } from "../api/decode/decode-pool.js";
-import { AgentNodeLists } from "../api/routes/agent-nodes.js";
+import { AgentNodeLists } from "../shards/agent-nodes.js";
 import type { IronicQueueDelivery } from "../ironic/delivery.js";
 import { LegacyAssignments } from "../ring/assignment.js";
 import { SERVICE_DOWN_TIME_MS } from "../ring/membership.js";

@@ -1,7 +1,8 @@
 import { connect, type Channel, type ChannelModel, type ConsumeMessage } from "amqplib";
 import { parseOrThrow, ValidationError } from "../domain/validation.js";
 import { logger } from "../log.js";
-import { InspectionData, finishOrder, inspectionTraits, type TraitRule } from "../traits/inspection.js";
+import { InspectionData } from "../contracts/traits.js";
+import { finishOrder, inspectionTraits, type TraitRule } from "../traits/inspection.js";
 import type { TraitService } from "../traits/service.js";
 import { finishedInspection, type FinishedInspection } from "./ironic-notification.js";
 import { SIGNATURE_WINDOW_S } from "./signature.js";

@@ -1,5 +1,4 @@
-import { z } from "zod";
-import { MAX_TRAITS_PER_NODE, TraitName } from "./names.js";
+import { MAX_TRAITS_PER_NODE } from "../domain/trait-names.js";
 import type { OwnershipRegistry } from "./ownership.js";
 
 /** One signed change to one trait: `+` add, `-` remove. */
@@ -7,13 +6,6 @@ export interface TraitDelta {
   sign: "+" | "-";
   trait: string;
 }
-
-/** "+CUSTOM_A" / "-CUSTOM_B" as the inspector sends them. */
-export const DeltaText = z
-  .string({ error: "must be a string" })
-  .regex(/^[+-]/, { error: 'must start with "+" (add) or "-" (remove)' })
-  .transform((text) => ({ sign: text[0] as "+" | "-", trait: text.slice(1) }))
-  .pipe(z.object({ sign: z.enum(["+", "-"]), trait: TraitName }));
 
 export const formatDelta = (delta: TraitDelta): string => `${delta.sign}${delta.trait}`;
 

@@ -1,39 +1,7 @@
 import { z } from "zod";
 import { ValidationError } from "../domain/validation.js";
-import { MAX_TRAITS_PER_NODE, TraitName } from "./names.js";
-
-/**
- * The parts of an inspection result (Ironic's inventory plus `pci_devices`) that trait
- * rules read. Other fields are allowed and ignored: inventories carry much more.
- */
-export const InspectionData = z.object({
-  inventory: z.object({
-    cpu: z
-      .object({
-        architecture: z.string().optional(),
-        flags: z.array(z.string()).default([]),
-        count: z.number().int().nonnegative().optional(),
-      })
-      .optional(),
-    boot: z.object({ current_boot_mode: z.string().optional() }).optional(),
-    system_vendor: z
-      .object({ manufacturer: z.string().optional(), product_name: z.string().optional() })
-      .optional(),
-    // The agent reports each NIC's PCI vendor as "0x8086"; nulls and odd values occur on
-    // virtual NICs and are passed over by the rules rather than refused.
-    interfaces: z.array(z.object({ vendor: z.string().nullable().optional() })).default([]),
-  }),
-  pci_devices: z
-    .array(
-      z.object({
-        vendor_id: z.string().regex(/^[0-9a-fA-F]{4}$/, { error: "must be 4 hex digits, no 0x" }),
-        product_id: z.string().regex(/^[0-9a-fA-F]{4}$/, { error: "must be 4 hex digits, no 0x" }),
-        class: z.string().optional(),
-      }),
-    )
-    .default([]),
-});
-export type InspectionData = z.output<typeof InspectionData>;
+import { MAX_TRAITS_PER_NODE, TraitName } from "../domain/trait-names.js";
+import type { InspectionData } from "../contracts/traits.js";
 
 /** Declarative rules from inspection data to traits (a file, see examples/trait-rules.json). */
 export const TraitRule = z.discriminatedUnion("when", [
@@ -126,4 +94,40 @@ export function finishOrder(finishedAt: string, nowS: number, skewS: number): nu
       { field: "finished_at", reason: `is in the future (more than ${skewS} s ahead of the bridge's clock)` },
     ]);
   return finishedMs;
+}
+
+/**
+ * The order a webhook delivery is applied in: its sequence, or its finish time in ms. The
+ * order is remembered per node and source, and everything at or below it is refused as
+ * stale from then on, so an order that cannot be meant is refused rather than remembered:
+ * both kinds at once, or one ahead of the bridge's clock by more than `skewS` (the
+ * signature window), read as ms since the epoch — a finish time in year 9999, a sequence
+ * that is a time in µs, or the largest integer would each wedge the node for good. A
+ * counter (1, 2, 3, ...) and a time in ms pass. (A node wedged by an order within the
+ * window, or by one an older bridge took, is repaired with POST /v1/nodes/{uuid}/traits/reset.)
+ * Pure.
+ */
+export function deliveryOrder(
+  delivery: { finished_at?: string | undefined; sequence?: number | undefined },
+  nowS: number,
+  skewS: number,
+): number | undefined {
+  if (delivery.sequence !== undefined && delivery.finished_at !== undefined)
+    throw new ValidationError([
+      { field: "sequence", reason: "give finished_at or sequence, not both: they order differently" },
+    ]);
+  if (delivery.sequence !== undefined) {
+    if (delivery.sequence > (nowS + skewS) * 1000)
+      throw new ValidationError([
+        {
+          field: "sequence",
+          reason:
+            `is ahead of the bridge's clock read as ms since the epoch (${Math.floor(nowS * 1000)}) ` +
+            `by more than ${skewS} s: use a counter or a time in ms`,
+        },
+      ]);
+    return delivery.sequence;
+  }
+  if (delivery.finished_at === undefined) return undefined;
+  return finishOrder(delivery.finished_at, nowS, skewS);
 }

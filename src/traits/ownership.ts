@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { TraitName } from "./names.js";
+import { TraitName } from "../domain/trait-names.js";
 
 /** Who asserts traits: compute, the inspector, operators, or another named source. */
 export const OwnerName = z

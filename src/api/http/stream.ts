@@ -1,15 +1,10 @@
 import { once } from "node:events";
 import type { Response } from "express";
 import { LoopSlicer } from "../../loop.js";
+import type { ListPage } from "../../nodes/json.js";
 
 /** An answer up to this size is sent whole, with its length; a longer one is streamed. */
 const WHOLE_MAX_BYTES = 256 * 1024;
-
-/**
- * A page of a streamed list: items as JSON text, or items already joined and encoded
- * (comma-separated JSON, as a cache keeps them: written without another copy).
- */
-export type ListPage = readonly string[] | Buffer;
 
 /**
  * Answer 200 with `head` as a JSON object followed by `field`, a list written page by

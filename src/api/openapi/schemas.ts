@@ -3,7 +3,6 @@ import { FencingToken } from "../../domain/lease.js";
 import { AgentId, ShardName } from "../../domain/names.js";
 import { BulkNodesRequest, NodeInput, NodePatch, NodeUuid } from "../../domain/node.js";
 import { HeartbeatRequest } from "../../store/store.js";
-import { WebhookPayload } from "../decode/webhook.js";
 import { LoginForm, StaticPath } from "../../contracts/ui.js";
 import { CSP, SESSION_COOKIE, SESSION_MS, STATIC_TYPES } from "../ui/routes.js";
 import * as agents from "../../contracts/agents.js";
@@ -109,7 +108,7 @@ export const SCHEMAS = {
   },
   FeedAck: fromZod(feed.AckBody),
   ShardDefinitionBody: fromZod(shards.ShardDefinitionBody),
-  WebhookPayload: fromZod(WebhookPayload),
+  WebhookPayload: fromZod(traits.WebhookPayload),
   TraitReset: fromZod(traits.TraitResetBody),
   LoginForm: fromZod(LoginForm),
 

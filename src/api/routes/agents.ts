@@ -22,14 +22,14 @@ import { conflict, HttpError } from "../http/errors.js";
 import { logger } from "../../log.js";
 import { decodeFailure } from "../decode/failure.js";
 import type { DecodePool } from "../decode/decode-pool.js";
-import { agentsOverview, leaseCensus } from "./overview.js";
+import { agentsOverview, leaseCensus } from "../../shards/overview.js";
 import { inServiceOf } from "../../shards/queries.js";
 import type { LegacyAssignments } from "../../ring/assignment.js";
 import { SERVICE_DOWN_TIME_MS, servesNoShard } from "../../ring/membership.js";
 import type { LegacyPool } from "../../ring/pool.js";
 import { streamJsonList } from "../http/stream.js";
-import type { AgentNodeLists } from "./agent-nodes.js";
-import { leaseJson } from "./views.js";
+import type { AgentNodeLists } from "../../shards/agent-nodes.js";
+import { leaseJson } from "../../lease/json.js";
 import type { AgentList, AgentSeen } from "../../contracts/agents.js";
 
 export const AgentPath = z.strictObject({ id: AgentId });

@@ -1,6 +1,6 @@
 import { Router } from "express";
 import type { IronicQueueDelivery } from "../../ironic/delivery.js";
-import { deliveryOverview } from "./overview.js";
+import { deliveryOverview } from "../../ironic/delivery-overview.js";
 
 /**
  * GET /v1/ironic/delivery: how trait changes stand on their way to Ironic (any role that

@@ -22,7 +22,7 @@ import {
 import { asBodyObject, parseJson, readRequestBody } from "../http/body.js";
 import { rolesOf } from "../openapi/operations.js";
 import { conflict, HttpError } from "../http/errors.js";
-import { leaseJson } from "./views.js";
+import { leaseJson } from "../../lease/json.js";
 import { SMALL_BODY } from "../http/limits.js";
 import type { BridgeMetrics } from "../http/metrics.js";
 import { noteWaited, serveRaw, type RawAnswer } from "../http/raw-route.js";

@@ -10,7 +10,7 @@ import type { DecodePool } from "../decode/decode-pool.js";
 import { decodeFailure } from "../decode/failure.js";
 import { BULK_PATH } from "../http/limits.js";
 import { streamJsonList } from "../http/stream.js";
-import { nodeJson } from "./views.js";
+import { nodeJson } from "../../nodes/json.js";
 
 /** Nodes of a bulk written per store call. */
 const BULK_CHUNK = 250;

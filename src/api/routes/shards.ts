@@ -8,8 +8,8 @@ import { seesTokens, principalOf } from "../http/auth.js";
 import { roleCheck } from "../openapi/operations.js";
 import { conflict } from "../http/errors.js";
 import { logger } from "../../log.js";
-import { leaseCensus, shardsOverview } from "./overview.js";
-import { leaseJson } from "./views.js";
+import { leaseCensus, shardsOverview } from "../../shards/overview.js";
+import { leaseJson } from "../../lease/json.js";
 import type { Shard, ShardList } from "../../contracts/shards.js";
 
 /**

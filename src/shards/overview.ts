@@ -1,19 +1,16 @@
-import type { AgentSummary } from "../../contracts/agents.js";
-import type { IronicDelivery } from "../../contracts/ironic.js";
-import type { ShardSummary } from "../../contracts/shards.js";
-import { fromStore } from "../../domain/store-errors.js";
-import type { IronicQueueDelivery } from "../../ironic/delivery.js";
-import type { LeaseView } from "../../lease/machine.js";
-import { legacyPoolMembers } from "../../ring/membership.js";
-import type { ShardCount } from "../../nodes/port.js";
-import type { ShardCatalog } from "../../shards/definitions.js";
-import { feedLags, heldByAgent, inServiceOf, knownShards, liveLeases } from "../../shards/queries.js";
-import type { Store } from "../../store/store.js";
-import { leaseJson } from "./views.js";
+import type { AgentSummary } from "../contracts/agents.js";
+import type { ShardSummary } from "../contracts/shards.js";
+import type { LeaseView } from "../lease/machine.js";
+import { legacyPoolMembers } from "../ring/membership.js";
+import type { ShardCount } from "../nodes/port.js";
+import type { ShardCatalog } from "./definitions.js";
+import { feedLags, heldByAgent, inServiceOf, knownShards, liveLeases } from "./queries.js";
+import type { Store } from "../store/store.js";
+import { leaseJson } from "../lease/json.js";
 
 /*
- * What the bridge shows of its shards, agents and Ironic delivery, read from the store in
- * the shapes of GET /v1/shards, GET /v1/agents and GET /v1/ironic/delivery. The routes
+ * What the bridge shows of its shards and agents, read from the store in the shapes of
+ * GET /v1/shards and GET /v1/agents (the Ironic delivery's: ironic/delivery-overview.ts). The routes
  * answer with these, and the status page pushes the same (see ui/), so the page, the API
  * and `shardbridge status` (which reads the API) never disagree.
  */
@@ -107,38 +104,4 @@ export async function agentsOverview(
         legacy_pool: false,
       });
   return agents;
-}
-
-/**
- * GET /v1/ironic/delivery: `configured` false when the bridge has no Ironic to deliver to.
- * The queue's figures are the store's (every bridge on it answers the same); a store away
- * fails the read, as every store read does (503).
- */
-export async function deliveryOverview(delivery: IronicQueueDelivery | undefined): Promise<IronicDelivery> {
-  if (delivery === undefined) return { configured: false };
-  const { durable, queue, layout, worker } = await fromStore(() => delivery.stats());
-  return {
-    configured: true,
-    // true: the queue is in the store and outlives any bridge; false: in this process only.
-    durable,
-    pending_changes: queue.pendingChanges,
-    oldest_pending_ms: queue.oldestPendingMs,
-    // A batch: one commit's changes for one node (or, past the bound, a node's folded ones).
-    batches: { delivered: queue.delivered, retried: queue.retried, given_up: queue.given_up },
-    coalesced_changes: queue.coalesced,
-    queue: {
-      partitions: layout.partitions,
-      partition_bound: layout.partitionBound,
-      queued_batches: queue.queuedEntries,
-      folded_nodes: queue.mergedNodes,
-    },
-    live_bridges: queue.liveWorkers,
-    this_bridge: worker,
-    undeliverable: queue.undeliverable.map(({ node, deltas, reason, atMs }) => ({
-      node,
-      changes: deltas,
-      reason,
-      at: new Date(atMs).toISOString(),
-    })),
-  };
 }

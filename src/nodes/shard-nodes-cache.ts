@@ -1,5 +1,5 @@
-import type { NodeRegistry } from "../../nodes/registry.js";
-import { openNodeJson } from "./views.js";
+import type { NodeRegistry } from "./registry.js";
+import { openNodeJson } from "./json.js";
 
 /** Shards larger than this are streamed page by page, never held whole. */
 const MAX_CACHED_NODES = 5000;

@@ -1,6 +1,11 @@
-import type { Lease } from "../../contracts/leases.js";
-import type { BareMetalNode } from "../../domain/node.js";
-import type { LeaseView } from "../../lease/machine.js";
+import type { BareMetalNode } from "../domain/node.js";
+
+/**
+ * A page of a node list as it is written out: nodes as JSON text, or nodes already joined
+ * and encoded (comma-separated JSON, as a kept listing holds them: written without
+ * another copy).
+ */
+export type ListPage = readonly string[] | Buffer;
 
 /**
  * A JSON string for a value that needs no escaping in the common case: node names, shard
@@ -27,18 +32,4 @@ export function openNodeJson(node: BareMetalNode): string {
     `{"uuid":"${node.uuid}","name":${jsonString(node.name)},"shard":${jsonString(node.shard)},` +
     `"conductor_group":${jsonString(node.conductor_group)},"instance_host":${jsonString(node.instance_host)}`
   );
-}
-
-/**
- * A live lease as the API shows it. The token only where `showToken` (an operator's view,
- * or the holder's own lease): a token is what lets writes pass the fence, and an older
- * process of the same agent id must never learn its successor's from a read or a refusal.
- */
-export function leaseJson(view: LeaseView, showToken: boolean): Lease {
-  return {
-    holder: view.holder,
-    token: showToken ? view.token : null,
-    ttl_ms: view.ttlMs,
-    since: new Date(Math.floor(view.sinceUs / 1000)).toISOString(),
-  };
 }

@@ -1,12 +1,12 @@
-import type { BareMetalNode } from "../../domain/node.js";
-import type { LeaseView } from "../../lease/machine.js";
-import type { NodeRegistry } from "../../nodes/registry.js";
-import type { ShardCount } from "../../nodes/port.js";
-import type { AgentSeen } from "../../lease/port.js";
-import type { Store } from "../../store/store.js";
-import { ShardNodesCache } from "./shard-nodes.js";
-import type { ListPage } from "../http/stream.js";
-import { nodeJson } from "./views.js";
+import type { BareMetalNode } from "../domain/node.js";
+import type { LeaseView } from "../lease/machine.js";
+import type { NodeRegistry } from "../nodes/registry.js";
+import type { ShardCount } from "../nodes/port.js";
+import type { AgentSeen } from "../lease/port.js";
+import type { Store } from "../store/store.js";
+import { ShardNodesCache } from "../nodes/shard-nodes-cache.js";
+import type { ListPage } from "../nodes/json.js";
+import { nodeJson } from "../nodes/json.js";
 
 /**
  * An agent's nodes, page by page: the unsharded nodes whose instance is on it, its share
