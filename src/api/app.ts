@@ -29,12 +29,11 @@ import type { LeaseWaits } from "../shards/lease-waits.js";
 import { bodyPolicy } from "./http/limits.js";
 import { BridgeMetrics } from "./http/metrics.js";
 import { nodeRoutes } from "./routes/nodes.js";
+import { healthRoutes } from "./routes/health.js";
 import { shardRoutes } from "./routes/shards.js";
-import { versionInfo } from "../version.js";
 import { openApiText } from "./openapi/document.js";
 import { expressRoutes, type MountedRoute } from "./http/mounted-routes.js";
 import { stableMessageClasses, type MessageClasses } from "./http/message-classes.js";
-import type { Health, NotReady, Ready } from "../contracts/health.js";
 
 /**
  * What the API serves, built by the composition root (commands/bridge-services.ts): the
@@ -113,33 +112,8 @@ export function createApp(services: BridgeServices, { authority, ironicUrl }: Ap
     res.locals.requestId = requestId;
     next();
   });
-  // Which build answers: the same as `shardbridge --version` on that host.
-  const { version, commit } = versionInfo();
-  app.get("/healthz", (_req, res) => {
-    res.json({ status: "ok", version, commit } satisfies Health);
-  });
-  app.get("/readyz", async (_req, res) => {
-    try {
-      await store.ping();
-      res.json({ status: "ready", store: store.kind, version, commit } satisfies Ready);
-    } catch (error) {
-      res.status(503).json({
-        status: "store unreachable",
-        store: store.kind,
-        error: String(error),
-        version,
-        commit,
-      } satisfies NotReady);
-    }
-  });
+  app.use(healthRoutes(store, openApiText()));
   app.use(metrics.routes());
-  // The API's description, as open as /healthz: it says what every install of this
-  // version serves, and holds no token, shard or node (see openapi/operations.ts). Built
-  // here, once per process (tens of ms), so no request holds the event loop building it.
-  const openApi = openApiText();
-  app.get("/openapi.json", (_req, res) => {
-    res.type("application/json").send(openApi);
-  });
   // The status page: one look at the store per period for all its open pages, with
   // tokens (they tell a new lease from a renewed one; the page never shows them).
   const watcher = new StatusWatcher(

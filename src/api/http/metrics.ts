@@ -3,8 +3,27 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom
 import { CellCounter, CellHistogram } from "./metric-cells.js";
 import type { DeliveryStats, IronicQueueDelivery } from "../../ironic/delivery.js";
 import type { Store } from "../../store/store.js";
+import type { Operation } from "../openapi/operation.js";
 
 const MAX_SHARD_LABELS = 2000;
+
+/** GET /metrics, as the document lists it. */
+export const METRICS_OPERATIONS = {
+  metrics: {
+    method: "get",
+    path: "/metrics",
+    id: "metrics",
+    tag: "operations",
+    summary: "Prometheus metrics",
+    access: { kind: "public" },
+    answers: {
+      200: {
+        description: "Prometheus text exposition",
+        content: [{ type: "text/plain", schema: { type: "string" } }],
+      },
+    },
+  },
+} satisfies Record<string, Operation>;
 
 /** What the Ironic gauges show before the store was ever read. */
 const EMPTY_STATS = {

@@ -1,21 +1,15 @@
 import { versionInfo } from "../../version.js";
 import { bodyPolicy } from "../http/limits.js";
 import { PAGE_ROLES } from "../http/auth.js";
-import {
-  ALL_ROLES,
-  OPERATIONS,
-  type Media,
-  type Operation,
-  type Refusal,
-  type Success,
-} from "./operations.js";
+import { ALL_ROLES, type Media, type Operation, type Refusal, type Success } from "./operation.js";
+import { OPERATIONS } from "./operations.js";
 import { fromZod, HEADERS, PARAMETERS, SCHEMAS, SECURITY_SCHEMES, type JsonSchema } from "./schemas.js";
 
 /**
  * The OpenAPI 3.1 document of the bridge's HTTP API, served at GET /openapi.json. Built
- * from the table of operations (operations.ts) and the components (schemas.ts): request
- * schemas come from the zod schemas the routes validate with, so the document cannot say
- * other than validation does. Here the rules every operation of a kind shares: who may
+ * from the operations the route files declare (listed in operations.ts) and the components
+ * (schemas.ts): request schemas come from the zod schemas the routes validate with, so the
+ * document cannot say other than validation does. Here the rules every operation of a kind shares: who may
  * call it (security, and 401/403), what a body or a parameter adds (400, 413, 415), what
  * any operation may answer (500, and 503 when it reaches the store), and what every page
  * route sends (its security headers; a form posted from another origin refused).

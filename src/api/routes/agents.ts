@@ -17,7 +17,6 @@ import { HEARTBEAT_BODY } from "../http/limits.js";
 import type { BridgeMetrics } from "../http/metrics.js";
 import { rawHandler, type RawHandler } from "../http/mounted-routes.js";
 import { serveRaw } from "../http/raw-route.js";
-import { roleCheck } from "../openapi/operations.js";
 import { conflict, HttpError } from "../http/errors.js";
 import { logger } from "../../log.js";
 import { decodeFailure } from "../decode/failure.js";
@@ -31,6 +30,7 @@ import { streamJsonList } from "../http/stream.js";
 import type { AgentNodeLists } from "../../shards/agent-nodes.js";
 import { leaseJson } from "../../lease/json.js";
 import type { AgentList, AgentSeen } from "../../contracts/agents.js";
+import { READ, AS_AGENT, ADMIN, roleCheck, type Operation } from "../openapi/operation.js";
 
 export const AgentPath = z.strictObject({ id: AgentId });
 
@@ -43,6 +43,80 @@ function agentOf(req: { params: unknown }, res: Response): string {
 const HEARTBEAT_ROUTE = "/v1/agents/:id/heartbeat";
 /** As express matches it: the literal segments in any case, one trailing slash allowed. */
 const HEARTBEAT_URL = /^\/v1\/agents\/([^/?#]+)\/heartbeat\/?(?:\?|$)/i;
+
+/** The agent routes' operations, as the document lists them (operations.ts) and the role checks read them. */
+export const AGENT_OPERATIONS = {
+  heartbeat: {
+    method: "post",
+    path: "/v1/agents/{id}/heartbeat",
+    id: "heartbeat",
+    tag: "agents",
+    summary: "An agent is alive, and serves these shards",
+    description:
+      "`shards` is required: what the agent serves, like nova's `[ironic] shard`; `[]` puts it in the legacy ring pool. Send every 10 s.",
+    access: AS_AGENT,
+    parameters: ["agent"],
+    body: "Heartbeat",
+    answers: {
+      200: { description: "recorded", schema: "AgentSeen" },
+      409: {
+        description:
+          "another registered agent's id equals this one but for case: one host to nova's ring (forget it first, or use its spelling); nothing recorded",
+        codes: ["agent.host_twin"],
+      },
+    },
+  },
+  listAgents: {
+    method: "get",
+    path: "/v1/agents",
+    id: "listAgents",
+    tag: "agents",
+    summary: "Every agent: up or down, the leases it holds, what it serves",
+    access: READ,
+    answers: { 200: { description: "the agents", schema: "AgentList" } },
+  },
+  forgetAgent: {
+    method: "delete",
+    path: "/v1/agents/{id}",
+    id: "forgetAgent",
+    tag: "agents",
+    summary: "Forget an agent registered by mistake, or gone for good",
+    description:
+      "Its liveness record is dropped: it leaves `GET /v1/agents` and the status page (a later heartbeat registers it again). Refused while it is up (heard within the service down time) or holds a lease. Logged as `agent-forgotten`.",
+    access: ADMIN,
+    parameters: ["agent"],
+    answers: {
+      204: { description: "forgotten" },
+      404: { description: "no agent of that id ever sent a heartbeat", codes: ["agent.not_found"] },
+      409: { description: "up, or holding a lease: stop it first", codes: ["agent.active"] },
+    },
+  },
+  agentNodes: {
+    method: "get",
+    path: "/v1/agents/{id}/nodes",
+    id: "agentNodes",
+    tag: "agents",
+    summary: "An agent's nodes: of the shards it holds, with its instances, and its ring share",
+    description:
+      "Each node once, with `via`: `lease` (a shard it holds under one of the tokens presented, with that token), `instance` (an unsharded node whose instance is on it), `ring` (its share of nova's ring, in the legacy pool). An agent must present its tokens; admin may leave them out. Streamed: an error half way cuts the answer short.",
+    access: AS_AGENT,
+    parameters: ["agent"],
+    query: {
+      schema: NodesQuery,
+      describe: {
+        token: "comma-separated fencing tokens the agent holds (empty: none); required for an agent",
+      },
+    },
+    answers: {
+      200: { description: "the agent's nodes", schema: "AgentNodes" },
+      409: {
+        description:
+          "a member of nova's ring equals this id but for case: one host to nova, one share for both",
+        codes: ["agent.host_twin"],
+      },
+    },
+  },
+} satisfies Record<string, Operation>;
 
 /**
  *   POST /v1/agents/{id}/heartbeat {"shards"?:[...]} -> 200 {"agent","last_seen","serves"}
@@ -152,7 +226,7 @@ export function agentRoutes(
   // for good): its record dropped, so it leaves GET /v1/agents and the page. Refused while it
   // is up or holds a lease — it would be back with its next heartbeat, or its lease would
   // outlive the record that explains it.
-  router.delete("/v1/agents/:id", roleCheck("forgetAgent"), async (req, res) => {
+  router.delete("/v1/agents/:id", roleCheck(AGENT_OPERATIONS.forgetAgent), async (req, res) => {
     const { id } = parseOrThrow(AgentPath, req.params);
     const seen = await store.agent(id);
     if (seen === null)

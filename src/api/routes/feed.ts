@@ -5,11 +5,11 @@ import { parseBoth } from "../../domain/validation.js";
 import type { TraitService } from "../../traits/service.js";
 import type { Store } from "../../store/store.js";
 import { assertOwnLease, principalOf } from "../http/auth.js";
-import { roleCheck } from "../openapi/operations.js";
 import { bodyObject } from "../http/body.js";
 import { conflict, HttpError } from "../http/errors.js";
 import type { ShardCatalog } from "../../shards/definitions.js";
 import { fenceServing } from "../../shards/revocation.js";
+import { LEASE_HOLDER, roleCheck, type Operation } from "../openapi/operation.js";
 
 /**
  * Only the live holder of the shard's lease, presenting its current token, reads or
@@ -36,6 +36,48 @@ async function assertHolder(
   assertOwnLease(principalOf(res), shard, fence.current);
 }
 
+/** The feed routes' operations, as the document lists them (operations.ts) and the role checks read them. */
+export const FEED_OPERATIONS = {
+  readFeed: {
+    method: "get",
+    path: "/v1/shards/{shard}/feed",
+    id: "readFeed",
+    tag: "traits",
+    summary: "Trait changes of the shard's nodes after the acknowledged cursor (the live holder only)",
+    description:
+      "When entries after the cursor were trimmed away: `entries` empty and `resync` with every node's traits; apply them, then acknowledge `resume_after`.",
+    access: LEASE_HOLDER,
+    parameters: ["shard"],
+    query: {
+      schema: ReadQuery,
+      describe: { token: "the caller's fencing token for the shard", limit: "entries at most" },
+    },
+    answers: {
+      200: { description: "entries, oldest first, or a resync", schema: "FeedPage" },
+      403: { description: "another agent's live token" },
+      409: { description: "not the shard's live lease", codes: ["lease.stale_token"] },
+    },
+  },
+  ackFeed: {
+    method: "post",
+    path: "/v1/shards/{shard}/feed/ack",
+    id: "ackFeed",
+    tag: "traits",
+    summary: "Move the feed's cursor forward to an entry (never back)",
+    access: LEASE_HOLDER,
+    parameters: ["shard"],
+    body: "FeedAck",
+    answers: {
+      200: { description: "the cursor now", schema: "FeedCursor" },
+      403: { description: "another agent's live token" },
+      409: {
+        description: "not the shard's live lease, or an id past the cursor that is no entry (`field: id`)",
+        codes: ["lease.stale_token", "feed.unknown_entry"],
+      },
+    },
+  },
+} satisfies Record<string, Operation>;
+
 /**
  *   GET  /v1/shards/{shard}/feed?token=T&limit=N  -> 200 {"shard","cursor","entries":[{"id","node","deltas","generation"}]}
  *   POST /v1/shards/{shard}/feed/ack  {"token","id"} -> 200 {"shard","cursor"} | 409 (no such entry)
@@ -46,14 +88,14 @@ async function assertHolder(
 export function feedRoutes(store: Store, catalog: ShardCatalog, traits: TraitService): Router {
   const router = Router();
 
-  router.get("/v1/shards/:shard/feed", roleCheck("readFeed"), async (req, res) => {
+  router.get("/v1/shards/:shard/feed", roleCheck(FEED_OPERATIONS.readFeed), async (req, res) => {
     const [{ shard }, query] = parseBoth([ShardPath, req.params], [ReadQuery, req.query]);
     await assertHolder(store, catalog, res, shard, query.token);
     const { cursor, entries, resync } = await traits.readFeed(shard, query.limit);
     res.json({ shard, cursor, entries, ...(resync !== undefined && { resync }) });
   });
 
-  router.post("/v1/shards/:shard/feed/ack", roleCheck("ackFeed"), async (req, res) => {
+  router.post("/v1/shards/:shard/feed/ack", roleCheck(FEED_OPERATIONS.ackFeed), async (req, res) => {
     const [{ shard }, body] = parseBoth([ShardPath, req.params], [AckBody, bodyObject(req)]);
     await assertHolder(store, catalog, res, shard, body.token);
     const cursor = await traits.ack(shard, body.id);

@@ -12,6 +12,7 @@ import { FENCED_BODY } from "../http/limits.js";
 import type { BridgeMetrics } from "../http/metrics.js";
 import { serveRaw } from "../http/raw-route.js";
 import { rawHandler, type RawHandler } from "../http/mounted-routes.js";
+import type { Operation } from "../openapi/operation.js";
 
 /**
  * `/fenced/{shard}/lease-{token}/ironic` + Ironic's own path. Not under /v1, and the token
@@ -64,6 +65,81 @@ const HOP_BY_HOP = new Set([
 ]);
 /** The microversion the node lookup asks for: `shard` is a node field from 1.82. */
 const SHARD_MICROVERSION = "1.82";
+
+/** What the fenced endpoint answers: Ironic's answer, or its own refusals (`reaches`: a request that can reach Ironic). */
+function fencedAnswers(write: boolean, reaches: boolean): Operation["answers"] {
+  // Ironic's own 400, 404 or 409, passed on, share the status with the bridge's refusals.
+  const ironic = reaches ? { ironic: true as const } : {};
+  const answers: Operation["answers"] = {
+    400: { description: "the shard segment is not valid percent-encoding", ...ironic },
+    404: {
+      description: "not `/fenced/{shard}/lease-{token}/ironic/…`",
+      codes: ["fenced.bad_path"],
+      ...ironic,
+    },
+  };
+  if (reaches) {
+    answers.default = { description: "Ironic's answer, as Ironic gave it (links rewritten)" };
+    answers[502] = { description: "Ironic did not answer", codes: ["ironic.unreachable"] };
+  }
+  if (write)
+    answers[409] = {
+      description: "fenced: not the live lease, too little of it left, or not a node of this shard",
+      codes: ["lease.fenced"],
+      ...ironic,
+    };
+  return answers;
+}
+
+/**
+ * The fenced Ironic endpoint: one operation per method, at its root (version discovery)
+ * and under it. A write at the root is about no node: always refused.
+ */
+function fencedOperations(method: Operation["method"]): Operation[] {
+  const write = ["post", "put", "patch", "delete"].includes(method);
+  const operation = (
+    root: boolean,
+    path: string,
+    id: string,
+    parameters: Operation["parameters"],
+  ): Operation => ({
+    method,
+    path,
+    id,
+    tag: "fenced Ironic",
+    summary:
+      write && root
+        ? `${method.toUpperCase()} at the endpoint's root: about no node, always refused`
+        : write
+          ? `${method.toUpperCase()} to Ironic, only under the shard's live lease, about a node of the shard`
+          : `${method.toUpperCase()} to Ironic, passed on as it is`,
+    description: write
+      ? "Passes only if, now, `token` is the shard's live lease with at least TTL/3 left and the write is about a node Ironic says is in the shard (the node of `/v1/nodes/{node}/…`, or the node a port, portgroup, volume connector or target, or allocation belongs to). Otherwise 409 `shardbridge.lease.fenced` and nothing reaches Ironic. Served only with `serve --ironic URL`."
+      : "Reads pass. Links in Ironic's JSON and `Location` are rewritten to this endpoint. Served only with `serve --ironic URL`.",
+    access: { kind: "ironic" },
+    parameters,
+    ...(write && { body: "any" as const }),
+    answers: fencedAnswers(write, !(write && root)),
+    ...(!write && { store: false as const }),
+  });
+  const name = method[0]!.toUpperCase() + method.slice(1);
+  return [
+    operation(true, "/fenced/{shard}/lease-{token}/ironic", `fenced${name}Root`, [
+      "fencedShard",
+      "fencedToken",
+    ]),
+    operation(false, "/fenced/{shard}/lease-{token}/ironic/{ironic_path}", `fenced${name}`, [
+      "fencedShard",
+      "fencedToken",
+      "ironicPath",
+    ]),
+  ];
+}
+
+/** The fenced Ironic endpoint's operations, as the document lists them (operations.ts). */
+export const FENCED_OPERATIONS: Operation[] = (
+  ["get", "head", "options", "post", "put", "patch", "delete"] as const
+).flatMap(fencedOperations);
 
 /**
  * The least lease a mutating request must find left, for a lease of `ttlMs`: what a

@@ -10,7 +10,6 @@ import { INSPECTOR, type FinalOutcome, type TraitService } from "../../traits/se
 import type { ApiError } from "../http/errors.js";
 import { conflict, HttpError, nodeNotFound } from "../http/errors.js";
 import { assertRole, principalFrom, principalOf, type TokenAuthority } from "../http/auth.js";
-import { roleCheck, rolesOf } from "../openapi/operations.js";
 import { logger } from "../../log.js";
 import { bodyObject, readRequestChunks } from "../http/body.js";
 import type { BridgeMetrics } from "../http/metrics.js";
@@ -25,6 +24,7 @@ import {
   type TraitsApplied,
   type TraitsReset,
 } from "../../contracts/traits.js";
+import { READ, ADMIN, NO_NODE, roleCheck, declaredRoles, type Operation } from "../openapi/operation.js";
 
 /** How long a delivery id is remembered, so a retried delivery gets its first answer. */
 const DELIVERY_MEMORY_S = 24 * 3600;
@@ -138,6 +138,68 @@ export interface WebhookContext {
   nowS?: () => number;
 }
 
+/** The trait routes' operations (a node's traits, their reset, the inspector's webhook), as the document lists them (operations.ts) and the role checks read them. */
+export const TRAIT_OPERATIONS = {
+  getNodeTraits: {
+    method: "get",
+    path: "/v1/nodes/{uuid}/traits",
+    id: "getNodeTraits",
+    tag: "traits",
+    summary: "A node's traits and who holds each",
+    access: READ,
+    parameters: ["uuid"],
+    answers: {
+      200: { description: "the traits", schema: "NodeTraits" },
+      404: NO_NODE,
+    },
+  },
+  resetNodeTraits: {
+    method: "post",
+    path: "/v1/nodes/{uuid}/traits/reset",
+    id: "resetNodeTraits",
+    tag: "traits",
+    summary: "Forget a node's inspection orders and/or remove every trait it holds (an operator's repair)",
+    description:
+      "`order`: each source's next result applies whatever its order (a node whose inspections are refused as stale). `traits`: every trait the node holds is removed, whoever holds it, as one change that reaches the shard's feed and Ironic. Logged as `node-traits-reset` (role, address, request id).",
+    access: ADMIN,
+    parameters: ["uuid"],
+    body: "TraitReset",
+    answers: {
+      200: {
+        description: "reset: the removals committed and the orders forgotten, per source",
+        schema: "TraitsReset",
+      },
+      404: NO_NODE,
+    },
+  },
+  inspectorWebhook: {
+    method: "post",
+    path: "/v1/inspector/webhook",
+    id: "inspectorWebhook",
+    tag: "traits",
+    summary: "An inspection result, or explicit trait deltas, for one node (signed)",
+    description:
+      "A repeated `X-Shardbridge-Delivery` id gets the first answer again with `X-Shardbridge-Replay: true`, and nothing is applied twice (a 404 is not remembered). Refusals change nothing.",
+    access: { kind: "webhook", roles: ["inspector"] },
+    body: "WebhookPayload",
+    answers: {
+      200: { description: "applied: the additions and removals", schema: "TraitsApplied" },
+      401: {
+        description: "unsigned, a signature that does not match, or a timestamp outside ±300 s",
+        codes: ["inspector.unsigned", "inspector.bad_signature", "inspector.stale_timestamp"],
+      },
+      404: NO_NODE,
+      409: { description: "not after the last order applied for the node", codes: ["traits.stale"] },
+      422: {
+        description:
+          "a trait another owns (`field`: the trait), or a change refused (`+X` with `-X`, over 50 traits)",
+        codes: ["traits.not_owned", "traits.refused"],
+      },
+      503: { description: "the bridge has no webhook secret", codes: ["inspector.not_configured"] },
+    },
+  },
+} satisfies Record<string, Operation>;
+
 /**
  * POST /v1/inspector/webhook (inspector role), signed: HMAC-SHA256 over the timestamp,
  * the delivery id and the raw body with the shared secret. A delivery id seen before (a
@@ -150,7 +212,7 @@ export interface WebhookContext {
  * one per node. Answers whether it took the request.
  */
 export function webhookRoute(context: WebhookContext): RawHandler {
-  const roles = rolesOf("inspectorWebhook");
+  const roles = declaredRoles(TRAIT_OPERATIONS.inspectorWebhook);
   return rawHandler([{ method: "POST", path: WEBHOOK_PATH }], (req, res) => {
     // As express matches a path: any case, one trailing slash allowed.
     const path = (req.url ?? "").split("?")[0]!.replace(/\/$/, "").toLowerCase();
@@ -232,26 +294,30 @@ export function traitRoutes(service: TraitService): Router {
     res.json({ node: uuid, generation: record.generation, traits } satisfies NodeTraits);
   });
 
-  router.post("/v1/nodes/:uuid/traits/reset", roleCheck("resetNodeTraits"), async (req, res) => {
-    const { uuid } = parseOrThrow(NodePath, req.params);
-    const what = parseOrThrow(TraitResetBody, bodyObject(req));
-    const outcome = await service.reset(uuid, what);
-    if (outcome.kind === "unknown_node") throw new HttpError([nodeNotFound(uuid)]);
-    const { node, generation, applied, forgotten } = outcome;
-    // The audit record: who (the admin role, from where, under which request id) reset what.
-    logger.warn("node-traits-reset", {
-      node,
-      order: what.order,
-      traits: what.traits,
-      removed: applied,
-      forgotten_orders: forgotten,
-      generation,
-      role: principalOf(res).role,
-      remote: req.socket.remoteAddress,
-      request_id: res.locals.requestId,
-    });
-    res.json({ node, generation, applied, forgotten } satisfies TraitsReset);
-  });
+  router.post(
+    "/v1/nodes/:uuid/traits/reset",
+    roleCheck(TRAIT_OPERATIONS.resetNodeTraits),
+    async (req, res) => {
+      const { uuid } = parseOrThrow(NodePath, req.params);
+      const what = parseOrThrow(TraitResetBody, bodyObject(req));
+      const outcome = await service.reset(uuid, what);
+      if (outcome.kind === "unknown_node") throw new HttpError([nodeNotFound(uuid)]);
+      const { node, generation, applied, forgotten } = outcome;
+      // The audit record: who (the admin role, from where, under which request id) reset what.
+      logger.warn("node-traits-reset", {
+        node,
+        order: what.order,
+        traits: what.traits,
+        removed: applied,
+        forgotten_orders: forgotten,
+        generation,
+        role: principalOf(res).role,
+        remote: req.socket.remoteAddress,
+        request_id: res.locals.requestId,
+      });
+      res.json({ node, generation, applied, forgotten } satisfies TraitsReset);
+    },
+  );
 
   return router;
 }

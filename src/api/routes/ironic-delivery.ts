@@ -1,6 +1,23 @@
 import { Router } from "express";
 import type { IronicQueueDelivery } from "../../ironic/delivery.js";
 import { deliveryOverview } from "../../ironic/delivery-overview.js";
+import { READ, type Operation } from "../openapi/operation.js";
+
+/** GET /v1/ironic/delivery, as the document lists it. */
+export const IRONIC_DELIVERY_OPERATIONS = {
+  ironicDelivery: {
+    method: "get",
+    path: "/v1/ironic/delivery",
+    id: "ironicDelivery",
+    tag: "ironic",
+    summary: "Trait changes on their way to Ironic",
+    access: READ,
+    answers: {
+      200: { description: "pending changes, the oldest's wait, batches", schema: "IronicDelivery" },
+    },
+    store: false,
+  },
+} satisfies Record<string, Operation>;
 
 /**
  * GET /v1/ironic/delivery: how trait changes stand on their way to Ironic (any role that

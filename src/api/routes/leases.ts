@@ -20,7 +20,6 @@ import {
   type TokenAuthority,
 } from "../http/auth.js";
 import { asBodyObject, parseJson, readRequestBody } from "../http/body.js";
-import { rolesOf } from "../openapi/operations.js";
 import { conflict, HttpError } from "../http/errors.js";
 import { leaseJson } from "../../lease/json.js";
 import { SMALL_BODY } from "../http/limits.js";
@@ -35,6 +34,82 @@ import {
   type LeaseGrant,
   type LeaseState,
 } from "../../contracts/leases.js";
+import { READ, AS_AGENT, LEASE_HOLDER, declaredRoles, type Operation } from "../openapi/operation.js";
+
+/** The lease routes' operations, as the document lists them (operations.ts) and the role checks read them. */
+export const LEASE_OPERATIONS = {
+  acquireOrRenewLease: {
+    method: "post",
+    path: "/v1/shards/{shard}/lease",
+    id: "acquireOrRenewLease",
+    tag: "leases",
+    summary: "Acquire the shard's lease (no token), or renew it under `token`",
+    description:
+      "Acquire answers a **new** token, also when this agent held the lease (an older process of it is fenced out). Renew keeps the token and restarts the TTL (the shard's, from `shards/NAME.json`; default 6000 ms). Renew every TTL/3; stop acting 2/3 TTL after the last renew sent that succeeded. An acquire with `wait_ms` (at most 30000) that finds the lease held waits: it is answered the moment the lease is released, expires or is taken back — granted to one waiter, the others told who holds it (409 `lease.held`) — or at the end of the wait with a plain acquire's answer; either answer carries `waited_ms`, and a grant's lease began no earlier than `waited_ms` after the request arrived.",
+    access: AS_AGENT,
+    parameters: ["shard"],
+    body: "LeaseAcquireOrRenew",
+    answers: {
+      200: { description: "granted or renewed", schema: "LeaseGrant" },
+      403: {
+        description: "the shard's definition does not list this agent",
+        codes: ["shard.agent_not_allowed"],
+      },
+      404: {
+        description:
+          "acquire only: no definition names the shard and no node carries it (a bridge started with `--allow-undefined-shards` leases any valid name)",
+        codes: ["shard.undefined"],
+      },
+      409: {
+        description:
+          "held by another (`lease`, `retry_after_ms`; after a wait, `waited_ms`); the store is recovering (`retry_after_ms`); renew under a token that is not the live one (`stale_token`) or of a lease that is gone (`expired`)",
+        codes: ["lease.held", "lease.recovering", "lease.stale_token", "lease.expired"],
+      },
+    },
+  },
+  releaseLease: {
+    method: "delete",
+    path: "/v1/shards/{shard}/lease",
+    id: "releaseLease",
+    tag: "leases",
+    summary: "Release the lease held under `token`",
+    access: AS_AGENT,
+    parameters: ["shard"],
+    body: "LeaseRelease",
+    answers: {
+      204: { description: "released, or nothing was live (a retry is safe)" },
+      409: {
+        description: "held by another, or under another token",
+        codes: ["lease.held", "lease.stale_token"],
+      },
+    },
+  },
+  fence: {
+    method: "post",
+    path: "/v1/shards/{shard}/fence",
+    id: "fence",
+    tag: "leases",
+    summary: "May a write under `token` happen now?",
+    access: LEASE_HOLDER,
+    parameters: ["shard"],
+    body: "FenceQuestion",
+    answers: {
+      200: { description: "`allowed`: the token is the shard's live lease", schema: "FenceAnswer" },
+      403: { description: "an agent presenting another agent's live token" },
+    },
+  },
+  readLease: {
+    method: "get",
+    path: "/v1/shards/{shard}/lease",
+    id: "readLease",
+    tag: "leases",
+    summary: "The shard's live lease and last token",
+    description: "Tokens are null but for admin.",
+    access: READ,
+    parameters: ["shard"],
+    answers: { 200: { description: "the live lease, or null", schema: "LeaseState" } },
+  },
+} satisfies Record<string, Operation>;
 
 const fieldsOf = (body: z.ZodObject): ReadonlySet<string> => new Set(Object.keys(body.shape));
 const ACQUIRE_FIELDS = fieldsOf(LeaseWriteBodies.acquire);
@@ -260,11 +335,27 @@ async function fence(
  * declared roles the route checks), and handler.
  */
 const WRITES = [
-  { method: "POST", path: "/v1/shards/:shard/lease", id: "acquireOrRenewLease", handle: acquireOrRenew },
-  { method: "DELETE", path: "/v1/shards/:shard/lease", id: "releaseLease", handle: release },
-  { method: "POST", path: "/v1/shards/:shard/fence", id: "fence", handle: fence },
+  {
+    method: "POST",
+    path: "/v1/shards/:shard/lease",
+    operation: LEASE_OPERATIONS.acquireOrRenewLease,
+    handle: acquireOrRenew,
+  },
+  {
+    method: "DELETE",
+    path: "/v1/shards/:shard/lease",
+    operation: LEASE_OPERATIONS.releaseLease,
+    handle: release,
+  },
+  { method: "POST", path: "/v1/shards/:shard/fence", operation: LEASE_OPERATIONS.fence, handle: fence },
   // One literal, not a spread: every renew reads these, and all three keep one hidden class.
-].map(({ method, path, id, handle }) => ({ method, path, id, roles: rolesOf(id), handle }));
+].map(({ method, path, operation, handle }) => ({
+  method,
+  path,
+  id: operation.id,
+  roles: declaredRoles(operation),
+  handle,
+}));
 const WRITE_BY_KEY = new Map(WRITES.map((write) => [`${write.method} ${write.path}`, write]));
 const WRITE_PATH = /^\/v1\/shards\/([^/?#]*)\/(lease|fence)(?:\?|$)/;
 

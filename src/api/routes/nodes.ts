@@ -2,7 +2,6 @@ import { Router, type Request } from "express";
 import type { BareMetalNode } from "../../domain/node.js";
 import type { NodeRegistry } from "../../nodes/registry.js";
 import type { TraitService } from "../../traits/service.js";
-import { roleCheck } from "../openapi/operations.js";
 import { yieldToLoop } from "../../loop.js";
 import { bodyObject } from "../http/body.js";
 import { unpackNodes } from "../decode/bulk.js";
@@ -16,6 +15,8 @@ import { nodeJson } from "../../nodes/json.js";
 const BULK_CHUNK = 250;
 import { HttpError, nodeNotFound } from "../http/errors.js";
 import type { BulkResult, Node } from "../../contracts/nodes.js";
+import { NodeListQuery } from "../../domain/node.js";
+import { READ, ADMIN, NO_NODE, roleCheck, type Operation } from "../openapi/operation.js";
 
 /** The path's uuid, as given: the registry validates and canonicalises it. */
 const uuidOf = (req: Request): string => (req.params as { uuid: string }).uuid;
@@ -26,6 +27,97 @@ const notFound = (uuid: string): HttpError => new HttpError([nodeNotFound(uuid)]
 async function* nodesAsJson(pages: AsyncIterable<BareMetalNode[]>): AsyncGenerator<string[]> {
   for await (const page of pages) yield page.map((node) => nodeJson(node));
 }
+
+/** The node routes' operations, as the document lists them (operations.ts) and the role checks read them. */
+export const NODE_OPERATIONS = {
+  bulkNodes: {
+    method: "post",
+    path: "/v1/nodes/bulk",
+    id: "bulkNodes",
+    tag: "nodes",
+    summary: "Create or replace up to 20,000 whole nodes",
+    description: "Every node is validated before any is written; no uuid twice.",
+    access: ADMIN,
+    body: "BulkNodes",
+    answers: { 200: { description: "how many were created and updated", schema: "BulkResult" } },
+  },
+  putNode: {
+    method: "put",
+    path: "/v1/nodes/{uuid}",
+    id: "putNode",
+    tag: "nodes",
+    summary: "Create or replace a whole node",
+    description:
+      'Every field must be given (`null` for no name, `"shard": null` for the unsharded pool, `""` for the default conductor group, `"instance_host": null`): one left out is a 400, never a default. `uuid`, if given, equals the path\'s.',
+    access: ADMIN,
+    parameters: ["uuid"],
+    body: "NodeInput",
+    answers: {
+      200: { description: "replaced", schema: "Node" },
+      201: { description: "created", schema: "Node" },
+    },
+  },
+  patchNode: {
+    method: "patch",
+    path: "/v1/nodes/{uuid}",
+    id: "patchNode",
+    tag: "nodes",
+    summary: "Change some fields of a node (JSON merge patch)",
+    description:
+      "Fields given replace the stored ones (`null` clears), the rest stay; under a compare-and-set.",
+    access: ADMIN,
+    parameters: ["uuid"],
+    body: "NodePatch",
+    answers: {
+      200: { description: "the node as now stored", schema: "Node" },
+      404: NO_NODE,
+    },
+  },
+  getNode: {
+    method: "get",
+    path: "/v1/nodes/{uuid}",
+    id: "getNode",
+    tag: "nodes",
+    summary: "One node",
+    access: READ,
+    parameters: ["uuid"],
+    answers: {
+      200: { description: "the node", schema: "Node" },
+      404: NO_NODE,
+    },
+  },
+  deleteNode: {
+    method: "delete",
+    path: "/v1/nodes/{uuid}",
+    id: "deleteNode",
+    tag: "nodes",
+    summary: "Delete a node",
+    access: ADMIN,
+    parameters: ["uuid"],
+    answers: {
+      204: { description: "deleted" },
+      404: NO_NODE,
+    },
+  },
+  listNodes: {
+    method: "get",
+    path: "/v1/nodes",
+    id: "listNodes",
+    tag: "nodes",
+    summary: "Nodes in uuid order, a page at a time",
+    access: READ,
+    query: {
+      schema: NodeListQuery,
+      describe: {
+        shard: "comma-separated shard keys (at most 100)",
+        sharded: "true: nodes in some shard; false: the unsharded pool",
+        limit: "page size",
+        marker: "the last uuid of the previous page",
+      },
+    },
+    answers: { 200: { description: "a page; `next` the next page's URL, or null", schema: "NodeList" } },
+  },
+} satisfies Record<string, Operation>;
 
 /**
  * Nodes with explicit shard keys, with Ironic's semantics:
@@ -39,7 +131,7 @@ async function* nodesAsJson(pages: AsyncIterable<BareMetalNode[]>): AsyncGenerat
 export function nodeRoutes(nodes: NodeRegistry, traits: TraitService, decoder: DecodePool): Router {
   const router = Router();
 
-  router.post(BULK_PATH, roleCheck("bulkNodes"), async (req, res) => {
+  router.post(BULK_PATH, roleCheck(NODE_OPERATIONS.bulkNodes), async (req, res) => {
     const decoded = await decoder.decode({ kind: "bulk" }, req.bodyChunks!);
     if (!decoded.ok) throw decodeFailure(decoded);
     // Every node was validated before any is written; now a chunk at a time, yielding
@@ -56,13 +148,13 @@ export function nodeRoutes(nodes: NodeRegistry, traits: TraitService, decoder: D
     res.json({ created, updated } satisfies BulkResult);
   });
 
-  router.put("/v1/nodes/:uuid", roleCheck("putNode"), async (req, res) => {
+  router.put("/v1/nodes/:uuid", roleCheck(NODE_OPERATIONS.putNode), async (req, res) => {
     const { node, created, moved } = await nodes.put(uuidOf(req), bodyObject(req));
     await traits.snapshotMoves(moved);
     res.status(created ? 201 : 200).json(node satisfies Node);
   });
 
-  router.patch("/v1/nodes/:uuid", roleCheck("patchNode"), async (req, res) => {
+  router.patch("/v1/nodes/:uuid", roleCheck(NODE_OPERATIONS.patchNode), async (req, res) => {
     const changed = await nodes.patch(uuidOf(req), bodyObject(req));
     if (changed === null) throw notFound(uuidOf(req));
     await traits.snapshotMoves(changed.moved);
@@ -75,7 +167,7 @@ export function nodeRoutes(nodes: NodeRegistry, traits: TraitService, decoder: D
     res.json(node satisfies Node);
   });
 
-  router.delete("/v1/nodes/:uuid", roleCheck("deleteNode"), async (req, res) => {
+  router.delete("/v1/nodes/:uuid", roleCheck(NODE_OPERATIONS.deleteNode), async (req, res) => {
     if (!(await nodes.delete(uuidOf(req)))) throw notFound(uuidOf(req));
     res.status(204).end();
   });

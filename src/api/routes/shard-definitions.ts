@@ -7,11 +7,57 @@ import {
   DefinedByFileError,
   type StoredDefinitions,
 } from "../../shards/stored-definitions.js";
-import { roleCheck } from "../openapi/operations.js";
 import { bodyObject } from "../http/body.js";
 import { HttpError, conflict } from "../http/errors.js";
 import { ShardPath } from "../http/paths.js";
 import type { ShardDefinitionList, ShardDefinitionWritten } from "../../contracts/shards.js";
+import { READ, ADMIN, roleCheck, type Operation } from "../openapi/operation.js";
+
+/** The shard definition routes' operations, as the document lists them (operations.ts) and the role checks read them. */
+export const SHARD_DEFINITION_OPERATIONS = {
+  listShardDefinitions: {
+    method: "get",
+    path: "/v1/shard-definitions",
+    id: "listShardDefinitions",
+    tag: "shards",
+    summary: "Every shard definition: this bridge's files and the store's",
+    description:
+      "`source`: `file` (this bridge's `shards/`) or `store` (written through this API, the same for every bridge on the store). `version` changes with every write to the store's; `refresh_ms`: how soon every bridge uses a write.",
+    access: READ,
+    answers: { 200: { description: "the definitions", schema: "ShardDefinitionList" } },
+  },
+  putShardDefinition: {
+    method: "put",
+    path: "/v1/shard-definitions/{shard}",
+    id: "putShardDefinition",
+    tag: "shards",
+    summary: "Define a shard in the store, for every bridge on it",
+    description:
+      "TTL, allowed agents (left out: any), description, and `filling` (`migrate apply`'s mark: while set, a lease on the shard or a heartbeat declaring it keeps the agent in nova's legacy pool). In force on this bridge when answered, on every other within `takes_effect_within_ms`.",
+    access: ADMIN,
+    parameters: ["shard"],
+    body: "ShardDefinitionBody",
+    answers: {
+      200: { description: "replaced", schema: "ShardDefinitionWritten" },
+      201: { description: "created", schema: "ShardDefinitionWritten" },
+      409: { description: "a file of this bridge defines the shard", codes: ["shard.defined_by_file"] },
+    },
+  },
+  deleteShardDefinition: {
+    method: "delete",
+    path: "/v1/shard-definitions/{shard}",
+    id: "deleteShardDefinition",
+    tag: "shards",
+    summary: "Remove a shard's definition from the store",
+    access: ADMIN,
+    parameters: ["shard"],
+    answers: {
+      204: { description: "removed" },
+      404: { description: "the store holds no definition of the shard", codes: ["shard.not_defined"] },
+      409: { description: "a file of this bridge defines the shard", codes: ["shard.defined_by_file"] },
+    },
+  },
+} satisfies Record<string, Operation>;
 
 /** A definition as the API shows it: every field, `agents` null for any agent, and where it comes from. */
 export function definitionJson(definition: ShardDefinitionFile, catalog: ShardCatalog) {
@@ -52,38 +98,46 @@ export function definitionRoutes(stored: StoredDefinitions, catalog: ShardCatalo
     } satisfies ShardDefinitionList);
   });
 
-  router.put("/v1/shard-definitions/:shard", roleCheck("putShardDefinition"), async (req, res) => {
-    const { shard } = parseOrThrow(ShardPath, req.params);
-    try {
-      const { definition, created } = await stored.put(shard, bodyObject(req));
-      res.status(created ? 201 : 200).json({
-        ...definitionJson(definition, catalog),
-        takes_effect_within_ms: DEFINITIONS_REFRESH_MS,
-      } satisfies ShardDefinitionWritten);
-    } catch (error) {
-      if (error instanceof DefinedByFileError) throw definedByFile(error);
-      throw error;
-    }
-  });
+  router.put(
+    "/v1/shard-definitions/:shard",
+    roleCheck(SHARD_DEFINITION_OPERATIONS.putShardDefinition),
+    async (req, res) => {
+      const { shard } = parseOrThrow(ShardPath, req.params);
+      try {
+        const { definition, created } = await stored.put(shard, bodyObject(req));
+        res.status(created ? 201 : 200).json({
+          ...definitionJson(definition, catalog),
+          takes_effect_within_ms: DEFINITIONS_REFRESH_MS,
+        } satisfies ShardDefinitionWritten);
+      } catch (error) {
+        if (error instanceof DefinedByFileError) throw definedByFile(error);
+        throw error;
+      }
+    },
+  );
 
-  router.delete("/v1/shard-definitions/:shard", roleCheck("deleteShardDefinition"), async (req, res) => {
-    const { shard } = parseOrThrow(ShardPath, req.params);
-    try {
-      if (!(await stored.remove(shard)))
-        throw new HttpError([
-          {
-            status: 404,
-            code: "shardbridge.shard.not_defined",
-            title: "No stored definition",
-            detail: `the store holds no definition of shard ${shard}`,
-          },
-        ]);
-      res.status(204).end();
-    } catch (error) {
-      if (error instanceof DefinedByFileError) throw definedByFile(error);
-      throw error;
-    }
-  });
+  router.delete(
+    "/v1/shard-definitions/:shard",
+    roleCheck(SHARD_DEFINITION_OPERATIONS.deleteShardDefinition),
+    async (req, res) => {
+      const { shard } = parseOrThrow(ShardPath, req.params);
+      try {
+        if (!(await stored.remove(shard)))
+          throw new HttpError([
+            {
+              status: 404,
+              code: "shardbridge.shard.not_defined",
+              title: "No stored definition",
+              detail: `the store holds no definition of shard ${shard}`,
+            },
+          ]);
+        res.status(204).end();
+      } catch (error) {
+        if (error instanceof DefinedByFileError) throw definedByFile(error);
+        throw error;
+      }
+    },
+  );
 
   return router;
 }

@@ -5,12 +5,64 @@ import { ShardPath } from "../http/paths.js";
 import type { ShardCatalog } from "../../shards/definitions.js";
 import type { Store } from "../../store/store.js";
 import { seesTokens, principalOf } from "../http/auth.js";
-import { roleCheck } from "../openapi/operations.js";
 import { conflict } from "../http/errors.js";
 import { logger } from "../../log.js";
 import { leaseCensus, shardsOverview } from "../../shards/overview.js";
 import { leaseJson } from "../../lease/json.js";
 import type { Shard, ShardList } from "../../contracts/shards.js";
+import { READ, ADMIN, roleCheck, type Operation } from "../openapi/operation.js";
+
+/** The shard routes' operations, as the document lists them (operations.ts) and the role checks read them. */
+export const SHARD_OPERATIONS = {
+  listShards: {
+    method: "get",
+    path: "/v1/shards",
+    id: "listShards",
+    tag: "shards",
+    summary: "Every shard: node count, holder, feed lag",
+    description:
+      'Most nodes first; unsharded nodes under "None" (as Ironic answers); defined or leased shards without nodes with count 0. `feed_lag_ms`: how long the oldest trait change the holder has not acknowledged has waited (null for "None").',
+    access: READ,
+    answers: { 200: { description: "the shards", schema: "ShardList" } },
+  },
+  getShard: {
+    method: "get",
+    path: "/v1/shards/{shard}",
+    id: "getShard",
+    tag: "shards",
+    summary: "One shard as an agent needs it before serving it",
+    description:
+      "Its TTL, who may serve it (`agents` null: any agent), where its definition comes from (`defined_by`: `file`, `store` or null) and whether `migrate apply` is still filling it, node count, live lease, and the fenced Ironic endpoint (`{token}` to fill in) when the bridge fronts an Ironic.",
+    access: READ,
+    parameters: ["shard"],
+    answers: {
+      200: { description: "the shard", schema: "Shard" },
+      404: {
+        description: "neither defined, carrying nodes, nor leased since forgotten",
+        codes: ["shard.not_found"],
+      },
+    },
+  },
+  forgetShard: {
+    method: "delete",
+    path: "/v1/shards/{shard}",
+    id: "forgetShard",
+    tag: "shards",
+    summary: "Forget a shard's lease history (a name leased by mistake)",
+    description:
+      "Drops the shard from `GET /v1/shards` and the page. Its lease record stays in the store, so a later lease's token still climbs above every earlier one. Logged (`shard-forgotten`).",
+    access: ADMIN,
+    parameters: ["shard"],
+    answers: {
+      204: { description: "forgotten" },
+      404: { description: "no listing holds the shard", codes: ["shard.not_found"] },
+      409: {
+        description: "defined (remove the definition first), carries nodes, or its lease is live",
+        codes: ["shard.defined", "shard.carries_nodes", "lease.held"],
+      },
+    },
+  },
+} satisfies Record<string, Operation>;
 
 /**
  * GET /v1/shards, answered like Ironic's ({"shards":[{"name","count"}]}, most nodes
@@ -69,7 +121,7 @@ export function shardRoutes(store: Store, catalog: ShardCatalog, frontsIronic = 
    * leaves GET /v1/shards and the page. 204; 409 while it is defined, carries nodes or
    * its lease is live (each says what to do first); 404 when nothing lists it.
    */
-  router.delete("/v1/shards/:shard", roleCheck("forgetShard"), async (req, res) => {
+  router.delete("/v1/shards/:shard", roleCheck(SHARD_OPERATIONS.forgetShard), async (req, res) => {
     const { shard } = parseOrThrow(ShardPath, req.params);
     const source = catalog.sourceOf(shard);
     if (source !== null)

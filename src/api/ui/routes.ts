@@ -7,6 +7,8 @@ import { mediaTypeOf, readRequestBody } from "../http/body.js";
 import { HttpError } from "../http/errors.js";
 import { bodyPolicy, LOGIN_PATH } from "../http/limits.js";
 import type { StatusWatcher } from "./status-watcher.js";
+import type { JsonSchema } from "../openapi/schemas.js";
+import type { Media, Operation, Refusal, Success } from "../openapi/operation.js";
 
 /*
  * The status page: GET /ui (the page, or a redirect to the login), /ui/login (a form that
@@ -115,6 +117,138 @@ function assertSameOrigin(req: Request): void {
 function seeOther(res: Response, path: string): void {
   res.status(303).set("location", path).end();
 }
+
+/** A page of the status page: fixed HTML (each starts so), never data of the request. */
+const HTML: Media = { type: "text/html", schema: { type: "string", pattern: "^<!doctype html>" } };
+/** The login form again, with a sentence of the bridge's own above it, and no cookie set. */
+const FORM_AGAIN = (why: string): Refusal => ({
+  description: `${why}: the login form again`,
+  content: [HTML],
+});
+/** A 303 to `to` (no body), with other headers of its own. */
+const seeOtherAnswer = (
+  to: string,
+  description: string,
+  headers: Record<string, JsonSchema> = {},
+): Success => ({
+  description,
+  headers: {
+    Location: { description: `\`${to}\``, required: true, schema: { const: to } },
+    ...headers,
+  },
+});
+
+/** The status page's operations, as the document lists them (operations.ts). */
+export const PAGE_OPERATIONS = {
+  statusPage: {
+    method: "get",
+    path: "/ui",
+    id: "statusPage",
+    tag: "status page",
+    summary: "The status page, or a redirect to its login",
+    description:
+      "Fixed HTML with no data in it: the page's script fills it from `GET /ui/events`, and the Content-Security-Policy allows scripts and styles from the page's own files only.",
+    access: { kind: "page", session: "optional" },
+    answers: {
+      200: { description: "the page", content: [HTML] },
+      303: seeOtherAnswer("/ui/login", "no session (none, lapsed, or forged): to the login form"),
+    },
+    store: false,
+  },
+  loginForm: {
+    method: "get",
+    path: "/ui/login",
+    id: "loginForm",
+    tag: "status page",
+    summary: "The login form",
+    access: { kind: "page", session: "none" },
+    answers: { 200: { description: "the form: one field, `token`", content: [HTML] } },
+    store: false,
+  },
+  logIn: {
+    method: "post",
+    path: "/ui/login",
+    id: "logIn",
+    tag: "status page",
+    summary: "Log in with a viewer's or admin's token: a session cookie for the page",
+    description: `The cookie holds no token: \`<id>.<expiry>.<HMAC-SHA256 of both under a key derived from the token>\`, so it opens the page and nothing else (the API answers it as no credentials), lapses after ${SESSION_MS / 3_600_000} hours, is accepted by every bridge with the same tokens file, and stops working when its token leaves the file. Tokens of the roles ${PAGE_ROLES.map((r) => `\`${r}\``).join(" and ")} open the page. A refusal is the form again (HTML, no cookie), but for a cross-origin post and a body that is not read (JSON, as the API refuses).`,
+    access: { kind: "page", session: "none" },
+    form: "LoginForm",
+    answers: {
+      303: seeOtherAnswer("/ui", "logged in: the session cookie, and to the page", {
+        "Set-Cookie": { $ref: "#/components/headers/SetPageSession" },
+      }),
+      400: FORM_AGAIN("no token given"),
+      401: FORM_AGAIN("a token this bridge does not know"),
+      403: FORM_AGAIN("an agent's or the inspector's token (the page is not theirs)"),
+      415: { description: "a body that is not a form", codes: ["body.invalid"] },
+    },
+    store: false,
+  },
+  logOut: {
+    method: "post",
+    path: "/ui/logout",
+    id: "logOut",
+    tag: "status page",
+    summary: "Log out: the session cookie cleared",
+    description:
+      "Clears the cookie in this browser. Nothing is stored to revoke, so a copy of the cookie taken elsewhere lasts until its expiry; taking its token out of the tokens file ends every session of that token.",
+    access: { kind: "page", session: "none" },
+    answers: {
+      303: seeOtherAnswer("/ui/login", "the cookie cleared, and to the login form", {
+        "Set-Cookie": { $ref: "#/components/headers/ClearPageSession" },
+      }),
+    },
+    store: false,
+  },
+  pageFile: {
+    method: "get",
+    path: "/ui/static/{file}",
+    id: "pageFile",
+    tag: "status page",
+    summary: "One of the page's files: its script, style and icon",
+    description: "Files of this build, revalidated on each use (`Cache-Control: no-cache`).",
+    access: { kind: "page", session: "none" },
+    parameters: ["file"],
+    answers: {
+      200: {
+        description: "the file",
+        content: [...new Set(Object.values(STATIC_TYPES).map((type) => type.split(";")[0]!))].map((type) => ({
+          type,
+          schema: { type: "string" },
+        })),
+      },
+      404: { description: "a well-formed name the page has no file of", codes: ["route.not_found"] },
+    },
+    store: false,
+  },
+  pageEvents: {
+    method: "get",
+    path: "/ui/events",
+    id: "pageEvents",
+    tag: "status page",
+    summary: "The page's data, as server-sent events, while the session lasts",
+    description: `Starts with \`retry: ${RECONNECT_MS}\` (reconnect ${RECONNECT_MS / 1000} s after a lost connection), then events named \`history\` (the last transitions), \`transition\`, \`snapshot\` (every look at the store, 500 ms or less often for a large fleet) and \`trouble\` (a look failed), each \`data\` one JSON object: docs/API.md lists their fields. Never a fencing token. The stream ends when the session lapses; the page's reconnect is then refused (401).`,
+    access: { kind: "page", session: "required" },
+    answers: {
+      200: {
+        description: "the event stream",
+        content: [
+          { type: "text/event-stream", schema: { type: "string", pattern: `^retry: ${RECONNECT_MS}\n\n` } },
+        ],
+      },
+      429: {
+        description: `this login's token has ${MAX_PAGES_PER_SESSION} pages open already`,
+        codes: ["ui.too_many_pages"],
+      },
+      503: {
+        description: `${MAX_VIEWERS} pages are open on this bridge already`,
+        codes: ["ui.too_many_viewers"],
+      },
+    },
+    store: false,
+  },
+} satisfies Record<string, Operation>;
 
 const FORM_TYPE = "application/x-www-form-urlencoded";
 
