@@ -840,13 +840,16 @@ for (const backend of backendsUnderTest()) {
         ).headers
           .get("set-cookie")!
           .split(";")[0]!;
+      // Each page is its Response, held until the test closes it: undici cancels the body of a
+      // Response that is garbage-collected, which would close a page behind the test's back
+      // (and count one viewer fewer at the bridge).
       const openPages = (app: string, cookie: string, count: number) =>
         Promise.all(
           Array.from({ length: count }, async () => {
             const abort = new AbortController();
             const res = await fetch(`${app}/ui/events`, { headers: { cookie }, signal: abort.signal });
             expect(res.status).to.equal(200);
-            return abort;
+            return { close: () => abort.abort(), res };
           }),
         );
       const viewerCookie = await cookieOf(base, TEST_TOKENS.viewer);
@@ -860,7 +863,7 @@ for (const backend of backendsUnderTest()) {
         expect(mine.body.errors[0].code).to.equal("shardbridge.ui.too_many_pages");
         streams.push(...(await openPages(base, await cookieOf(base, TEST_TOKENS.admin), 1)));
       } finally {
-        for (const abort of streams) abort.abort();
+        for (const page of streams) page.close();
       }
       const viewers = Array.from(
         { length: MAX_VIEWERS / MAX_PAGES_PER_SESSION + 1 },
@@ -873,7 +876,7 @@ for (const backend of backendsUnderTest()) {
           }),
         }),
       );
-      const crowd: AbortController[] = [];
+      const crowd: Array<{ close: () => void; res: Response }> = [];
       try {
         for (const token of viewers.slice(0, -1))
           crowd.push(...(await openPages(many.url, await cookieOf(many.url, token), MAX_PAGES_PER_SESSION)));
@@ -884,7 +887,7 @@ for (const backend of backendsUnderTest()) {
         expectStatus(full, 503);
         expect(full.body.errors[0].code).to.equal("shardbridge.ui.too_many_viewers");
       } finally {
-        for (const abort of crowd) abort.abort();
+        for (const page of crowd) page.close();
         await many.close();
       }
 

@@ -7,6 +7,7 @@ import type { ShardCatalog } from "../../shards/definitions.js";
 import type { Store } from "../../store/store.js";
 import {
   assertActsAs,
+  assertRole,
   assertViewerReads,
   principalFrom,
   principalOf,
@@ -30,13 +31,16 @@ import { streamJsonList } from "../http/stream.js";
 import type { AgentNodeLists } from "../../shards/agent-nodes.js";
 import { leaseJson } from "../../lease/json.js";
 import type { AgentList, AgentSeen } from "../../contracts/agents.js";
-import { READ, AS_AGENT, ADMIN, roleCheck, type Operation } from "../openapi/operation.js";
+import { READ, AS_AGENT, ADMIN, declaredRoles, roleCheck, type Operation } from "../openapi/operation.js";
 
 export const AgentPath = z.strictObject({ id: AgentId });
 
-function agentOf(req: { params: unknown }, res: Response): string {
+/** The agent of the path, after the checks of `operation`: its declared roles, and an agent only as itself. */
+function agentOf(req: { params: unknown }, res: Response, operation: Operation): string {
+  const principal = principalOf(res);
+  assertRole(principal, declaredRoles(operation));
   const { id } = parseOrThrow(AgentPath, req.params);
-  assertActsAs(principalOf(res), id);
+  assertActsAs(principal, id);
   return id;
 }
 
@@ -136,6 +140,7 @@ export function heartbeatWrite(context: {
     serveRaw(req, res, HEARTBEAT_ROUTE, context.metrics, "id", async () => {
       const principal = principalFrom(context.authority, req.headers.authorization);
       assertViewerReads(principal, "POST", req.url!.split("?")[0]!);
+      assertRole(principal, declaredRoles(AGENT_OPERATIONS.heartbeat));
       const body = await readRequestChunks(req, res, HEARTBEAT_BODY.limit);
       const { id: agent } = parseOrThrow(AgentPath, { id: decodeURIComponent(match[1]!) });
       assertActsAs(principal, agent);
@@ -184,7 +189,7 @@ export function agentRoutes(
   });
 
   router.get("/v1/agents/:id/nodes", async (req, res) => {
-    const agent = agentOf(req, res);
+    const agent = agentOf(req, res, AGENT_OPERATIONS.agentNodes);
     const { token: presented } = parseOrThrow(NodesQuery, req.query);
     // An agent must say which leases it holds: a process that lost its lease (an older
     // incarnation of the same agent id) must not learn the new token from here.
