@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { runShardbridge } from "./helpers/cli.js";
 import { readExample, withoutVendor } from "./helpers/examples.js";
-import { call, TEST_WEBHOOK_SECRET } from "./helpers/http.js";
+import { call, postWebhook, TEST_WEBHOOK_SECRET } from "./helpers/http.js";
 import { ironicApi } from "./helpers/openstack/cloud.js";
 import { manageableNode, playInspection, untilState } from "./helpers/openstack/inspection.js";
 import { until } from "./helpers/until.js";
@@ -315,6 +315,23 @@ print(json.dumps({"delivery": i.delivery, "body": json.loads(i.body), "odd": jso
         .and.include("refused the inspection")
         .and.include("404");
       expect(line).to.include("shardbridge ironic-sync");
+    });
+
+    it("a standard trait named since Ironic 21.4's os-traits (HW_CPU_X86_AMXTILE): the bridge takes it, Ironic 39 gets it", async () => {
+      const mac = "52:54:00:00:09:00";
+      const amx = await manageableNode(ironic, "hooked-amx", mac, SHARD);
+      const sync = await runShardbridge([
+        ...["ironic-sync", "--ironic", ironic.ironic, "--bridge", bridge!.url],
+        ...["--token", bridge!.tokenFor("admin")],
+      ]);
+      expect(sync.status, sync.stderr).to.equal(0);
+      const posted = await postWebhook(
+        bridge!.url,
+        { kind: "deltas", node: amx, sequence: 1, deltas: ["+HW_CPU_X86_AMXTILE"] },
+        { token: bridge!.tokenFor("inspector") },
+      );
+      expect(posted.status, JSON.stringify(posted.body)).to.equal(200);
+      await until("the trait in Ironic", () => ironicTraits(amx), same(["HW_CPU_X86_AMXTILE"]), 30_000);
     });
 
     it("a frozen bridge (SIGSTOP) costs the inspection the hook's timeout, not the inspection", async () => {

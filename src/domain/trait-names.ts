@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { STANDARD_TRAIT_NAMES } from "./os-traits.js";
 
-/** The standard trait names Ironic accepts (os-traits, see ./os-traits.ts). */
+/** The standard trait names nova and Ironic accept (os-traits, see ./os-traits.ts). */
 const STANDARD_TRAITS: ReadonlySet<string> = new Set(STANDARD_TRAIT_NAMES);
 
 export const CUSTOM_TRAIT_PATTERN = /^CUSTOM_[A-Z0-9_]+$/;
