@@ -168,6 +168,24 @@ describe("Durable delivery to the real Ironic, on Redis", function () {
     expect(Date.parse(answer.undeliverable[0].at)).to.be.closeTo(Date.now(), 30_000);
   });
 
+  it("records a standard trait this Ironic's os-traits does not know (400), and delivers the node's later changes", async () => {
+    // HW_CPU_X86_AMXTILE: standard since os-traits 2.9.0 (Ironic 21.4's), so the bridge takes it (os-traits 3.9.0).
+    const b = await bridge();
+    const node = await createIronicNode(ironic.endpoint, { name: "amx-1", shard: "rack-a" });
+    await loadNodes(b);
+    const added = await postWebhook(b.base, { kind: "deltas", node, deltas: ["+HW_CPU_X86_AMXTILE"] });
+    expect(added.status).to.equal(200);
+    await step(b, node, 1);
+    await untilDrained(b.delivery);
+    expect(await ironicTraits(ironic.endpoint, node)).to.deep.equal(["CUSTOM_S1"]);
+    const answer = await report(b);
+    expect(answer.batches).to.include({ given_up: 1, delivered: 1 });
+    expect(
+      answer.undeliverable.map((u: { node: string; changes: string[] }) => [u.node, u.changes]),
+    ).to.deep.equal([[node, ["+HW_CPU_X86_AMXTILE"]]]);
+    expect(answer.undeliverable[0].reason).to.match(/^Ironic refused the change \(400\): /);
+  });
+
   it("past the queue's bound folds a node's changes, and Ironic still ends with the bridge's traits", async () => {
     // 16 entries over 16 partitions: each partition queues one commit, then folds.
     const b = await bridge({ queueMax: 16, start: false });
