@@ -169,7 +169,7 @@ describe("Durable delivery to the real Ironic, on Redis", function () {
   });
 
   it("records a standard trait this Ironic's os-traits does not know (400), and delivers the node's later changes", async () => {
-    // HW_CPU_X86_AMXTILE: standard since os-traits 2.9.0 (Ironic 21.4's), so the bridge takes it (os-traits 3.9.0).
+    // HW_CPU_X86_AMXTILE: not in os-traits 2.9.0 (Ironic 21.4's); the bridge takes it (os-traits 3.9.0).
     const b = await bridge();
     const node = await createIronicNode(ironic.endpoint, { name: "amx-1", shard: "rack-a" });
     await loadNodes(b);

@@ -1,13 +1,6 @@
 import type { BareMetalNode } from "../domain/node.js";
 
 /**
- * A page of a node list as it is written out: nodes as JSON text, or nodes already joined
- * and encoded (comma-separated JSON, as a kept listing holds them: written without
- * another copy).
- */
-export type ListPage = readonly string[] | Buffer;
-
-/**
  * A JSON string for a value that needs no escaping in the common case: node names, shard
  * keys and conductor groups are restricted to letters, digits and `-._~`; any other
  * string (an agent id may hold a quote) goes through JSON.stringify.

@@ -5,7 +5,7 @@ import type { ShardCount } from "../nodes/port.js";
 import type { AgentSeen } from "../lease/port.js";
 import type { Store } from "../store/store.js";
 import { ShardNodesCache } from "../nodes/shard-nodes-cache.js";
-import type { ListPage } from "../nodes/json.js";
+import type { ListPage } from "../text/json-list.js";
 import { nodeJson } from "../nodes/json.js";
 
 /**

@@ -11,7 +11,7 @@ import { leaseJson } from "../lease/json.js";
 /*
  * What the bridge shows of its shards and agents, read from the store in the shapes of
  * GET /v1/shards and GET /v1/agents (the Ironic delivery's: ironic/delivery-overview.ts). The routes
- * answer with these, and the status page pushes the same (see ui/), so the page, the API
+ * answer with these, and the status page pushes the same (see api/ui/), so the page, the API
  * and `shardbridge status` (which reads the API) never disagree.
  */
 

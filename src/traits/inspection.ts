@@ -97,9 +97,10 @@ export function finishOrder(finishedAt: string, nowS: number, skewS: number): nu
 }
 
 /**
- * The order a webhook delivery is applied in: its sequence, or its finish time in ms. The
- * order is remembered per node and source, and everything at or below it is refused as
- * stale from then on, so an order that cannot be meant is refused rather than remembered:
+ * The order a webhook's payload (an inspection result or explicit deltas) is applied in:
+ * its sequence, or its finish time in ms. The order is remembered per node and source, and
+ * everything at or below it is refused as stale from then on, so an order that cannot be
+ * meant is refused rather than remembered:
  * both kinds at once, or one ahead of the bridge's clock by more than `skewS` (the
  * signature window), read as ms since the epoch — a finish time in year 9999, a sequence
  * that is a time in µs, or the largest integer would each wedge the node for good. A
@@ -107,7 +108,7 @@ export function finishOrder(finishedAt: string, nowS: number, skewS: number): nu
  * window, or by one an older bridge took, is repaired with POST /v1/nodes/{uuid}/traits/reset.)
  * Pure.
  */
-export function deliveryOrder(
+export function webhookOrder(
   delivery: { finished_at?: string | undefined; sequence?: number | undefined },
   nowS: number,
   skewS: number,

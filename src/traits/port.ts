@@ -15,7 +15,7 @@ export interface FeedEntry {
   deltas: string[];
   generation: number;
   /** true: the node's whole trait set, for a node that just moved into this shard */
-  snapshot?: boolean;
+  snapshot?: true;
 }
 
 /**

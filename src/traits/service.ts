@@ -173,7 +173,7 @@ export class TraitService {
           node: uuid,
           deltas: traits.map((t) => `+${t}`),
           generation: record.generation,
-          snapshot: true,
+          snapshot: true as const,
         };
         await fromStore(() => this.backend.appendFeed(to, entry));
       }

@@ -2,7 +2,7 @@ import { ValidationError, parseOrThrow } from "../../domain/validation.js";
 import { WebhookPayload } from "../../contracts/traits.js";
 import type { TraitDelta } from "../../traits/delta.js";
 import { SIGNATURE_WINDOW_S } from "../../inspection/signature.js";
-import { deliveryOrder, inspectionTraits, type TraitRule } from "../../traits/inspection.js";
+import { webhookOrder, inspectionTraits, type TraitRule } from "../../traits/inspection.js";
 import { decodeObject, type Decoded } from "./result.js";
 
 /**
@@ -17,7 +17,7 @@ export type WebhookRequest =
 export function decodeWebhook(text: string, rules: TraitRule[], nowS: number): Decoded<WebhookRequest> {
   return decodeObject(text, (body): WebhookRequest => {
     const payload = parseOrThrow(WebhookPayload, body);
-    const order = deliveryOrder(payload, nowS, SIGNATURE_WINDOW_S);
+    const order = webhookOrder(payload, nowS, SIGNATURE_WINDOW_S);
     if (payload.kind === "deltas")
       return { kind: "deltas", node: payload.node, order, deltas: payload.deltas };
     if (order === undefined)

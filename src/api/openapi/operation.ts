@@ -99,7 +99,8 @@ export const NO_NODE: Refusal = { description: "no such node", codes: ["node.not
 /**
  * The roles `operation` takes, as it declares them: what its route checks (requireRole,
  * assertRole), so the document and the check cannot part. Throws for an operation without
- * a token: a route that checks roles it does not declare fails when the app is built.
+ * a token. Routes read it once, when built or loaded: a route that checks roles it does not
+ * declare fails then, in every test, not at its first request.
  */
 export function declaredRoles(operation: Operation): readonly Role[] {
   const { access } = operation;

@@ -39,7 +39,7 @@ export const OPERATIONS: Operation[] = [
   ...FENCED_OPERATIONS,
 ];
 
-/** The roles the operation `id` takes, as its route declares them (declaredRoles). */
+/** The roles the operation `id` takes, as its route declares them (declaredRoles): for the contract test, which looks operations up by id. */
 export function rolesOf(id: string): readonly Role[] {
   const operation = OPERATIONS.find((op) => op.id === id);
   if (operation === undefined) throw new Error(`no operation ${id} in OPERATIONS`);

@@ -11,6 +11,7 @@ import {
   assertViewerReads,
   principalFrom,
   principalOf,
+  type Role,
   type TokenAuthority,
 } from "../http/auth.js";
 import { readRequestChunks } from "../http/body.js";
@@ -35,10 +36,10 @@ import { READ, AS_AGENT, ADMIN, declaredRoles, roleCheck, type Operation } from 
 
 export const AgentPath = z.strictObject({ id: AgentId });
 
-/** The agent of the path, after the checks of `operation`: its declared roles, and an agent only as itself. */
-function agentOf(req: { params: unknown }, res: Response, operation: Operation): string {
+/** The agent of the path, after the route's checks: its declared `roles`, and an agent only as itself. */
+function agentOf(req: { params: unknown }, res: Response, roles: readonly Role[]): string {
   const principal = principalOf(res);
-  assertRole(principal, declaredRoles(operation));
+  assertRole(principal, roles);
   const { id } = parseOrThrow(AgentPath, req.params);
   assertActsAs(principal, id);
   return id;
@@ -122,6 +123,10 @@ export const AGENT_OPERATIONS = {
   },
 } satisfies Record<string, Operation>;
 
+/** The roles the heartbeat and the node list check, read from their declarations once, when loaded. */
+const HEARTBEAT_ROLES = declaredRoles(AGENT_OPERATIONS.heartbeat);
+const AGENT_NODES_ROLES = declaredRoles(AGENT_OPERATIONS.agentNodes);
+
 /**
  *   POST /v1/agents/{id}/heartbeat {"shards"?:[...]} -> 200 {"agent","last_seen","serves"}
  * Every agent's, every 10 s: served on node:http ahead of express, as the lease writes are
@@ -140,7 +145,7 @@ export function heartbeatWrite(context: {
     serveRaw(req, res, HEARTBEAT_ROUTE, context.metrics, "id", async () => {
       const principal = principalFrom(context.authority, req.headers.authorization);
       assertViewerReads(principal, "POST", req.url!.split("?")[0]!);
-      assertRole(principal, declaredRoles(AGENT_OPERATIONS.heartbeat));
+      assertRole(principal, HEARTBEAT_ROLES);
       const body = await readRequestChunks(req, res, HEARTBEAT_BODY.limit);
       const { id: agent } = parseOrThrow(AgentPath, { id: decodeURIComponent(match[1]!) });
       assertActsAs(principal, agent);
@@ -189,7 +194,7 @@ export function agentRoutes(
   });
 
   router.get("/v1/agents/:id/nodes", async (req, res) => {
-    const agent = agentOf(req, res, AGENT_OPERATIONS.agentNodes);
+    const agent = agentOf(req, res, AGENT_NODES_ROLES);
     const { token: presented } = parseOrThrow(NodesQuery, req.query);
     // An agent must say which leases it holds: a process that lost its lease (an older
     // incarnation of the same agent id) must not learn the new token from here.

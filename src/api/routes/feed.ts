@@ -1,6 +1,6 @@
 import { Router, type Response } from "express";
 import { ShardPath } from "../http/paths.js";
-import { AckBody, ReadQuery, type FeedCursor } from "../../contracts/feed.js";
+import { AckBody, ReadQuery, type FeedCursor, type FeedPage } from "../../contracts/feed.js";
 import { parseBoth } from "../../domain/validation.js";
 import type { TraitService } from "../../traits/service.js";
 import type { Store } from "../../store/store.js";
@@ -92,7 +92,7 @@ export function feedRoutes(store: Store, catalog: ShardCatalog, traits: TraitSer
     const [{ shard }, query] = parseBoth([ShardPath, req.params], [ReadQuery, req.query]);
     await assertHolder(store, catalog, res, shard, query.token);
     const { cursor, entries, resync } = await traits.readFeed(shard, query.limit);
-    res.json({ shard, cursor, entries, ...(resync !== undefined && { resync }) });
+    res.json({ shard, cursor, entries, ...(resync !== undefined && { resync }) } satisfies FeedPage);
   });
 
   router.post("/v1/shards/:shard/feed/ack", roleCheck(FEED_OPERATIONS.ackFeed), async (req, res) => {

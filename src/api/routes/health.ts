@@ -4,7 +4,7 @@ import type { Store } from "../../store/store.js";
 import { versionInfo } from "../../version.js";
 import type { Operation } from "../openapi/operation.js";
 
-/** The bridge's own: liveness, readiness and this document (operations.ts lists them). */
+/** The bridge's own: liveness, readiness and the OpenAPI document (operations.ts lists them). */
 export const HEALTH_OPERATIONS = {
   health: {
     method: "get",
