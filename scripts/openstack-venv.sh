@@ -2,8 +2,9 @@
 # The Python virtual environment of the OpenStack peers the tests run (nova, Ironic,
 # placement, keystone, openstacksdk), built from test/openstack/requirements.txt and kept
 # between runs: its folder is named by the requirements' hash, so a changed pin builds a
-# new one (and the old one is removed). `make test` and .ci/run call it; the tests find
-# the folder with `--path`.
+# new one. Another pin's environment is removed once nothing used it for a week (each
+# use touches its marker): a second checkout on other pins may be running its tests in
+# it. `make test` and .ci/run call it; the tests find the folder with `--path`.
 #
 #   scripts/openstack-venv.sh          build it when missing; print its folder
 #   scripts/openstack-venv.sh --path   print its folder only (built or not)
@@ -26,6 +27,7 @@ fi
 # Built whole or not at all: the marker is written last, so an interrupted build is
 # started again rather than half used.
 if [ -f "$venv/.complete" ]; then
+  touch "$venv/.complete"
   echo "$venv"
   exit 0
 fi
@@ -52,10 +54,16 @@ mkdir -p "$(dirname "$venv")"
 "$python" -m venv "$venv"
 "$venv/bin/pip" install --quiet --disable-pip-version-check --no-input -r "$requirements" >&2
 touch "$venv/.complete"
-# Environments built from older pins are of no further use.
+# Environments of other pins that nothing used for a week (or builds interrupted a day ago).
 if [ -z "${SHARDBRIDGE_OPENSTACK_VENV:-}" ]; then
   for old in "$parent"/openstack-*; do
-    [ "$old" = "$venv" ] || rm -rf "$old"
+    if [ "$old" = "$venv" ]; then continue; fi
+    if [ -f "$old/.complete" ]; then
+      unused="$(find "$old/.complete" -mtime +7)"
+    else
+      unused="$(find "$old" -maxdepth 0 -mtime +1)"
+    fi
+    if [ -n "$unused" ]; then rm -rf "$old"; fi
   done
 fi
 echo "openstack-venv: built in $((SECONDS - started)) s" >&2
