@@ -24,6 +24,8 @@ need chromium test -x /usr/bin/chromium
 need python3-tooz /usr/bin/python3 -c 'import tooz.hashring'
 need python3-oslo.config /usr/bin/python3 -c 'import oslo_config'
 need python3-openstacksdk /usr/bin/python3 -c 'import openstack'
+# Ironic 21.4's trait names, which the bridge's (os-traits 3.9.0) must hold (test/os-traits.test.ts).
+need python3-os-traits /usr/bin/python3 -c 'import os_traits'
 # Today's OpenStack (scripts/openstack-venv.sh) keeps its databases in MariaDB and talks
 # over RabbitMQ (scripts/test-services.sh starts them when they are down).
 need mariadb-server test -x /usr/sbin/mariadbd
