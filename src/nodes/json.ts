@@ -16,13 +16,9 @@ function jsonString(value: string | null): string {
  * a fraction of building an object per node and stringifying the lot.
  */
 export function nodeJson(node: BareMetalNode, extra = ""): string {
-  return `${openNodeJson(node)}${extra}}`;
-}
-
-/** nodeJson without its closing brace, for fields to follow. */
-export function openNodeJson(node: BareMetalNode): string {
   return (
     `{"uuid":"${node.uuid}","name":${jsonString(node.name)},"shard":${jsonString(node.shard)},` +
-    `"conductor_group":${jsonString(node.conductor_group)},"instance_host":${jsonString(node.instance_host)}`
+    `"conductor_group":${jsonString(node.conductor_group)},"instance_host":${jsonString(node.instance_host)}` +
+    `${extra}}`
   );
 }

@@ -1,5 +1,5 @@
 import type { NodeRegistry } from "./registry.js";
-import { openNodeJson } from "./json.js";
+import { nodeJson } from "./json.js";
 
 /** Shards larger than this are streamed page by page, never held whole. */
 const MAX_CACHED_NODES = 5000;
@@ -86,7 +86,7 @@ export class ShardNodesCache {
         this.tooLarge.set(shard, version);
         return null;
       }
-      for (const node of page) objects.push(`${openNodeJson(node)}${extra}}`);
+      for (const node of page) objects.push(nodeJson(node, extra));
     }
     this.tooLarge.delete(shard);
     const starts = new Uint32Array(objects.length);
