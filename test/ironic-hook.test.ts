@@ -148,6 +148,15 @@ print(json.dumps({"delivery": i.delivery, "body": json.loads(i.body), "odd": jso
     let ironicLog: string;
     let node: string;
 
+    /** Ironic's nodes into the bridge, as an operator brings them: `shardbridge ironic-sync`. */
+    const syncNodes = async () => {
+      const sync = await runShardbridge([
+        ...["ironic-sync", "--ironic", ironic.ironic, "--bridge", bridge!.url],
+        ...["--token", bridge!.tokenFor("admin")],
+      ]);
+      expect(sync.status, sync.stderr).to.equal(0);
+    };
+
     before(async function () {
       this.timeout(180_000);
       const run = `sbt_${process.pid}_${randomBytes(3).toString("hex")}`;
@@ -205,11 +214,7 @@ print(json.dumps({"delivery": i.delivery, "body": json.loads(i.body), "odd": jso
         60_000,
       );
       node = await manageableNode(ironic, "hooked-0", MAC, SHARD);
-      const sync = await runShardbridge([
-        ...["ironic-sync", "--ironic", ironic.ironic, "--bridge", bridge.url],
-        ...["--token", bridge.tokenFor("admin")],
-      ]);
-      expect(sync.status, sync.stderr).to.equal(0);
+      await syncNodes();
     });
     after(async () => {
       await ironicService?.stop();
@@ -320,11 +325,7 @@ print(json.dumps({"delivery": i.delivery, "body": json.loads(i.body), "odd": jso
     it("a standard trait named since Ironic 21.4's os-traits (HW_CPU_X86_AMXTILE): the bridge takes it, Ironic 39 gets it", async () => {
       const mac = "52:54:00:00:09:00";
       const amx = await manageableNode(ironic, "hooked-amx", mac, SHARD);
-      const sync = await runShardbridge([
-        ...["ironic-sync", "--ironic", ironic.ironic, "--bridge", bridge!.url],
-        ...["--token", bridge!.tokenFor("admin")],
-      ]);
-      expect(sync.status, sync.stderr).to.equal(0);
+      await syncNodes();
       const posted = await postWebhook(
         bridge!.url,
         { kind: "deltas", node: amx, sequence: 1, deltas: ["+HW_CPU_X86_AMXTILE"] },
