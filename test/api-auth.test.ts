@@ -87,6 +87,24 @@ describe("Auth: bearer tokens per role", () => {
     ).to.equal(403);
   });
 
+  it("keeps inspector and viewer tokens from heartbeating as an agent: 403 naming the roles, nothing recorded", async () => {
+    // A viewer is refused any write first (viewersRead), an inspector by the declared roles.
+    const refusals: Array<[string, RegExp]> = [
+      [TEST_TOKENS.inspector, /^role inspector may not do this; it takes agent or admin$/],
+      [TEST_TOKENS.viewer, /^the viewer role reads only; POST /],
+    ];
+    for (const [token, why] of refusals) {
+      const heartbeat = `${ctx.base}/v1/agents/compute-9/heartbeat`;
+      const refused = await call(heartbeat, "POST", { shards: ["s1"] }, token);
+      expect(refused.status).to.equal(403);
+      expect(refused.body.errors[0].detail).to.match(why);
+      const listed = await call(`${ctx.base}/v1/agents/compute-9/nodes`, "GET", undefined, token);
+      expect(listed.status).to.equal(403);
+    }
+    const agents = await call(`${ctx.base}/v1/agents`, "GET");
+    expect(agents.body.agents.map((a: { agent: string }) => a.agent)).to.not.include("compute-9");
+  });
+
   it("lets admin act for any agent (an operator handing back a stuck lease)", async () => {
     const held = await call(`${ctx.base}/v1/shards/s1/lease`, "POST", { agent: "compute-1" }, agent1);
     const released = await call(`${ctx.base}/v1/shards/s1/lease`, "DELETE", {
