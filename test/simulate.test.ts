@@ -8,7 +8,13 @@ import { Coverage } from "../src/sim/coverage.js";
 import { ScenarioError, parseScenario, type Scenario } from "../src/sim/scenario.js";
 import { layoutFleet } from "../src/sim/fleet.js";
 import { CruiseBroken } from "../src/sim/shards-mode.js";
-import { playShards, simulate, stepsOf, type SimulationReport } from "../src/sim/simulate.js";
+import {
+  playShards,
+  simulate,
+  simulateShippedKeepers,
+  stepsOf,
+  type SimulationReport,
+} from "../src/sim/simulate.js";
 import { seededRandom } from "../src/random.js";
 import { runShardbridge } from "./helpers/cli.js";
 
@@ -92,126 +98,6 @@ describe("Simulator: scenarios", function () {
     expect(JSON.stringify(simulate(other))).to.not.equal(a);
   });
 
-  it("single crash: shards fail over within the lease TTL; nova's ring takes service_down_time plus a rebuild", () => {
-    const report = simulate(example("single-crash"));
-    const ttlS = report.leaseTtlMs / 1000;
-    expect(report.shardsMode.worstRecoveryS).to.be.within(ttlS / 3, ttlS + 0.5);
-    expect(report.shardsMode.nodesMoved).to.equal(100); // the crashed agent's one shard, once
-    expect(report.shardsMode.doubleManagedNodeSeconds).to.equal(0);
-    // nova: counted down after 60 s without heartbeat (sent every 10 s), then up to 60 s to each rebuild
-    expect(report.legacyMode.worstRecoveryS).to.be.within(50, 130);
-    expect(report.legacyMode.doubleManagedNodeSeconds).to.be.greaterThan(0); // when it comes back
-  });
-
-  it("never lets two agents act on a shard, nor a stale write through, where clocks keep time", () => {
-    for (const name of ["single-crash", "long-pause", "redis-restart", "rolling-upgrade", "flapping-agent"]) {
-      const { shardsMode } = simulate(example(name));
-      expect(shardsMode.doubleManagedNodeSeconds, name).to.equal(0);
-      expect(shardsMode.staleWritesAccepted, name).to.equal(0);
-    }
-  });
-
-  it("standbys that wait (standby_wait_ms): a handover costs no poll, a crash the TTL; still never two agents, no stale write", () => {
-    const waiting = (name: string) => {
-      const scenario = example(name);
-      scenario.fleet.standby_wait_ms = 30_000;
-      return scenario;
-    };
-    // Rolling upgrade: each SIGTERM hands over as the release lands (a round trip), not a poll later.
-    const polled = simulate(example("rolling-upgrade")).shardsMode;
-    const waited = simulate(waiting("rolling-upgrade")).shardsMode;
-    expect(waited.worstRecoveryS, "a handover, waiting").to.be.below(0.01);
-    expect(waited.unmanagedNodeSeconds).to.be.below(polled.unmanagedNodeSeconds / 50);
-    // A crash: granted at the lease's end (the bridge's timer), not a poll after it.
-    const crash = simulate(waiting("single-crash"));
-    const ttlS = crash.leaseTtlMs / 1000;
-    expect(crash.shardsMode.worstRecoveryS).to.be.within(ttlS / 3, ttlS + 0.01);
-    expect(crash.shardsMode.worstRecoveryS).to.be.below(
-      simulate(example("single-crash")).shardsMode.worstRecoveryS,
-    );
-    for (const name of ["single-crash", "long-pause", "redis-restart", "rolling-upgrade", "flapping-agent"]) {
-      const { shardsMode } = simulate(waiting(name));
-      expect(shardsMode.doubleManagedNodeSeconds, name).to.equal(0);
-      expect(shardsMode.staleWritesAccepted, name).to.equal(0);
-    }
-  });
-
-  it("a frozen holder's write in flight is refused by fencing when it wakes", () => {
-    const report = simulate(example("long-pause"));
-    expect(report.shardsMode.staleWritesRefused).to.be.greaterThan(0);
-    expect(report.shardsMode.staleWritesAccepted).to.equal(0);
-    // 30 s frozen is short of nova's service_down_time: nobody notices, nothing moves.
-    expect(report.legacyMode.nodesMoved).to.equal(0);
-  });
-
-  it("shows what a slow clock does: two agents act, and fencing still lets no stale write through", () => {
-    const report = simulate(example("partition-and-skew"));
-    expect(report.shardsMode.doubleManagedNodeSeconds).to.be.greaterThan(0);
-    expect(report.shardsMode.staleWritesAccepted).to.equal(0);
-  });
-
-  it("rolling upgrade: leases hand over in well under a second; under the ring each agent's nodes wait out its restart", () => {
-    const report = simulate(example("rolling-upgrade"));
-    expect(report.shardsMode.worstRecoveryS).to.be.below(1);
-    expect(report.legacyMode.worstRecoveryS).to.be.within(19.9, 20.1);
-  });
-
-  it("a Redis restart costs the shards one TTL of recovery wait; nova's ring does not use Redis", () => {
-    const report = simulate(example("redis-restart"));
-    expect(report.shardsMode.worstRecoveryS).to.be.within(
-      report.leaseTtlMs / 1000 - 1,
-      report.leaseTtlMs / 1000 + 2,
-    );
-    expect(report.legacyMode.unmanagedNodeSeconds).to.equal(0);
-  });
-
-  it("a Redis failover to a replica that lags: every shard held a TTL from its first operation on the promoted server, nobody acting twice, no stale write through", () => {
-    const failover = (lag: string, seed: number) =>
-      simulate(
-        parseScenario(
-          JSON.stringify({
-            name: "failover",
-            seed,
-            duration: "40s",
-            fleet: { nodes: 60, shards: 3, agents_per_shard: 2, lease_ttl_ms: 3000, write_interval_ms: 500 },
-            timeline: [{ at: "10s", fault: "redis-failover", lag, down: "300ms" }],
-          }),
-          "inline",
-        ),
-      );
-    for (let seed = 1; seed <= 10; seed++)
-      for (const lag of ["0ms", "700ms", "2500ms"]) {
-        const report = failover(lag, seed);
-        const where = `seed ${seed}, lag ${lag}`;
-        // Down 0.3 s, then a hold of one TTL (3 s) from each shard's first operation, then
-        // a standby's poll (jittered, at most 500 ms).
-        expect(report.shardsMode.worstRecoveryS, where).to.be.within(3, 0.3 + 3 + 0.5 + 1);
-        expect(report.shardsMode.nodesMoved, where).to.be.at.most(60);
-        expect(report.shardsMode.doubleManagedNodeSeconds, where).to.equal(0);
-        expect(report.shardsMode.staleWritesAccepted, where).to.equal(0);
-        expect(report.legacyMode.unmanagedNodeSeconds, where).to.equal(0); // nova does not use Redis
-      }
-  });
-
-  it("a one-way partition (the agent is heard, hears nothing) moves its shard within the renew deadline plus a TTL", () => {
-    const report = simulate(
-      parseScenario(
-        JSON.stringify({
-          name: "one-way",
-          seed: 3,
-          duration: "3m",
-          fleet: { nodes: 100, shards: 2, agents_per_shard: 2, lease_ttl_ms: 6000 },
-          timeline: [
-            { at: "30s", fault: "partition", agent: "compute-0", direction: "from-redis", for: "90s" },
-          ],
-        }),
-      ),
-    );
-    // Deadline 4 s, then at most one lease it never hears of (6 s), then a standby poll.
-    expect(report.shardsMode.worstRecoveryS).to.be.within(4, 4 + 6 + 0.6);
-    expect(report.shardsMode.doubleManagedNodeSeconds).to.equal(0);
-  });
-
   it("ships the scenarios the operators asked for, each valid", () => {
     const files = readdirSync(scenariosDir).filter((f) => f.endsWith(".json"));
     for (const want of [
@@ -228,6 +114,156 @@ describe("Simulator: scenarios", function () {
     expect(example("fleet-10k").fleet.nodes).to.equal(10_000);
   });
 });
+
+/**
+ * The simulator's behaviour, under either driver of the agents' keepers: its own (fast,
+ * with shortcuts a day of faults needs) and the shipped LeaseKeeper (every poll and timer
+ * an event). The same assertions hold both: the bounds come from the lease rules, not
+ * from either driver.
+ */
+const DRIVERS: Array<{ name: string; run: (scenario: Scenario) => Promise<SimulationReport> }> = [
+  { name: "the simulator's keeper driver", run: (scenario) => Promise.resolve(simulate(scenario)) },
+  { name: "the shipped LeaseKeeper", run: (scenario) => simulateShippedKeepers(scenario) },
+];
+
+/** The shipped scenarios whose clocks keep time: nobody may act twice in them. */
+const CLOCKS_KEEP_TIME = ["single-crash", "long-pause", "redis-restart", "rolling-upgrade", "flapping-agent"];
+
+for (const { name: driver, run } of DRIVERS)
+  describe(`Simulator, keepers run by ${driver}`, function () {
+    this.timeout(120_000);
+
+    it("the same scenario gives the same report, byte for byte", async () => {
+      const first = JSON.stringify(await run(example("long-pause")));
+      expect(JSON.stringify(await run(example("long-pause")))).to.equal(first);
+    });
+
+    it("single crash: shards fail over within the lease TTL; nova's ring takes service_down_time plus a rebuild", async () => {
+      const report = await run(example("single-crash"));
+      const ttlS = report.leaseTtlMs / 1000;
+      expect(report.shardsMode.worstRecoveryS).to.be.within(ttlS / 3, ttlS + 0.5);
+      expect(report.shardsMode.nodesMoved).to.equal(100); // the crashed agent's one shard, once
+      expect(report.shardsMode.doubleManagedNodeSeconds).to.equal(0);
+      // nova: counted down after 60 s without heartbeat (sent every 10 s), then up to 60 s to each rebuild
+      expect(report.legacyMode.worstRecoveryS).to.be.within(50, 130);
+      expect(report.legacyMode.doubleManagedNodeSeconds).to.be.greaterThan(0); // when it comes back
+    });
+
+    it("never lets two agents act on a shard, nor a stale write through, where clocks keep time", async () => {
+      for (const name of CLOCKS_KEEP_TIME) {
+        const { shardsMode } = await run(example(name));
+        expect(shardsMode.doubleManagedNodeSeconds, name).to.equal(0);
+        expect(shardsMode.staleWritesAccepted, name).to.equal(0);
+      }
+    });
+
+    it("standbys that wait (standby_wait_ms): a handover costs no poll, a crash the TTL; still never two agents, no stale write", async () => {
+      const waiting = (name: string) => {
+        const scenario = example(name);
+        scenario.fleet.standby_wait_ms = 30_000;
+        return scenario;
+      };
+      // Rolling upgrade: each SIGTERM hands over as the release lands (a round trip), not a poll later.
+      const polled = (await run(example("rolling-upgrade"))).shardsMode;
+      const waited = (await run(waiting("rolling-upgrade"))).shardsMode;
+      expect(waited.worstRecoveryS, "a handover, waiting").to.be.below(0.01);
+      expect(waited.unmanagedNodeSeconds).to.be.below(polled.unmanagedNodeSeconds / 50);
+      // A crash: granted at the lease's end (the bridge's timer), not a poll after it.
+      const crash = await run(waiting("single-crash"));
+      const ttlS = crash.leaseTtlMs / 1000;
+      expect(crash.shardsMode.worstRecoveryS).to.be.within(ttlS / 3, ttlS + 0.01);
+      expect(crash.shardsMode.worstRecoveryS).to.be.below(
+        (await run(example("single-crash"))).shardsMode.worstRecoveryS,
+      );
+      for (const name of CLOCKS_KEEP_TIME) {
+        const { shardsMode } = await run(waiting(name));
+        expect(shardsMode.doubleManagedNodeSeconds, name).to.equal(0);
+        expect(shardsMode.staleWritesAccepted, name).to.equal(0);
+      }
+    });
+
+    it("a frozen holder's write in flight is refused by fencing when it wakes", async () => {
+      const report = await run(example("long-pause"));
+      expect(report.shardsMode.staleWritesRefused).to.be.greaterThan(0);
+      expect(report.shardsMode.staleWritesAccepted).to.equal(0);
+      // 30 s frozen is short of nova's service_down_time: nobody notices, nothing moves.
+      expect(report.legacyMode.nodesMoved).to.equal(0);
+    });
+
+    it("shows what a slow clock does: two agents act, and fencing still lets no stale write through", async () => {
+      const report = await run(example("partition-and-skew"));
+      expect(report.shardsMode.doubleManagedNodeSeconds).to.be.greaterThan(0);
+      expect(report.shardsMode.staleWritesAccepted).to.equal(0);
+    });
+
+    it("rolling upgrade: leases hand over in well under a second; under the ring each agent's nodes wait out its restart", async () => {
+      const report = await run(example("rolling-upgrade"));
+      expect(report.shardsMode.worstRecoveryS).to.be.below(1);
+      expect(report.legacyMode.worstRecoveryS).to.be.within(19.9, 20.1);
+    });
+
+    it("a Redis restart costs the shards one TTL of recovery wait; nova's ring does not use Redis", async () => {
+      const report = await run(example("redis-restart"));
+      expect(report.shardsMode.worstRecoveryS).to.be.within(
+        report.leaseTtlMs / 1000 - 1,
+        report.leaseTtlMs / 1000 + 2,
+      );
+      expect(report.legacyMode.unmanagedNodeSeconds).to.equal(0);
+    });
+
+    it("a Redis failover to a replica that lags: every shard held a TTL from its first operation on the promoted server, nobody acting twice, no stale write through", async () => {
+      const failover = (lag: string, seed: number) =>
+        run(
+          parseScenario(
+            JSON.stringify({
+              name: "failover",
+              seed,
+              duration: "40s",
+              fleet: {
+                nodes: 60,
+                shards: 3,
+                agents_per_shard: 2,
+                lease_ttl_ms: 3000,
+                write_interval_ms: 500,
+              },
+              timeline: [{ at: "10s", fault: "redis-failover", lag, down: "300ms" }],
+            }),
+            "inline",
+          ),
+        );
+      for (let seed = 1; seed <= 10; seed++)
+        for (const lag of ["0ms", "700ms", "2500ms"]) {
+          const report = await failover(lag, seed);
+          const where = `seed ${seed}, lag ${lag}`;
+          // Down 0.3 s, then a hold of one TTL (3 s) from each shard's first operation, then
+          // a standby's poll (jittered, at most 500 ms).
+          expect(report.shardsMode.worstRecoveryS, where).to.be.within(3, 0.3 + 3 + 0.5 + 1);
+          expect(report.shardsMode.nodesMoved, where).to.be.at.most(60);
+          expect(report.shardsMode.doubleManagedNodeSeconds, where).to.equal(0);
+          expect(report.shardsMode.staleWritesAccepted, where).to.equal(0);
+          expect(report.legacyMode.unmanagedNodeSeconds, where).to.equal(0); // nova does not use Redis
+        }
+    });
+
+    it("a one-way partition (the agent is heard, hears nothing) moves its shard within the renew deadline plus a TTL", async () => {
+      const report = await run(
+        parseScenario(
+          JSON.stringify({
+            name: "one-way",
+            seed: 3,
+            duration: "3m",
+            fleet: { nodes: 100, shards: 2, agents_per_shard: 2, lease_ttl_ms: 6000 },
+            timeline: [
+              { at: "30s", fault: "partition", agent: "compute-0", direction: "from-redis", for: "90s" },
+            ],
+          }),
+        ),
+      );
+      // Deadline 4 s, then at most one lease it never hears of (6 s), then a standby poll.
+      expect(report.shardsMode.worstRecoveryS).to.be.within(4, 4 + 6 + 0.6);
+      expect(report.shardsMode.doubleManagedNodeSeconds).to.equal(0);
+    });
+  });
 
 describe("Simulator: healthy holders cruise (their renews outside the queue), with the same result", function () {
   this.timeout(120_000);
@@ -446,6 +482,13 @@ describe("shardbridge simulate (command)", function () {
     const page = readFileSync(html, "utf8");
     expect(page).to.match(/<svg/);
     expect(page).to.include("Active agent per shard");
+    // The shipped LeaseKeeper as the keepers: every poll and timer an event; nova's ring as before.
+    const shipped = await run([file, "--json", "--shipped-keepers"]);
+    expect(shipped.status, shipped.stderr).to.equal(0);
+    const shippedReport = JSON.parse(shipped.stdout) as SimulationReport;
+    expect(shippedReport.shardsMode.events).to.be.greaterThan(report.shardsMode.events);
+    expect(shippedReport.shardsMode.staleWritesAccepted).to.equal(0);
+    expect(shippedReport.legacyMode).to.deep.equal(report.legacyMode);
     const table = await run([file, "--seed", "4"]);
     expect(table.stdout).to.match(/unmanaged node-seconds\s+[\d,.]+\s+[\d,.]+/);
     expect(table.stdout).to.include("seed 4");

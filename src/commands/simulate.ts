@@ -1,7 +1,7 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { parseScenario } from "../sim/scenario.js";
-import { simulate } from "../sim/simulate.js";
+import { simulate, simulateShippedKeepers } from "../sim/simulate.js";
 import { reportTable } from "../sim/report.js";
 import { reportHtml } from "../sim/html.js";
 import { tuneHeapForSimulation } from "../sim/heap.js";
@@ -14,6 +14,9 @@ export const SIMULATE_USAGE = `  simulate SCENARIO  play a failover scenario (ex
              --json          the whole report as JSON
              --html FILE     a page with a timeline per mode (who is active, nodes unmanaged over time)
              --progress      a progress bar on stderr (the default when stderr is a terminal)
+             --shipped-keepers  each agent's keepers the shipped LeaseKeeper (its timers, timeouts,
+                             release on stop) instead of the simulator's fast driver of the same
+                             rules: every poll and timer an event, ~10x slower; another report
 `;
 
 /** A one-line progress bar on stderr, redrawn at most 10 times a second. */
@@ -41,6 +44,7 @@ export async function simulateCommand(argv: string[]): Promise<void> {
       json: { type: "boolean", default: false },
       html: { type: "string" },
       progress: { type: "boolean", default: process.stderr.isTTY === true },
+      "shipped-keepers": { type: "boolean", default: false },
     },
   });
   if (positionals.length !== 1)
@@ -57,7 +61,10 @@ export async function simulateCommand(argv: string[]): Promise<void> {
   if (seed !== undefined) scenario.seed = seed;
   tuneHeapForSimulation();
   const started = performance.now();
-  const report = simulate(scenario, values.progress ? progressBar() : undefined);
+  const progress = values.progress ? progressBar() : undefined;
+  const report = values["shipped-keepers"]
+    ? await simulateShippedKeepers(scenario, progress)
+    : simulate(scenario, progress);
   const wallS = (performance.now() - started) / 1000;
   if (values.html !== undefined) writeFileSync(values.html, reportHtml(report));
   if (values.json) {

@@ -43,9 +43,20 @@ export function simScheduler(host: SimHost): KeeperScheduler {
  * the next: a LeaseKeeper hears its answers and timeouts through promises, which settle
  * only once the event that resolved them has returned.
  */
-export async function runSettled(queue: EventQueue, untilUs: number): Promise<void> {
+export async function runSettled(
+  queue: EventQueue,
+  untilUs: number,
+  onProgress?: (nowUs: number) => void,
+): Promise<void> {
   const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
   await settle();
-  while (queue.runNext(untilUs)) await settle();
+  let sinceReport = 0;
+  while (queue.runNext(untilUs)) {
+    await settle();
+    if (onProgress !== undefined && ++sinceReport === 10_000) {
+      sinceReport = 0;
+      onProgress(queue.now);
+    }
+  }
   queue.runUntil(untilUs);
 }

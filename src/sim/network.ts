@@ -27,8 +27,11 @@ export interface RequestCalls<T> {
 export class SimNetwork {
   /** until when a message sent the slow way may still be on its way (µs) */
   slowUntilUs = -1;
-  /** The healthy holders' renews outside the queue; set once both exist (each uses the other). */
-  cruise!: Cruise;
+  /**
+   * The healthy holders' renews outside the queue; set once both exist (each uses the
+   * other). None where every renew is an event (the shipped keepers, shipped-keepers.ts).
+   */
+  cruise: Cruise | null = null;
 
   constructor(
     private readonly queue: EventQueue,
@@ -65,7 +68,8 @@ export class SimNetwork {
       if (store.downUntilUs <= atUs) apply(atUs);
       return;
     }
-    if (this.cruise.cruising.size > 0) throw new CruiseBroken("seen a message on the slow path", queue.now);
+    if (this.cruise !== null && this.cruise.cruising.size > 0)
+      throw new CruiseBroken("seen a message on the slow path", queue.now);
     this.slowUntilUs = Math.max(this.slowUntilUs, atUs);
     queue.at(atUs, () => {
       if (store.downUntilUs <= queue.now) apply(queue.now);
@@ -90,6 +94,7 @@ export class SimNetwork {
     calls: RequestCalls<T>,
     attempt: number,
     sent: SentAt,
+    /** on the caller's clock; Infinity: the caller times the request out itself */
     timeoutLocalUs: number,
   ): void {
     const { queue, store, latencyUs } = this;
@@ -106,7 +111,8 @@ export class SimNetwork {
       return;
     }
     // No message travels the slow way during a cruise: only a fault starts one, and a barrier ends every cruise first.
-    if (this.cruise.cruising.size > 0) throw new CruiseBroken("met a message on the slow path", sentUs);
+    if (this.cruise !== null && this.cruise.cruising.size > 0)
+      throw new CruiseBroken("met a message on the slow path", sentUs);
     this.slowUntilUs = Math.max(this.slowUntilUs, sentUs + latencyUs);
     queue.at(sentUs + latencyUs, () => {
       if (store.downUntilUs > queue.now)
@@ -122,8 +128,13 @@ export class SimNetwork {
     });
   }
 
-  /** A request's timeout, heard when the caller's clock reads `atLocal`. */
+  /**
+   * A request's timeout, heard when the caller's clock reads `atLocal`; none at Infinity:
+   * a caller that keeps its own timeout (a LeaseKeeper's, on its scheduler) just hears
+   * nothing.
+   */
   private timeout<T>(host: SimHost, calls: RequestCalls<T>, attempt: number, atLocal: number): void {
+    if (atLocal === Infinity) return;
     host.later(host.trueAt(atLocal), () => calls.onTimeout(attempt));
   }
 }

@@ -1,6 +1,6 @@
 import { findNodeAtLocation, parse, parseTree, printParseErrorCode, type ParseError } from "jsonc-parser";
 import { z } from "zod";
-import { LeaseTtlMs } from "../domain/lease.js";
+import { LeaseTtlMs, renewIntervalMs } from "../domain/lease.js";
 import { AgentId } from "../domain/names.js";
 
 /**
@@ -207,6 +207,29 @@ export const Scenario = z
     });
   });
 export type Scenario = z.output<typeof Scenario>;
+
+/** The fleet's timings a keeper driver runs on, in the simulator's microseconds. */
+export interface FleetTimesUs {
+  /** a lease's TTL (ms, as agents ask for it) */
+  ttlMs: number;
+  /** a holder's renews (TTL/3) */
+  intervalUs: number;
+  latencyUs: number;
+  pollUs: number;
+  writeUs: number;
+  workUs: number;
+}
+
+export function fleetTimesUs({ fleet }: Scenario): FleetTimesUs {
+  return {
+    ttlMs: fleet.lease_ttl_ms,
+    intervalUs: renewIntervalMs(fleet.lease_ttl_ms) * 1000,
+    latencyUs: fleet.latency_ms * 1000,
+    pollUs: fleet.standby_poll_ms * 1000,
+    writeUs: fleet.write_interval_ms * 1000,
+    workUs: fleet.write_work_ms * 1000,
+  };
+}
 
 /** How many agents the fleet has: as given, else as many as ids given, else shards × agents_per_shard. */
 function agentCount(fleet: z.output<typeof Fleet>): number {

@@ -3,6 +3,9 @@ import { LeaseTable } from "../lease/memory.js";
 import type { Cruise } from "./cruise.js";
 import type { Keeper } from "./shards-mode.js";
 
+/** What became of a fenced write (SimStore.write). */
+export type WriteVerdict = "refused" | "passed" | "passed-stale";
+
 /**
  * The shards mode's store: the embedded store's lease table (LeaseTable, the pure machine
  * stepped per shard, expiry judged by the store's clock, which is true time), and what
@@ -28,8 +31,11 @@ export class SimStore {
   private replica: Map<number, ShardLeaseState> | null = null;
   /** the clock reading the rules get: one object, refilled (the rules keep nothing of it) */
   private readonly clock = { nowUs: 0, bootUs: 0, lineage: undefined as StoreLineage | undefined };
-  /** The healthy holders' renews outside the queue; set once both exist (each uses the other). */
-  cruise!: Cruise;
+  /**
+   * The healthy holders' renews outside the queue; set once both exist (each uses the
+   * other). None where every renew is an event (the shipped keepers, shipped-keepers.ts).
+   */
+  cruise: Cruise | null = null;
 
   constructor(failsOver: boolean) {
     this.lineage = failsOver ? { id: "first", promoted: false } : undefined;
@@ -42,8 +48,8 @@ export class SimStore {
    */
   op<Op extends LeaseOperation>(shard: number, op: Op, atUs: number, renew = false): OutcomeOf<Op> {
     const cruise = this.cruise;
-    const cruiser = cruise.inCruise ? null : cruise.cruiserOf[shard]!;
-    if (cruiser !== null) cruise.catchUp(cruiser);
+    const cruiser = cruise === null || cruise.inCruise ? null : cruise.cruiserOf[shard]!;
+    if (cruiser !== null) cruise!.catchUp(cruiser);
     // The store's clock reads whole microseconds, as Redis TIME does and the lease rules
     // expect: a fractional reading would make a fresh grant show 5,999 ms left.
     const clock = this.clock;
@@ -52,8 +58,21 @@ export class SimStore {
     clock.lineage = this.lineage;
     const step = this.table.apply(shard, op, clock, renew && cruiser === null);
     // Anything but the holder's renew that changes the shard ends its cruise.
-    if (cruiser !== null && step.changed) cruise.end(cruiser);
+    if (cruiser !== null && step.changed) cruise!.end(cruiser);
     return step.outcome;
+  }
+
+  /**
+   * A fenced write of `agent` under `token` reaching the store at `atUs`: refused, or
+   * passed — held against the store's own record, a pass for anyone but the live holder
+   * is a safety failure ("passed-stale").
+   */
+  write(shard: number, agent: string, token: number, atUs: number): WriteVerdict {
+    if (!this.op(shard, { kind: "fence", token }, atUs).allowed) return "refused";
+    const live = this.table.states.get(shard)?.lease;
+    return live?.token !== token || live.holder !== agent || live.expiresAtUs <= atUs
+      ? "passed-stale"
+      : "passed";
   }
 
   /** Redis restarts empty at `nowUs`, answering again `downUs` later. */

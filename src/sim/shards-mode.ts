@@ -11,20 +11,20 @@ import {
   type KeeperState,
   type SentAt,
 } from "../agent/keeper-machine.js";
-import { renewIntervalMs } from "../domain/lease.js";
 import type { LeaseOperation, LeaseOutcome } from "../lease/machine.js";
-import { Coverage } from "./coverage.js";
 import { Cruise, CruiseBroken } from "./cruise.js";
 import type { FleetLayout } from "./fleet.js";
 import type { SimHost } from "./host.js";
 import { SimNetwork, type RequestCalls } from "./network.js";
 import type { EventQueue, EventAction } from "./queue.js";
-import type { Scenario } from "./scenario.js";
+import { fleetTimesUs, type Scenario } from "./scenario.js";
 import { shardFaults, type ShardFaults } from "./shard-faults.js";
+import { ShardActivity, type ShardsModeResult } from "./shard-activity.js";
 import { SimStore } from "./shard-store.js";
 import { StandbyWaits } from "./standby-waits.js";
 
 export { CruiseBroken } from "./cruise.js";
+export type { ActiveSpell, ShardsModeResult } from "./shard-activity.js";
 export type { ShardFaults } from "./shard-faults.js";
 
 const MS = 1000;
@@ -81,24 +81,6 @@ export interface SimClocks {
   readonly random: number;
 }
 
-/** A lease activity interval, for the timeline chart. */
-export interface ActiveSpell {
-  shard: number;
-  agent: number;
-  fromUs: number;
-  toUs: number | null;
-}
-
-export interface ShardsModeResult {
-  coverage: Coverage;
-  /** renews run outside the queue (see Cruise); counted among the events simulated */
-  cruisedRenews: number;
-  staleWritesRefused: number;
-  /** writes that passed fencing without being the live holder's: must be 0 */
-  staleWritesAccepted: number;
-  spells: ActiveSpell[];
-}
-
 const STEP: KeeperEvent = { kind: "step" };
 const DEADLINE: KeeperEvent = { kind: "deadline" };
 const STOP: KeeperEvent = { kind: "stop" };
@@ -112,8 +94,10 @@ const NEVER_SENT: SentAt = { mono: 0, wall: 0 };
  * each host's own clock in microseconds. This file is what is not the rules: the driver of
  * the keepers (their timers, requests and fenced writes) and the run. The store is
  * SimStore (shard-store.ts), the links to it SimNetwork (network.ts), the timeline's faults
- * shard-faults.ts, the bridge's waiting acquires StandbyWaits (standby-waits.ts), and
- * healthy holders' renews outside the queue Cruise (cruise.ts).
+ * shard-faults.ts, the bridge's waiting acquires StandbyWaits (standby-waits.ts), the
+ * books ShardActivity (shard-activity.ts), and healthy holders' renews outside the queue
+ * Cruise (cruise.ts). shipped-keepers.ts drives the same pieces with the shipped
+ * LeaseKeeper and none of the shortcuts below; the tests hold both to the same bounds.
  *
  * The driver's choices, stated:
  * - a simulated host has one clock: its monotonic and wall readings are the same;
@@ -144,12 +128,7 @@ export function runShardsMode(
   cruiseRenews = true,
 ): { result: ShardsModeResult; faults: ShardFaults; finish: (endUs: number) => void } {
   const { fleet } = scenario;
-  const ttlMs = fleet.lease_ttl_ms;
-  const intervalUs = renewIntervalMs(ttlMs) * MS;
-  const latencyUs = fleet.latency_ms * MS;
-  const pollUs = fleet.standby_poll_ms * MS;
-  const writeUs = fleet.write_interval_ms * MS;
-  const workUs = fleet.write_work_ms * MS;
+  const { ttlMs, intervalUs, latencyUs, pollUs, writeUs, workUs } = fleetTimesUs(scenario);
   const jitter = (us: number) => standbyJitter(us, random());
   const config: KeeperConfig = {
     ttlMs,
@@ -161,29 +140,12 @@ export function runShardsMode(
   const failsOver = scenario.timeline.some((fault) => fault.fault === "redis-failover");
   const store = new SimStore(failsOver);
   const network = new SimNetwork(queue, store, latencyUs, faultTimesUs);
-  const coverage = new Coverage(layout.shardWeights, 0);
-  const result: ShardsModeResult = {
-    coverage,
-    cruisedRenews: 0,
-    staleWritesRefused: 0,
-    staleWritesAccepted: 0,
-    spells: [],
-  };
-  const openSpell = new Map<Keeper, ActiveSpell>();
+  const activity = new ShardActivity<Keeper>(layout.shardWeights);
+  const result = activity.result;
   const keepersOf: Keeper[][] = hosts.map(() => []);
 
-  const believe = (k: Keeper) => {
-    coverage.add(k.shard, k.host.index, queue.now);
-    const spell = { shard: k.shard, agent: k.host.index, fromUs: queue.now, toUs: null };
-    openSpell.set(k, spell);
-    result.spells.push(spell);
-  };
-  const disbelieve = (k: Keeper, atUs: number) => {
-    coverage.remove(k.shard, atUs);
-    const spell = openSpell.get(k);
-    if (spell !== undefined) spell.toUs = atUs;
-    openSpell.delete(k);
-  };
+  const believe = (k: Keeper) => activity.begin(k, queue.now);
+  const disbelieve = (k: Keeper, atUs: number) => activity.end(k, atUs);
 
   /** The clocks the machine reads: the host's, and a draw taken only when the rules use it. */
   let lastDraw = 0;
@@ -345,7 +307,14 @@ export function runShardsMode(
 
   const perform = (k: Keeper, send: Extract<KeeperAction, { kind: "send" }>, atUs: number): void => {
     if (send.op === "acquire") {
-      if (send.waitMs > 0 && waits.acquire(k, send, atUs)) return;
+      const { attempt, sent } = send;
+      if (
+        send.waitMs > 0 &&
+        waits.acquire(k, send.waitMs, atUs, (outcome, waitedMs) =>
+          dispatch(k, { kind: "acquired", attempt, sent, outcome, waitedMs }),
+        )
+      )
+        return;
       return network.request(k.host, atUs, k.acquireCalls, send.attempt, send.sent, send.timeout);
     }
     if (send.op === "release") {
@@ -435,15 +404,7 @@ export function runShardsMode(
   };
 
   const send = (k: Keeper, token: number) =>
-    network.toStore(k.host, (atUs) => {
-      const fenced = store.op(k.shard, { kind: "fence", token }, atUs);
-      if (fenced.allowed) {
-        // Held against the store's own record: a pass for anyone but the live holder is a safety failure.
-        const live = store.table.states.get(k.shard)?.lease;
-        if (live?.token !== token || live.holder !== k.host.id || live.expiresAtUs <= atUs)
-          result.staleWritesAccepted++;
-      } else result.staleWritesRefused++;
-    });
+    network.toStore(k.host, (atUs) => activity.write(store.write(k.shard, k.host.id, token, atUs)));
 
   const startAgent = (host: SimHost, warm: boolean) => {
     host.start();
@@ -520,13 +481,8 @@ export function runShardsMode(
     waiting.clear();
   };
 
-  const waits = new StandbyWaits(
-    queue,
-    store,
-    network,
-    ttlMs,
-    (k, event) => dispatch(k, event),
-    (shard, atUs) => wakeWaiters(shard, atUs),
+  const waits = new StandbyWaits<Keeper>(queue, store, network, ttlMs, (shard, atUs) =>
+    wakeWaiters(shard, atUs),
   );
 
   // Barriers first, as events of the driver's own placed before any of the model's.

@@ -5,7 +5,10 @@ import { SimHost } from "./host.js";
 import { runLegacyMode, type LegacyModeResult } from "./legacy-mode.js";
 import { EventQueue } from "./queue.js";
 import type { Fault, Scenario } from "./scenario.js";
+import { runSettled } from "./keeper-scheduler.js";
+import type { ShardFaults } from "./shard-faults.js";
 import { CruiseBroken, runShardsMode, type ShardsModeResult } from "./shards-mode.js";
+import { runShippedKeepers, shippedWarmUpUs } from "./shipped-keepers.js";
 
 const MS = 1000;
 
@@ -142,10 +145,9 @@ export function simulate(
   onProgress?: (fraction: number) => void,
   options: SimulateOptions = {},
 ): SimulationReport {
-  const endUs = scenario.duration * MS;
   const layout = layoutFleet(scenario, seededRandom(scenario.seed));
   const steps = stepsOf(scenario, layout.agents);
-  const progress = (mode: number) => (nowUs: number) => onProgress?.((mode + nowUs / endUs) / 2);
+  const progress = progressOf(scenario, onProgress);
 
   let shards: { result: ShardsModeResult; events: number };
   try {
@@ -157,7 +159,44 @@ export function simulate(
   }
   const legacy = playLegacy(scenario, layout, steps, progress(1));
   onProgress?.(1);
+  return reportOf(scenario, layout, shards, legacy);
+}
 
+/**
+ * `simulate` with the shards mode's keepers the shipped LeaseKeeper (shipped-keepers.ts)
+ * instead of the simulator's own driver of the same rules: every poll and timer an event,
+ * answers heard through promises. Slower; deterministic all the same.
+ */
+export async function simulateShippedKeepers(
+  scenario: Scenario,
+  onProgress?: (fraction: number) => void,
+): Promise<SimulationReport> {
+  const layout = layoutFleet(scenario, seededRandom(scenario.seed));
+  const steps = stepsOf(scenario, layout.agents);
+  const progress = progressOf(scenario, onProgress);
+  const shards = await playShippedKeepers(scenario, layout, steps, progress(0));
+  const legacy = playLegacy(scenario, layout, steps, progress(1));
+  onProgress?.(1);
+  return reportOf(scenario, layout, shards, legacy);
+}
+
+/** Progress of mode 0 (shards) or 1 (nova's ring) as a fraction of the whole run. */
+function progressOf(
+  scenario: Scenario,
+  onProgress: ((fraction: number) => void) | undefined,
+): (mode: number) => (nowUs: number) => void {
+  const endUs = scenario.duration * MS;
+  return (mode) => (nowUs) => onProgress?.((mode + Math.max(0, nowUs) / endUs) / 2);
+}
+
+/** The report of both modes' runs. */
+function reportOf(
+  scenario: Scenario,
+  layout: FleetLayout,
+  shards: { result: ShardsModeResult; events: number },
+  legacy: { result: LegacyModeResult; events: number },
+): SimulationReport {
+  const endUs = scenario.duration * MS;
   const seconds = (us: number) => Math.round(us / 1000) / 1000;
   const shardsReport: ModeReport = {
     ...shards.result.coverage.summary(endUs),
@@ -207,6 +246,37 @@ export function simulate(
   };
 }
 
+/** The timeline's steps as events on the shards mode's queue, ahead of the model's events at their instant. */
+function scheduleShardFaults(queue: EventQueue, hosts: SimHost[], steps: Step[], faults: ShardFaults): void {
+  for (const step of steps) {
+    queue.atFirst(step.atUs, () => {
+      const host = "agent" in step ? hosts[step.agent]! : undefined;
+      switch (step.kind) {
+        case "crash":
+          return faults.crash(host!);
+        case "stop":
+          return faults.stop(host!);
+        case "start":
+          return faults.start(host!);
+        case "pause":
+          return faults.pause(host!, step.untilUs);
+        case "cut":
+          host!.cutTo = step.to;
+          host!.cutFrom = step.from;
+          return;
+        case "rate":
+          return faults.clockRate(host!, step.rate);
+        case "redis-restart":
+          return faults.redisRestart(step.downUs);
+        case "replica-stops":
+          return faults.replicaStops();
+        case "redis-failover":
+          return faults.redisFailover(step.downUs);
+      }
+    });
+  }
+}
+
 /** Shards with leases: the timeline's faults on the shards mode's queue, run to the end. */
 export function playShards(
   scenario: Scenario,
@@ -227,35 +297,40 @@ export function playShards(
     steps.map((s) => s.atUs),
     cruise,
   );
-  for (const step of steps) {
-    queue.atFirst(step.atUs, () => {
-      const host = "agent" in step ? hosts[step.agent]! : undefined;
-      switch (step.kind) {
-        case "crash":
-          return shards.faults.crash(host!);
-        case "stop":
-          return shards.faults.stop(host!);
-        case "start":
-          return shards.faults.start(host!);
-        case "pause":
-          return shards.faults.pause(host!, step.untilUs);
-        case "cut":
-          host!.cutTo = step.to;
-          host!.cutFrom = step.from;
-          return;
-        case "rate":
-          return shards.faults.clockRate(host!, step.rate);
-        case "redis-restart":
-          return shards.faults.redisRestart(step.downUs);
-        case "replica-stops":
-          return shards.faults.replicaStops();
-        case "redis-failover":
-          return shards.faults.redisFailover(step.downUs);
-      }
-    });
-  }
+  scheduleShardFaults(queue, hosts, steps, shards.faults);
   queue.runUntil(endUs, onProgress);
   shards.finish(endUs);
+  return { result: shards.result, events: queue.processed };
+}
+
+/** Shards with leases kept by the shipped LeaseKeeper: warmed up before time 0, then the timeline's faults. */
+async function playShippedKeepers(
+  scenario: Scenario,
+  layout: FleetLayout,
+  steps: Step[],
+  onProgress: (nowUs: number) => void,
+): Promise<{ result: ShardsModeResult; events: number }> {
+  // The run's clock reads `originUs` at the scenario's time 0 (the store's and the keepers'
+  // clocks never run below 0, as real ones do not); the books are kept on the scenario's.
+  const originUs = shippedWarmUpUs(scenario);
+  const queue = new EventQueue();
+  const hosts = layout.agents.map((id, i) => new SimHost(i, id, queue));
+  const shifted = steps.map((s): Step =>
+    s.kind === "pause"
+      ? { ...s, atUs: s.atUs + originUs, untilUs: s.untilUs + originUs }
+      : { ...s, atUs: s.atUs + originUs },
+  );
+  const shards = runShippedKeepers(
+    scenario,
+    layout,
+    queue,
+    seededRandom(scenario.seed ^ 0x5eed),
+    hosts,
+    originUs,
+    shifted.map((s) => s.atUs),
+  );
+  scheduleShardFaults(queue, hosts, shifted, shards.faults);
+  await runSettled(queue, originUs + scenario.duration * MS, (nowUs) => onProgress(nowUs - originUs));
   return { result: shards.result, events: queue.processed };
 }
 

@@ -1,4 +1,3 @@
-import type { KeeperAction, KeeperEvent, SentAt } from "../agent/keeper-machine.js";
 import type { LeaseOutcome } from "../lease/machine.js";
 import {
   idle,
@@ -8,18 +7,26 @@ import {
   type WaitAction,
   type WaitEvent,
 } from "../lease/waits.js";
+import type { SimHost } from "./host.js";
 import type { SimNetwork } from "./network.js";
 import type { EventQueue } from "./queue.js";
 import type { SimStore } from "./shard-store.js";
-import type { Keeper } from "./shards-mode.js";
 
 const MS = 1000;
 
+/** Who waits: one agent's keeper of one shard (the simulator's driver's, or a shipped LeaseKeeper's). */
+export interface WaitingKeeper {
+  readonly host: SimHost;
+  readonly shard: number;
+}
+
+/** The bridge's answer to a waiting acquire reaching its agent, and how long it waited (ms). */
+export type HearWaited = (outcome: LeaseOutcome, waitedMs: number) => void;
+
 /** A standby's acquire waiting at the bridge. */
-interface SimWaiter {
-  k: Keeper;
-  attempt: number;
-  sent: SentAt;
+interface SimWaiter<K extends WaitingKeeper> {
+  k: K;
+  hear: HearWaited;
   /** the incarnation of its host that sent it: a later one hears no answer to it */
   hostEpoch: number;
   arrivedUs: number;
@@ -27,8 +34,8 @@ interface SimWaiter {
 }
 
 /** One shard's waits, and the epoch of its timer: an older timer's event is dropped. */
-interface ShardEntry {
-  state: ShardWaits<SimWaiter>;
+interface ShardEntry<K extends WaitingKeeper> {
+  state: ShardWaits<SimWaiter<K>>;
   timerEpoch: number;
 }
 
@@ -41,31 +48,29 @@ interface ShardEntry {
  * down, the acquire goes as a plain one and is answered at once, as a bridge that cannot
  * wait answers, and the agent polls.
  */
-export class StandbyWaits {
-  private readonly waits = new Map<number, ShardEntry>();
+export class StandbyWaits<K extends WaitingKeeper> {
+  private readonly waits = new Map<number, ShardEntry<K>>();
 
   constructor(
     private readonly queue: EventQueue,
     private readonly store: SimStore,
     private readonly network: SimNetwork,
     private readonly ttlMs: number,
-    /** an answer reaching its keeper (the driver's dispatch) */
-    private readonly hear: (k: Keeper, event: KeeperEvent) => void,
     /** the lease of `shard` was handed back at `atUs`: wake whoever waits for it */
     private readonly wakeWaiters: (shard: number, atUs: number) => void,
   ) {}
 
-  private acquireOf(k: Keeper) {
+  private acquireOf(k: K) {
     return { kind: "acquire", agent: k.host.id, ttlMs: this.ttlMs } as const;
   }
 
   /** The bridge's answer to `w`, sent at `atUs`: it reaches the agent a latency later, unless the link is cut. */
-  private answer(w: SimWaiter, outcome: LeaseOutcome, atUs: number): void {
+  private answer(w: SimWaiter<K>, outcome: LeaseOutcome, atUs: number): void {
     const { k } = w;
     const waitedMs = Math.floor(((outcome.ok ? w.triedUs : atUs) - w.arrivedUs) / MS);
     k.host.later(atUs + this.network.latencyUs, () => {
       if (k.host.epoch !== w.hostEpoch || k.host.cutFrom) return; // lost: the agent times out
-      this.hear(k, { kind: "acquired", attempt: w.attempt, sent: w.sent, outcome, waitedMs });
+      w.hear(outcome, waitedMs);
     });
   }
 
@@ -74,7 +79,7 @@ export class StandbyWaits {
     if (this.waits.has(shard)) this.step(shard, { kind: "wake" }, atUs);
   }
 
-  private step(shard: number, event: WaitEvent<SimWaiter>, atUs: number): void {
+  private step(shard: number, event: WaitEvent<SimWaiter<K>>, atUs: number): void {
     let entry = this.waits.get(shard);
     if (entry === undefined) {
       if (event.kind !== "park") return;
@@ -82,7 +87,7 @@ export class StandbyWaits {
     }
     const step = stepWaits(entry.state, event, atUs, MS);
     entry.state = step.state;
-    let trying: SimWaiter | null = null;
+    let trying: SimWaiter<K> | null = null;
     for (const action of step.actions) {
       if (action.kind === "try") trying = action.waiter;
       else this.perform(shard, entry, action, atUs);
@@ -102,8 +107,8 @@ export class StandbyWaits {
 
   private perform(
     shard: number,
-    entry: ShardEntry,
-    action: Exclude<WaitAction<SimWaiter>, { kind: "try" }>,
+    entry: ShardEntry<K>,
+    action: Exclude<WaitAction<SimWaiter<K>>, { kind: "try" }>,
     atUs: number,
   ): void {
     const queue = this.queue;
@@ -125,16 +130,18 @@ export class StandbyWaits {
       });
   }
 
-  /** A waiting acquire of `k`, when the fast path takes it; false: send it as a plain one. */
-  acquire(k: Keeper, send: Extract<KeeperAction, { kind: "send"; op: "acquire" }>, atUs: number): boolean {
+  /**
+   * A waiting acquire of `k` sent at `atUs`, waiting up to `waitMs`, when the fast path
+   * takes it; `hear` gets the answer. False: send it as a plain one.
+   */
+  acquire(k: K, waitMs: number, atUs: number, hear: HearWaited): boolean {
     const { queue, store } = this;
     const host = k.host;
     const arrivedUs = atUs + this.network.latencyUs;
     if (host.cutTo || !this.network.fastPath(atUs) || store.downUntilUs > arrivedUs) return false;
-    const waiter: SimWaiter = {
+    const waiter: SimWaiter<K> = {
       k,
-      attempt: send.attempt,
-      sent: send.sent,
+      hear,
       hostEpoch: host.epoch,
       arrivedUs,
       triedUs: arrivedUs,
@@ -146,7 +153,7 @@ export class StandbyWaits {
     }
     this.step(k.shard, { kind: "park", waiter, refusal: first }, arrivedUs);
     // The end of its wait: a plain acquire's answer, if it still waits.
-    queue.at(arrivedUs + send.waitMs * MS, () => {
+    queue.at(arrivedUs + waitMs * MS, () => {
       if (!(this.waits.get(k.shard)?.state.queue.includes(waiter) ?? false)) return;
       this.step(k.shard, { kind: "leave", waiter }, queue.now);
       if (store.downUntilUs > queue.now) return; // no answer: the agent times out
@@ -157,7 +164,7 @@ export class StandbyWaits {
   }
 
   /** `k`'s host is gone: its waiting acquire leaves (a real client's connection closes). */
-  leave(k: Keeper): void {
+  leave(k: K): void {
     const entry = this.waits.get(k.shard);
     if (entry === undefined) return;
     for (const waiter of entry.state.queue)
