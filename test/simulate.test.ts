@@ -245,6 +245,94 @@ for (const { name: driver, run } of DRIVERS)
         }
     });
 
+    it("an agent restarted again and again with requests in flight: a dead process's answers reach no one, nobody acts twice", async () => {
+      for (const standby_wait_ms of [0, 30_000])
+        for (let seed = 1; seed <= 3; seed++) {
+          const report = await run(
+            parseScenario(
+              JSON.stringify({
+                name: "restarts",
+                seed,
+                duration: "60s",
+                fleet: {
+                  nodes: 20,
+                  shards: 2,
+                  agents_per_shard: 2,
+                  lease_ttl_ms: 3000,
+                  latency_ms: 40,
+                  standby_poll_ms: 200,
+                  standby_wait_ms,
+                },
+                timeline: [
+                  {
+                    at: "10037ms",
+                    fault: "restart",
+                    agent: "compute-0",
+                    repeat: { every: "1013ms", times: 40 },
+                  },
+                ],
+              }),
+              "inline",
+            ),
+          );
+          const where = `seed ${seed}, wait ${standby_wait_ms}`;
+          expect(report.shardsMode.doubleManagedNodeSeconds, where).to.equal(0);
+          expect(report.shardsMode.staleWritesAccepted, where).to.equal(0);
+        }
+    });
+
+    it("a holder whose clock runs fast, frozen past its deadline beside others frozen: each stops at its own deadline, nobody acts twice", async () => {
+      for (const seed of [41, 42, 43]) {
+        const at = 20 + (seed % 7) * 1.37;
+        const ms = (s: number) => `${Math.round(s * 1000)}ms`;
+        const report = await run(
+          parseScenario(
+            JSON.stringify({
+              name: "a fast clock, then frozen",
+              seed,
+              duration: "60s",
+              fleet: {
+                nodes: 40,
+                shards: 4,
+                agents_per_shard: 2,
+                lease_ttl_ms: 6000,
+                write_interval_ms: 300,
+              },
+              timeline: [
+                { at: ms(at), fault: "pause", agent: "compute-0", for: "20s" },
+                { at: ms(at + 1.1), fault: "clock-skew", agent: "compute-2", rate: 1.7 },
+                { at: ms(at + 2.1), fault: "pause", agent: "compute-2", for: "15s" },
+                { at: ms(at + 3.3), fault: "pause", agent: "compute-1", for: "15s" },
+              ],
+            }),
+            "inline",
+          ),
+        );
+        expect(report.shardsMode.doubleManagedNodeSeconds, `seed ${seed}`).to.equal(0);
+        expect(report.shardsMode.staleWritesAccepted, `seed ${seed}`).to.equal(0);
+      }
+    });
+
+    it("a standby cut off both ways and back, then the holder dies: the standby's requests timed out and it polls again, taking over within a TTL and a poll", async () => {
+      const report = await run(
+        parseScenario(
+          JSON.stringify({
+            name: "standby cut off, then the holder dies",
+            seed: 3,
+            duration: "2m",
+            fleet: { nodes: 100, shards: 1, agents_per_shard: 2, lease_ttl_ms: 6000 },
+            timeline: [
+              { at: "20s", fault: "partition", agent: "compute-1", direction: "both", for: "20s" },
+              { at: "60s", fault: "crash", agent: "compute-0" },
+            ],
+          }),
+          "inline",
+        ),
+      );
+      expect(report.shardsMode.worstRecoveryS).to.be.within(6 - 2, 6 + 0.5 + 0.01);
+      expect(report.shardsMode.doubleManagedNodeSeconds).to.equal(0);
+    });
+
     it("a one-way partition (the agent is heard, hears nothing) moves its shard within the renew deadline plus a TTL", async () => {
       const report = await run(
         parseScenario(

@@ -47,8 +47,10 @@ export function shippedWarmUpUs(scenario: Scenario): number {
  * deadline is a timer only on a frozen host. Here nothing is skipped: every poll, timer and
  * answer is an event, and the keepers hear their answers through promises, so the run
  * settles them between events (`runSettled`). Slower; test/simulate.test.ts holds both
- * drivers to the same bounds, so a bug in LeaseKeeper's timers or its release on stop
- * shows there.
+ * drivers to the same bounds. What those catch of a broken LeaseKeeper, tried: no release
+ * on stop, no deadline check in `token()`, timers off by 3x, a step timer never armed,
+ * requests that never time out; test/simulate-keeper.test.ts the deadline timer and the
+ * timeouts' length one by one.
  *
  * The keepers start cold when `queue` starts, and `originUs` (shippedWarmUpUs) later —
  * the scenario's time 0 — the books open on whoever holds a lease. Coverage follows the
@@ -85,10 +87,15 @@ export function runShippedKeepers(
   const clientOf = (host: SimHost, shard: number, self: () => ShippedKeeper): LeaseClient => {
     const call = <T>(apply: (atUs: number) => T): Promise<T> =>
       new Promise((resolve) => {
+        // An answer that comes back once the host was restarted (a fault inside the round
+        // trip sends it the slow way) is not this process's: the one that asked is dead.
+        const epoch = host.epoch;
         const calls: RequestCalls<T> = {
           apply,
           settle: ON_ARRIVAL,
-          onAnswer: (answer) => resolve(answer),
+          onAnswer: (answer) => {
+            if (host.epoch === epoch) resolve(answer);
+          },
           onTimeout: IGNORE,
         };
         network.request(host, queue.now, calls, 0, NEVER_SENT, Infinity);
@@ -194,18 +201,27 @@ export function runShippedKeepers(
     host.crash();
   };
 
-  /** A frozen or re-clocked holder: asked at its deadline, as its first step after the thaw would. */
+  /**
+   * A frozen or re-clocked holder: asked at its deadline, as its first step after the thaw
+   * would; asked again should it still hold then (a deadline converted to true time and
+   * back can land a float's step short of it) while frozen.
+   */
+  const watchDeadline = (k: ShippedKeeper): void => {
+    const msLeft = k.keeper.msLeft();
+    if (msLeft === null) return;
+    const host = k.host;
+    queue.at(host.trueAt(host.local() + Math.max(msLeft * MS, 1)), () => {
+      if (host.epoch === k.hostEpoch && k.keeper.token() !== null && host.paused) watchDeadline(k);
+    });
+  };
+  /** A dead incarnation's keepers are not asked: they run nothing. */
   const watchDeadlines = (host: SimHost): void => {
-    for (const k of keepersOf[host.index] ?? []) {
-      const msLeft = k.keeper.msLeft();
-      if (msLeft === null) continue;
-      queue.at(host.trueAt(host.local() + msLeft * MS), () => {
-        if (host.epoch === k.hostEpoch) k.keeper.token();
-      });
-    }
+    for (const k of keepersOf[host.index] ?? []) if (host.epoch === k.hostEpoch) watchDeadline(k);
   };
 
   for (const host of hosts) startAgent(host, true);
+  // Scheduled before the timeline's faults (`atFirst` keeps their order): the books open
+  // ahead of a fault at time 0.
   queue.atFirst(originUs, () => {
     counting = true;
     for (const keepers of keepersOf)
