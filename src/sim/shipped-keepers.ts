@@ -188,17 +188,31 @@ export function runShippedKeepers(
     }
   };
 
+  /** `host`'s process is gone: its keepers' open waits close with their connections. */
+  const exit = (host: SimHost): void => {
+    for (const k of keepersOf[host.index] ?? []) waits.leave(k);
+    host.crash();
+  };
+
+  /**
+   * kill -9, or SIGTERM: an agent stops every keeper (the active hand their leases back, one
+   * granted after the stop is released as it arrives) and exits once their releases are
+   * answered or timed out. A frozen process is killed: it sends nothing. An active keeper
+   * stops acting at the signal either way.
+   */
   const stopAgent = (host: SimHost, graceful: boolean): void => {
     if (!host.up) return;
-    for (const k of keepersOf[host.index] ?? []) {
-      waits.leave(k);
+    const keepers = keepersOf[host.index] ?? [];
+    for (const k of keepers) {
       if (k.keeper.status !== "active") continue;
       k.leaseEpoch++;
       activity.end(k, queue.now);
-      // SIGTERM: the keeper hands the lease back (a frozen process sends nothing).
-      if (graceful && !host.paused) void k.keeper.stop();
     }
-    host.crash();
+    if (!graceful || host.paused) return exit(host);
+    const epoch = host.epoch;
+    void Promise.all(keepers.map((k) => k.keeper.stop())).then(() => {
+      if (host.epoch === epoch) exit(host);
+    });
   };
 
   /**
