@@ -2,7 +2,7 @@ import { expect } from "chai";
 import { LeaseKeeper, type LeaseClient } from "../src/agent/lease-keeper.js";
 import { seededRandom } from "../src/random.js";
 import { SimHost } from "../src/sim/host.js";
-import { runSettled, simScheduler } from "../src/sim/keeper-scheduler.js";
+import { clockChanged, runSettled, simScheduler } from "../src/sim/keeper-scheduler.js";
 import { EventQueue } from "../src/sim/queue.js";
 import { MemoryBackend } from "../src/lease/memory.js";
 
@@ -16,12 +16,14 @@ const S = 1_000_000;
 const TTL_MS = 3000;
 const LATENCY_US = 1000;
 
-/** One agent on the virtual clock: its host, a link to the store that can be cut, its keeper and what it reported when. */
+/** One agent on the virtual clock: its host, a link to the store that can be cut, its keeper, what it reported when and when its renews were answered. */
 interface SimAgent {
   host: SimHost;
   link: { cut: boolean };
   keeper: LeaseKeeper;
   log: Array<{ atUs: number; what: string }>;
+  /** when each renew's answer came */
+  renewedAt: number[];
 }
 
 function fleet(names: string[]): { queue: EventQueue; agents: SimAgent[] } {
@@ -59,7 +61,9 @@ function fleet(names: string[]): { queue: EventQueue; agents: SimAgent[] } {
     keeper.on("lost", (e) => log.push({ atUs: queue.now, what: `lost ${e.reason}` }));
     keeper.on("released", () => log.push({ atUs: queue.now, what: "released" }));
     keeper.on("store-error", (e) => log.push({ atUs: queue.now, what: `store-error ${e.op}: ${e.error}` }));
-    return { host, link, keeper, log };
+    const renewedAt: number[] = [];
+    keeper.on("renewed", () => renewedAt.push(queue.now));
+    return { host, link, keeper, log, renewedAt };
   });
   return { queue, agents };
 }
@@ -101,6 +105,21 @@ describe("LeaseKeeper on the simulator's clock (simScheduler)", () => {
     expect(a.log.at(-1)).to.deep.equal({ atUs: 5 * S + 2 * LATENCY_US, what: "released" });
     const bActive = b.log.find((e) => e.what === "active")!.atUs;
     expect(bActive - 5 * S).to.be.within(LATENCY_US, 0.5 * S + 3 * LATENCY_US);
+  });
+
+  it("a host's clock that speeds up moves the timers already set: the next renew comes when its clock reads the time, not at the old pace", async () => {
+    const { queue, agents } = fleet(["a"]);
+    const [a] = agents as [SimAgent];
+    a.keeper.start();
+    // Renews leave each second of a's clock from 0; the one of 5 s has left.
+    await runSettled(queue, 5.25 * S);
+    a.host.setRate(2);
+    clockChanged(a.host);
+    await runSettled(queue, 7 * S);
+    const renewed = a.renewedAt.filter((atUs) => atUs > 5.25 * S);
+    // a's clock reads 6 s at 5.625 s now (0.75 s of it at twice the pace), then each second
+    // of it is half of one; the answers come a round trip later.
+    expect(renewed).to.deep.equal([5.625 * S, 6.125 * S, 6.625 * S].map((t) => t + 2 * LATENCY_US));
   });
 
   it("a renew nobody answers times out on the virtual clock, and the holder stops at its deadline", async () => {

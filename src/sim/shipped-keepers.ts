@@ -1,7 +1,7 @@
 import { LeaseKeeper, type LeaseClient, type WaitedLeaseOutcome } from "../agent/lease-keeper.js";
 import type { FleetLayout } from "./fleet.js";
 import type { SimHost } from "./host.js";
-import { simScheduler } from "./keeper-scheduler.js";
+import { clockChanged, simScheduler } from "./keeper-scheduler.js";
 import { SimNetwork, type RequestCalls } from "./network.js";
 import type { EventQueue } from "./queue.js";
 import { fleetTimesUs, type Scenario } from "./scenario.js";
@@ -228,8 +228,12 @@ export function runShippedKeepers(
       if (host.epoch === k.hostEpoch && k.keeper.token() !== null && host.paused) watchDeadline(k);
     });
   };
-  /** A dead incarnation's keepers are not asked: they run nothing. */
+  /**
+   * `host` froze, or its clock changed pace (its keepers' timers then move with it). A dead
+   * incarnation's keepers are not asked: they run nothing.
+   */
   const watchDeadlines = (host: SimHost): void => {
+    if (!host.paused) clockChanged(host);
     for (const k of keepersOf[host.index] ?? []) if (host.epoch === k.hostEpoch) watchDeadline(k);
   };
 
