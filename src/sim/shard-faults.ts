@@ -23,8 +23,10 @@ export interface KeeperHosts {
   start(host: SimHost, warm: boolean): void;
   /** End `host`'s agent (`graceful`: SIGTERM, its leases handed back). */
   stop(host: SimHost, graceful: boolean): void;
-  /** `host`'s clock changed pace or it froze: its holders' deadlines get a watch of their own. */
-  watchDeadlines(host: SimHost): void;
+  /** `host` froze: its holders' deadlines get a watch of their own. */
+  froze(host: SimHost): void;
+  /** `host`'s clock changed pace: its timers follow it, where the driver's can, and its holders' deadlines get a watch. */
+  paceChanged(host: SimHost): void;
 }
 
 /** The timeline's faults on the agents' hosts and on the store. */
@@ -37,14 +39,14 @@ export function shardFaults(agents: KeeperHosts, store: SimStore, queue: EventQu
       agents.start(h, false);
     },
     pause: (h, untilUs) => {
-      if (h.freeze(untilUs)) agents.watchDeadlines(h);
+      if (h.freeze(untilUs)) agents.froze(h);
     },
     redisRestart: (downUs) => store.restart(queue.now, downUs),
     replicaStops: () => store.replicaStops(),
     redisFailover: (downUs) => store.failover(queue.now, downUs),
     clockRate: (h, rate) => {
       h.setRate(rate);
-      agents.watchDeadlines(h);
+      agents.paceChanged(h);
     },
   };
 }

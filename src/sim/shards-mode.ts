@@ -489,14 +489,12 @@ export function runShardsMode(
   cruise.placeBarriers(faultTimesUs);
   for (const host of hosts) startAgent(host, true);
 
+  /** `host` froze or its clock changed pace: its holders' deadlines get a watch (its step timers are placed in true time as armed). */
+  const watchDeadlines = (host: SimHost): void => {
+    for (const k of keepersOf[host.index] ?? []) if (k.machine.phase === "active") watchDeadline(k);
+  };
   const faults = shardFaults(
-    {
-      start: startAgent,
-      stop: stopAgent,
-      watchDeadlines: (host) => {
-        for (const k of keepersOf[host.index] ?? []) if (k.machine.phase === "active") watchDeadline(k);
-      },
-    },
+    { start: startAgent, stop: stopAgent, froze: watchDeadlines, paceChanged: watchDeadlines },
     store,
     queue,
   );

@@ -228,13 +228,14 @@ export function runShippedKeepers(
       if (host.epoch === k.hostEpoch && k.keeper.token() !== null && host.paused) watchDeadline(k);
     });
   };
-  /**
-   * `host` froze, or its clock changed pace (its keepers' timers then move with it). A dead
-   * incarnation's keepers are not asked: they run nothing.
-   */
+  /** `host` froze, or its clock changed pace. A dead incarnation's keepers are not asked: they run nothing. */
   const watchDeadlines = (host: SimHost): void => {
-    if (!host.paused) clockChanged(host);
     for (const k of keepersOf[host.index] ?? []) if (host.epoch === k.hostEpoch) watchDeadline(k);
+  };
+  /** Its keepers' timers move with its clock, frozen or not (a thaw then finds them at their time). */
+  const paceChanged = (host: SimHost): void => {
+    clockChanged(host);
+    watchDeadlines(host);
   };
 
   for (const host of hosts) startAgent(host, true);
@@ -246,6 +247,10 @@ export function runShippedKeepers(
       for (const k of keepers) if (k.keeper.token() !== null) activity.begin(k, originUs);
   });
 
-  const faults = shardFaults({ start: startAgent, stop: stopAgent, watchDeadlines }, store, queue);
+  const faults = shardFaults(
+    { start: startAgent, stop: stopAgent, froze: watchDeadlines, paceChanged },
+    store,
+    queue,
+  );
   return { result, faults };
 }
