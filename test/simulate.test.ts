@@ -19,6 +19,8 @@ import { seededRandom } from "../src/random.js";
 import { runShardbridge } from "./helpers/cli.js";
 
 const scenariosDir = fileURLToPath(new URL("../examples/scenarios/", import.meta.url));
+/** A scenario written out in the test. */
+const inline = (spec: object): Scenario => parseScenario(JSON.stringify(spec), "inline");
 const example = (name: string): Scenario =>
   parseScenario(readFileSync(join(scenariosDir, `${name}.json`), "utf8"), name);
 
@@ -214,22 +216,19 @@ for (const { name: driver, run } of DRIVERS)
     it("a Redis failover to a replica that lags: every shard held a TTL from its first operation on the promoted server, nobody acting twice, no stale write through", async () => {
       const failover = (lag: string, seed: number) =>
         run(
-          parseScenario(
-            JSON.stringify({
-              name: "failover",
-              seed,
-              duration: "40s",
-              fleet: {
-                nodes: 60,
-                shards: 3,
-                agents_per_shard: 2,
-                lease_ttl_ms: 3000,
-                write_interval_ms: 500,
-              },
-              timeline: [{ at: "10s", fault: "redis-failover", lag, down: "300ms" }],
-            }),
-            "inline",
-          ),
+          inline({
+            name: "failover",
+            seed,
+            duration: "40s",
+            fleet: {
+              nodes: 60,
+              shards: 3,
+              agents_per_shard: 2,
+              lease_ttl_ms: 3000,
+              write_interval_ms: 500,
+            },
+            timeline: [{ at: "10s", fault: "redis-failover", lag, down: "300ms" }],
+          }),
         );
       for (let seed = 1; seed <= 10; seed++)
         for (const lag of ["0ms", "700ms", "2500ms"]) {
@@ -249,31 +248,28 @@ for (const { name: driver, run } of DRIVERS)
       for (const standby_wait_ms of [0, 30_000])
         for (let seed = 1; seed <= 3; seed++) {
           const report = await run(
-            parseScenario(
-              JSON.stringify({
-                name: "restarts",
-                seed,
-                duration: "60s",
-                fleet: {
-                  nodes: 20,
-                  shards: 2,
-                  agents_per_shard: 2,
-                  lease_ttl_ms: 3000,
-                  latency_ms: 40,
-                  standby_poll_ms: 200,
-                  standby_wait_ms,
+            inline({
+              name: "restarts",
+              seed,
+              duration: "60s",
+              fleet: {
+                nodes: 20,
+                shards: 2,
+                agents_per_shard: 2,
+                lease_ttl_ms: 3000,
+                latency_ms: 40,
+                standby_poll_ms: 200,
+                standby_wait_ms,
+              },
+              timeline: [
+                {
+                  at: "10037ms",
+                  fault: "restart",
+                  agent: "compute-0",
+                  repeat: { every: "1013ms", times: 40 },
                 },
-                timeline: [
-                  {
-                    at: "10037ms",
-                    fault: "restart",
-                    agent: "compute-0",
-                    repeat: { every: "1013ms", times: 40 },
-                  },
-                ],
-              }),
-              "inline",
-            ),
+              ],
+            }),
           );
           const where = `seed ${seed}, wait ${standby_wait_ms}`;
           expect(report.shardsMode.doubleManagedNodeSeconds, where).to.equal(0);
@@ -286,27 +282,24 @@ for (const { name: driver, run } of DRIVERS)
         const at = 20 + (seed % 7) * 1.37;
         const ms = (s: number) => `${Math.round(s * 1000)}ms`;
         const report = await run(
-          parseScenario(
-            JSON.stringify({
-              name: "a fast clock, then frozen",
-              seed,
-              duration: "60s",
-              fleet: {
-                nodes: 40,
-                shards: 4,
-                agents_per_shard: 2,
-                lease_ttl_ms: 6000,
-                write_interval_ms: 300,
-              },
-              timeline: [
-                { at: ms(at), fault: "pause", agent: "compute-0", for: "20s" },
-                { at: ms(at + 1.1), fault: "clock-skew", agent: "compute-2", rate: 1.7 },
-                { at: ms(at + 2.1), fault: "pause", agent: "compute-2", for: "15s" },
-                { at: ms(at + 3.3), fault: "pause", agent: "compute-1", for: "15s" },
-              ],
-            }),
-            "inline",
-          ),
+          inline({
+            name: "a fast clock, then frozen",
+            seed,
+            duration: "60s",
+            fleet: {
+              nodes: 40,
+              shards: 4,
+              agents_per_shard: 2,
+              lease_ttl_ms: 6000,
+              write_interval_ms: 300,
+            },
+            timeline: [
+              { at: ms(at), fault: "pause", agent: "compute-0", for: "20s" },
+              { at: ms(at + 1.1), fault: "clock-skew", agent: "compute-2", rate: 1.7 },
+              { at: ms(at + 2.1), fault: "pause", agent: "compute-2", for: "15s" },
+              { at: ms(at + 3.3), fault: "pause", agent: "compute-1", for: "15s" },
+            ],
+          }),
         );
         expect(report.shardsMode.doubleManagedNodeSeconds, `seed ${seed}`).to.equal(0);
         expect(report.shardsMode.staleWritesAccepted, `seed ${seed}`).to.equal(0);
@@ -315,19 +308,16 @@ for (const { name: driver, run } of DRIVERS)
 
     it("a standby cut off both ways and back, then the holder dies: the standby's requests timed out and it polls again, taking over within a TTL and a poll", async () => {
       const report = await run(
-        parseScenario(
-          JSON.stringify({
-            name: "standby cut off, then the holder dies",
-            seed: 3,
-            duration: "2m",
-            fleet: { nodes: 100, shards: 1, agents_per_shard: 2, lease_ttl_ms: 6000 },
-            timeline: [
-              { at: "20s", fault: "partition", agent: "compute-1", direction: "both", for: "20s" },
-              { at: "60s", fault: "crash", agent: "compute-0" },
-            ],
-          }),
-          "inline",
-        ),
+        inline({
+          name: "standby cut off, then the holder dies",
+          seed: 3,
+          duration: "2m",
+          fleet: { nodes: 100, shards: 1, agents_per_shard: 2, lease_ttl_ms: 6000 },
+          timeline: [
+            { at: "20s", fault: "partition", agent: "compute-1", direction: "both", for: "20s" },
+            { at: "60s", fault: "crash", agent: "compute-0" },
+          ],
+        }),
       );
       expect(report.shardsMode.worstRecoveryS).to.be.within(6 - 2, 6 + 0.5 + 0.01);
       expect(report.shardsMode.doubleManagedNodeSeconds).to.equal(0);
@@ -335,17 +325,15 @@ for (const { name: driver, run } of DRIVERS)
 
     it("a one-way partition (the agent is heard, hears nothing) moves its shard within the renew deadline plus a TTL", async () => {
       const report = await run(
-        parseScenario(
-          JSON.stringify({
-            name: "one-way",
-            seed: 3,
-            duration: "3m",
-            fleet: { nodes: 100, shards: 2, agents_per_shard: 2, lease_ttl_ms: 6000 },
-            timeline: [
-              { at: "30s", fault: "partition", agent: "compute-0", direction: "from-redis", for: "90s" },
-            ],
-          }),
-        ),
+        inline({
+          name: "one-way",
+          seed: 3,
+          duration: "3m",
+          fleet: { nodes: 100, shards: 2, agents_per_shard: 2, lease_ttl_ms: 6000 },
+          timeline: [
+            { at: "30s", fault: "partition", agent: "compute-0", direction: "from-redis", for: "90s" },
+          ],
+        }),
       );
       // Deadline 4 s, then at most one lease it never hears of (6 s), then a standby poll.
       expect(report.shardsMode.worstRecoveryS).to.be.within(4, 4 + 6 + 0.6);
@@ -451,20 +439,17 @@ describe("Simulator: healthy holders cruise (their renews outside the queue), wi
   });
 
   it("pausing an agent that has crashed does nothing (the simulator hung on it, re-arming a dead keeper's deadline watch at one instant)", () => {
-    const scenario = parseScenario(
-      JSON.stringify({
-        name: "pause after crash",
-        seed: 14,
-        duration: "1m",
-        fleet: { nodes: 20, shards: 2, agents_per_shard: 2, lease_ttl_ms: 7000, latency_ms: 40 },
-        timeline: [
-          { at: "10s", fault: "crash", agent: "compute-0" },
-          { at: "30s", fault: "pause", agent: "compute-0", for: "3s" },
-          { at: "31s", fault: "restart", agent: "compute-0" },
-        ],
-      }),
-      "inline",
-    );
+    const scenario = inline({
+      name: "pause after crash",
+      seed: 14,
+      duration: "1m",
+      fleet: { nodes: 20, shards: 2, agents_per_shard: 2, lease_ttl_ms: 7000, latency_ms: 40 },
+      timeline: [
+        { at: "10s", fault: "crash", agent: "compute-0" },
+        { at: "30s", fault: "pause", agent: "compute-0", for: "3s" },
+        { at: "31s", fault: "restart", agent: "compute-0" },
+      ],
+    });
     const { cruising, queued } = bothWays(scenario);
     expect(cruising).to.equal(queued);
     // Restarted during the pause that did not happen: it runs (and stands by) at once.
@@ -475,16 +460,13 @@ describe("Simulator: healthy holders cruise (their renews outside the queue), wi
   it("a cruise whose renew would be refused is not kept: the run is played again with every renew queued", () => {
     // A clock running at a third of the pace renews just as the lease runs out: whether
     // a renew comes in time turns on a microsecond of rounding, here after a few clean ones.
-    const scenario = parseScenario(
-      JSON.stringify({
-        name: "a third of the pace",
-        seed: 2,
-        duration: "10m",
-        fleet: { nodes: 20, shards: 2, agents_per_shard: 2 },
-        timeline: [{ at: "10s", fault: "clock-skew", agent: "compute-0", rate: 0.33333334 }],
-      }),
-      "inline",
-    );
+    const scenario = inline({
+      name: "a third of the pace",
+      seed: 2,
+      duration: "10m",
+      fleet: { nodes: 20, shards: 2, agents_per_shard: 2 },
+      timeline: [{ at: "10s", fault: "clock-skew", agent: "compute-0", rate: 0.33333334 }],
+    });
     expect(() => cruised(scenario)).to.throw(CruiseBroken, /would have been refused/);
     const { cruising, queued } = bothWays(scenario);
     expect(cruising).to.equal(queued);
