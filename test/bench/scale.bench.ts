@@ -1,8 +1,11 @@
-import { readFileSync, rmSync } from "node:fs";
-import { monitorEventLoopDelay } from "node:perf_hooks";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { monitorEventLoopDelay, type IntervalHistogram } from "node:perf_hooks";
 import { startBridge, type BridgeProcess } from "../helpers/bridge-process.js";
 import { SHARDBRIDGE } from "../helpers/cli.js";
 import { TestRedisServer } from "../helpers/redis-server.js";
+import { startEchoServer, type EchoServer } from "./echo-server.js";
 import { KeepAlivePool } from "./keepalive-client.js";
 import { processCpuS } from "./load.js";
 import { percentile, printTable } from "./stats.js";
@@ -33,6 +36,11 @@ import { nodeUuid } from "./uuids.js";
  * to the other phase. In each phase, after a warm-up, one crash failover (an active stops right
  * after a successful renew: its standby's grant minus the TTL after that renew's send) and
  * one handover (an active releases: the standby's grant after the release's answer).
+ * Then, in the same run, the floor: the bridge stopped, the same fleet (standbys waiting)
+ * against the least a lease service could do on this machine — node:http doing one script
+ * call on the same Redis per lease write and heartbeat, and answering every node list
+ * with the bytes the bridge answered one (echo-server.ts) — so that each figure reads
+ * against what any Node service gets here under the same fleet.
  * Every time is from this process's own clock; nothing is asserted.
  *
  * Smaller runs: BENCH_SCALE_NODES, BENCH_SCALE_SHARDS, BENCH_SCALE_SECONDS (each phase's
@@ -111,13 +119,18 @@ class Phase {
   redisCommands = 0;
   /** connections the kernel dropped, the bridge's accept queue full (machine-wide: nothing else listens much here) */
   listenOverflows = 0;
-  cpu = { bridge: 0, redis: 0, load: 0 };
+  /** CPU seconds in the window: the server (the bridge, or the floor), redis-server, this process */
+  cpu = { server: 0, redis: 0, load: 0 };
   loopP99Ms = 0;
   loopMaxMs = 0;
   crash: { failoverMs: number; standbyRequests: number } | null = null;
   handover: { ms: number; standbyRequests: number } | null = null;
 
-  constructor(readonly mode: Mode) {}
+  constructor(
+    readonly mode: Mode,
+    /** the bridge, or the floor: the same fleet against the least a lease service does (echo-server.ts) */
+    readonly target: "bridge" | "floor" = "bridge",
+  ) {}
 
   error(what: string): void {
     if (this.recording) this.errors.set(what, (this.errors.get(what) ?? 0) + 1);
@@ -554,6 +567,9 @@ export async function scaleBench(): Promise<void> {
   const redis = await TestRedisServer.start();
   let bridge: BridgeProcess | undefined;
   let fleet: Fleet | undefined;
+  let floor: EchoServer | undefined;
+  const floorDir = mkdtempSync(join(tmpdir(), "shardbridge-scale-floor-"));
+  process.once("exit", () => rmSync(floorDir, { recursive: true, force: true }));
   const loop = monitorEventLoopDelay({ resolution: LOOP_RESOLUTION_MS });
   try {
     const memoryEmpty = await usedMemory(redis);
@@ -579,7 +595,7 @@ export async function scaleBench(): Promise<void> {
       bridge.tokens.tokens.flatMap((t) => (t.role === "agent" ? [[t.agent, t.token] as const] : [])),
     );
     const admin = bridge.tokenFor("admin");
-    const pid = bridge.serve.child.pid;
+    const pid = bridge.serve.child.pid!;
     const rssIdleKb = rssKb(pid);
 
     note(`bulk load: ${NODES.toLocaleString("en-US")} nodes in ${SHARDS.toLocaleString("en-US")} shards`);
@@ -617,6 +633,17 @@ export async function scaleBench(): Promise<void> {
     fleet.start();
     fleet.listNodes(LISTS_PER_S);
 
+    // One node list as the bridge answers it: the floor answers every list with these bytes.
+    const listFile = join(floorDir, "node-list.json");
+    const sample = await pools.other.request(
+      "GET",
+      `/v1/agents/${agentName(0, 0)}/nodes?token=${fleet.token[0]![0]}`,
+      bearers.get(agentName(0, 0))!,
+    );
+    if (sample.status !== 200)
+      throw new Error(`node list for the floor: ${sample.status} ${sample.body.slice(0, 300)}`);
+    writeFileSync(listFile, sample.body);
+
     const phases: Phase[] = [];
     // Waiting first: a fleet that polls saturates a bridge, and the backlog it leaves
     // (requests queued in this process, leases lost) would be the next phase's start.
@@ -627,48 +654,26 @@ export async function scaleBench(): Promise<void> {
       // The waits in flight end now: each standby asks again, as this phase's standbys do.
       pools.wait.closeAll();
       note(`${mode} standbys: ${WARMUP_S} s warm-up, then ${SECONDS} s measured`);
-      await sleep(WARMUP_S * 1000);
-      const cpu0 = { bridge: processCpuS(pid), redis: processCpuS(redis.pid), load: process.cpuUsage() };
-      const commands0 = await redisCommands(redis);
-      const overflows0 = listenOverflows();
-      loop.reset();
-      loop.enable();
-      phase.recording = true;
-      phase.startedAt = performance.now();
-      const sampler = setInterval(() => {
-        phase.rssMaxKb = Math.max(phase.rssMaxKb, rssKb(pid));
-        const queued = Object.values(pools).reduce((sum, pool) => sum + pool.queued, 0);
-        phase.queuedMax = Math.max(phase.queuedMax, queued);
-      }, 1000);
-      const probes = (async () => {
-        await sleep((SECONDS * 1000) / 4);
-        note(`${mode}: crash of one active`);
-        phase.crash = await fleet!.crashOne();
-        await sleep((SECONDS * 1000) / 4);
-        note(`${mode}: handover by one active`);
-        phase.handover = await fleet!.handoverOne();
-      })().catch((error: unknown) => note(`${mode}: no crash or handover measured: ${String(error)}`));
-      await sleep(SECONDS * 1000);
-      await probes;
-      phase.recording = false;
-      phase.endedAt = performance.now();
-      clearInterval(sampler);
-      loop.disable();
-      const used = process.cpuUsage(cpu0.load);
-      phase.cpu = {
-        bridge: processCpuS(pid) - cpu0.bridge,
-        redis: processCpuS(redis.pid) - cpu0.redis,
-        load: (used.user + used.system) / 1e6,
-      };
-      // the histogram holds each turn of its 10 ms timer: the delay is what is over 10 ms
-      phase.loopP99Ms = loop.percentile(99) / 1e6 - LOOP_RESOLUTION_MS;
-      phase.loopMaxMs = loop.max / 1e6 - LOOP_RESOLUTION_MS;
-      phase.rssEndKb = rssKb(pid);
-      phase.redisUsedMemory = await usedMemory(redis);
-      phase.redisCommands = (await redisCommands(redis)) - commands0;
-      phase.listenOverflows = listenOverflows() - overflows0;
-      phases.push(phase);
+      phases.push(await measure(phase, fleet, { serverPid: pid, redis }, loop, note));
     }
+    fleet.stop();
+    await stopBridge(bridge);
+    bridge = undefined;
+
+    // The floor, last: the same fleet, its standbys waiting, against node:http that does one
+    // script call a lease write or heartbeat and answers every list with the bridge's bytes.
+    for (const pool of Object.values(pools)) pool.closeAll();
+    floor = await startEchoServer({ redisUrl: redis.url, fleetList: listFile });
+    base = { host: "127.0.0.1", port: Number(new URL(floor.url).port) };
+    fleet = new Fleet((agent) => bearers.get(agent)!, SHARDS);
+    await fleet.takeFirstLeases();
+    fleet.start();
+    fleet.listNodes(LISTS_PER_S);
+    const floorPhase = new Phase("waiting", "floor");
+    fleet.mode = "waiting";
+    fleet.phase = floorPhase;
+    note(`the floor, standbys waiting: ${WARMUP_S} s warm-up, then ${SECONDS} s measured`);
+    phases.push(await measure(floorPhase, fleet, { serverPid: floor.pid, redis }, loop, note));
     fleet.stop();
     report(phases, {
       loadS,
@@ -683,14 +688,79 @@ export async function scaleBench(): Promise<void> {
   } finally {
     fleet?.stop();
     for (const pool of Object.values(pools)) pool.destroy();
-    // A bridge under --cpu-prof writes its profile only when it exits by itself.
-    if (bridge !== undefined && process.env.BENCH_BRIDGE_NODE_FLAGS !== undefined) {
-      bridge.serve.child.kill("SIGTERM");
-      await bridge.serve.exited();
-    }
-    await bridge?.stop();
+    if (bridge !== undefined) await stopBridge(bridge);
+    await floor?.stop();
+    rmSync(floorDir, { recursive: true, force: true });
     await redis.stop();
   }
+}
+
+/** Stop the bridge; one under BENCH_BRIDGE_NODE_FLAGS exits by itself first, so that --cpu-prof writes its profile. */
+async function stopBridge(bridge: BridgeProcess): Promise<void> {
+  if (process.env.BENCH_BRIDGE_NODE_FLAGS !== undefined) {
+    bridge.serve.child.kill("SIGTERM");
+    await bridge.serve.exited();
+  }
+  await bridge.stop();
+}
+
+/**
+ * One phase: `fleet` against its server (process `serverPid`) for the warm-up, then measured for
+ * SECONDS; against the bridge with one crash and one handover in the window.
+ */
+async function measure(
+  phase: Phase,
+  fleet: Fleet,
+  processes: { serverPid: number; redis: TestRedisServer },
+  loop: IntervalHistogram,
+  note: (what: string) => void,
+): Promise<Phase> {
+  const { serverPid: pid, redis } = processes;
+  await sleep(WARMUP_S * 1000);
+  const cpu0 = { server: processCpuS(pid), redis: processCpuS(redis.pid), load: process.cpuUsage() };
+  const commands0 = await redisCommands(redis);
+  const overflows0 = listenOverflows();
+  loop.reset();
+  loop.enable();
+  phase.recording = true;
+  phase.startedAt = performance.now();
+  const sampler = setInterval(() => {
+    phase.rssMaxKb = Math.max(phase.rssMaxKb, rssKb(pid));
+    const queued = Object.values(pools).reduce((sum, pool) => sum + pool.queued, 0);
+    phase.queuedMax = Math.max(phase.queuedMax, queued);
+  }, 1000);
+  const name = phase.target === "floor" ? "the floor" : phase.mode;
+  const probes =
+    phase.target === "floor"
+      ? Promise.resolve()
+      : (async () => {
+          await sleep((SECONDS * 1000) / 4);
+          note(`${name}: crash of one active`);
+          phase.crash = await fleet.crashOne();
+          await sleep((SECONDS * 1000) / 4);
+          note(`${name}: handover by one active`);
+          phase.handover = await fleet.handoverOne();
+        })().catch((error: unknown) => note(`${name}: no crash or handover measured: ${String(error)}`));
+  await sleep(SECONDS * 1000);
+  await probes;
+  phase.recording = false;
+  phase.endedAt = performance.now();
+  clearInterval(sampler);
+  loop.disable();
+  const used = process.cpuUsage(cpu0.load);
+  phase.cpu = {
+    server: processCpuS(pid) - cpu0.server,
+    redis: processCpuS(redis.pid) - cpu0.redis,
+    load: (used.user + used.system) / 1e6,
+  };
+  // the histogram holds each turn of its 10 ms timer: the delay is what is over 10 ms
+  phase.loopP99Ms = loop.percentile(99) / 1e6 - LOOP_RESOLUTION_MS;
+  phase.loopMaxMs = loop.max / 1e6 - LOOP_RESOLUTION_MS;
+  phase.rssEndKb = rssKb(pid);
+  phase.redisUsedMemory = await usedMemory(redis);
+  phase.redisCommands = (await redisCommands(redis)) - commands0;
+  phase.listenOverflows = listenOverflows() - overflows0;
+  return phase;
 }
 
 /** Numbers in ascending order (a typed array sorts numerically). */
@@ -722,50 +792,59 @@ function report(
   },
 ): void {
   const polling = phases.find((phase) => phase.mode === "polling")!;
-  const waiting = phases.find((phase) => phase.mode === "waiting")!;
+  const waiting = phases.find((phase) => phase.mode === "waiting" && phase.target === "bridge")!;
+  const floor = phases.find((phase) => phase.target === "floor")!;
+  const columns = [polling, waiting, floor];
   const stats = (p: Phase) => {
     const renew = sorted(p.renewMs);
     const list = sorted(p.listMs);
     const heartbeat = sorted(p.heartbeatMs);
+    const standbyPerS = p.standbyRequests / p.seconds;
     return {
       renewPerS: renew.length / p.seconds,
       renewP50: percentile(renew, 50),
       renewP99: percentile(renew, 99),
       renewMax: renew.length > 0 ? renew[renew.length - 1]! : NaN,
-      standbyPerS: p.standbyRequests / p.seconds,
-      perStandbyPerMin: (p.standbyRequests / p.seconds / SHARDS) * 60,
+      standbyPerS,
+      perStandbyPerMin: (standbyPerS / SHARDS) * 60,
       perChange: p.leaseChanges > 0 ? p.standbyRequests / p.leaseChanges : NaN,
       listPerS: list.length / p.seconds,
       listP50: percentile(list, 50),
       listP99: percentile(list, 99),
       heartbeatPerS: heartbeat.length / p.seconds,
       heartbeatP99: percentile(heartbeat, 99),
+      redisCommandsPerS: p.redisCommands / p.seconds,
+      /** the server's CPU µs per request it answered */
+      cpuPerRequest:
+        (p.cpu.server /
+          ((renew.length / p.seconds + standbyPerS + list.length / p.seconds + heartbeat.length / p.seconds) *
+            p.seconds)) *
+        1e6,
     };
   };
-  const a = stats(polling);
-  const b = stats(waiting);
+  type Stats = ReturnType<typeof stats>;
+  const [a, b, f] = columns.map(stats) as [Stats, Stats, Stats];
   const ratio = (x: number, y: number) =>
     Number.isFinite(x) && Number.isFinite(y) && x !== 0 ? `${(y / x).toPrecision(2)}x` : "";
-  const row = (what: string, x: number | string, y: number | string, withRatio = true) => [
+  /** a figure of each phase, with the waiting bridge's ratios to polling and to the floor */
+  const row = (what: string, figure: (s: Stats) => number, withRatio = true) => [
     what,
-    x,
-    y,
-    withRatio && typeof x === "number" && typeof y === "number" ? ratio(x, y) : "",
+    figure(a),
+    figure(b),
+    figure(f),
+    withRatio ? ratio(figure(a), figure(b)) : "",
+    withRatio ? ratio(figure(f), figure(b)) : "",
   ];
   const pct = (cpuS: number, p: Phase) => `${Math.round((cpuS / p.seconds) * 100)}%`;
-  const perSecond = (count: (p: Phase) => number): [number, number] => [
-    count(polling) / polling.seconds,
-    count(waiting) / waiting.seconds,
-  ];
   const lateness = (p: Phase) => {
     const lags = sorted(p.renewSendLagMs);
     return `${percentile(lags, 99).toFixed(1)} / ${(lags[lags.length - 1] ?? NaN).toFixed(1)}`;
   };
-  /** a row that is no ratio: the same figure of each phase */
+  /** a row that is no ratio: the same figure of each phase (the floor has no crash or handover) */
   const each = (what: string, figure: (p: Phase) => number | string) => [
     what,
-    figure(polling),
-    figure(waiting),
+    ...columns.map(figure),
+    "",
     "",
   ];
   printTable(
@@ -773,26 +852,28 @@ function report(
       `of ${NODES / SHARDS}, ${(2 * SHARDS).toLocaleString("en-US")} agents (an active and a standby per shard), ` +
       `one redis-server, TTL ${TTL_MS} ms; ${SECONDS} s measured per phase after ${WARMUP_S} s of warm-up.\n` +
       `  Renews every TTL/3 by each active, a heartbeat every ${HEARTBEAT_MS / 1000} s by every agent, ` +
-      `${LISTS_PER_S.toFixed(0)} node lists/s by the actives; standbys polling every ${POLL_MIN_MS}-${POLL_MAX_MS} ms, ` +
-      `then waiting (wait_ms ${WAIT_MS}). Ratio: waiting over polling. All times from the load process's clock.`,
-    ["what", "polling standbys", "waiting standbys", "ratio"],
+      `${LISTS_PER_S.toFixed(0)} node lists/s by the actives; standbys waiting (wait_ms ${WAIT_MS}), then polling ` +
+      `every ${POLL_MIN_MS}-${POLL_MAX_MS} ms. The floor, last, in the same run: the same fleet, standbys waiting, ` +
+      `against node:http doing one script call a lease write or heartbeat and answering each list with the ` +
+      `bridge's bytes (test/bench/echo-server.ts). All times from the load process's clock.`,
+    ["what", "polling standbys", "waiting standbys", "the floor", "waiting / polling", "waiting / floor"],
     [
-      row("renews/s", a.renewPerS, b.renewPerS),
-      row("renew p50, ms", a.renewP50, b.renewP50),
-      row("renew p99, ms (goal < 5)", a.renewP99, b.renewP99),
+      row("renews/s", (s) => s.renewPerS),
+      row("renew p50, ms", (s) => s.renewP50),
+      row("renew p99, ms (goal < 5)", (s) => s.renewP99),
       each("  by 5 s of the window", renewP99By5s),
-      row("renew max, ms", a.renewMax, b.renewMax),
+      row("renew max, ms", (s) => s.renewMax),
       each("leases lost: renew refused / answered past 2/3 TTL", (p) => `${p.lostRefused} / ${p.lostLate}`),
-      row("standby requests/s", a.standbyPerS, b.standbyPerS),
-      row("  per standby per minute", a.perStandbyPerMin, b.perStandbyPerMin),
+      row("standby requests/s", (s) => s.standbyPerS),
+      row("  per standby per minute", (s) => s.perStandbyPerMin),
       each("changes of holder in the window", (p) => p.leaseChanges),
-      row("  standby requests per change of holder", a.perChange, b.perChange),
-      row("node lists/s", a.listPerS, b.listPerS, false),
-      row("node list p50, ms", a.listP50, b.listP50),
-      row("node list p99, ms", a.listP99, b.listP99),
+      row("  standby requests per change of holder", (s) => s.perChange),
+      row("node lists/s", (s) => s.listPerS, false),
+      row("node list p50, ms", (s) => s.listP50),
+      row("node list p99, ms", (s) => s.listP99),
       each("node lists short of the shard's nodes", (p) => p.listsShort),
-      row("heartbeats/s", a.heartbeatPerS, b.heartbeatPerS, false),
-      row("heartbeat p99, ms", a.heartbeatP99, b.heartbeatP99),
+      row("heartbeats/s", (s) => s.heartbeatPerS, false),
+      row("heartbeat p99, ms", (s) => s.heartbeatP99),
       each("crash failover: grant after TTL from the last renew sent, ms", (p) => p.crash?.failoverMs ?? NaN),
       each("  its standby's requests from the crash to the grant", (p) => p.crash?.standbyRequests ?? NaN),
       each("handover: grant after the release's answer, ms", (p) => p.handover?.ms ?? NaN),
@@ -800,10 +881,10 @@ function report(
         "  its standby's requests from the release to the grant",
         (p) => p.handover?.standbyRequests ?? NaN,
       ),
-      each("bridge CPU, % of one core", (p) => pct(p.cpu.bridge, p)),
-      row("  CPU µs per request it answered", ...cpuPerRequest(polling, a, waiting, b)),
+      each("server CPU (the bridge; the floor), % of one core", (p) => pct(p.cpu.server, p)),
+      row("  CPU µs per request it answered", (s) => s.cpuPerRequest),
       each("redis-server CPU, % of one core", (p) => pct(p.cpu.redis, p)),
-      row("  commands/s (INFO stats: a script and each call in it)", ...perSecond((p) => p.redisCommands)),
+      row("  commands/s (INFO stats: a script and each call in it)", (s) => s.redisCommandsPerS),
       each("load process CPU, % of one core", (p) => pct(p.cpu.load, p)),
       each(
         "load process event-loop delay p99 / max, ms",
@@ -811,9 +892,9 @@ function report(
       ),
       each("  its renews sent late, p99 / max, ms", lateness),
       each("  requests waiting for a pool's socket, most", (p) => p.queuedMax),
-      each("  connections dropped at the bridge's full accept queue", (p) => p.listenOverflows),
+      each("  connections dropped at the server's full accept queue", (p) => p.listenOverflows),
       each(
-        "bridge RSS, MiB: most / at the end",
+        "server RSS, MiB: most / at the end",
         (p) => `${(p.rssMaxKb / 1024).toFixed(0)} / ${(p.rssEndKb / 1024).toFixed(0)}`,
       ),
       each("Redis used_memory at the end, MiB", (p) => p.redisUsedMemory / 2 ** 20),
@@ -846,15 +927,4 @@ function report(
       ["bench wall time, s", setup.totalS],
     ],
   );
-}
-
-function cpuPerRequest(
-  p: Phase,
-  a: { renewPerS: number; standbyPerS: number; listPerS: number; heartbeatPerS: number },
-  q: Phase,
-  b: { renewPerS: number; standbyPerS: number; listPerS: number; heartbeatPerS: number },
-): [number, number] {
-  const per = (phase: Phase, s: typeof a) =>
-    (phase.cpu.bridge / ((s.renewPerS + s.standbyPerS + s.listPerS + s.heartbeatPerS) * phase.seconds)) * 1e6;
-  return [per(p, a), per(q, b)];
 }
