@@ -32,19 +32,16 @@ import { coalesceWrites } from "../../src/redis/coalesce.js";
  *   (prints {"port":N} when listening)
  */
 
-/** A renew's worth of Redis work: compare the token, write it, set the expiry. */
-const RENEW_LIKE_LUA = `
-local held = redis.call('HGET', KEYS[1], 'token')
-if held and held ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'token', ARGV[1], 'holder', ARGV[2])
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return 1`;
-
-/** A grant's or a heartbeat's worth: write the fields, set the expiry. */
+/** A grant's or a heartbeat's worth of Redis work: write the fields, set the expiry. */
 const WRITE_LIKE_LUA = `
 redis.call('HSET', KEYS[1], 'token', ARGV[1], 'holder', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 1`;
+
+/** A renew's worth: compare the token, then write as WRITE_LIKE_LUA does. */
+const RENEW_LIKE_LUA = `
+local held = redis.call('HGET', KEYS[1], 'token')
+if held and held ~= ARGV[1] then return 0 end${WRITE_LIKE_LUA}`;
 
 interface RenewLike {
   renewLike(key: string, token: string, holder: string, ttlMs: number): Promise<number>;
@@ -122,7 +119,7 @@ function serveFleet(redis: RenewLike, list: Buffer): Server {
         );
       }
       if (lease === null) return json(404);
-      const [key, shard] = [`floor:lease:${lease[1]}`, lease[1]!];
+      const shard = lease[1]!;
       if (req.method === "DELETE") return json(204);
       if (body.wait_ms !== undefined) {
         // Answered "held" at a moment in the wait's last fifth, or dropped when the client goes.
@@ -130,8 +127,11 @@ function serveFleet(redis: RenewLike, list: Buffer): Server {
         return void res.once("close", () => clearTimeout(timer));
       }
       const token = body.token ?? ++lastToken;
-      const write = body.token === undefined ? redis.writeLike : redis.renewLike;
-      write.call(redis, key, String(token), String(body.agent), FLEET_TTL_MS).then(
+      const key = `floor:lease:${shard}`;
+      (body.token === undefined
+        ? redis.writeLike(key, String(token), String(body.agent), FLEET_TTL_MS)
+        : redis.renewLike(key, String(token), String(body.agent), FLEET_TTL_MS)
+      ).then(
         (ok) =>
           ok === 1 ? json(200, { shard, holder: body.agent, token, ttl_ms: FLEET_TTL_MS }) : held(shard),
         () => json(503),

@@ -19,7 +19,7 @@ import { closedLoop, percentile, printTable, type Measured } from "./stats.js";
  * script, arguments and logic.
  *
  * The VM's speed drifts within seconds when other work shares its two cores, so each row
- * is run in SLICES slices, the baseline's and the Store's alternating, and the ratio is
+ * is run in SLICES slices, the baseline's, the Node floor's and the Store's alternating, and the ratio is
  * the median of the ratios of neighbouring slices (their range beside it): a burst of
  * load then lands on one pair, not on one side of the comparison. The CPU columns say
  * where a renew's time went: Redis's (INFO cpu) for both rows, this process's for the
@@ -160,7 +160,7 @@ export async function leaseBench(): Promise<void> {
       "",
     ]);
     printTable(
-      `Lease renew: ${RENEWS.toLocaleString("en-US")} renews per row in ${SLICES} slices, the baseline's and the Store's alternating, private redis-server on loopback (ops/s, p50, p99: the slices' medians; ratio: the median over neighbouring slices of ops/s over redis-benchmark EVALSHA at the same concurrency — the Store's also over the Node floor's — their range in brackets; CPU µs per op)`,
+      `Lease renew: ${RENEWS.toLocaleString("en-US")} renews per row in ${SLICES} slices, the baseline's, the Node floor's and the Store's alternating, private redis-server on loopback (ops/s, p50, p99: the slices' medians; ratio: the median over neighbouring slices of ops/s over redis-benchmark EVALSHA at the same concurrency — the Store's also over the Node floor's — their range in brackets; CPU µs per op)`,
       ["what", "ops/s", "p50 ms", "p99 ms", "ratio", "Redis CPU", "Node CPU"],
       rows,
     );

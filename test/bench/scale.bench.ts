@@ -154,7 +154,6 @@ interface Probe {
 }
 
 class Fleet {
-  mode: Mode = "polling";
   phase = new Phase("polling");
   stopped = false;
   private readonly timers = new Set<NodeJS.Timeout>();
@@ -323,7 +322,7 @@ class Fleet {
     if (this.token[s]![side] !== null) return; // active, or down
     const agent = agentName(s, side);
     const phase = this.phase;
-    const waiting = this.mode === "waiting";
+    const waiting = phase.mode === "waiting";
     if (phase.recording) phase.standbyRequests++;
     const probe = this.probes.get(s);
     if (probe !== undefined) probe.standbyRequests++;
@@ -625,13 +624,10 @@ export async function scaleBench(): Promise<void> {
     const memoryLoaded = await usedMemory(redis);
     const rssLoadedKb = rssKb(pid);
 
-    fleet = new Fleet((agent) => bearers.get(agent)!, SHARDS);
     note("first leases (one TTL after the store's start at the earliest)");
     const firstStarted = performance.now();
-    await fleet.takeFirstLeases();
+    fleet = await startFleet((agent) => bearers.get(agent)!);
     const firstS = (performance.now() - firstStarted) / 1000;
-    fleet.start();
-    fleet.listNodes(LISTS_PER_S);
 
     // One node list as the bridge answers it: the floor answers every list with these bytes.
     const listFile = join(floorDir, "node-list.json");
@@ -649,7 +645,6 @@ export async function scaleBench(): Promise<void> {
     // (requests queued in this process, leases lost) would be the next phase's start.
     for (const mode of ["waiting", "polling"] as const) {
       const phase = new Phase(mode);
-      fleet.mode = mode;
       fleet.phase = phase;
       // The waits in flight end now: each standby asks again, as this phase's standbys do.
       pools.wait.closeAll();
@@ -665,12 +660,8 @@ export async function scaleBench(): Promise<void> {
     for (const pool of Object.values(pools)) pool.closeAll();
     floor = await startEchoServer({ redisUrl: redis.url, fleetList: listFile });
     base = { host: "127.0.0.1", port: Number(new URL(floor.url).port) };
-    fleet = new Fleet((agent) => bearers.get(agent)!, SHARDS);
-    await fleet.takeFirstLeases();
-    fleet.start();
-    fleet.listNodes(LISTS_PER_S);
+    fleet = await startFleet((agent) => bearers.get(agent)!);
     const floorPhase = new Phase("waiting", "floor");
-    fleet.mode = "waiting";
     fleet.phase = floorPhase;
     note(`the floor, standbys waiting: ${WARMUP_S} s warm-up, then ${SECONDS} s measured`);
     phases.push(await measure(floorPhase, fleet, { serverPid: floor.pid, redis }, loop, note));
@@ -693,6 +684,15 @@ export async function scaleBench(): Promise<void> {
     rmSync(floorDir, { recursive: true, force: true });
     await redis.stop();
   }
+}
+
+/** A fleet against the server the pools reach now: every shard's first lease taken, then everyone's traffic started. */
+async function startFleet(bearer: (agent: string) => string): Promise<Fleet> {
+  const fleet = new Fleet(bearer, SHARDS);
+  await fleet.takeFirstLeases();
+  fleet.start();
+  fleet.listNodes(LISTS_PER_S);
+  return fleet;
 }
 
 /** Stop the bridge; one under BENCH_BRIDGE_NODE_FLAGS exits by itself first, so that --cpu-prof writes its profile. */
@@ -816,10 +816,7 @@ function report(
       redisCommandsPerS: p.redisCommands / p.seconds,
       /** the server's CPU µs per request it answered */
       cpuPerRequest:
-        (p.cpu.server /
-          ((renew.length / p.seconds + standbyPerS + list.length / p.seconds + heartbeat.length / p.seconds) *
-            p.seconds)) *
-        1e6,
+        (p.cpu.server / (renew.length + p.standbyRequests + list.length + heartbeat.length)) * 1e6,
     };
   };
   type Stats = ReturnType<typeof stats>;
