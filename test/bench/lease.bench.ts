@@ -2,10 +2,13 @@ import { MemoryTraits } from "../../src/traits/memory.js";
 import { MemoryNodes } from "../../src/nodes/memory.js";
 import { openStore } from "../../src/store/open.js";
 import { spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 import type { Redis } from "ioredis";
 import { MemoryBackend } from "../../src/lease/memory.js";
 import { Store } from "../../src/store/store.js";
 import { coalesceWrites } from "../../src/redis/coalesce.js";
+import { keyLayout } from "../../src/redis/keys.js";
+import { acquireWhenReady } from "../helpers/leases.js";
 import { TestRedisServer } from "../helpers/redis-server.js";
 import { renewLoop } from "./renew-loop.js";
 import { closedLoop, percentile, printTable, type Measured } from "./stats.js";
@@ -19,11 +22,17 @@ import { closedLoop, percentile, printTable, type Measured } from "./stats.js";
  * script, arguments and logic.
  *
  * The VM's speed drifts within seconds when other work shares its two cores, so each row
- * is run in SLICES slices, the baseline's, the Node floor's and the Store's alternating, and the ratio is
+ * is run in SLICES slices, the baseline's, the Node floor's, the Store's and the least renew script's alternating, and the ratio is
  * the median of the ratios of neighbouring slices (their range beside it): a burst of
  * load then lands on one pair, not on one side of the comparison. The CPU columns say
  * where a renew's time went: Redis's (INFO cpu) for both rows, this process's for the
  * Store's.
+ *
+ * Two more rows bound what any Lua renew can reach here: the least a renew under the
+ * lineage rule asks of Redis (least-renew.lua), sent with the Store's arguments through
+ * bare ioredis, once on a connection corked as the Store's and once on a plain one,
+ * where each call is its own write and Redis starts on the first while Node encodes the
+ * next (the two sides overlap; corked they take turns).
  */
 
 const RENEWS = Number(process.env.BENCH_RENEWS ?? 100_000);
@@ -70,6 +79,56 @@ function rawEvalsha(server: TestRedisServer, sha: string, clients: number, reque
   return { opsPerSec: Number(fields[1]), p50Ms: Number(fields[4]), p99Ms: Number(fields[6]) };
 }
 
+/**
+ * A closed loop of `concurrency` renews of least-renew.lua through `client`, each caller
+ * on its own shard granted by `store` (so the hash holds what the shipped scripts wrote),
+ * with the store's lineage as the Store's client keeps it (`prefix`: its shards' names).
+ */
+async function leastRenews(
+  store: Store,
+  admin: Redis,
+  client: Redis,
+  concurrency: number,
+  prefix: string,
+): Promise<(ops: number) => Promise<Measured>> {
+  const sha = (await admin.script(
+    "LOAD",
+    readFileSync(new URL("./least-renew.lua", import.meta.url), "utf8"),
+  )) as string;
+  const replid = /^master_replid:(\w+)/m.exec(await admin.info("replication"))?.[1];
+  if (replid === undefined) throw new Error("INFO replication has no master_replid");
+  const [seconds, micros] = (await admin.time()) as [number | string, number | string];
+  // Confirmed an hour from now: the script's window check runs, and never fails mid-run.
+  const confirmedUs = Number(seconds) * 1e6 + Number(micros) + 3600e6;
+  const keys = keyLayout();
+  const leases: Array<[string, string, number]> = [];
+  for (let c = 0; c < concurrency; c++) {
+    const shard = `${prefix}-${c}`;
+    const agent = `${prefix}-agent-${c}`;
+    const token = await acquireWhenReady(store, shard, agent);
+    const renewed = await store.renew({ shard, agent, token, ttlMs: 60_000 });
+    if (!renewed.ok) throw new Error(`renew of ${shard} refused: ${renewed.reason}`);
+    leases.push([keys.lease(shard), agent, token]);
+  }
+  return (ops) =>
+    closedLoop(ops, concurrency, async (i) => {
+      const [key, agent, token] = leases[i % concurrency]!;
+      const reply = (await client.evalsha(
+        sha,
+        1,
+        key,
+        agent,
+        token,
+        60_000,
+        "",
+        "0",
+        replid,
+        confirmedUs,
+      )) as [number, string];
+      if (reply[0] !== 1) throw new Error(`least renew refused: ${reply[1]}`);
+    });
+}
+
 /** `run` measured with the CPU Redis and (for a run in this process) this process spent on it. */
 async function sliceOf(
   admin: Redis,
@@ -104,6 +163,7 @@ export async function leaseBench(): Promise<void> {
     const store = await openStore(server.url);
     const floorClient = server.client();
     coalesceWrites(floorClient);
+    const plainClient = server.client();
     await renewLoop(() => store, 5000, 8); // warm up: JIT, script cache
     const perSlice = Math.ceil(RENEWS / SLICES);
     const rows: Array<Array<string | number>> = [];
@@ -112,6 +172,10 @@ export async function leaseBench(): Promise<void> {
       const raw: Slice[] = [];
       const floor: Slice[] = [];
       const ours: Slice[] = [];
+      const leastCorked: Slice[] = [];
+      const leastPlain: Slice[] = [];
+      const corkedLeast = await leastRenews(store, admin, floorClient, concurrency, "least-corked");
+      const plainLeast = await leastRenews(store, admin, plainClient, concurrency, "least-plain");
       for (let s = 0; s < SLICES; s++) {
         raw.push(await sliceOf(admin, perSlice, false, () => rawEvalsha(server, sha, concurrency, perSlice)));
         floor.push(
@@ -120,6 +184,8 @@ export async function leaseBench(): Promise<void> {
           ),
         );
         ours.push(await sliceOf(admin, perSlice, true, () => renewLoop(() => store, perSlice, concurrency)));
+        leastCorked.push(await sliceOf(admin, perSlice, true, () => corkedLeast(perSlice)));
+        leastPlain.push(await sliceOf(admin, perSlice, true, () => plainLeast(perSlice)));
       }
       /** the median over neighbouring slices of `slices`' ops/s over the baseline's, and their range */
       const ratioTo = (slices: Slice[], base: Slice[]) => {
@@ -140,11 +206,14 @@ export async function leaseBench(): Promise<void> {
         row("ioredis EVALSHA, the Node floor", floor, ratioTo(floor, raw)),
         row("Store.renew on redis", ours, ratioTo(ours, raw)),
         [`  Store.renew over the Node floor (c=${concurrency})`, "", "", "", ratioTo(ours, floor), "", ""],
+        row("least renew script, corked", leastCorked, ratioTo(leastCorked, raw)),
+        row("least renew script, uncorked", leastPlain, ratioTo(leastPlain, raw)),
       );
       rawBest = median(raw.map((s) => s.opsPerSec));
     }
     await store.close();
     floorClient.disconnect();
+    plainClient.disconnect();
     admin.disconnect();
 
     const memory = new Store(new MemoryBackend(), new MemoryNodes(), new MemoryTraits());
@@ -160,7 +229,7 @@ export async function leaseBench(): Promise<void> {
       "",
     ]);
     printTable(
-      `Lease renew: ${RENEWS.toLocaleString("en-US")} renews per row in ${SLICES} slices, the baseline's, the Node floor's and the Store's alternating, private redis-server on loopback (ops/s, p50, p99: the slices' medians; ratio: the median over neighbouring slices of ops/s over redis-benchmark EVALSHA at the same concurrency — the Store's also over the Node floor's — their range in brackets; CPU µs per op)`,
+      `Lease renew: ${RENEWS.toLocaleString("en-US")} renews per row in ${SLICES} slices, the baseline's, the Node floor's, the Store's and the least renew script's (corked, uncorked) alternating, private redis-server on loopback (ops/s, p50, p99: the slices' medians; ratio: the median over neighbouring slices of ops/s over redis-benchmark EVALSHA at the same concurrency — the Store's also over the Node floor's — their range in brackets; CPU µs per op)`,
       ["what", "ops/s", "p50 ms", "p99 ms", "ratio", "Redis CPU", "Node CPU"],
       rows,
     );
