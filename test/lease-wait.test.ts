@@ -424,6 +424,35 @@ describe("a waiting acquire over HTTP (two bridges on one redis-server)", functi
     await sleep(1100);
   });
 
+  it("a waiter whose client hangs up leaves: the release grants the one still there, at once", async () => {
+    const { client, token } = await hold("compute-0");
+    const hangUp = new AbortController();
+    const left = fetch(`${two.url(1)}/v1/shards/rack/lease`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.agent("compute-1")}`,
+        "content-type": "application/json",
+      },
+      body: JSON.stringify({ agent: "compute-1", wait_ms: 5000 }),
+      signal: hangUp.signal,
+    }).catch((error: Error) => error.name);
+    await sleep(50);
+    hangUp.abort();
+    expect(await left).to.equal("AbortError");
+    const staying = two.client(1, "compute-a").acquire({ shard: "rack", agent: "compute-a", waitMs: 5000 });
+    await sleep(50);
+    const releasedAt = performance.now();
+    await client.release({ shard: "rack", agent: "compute-0", token });
+    // Had the first waiter stayed queued, it would be granted a lease nobody hears of, and
+    // compute-a refused behind it for a TTL.
+    const outcome = await staying;
+    expect(outcome).to.include({ ok: true, holder: "compute-a" });
+    expect(performance.now() - releasedAt).to.be.below(250);
+    await two
+      .client(1, "compute-a")
+      .release({ shard: "rack", agent: "compute-a", token: (outcome as { token: number }).token });
+  });
+
   it("the wait ends: a plain acquire's answer, after wait_ms", async () => {
     const { client, token } = await hold("compute-0");
     const renewing = setInterval(() => void client.renew({ shard: "rack", agent: "compute-0", token }), 300);

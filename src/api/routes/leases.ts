@@ -225,7 +225,11 @@ function waitOf(waitMs: unknown, token: unknown): number {
 /** Aborted when the client goes away before its answer: a waiting acquire then leaves. */
 function goneSignal(res: ServerResponse): AbortSignal {
   const gone = new AbortController();
-  res.once("close", () => gone.abort());
+  // A response emits 'close' after every answer too; by then the wait is over, and an
+  // abort would only build a DOMException (with its stack) for each answered wait.
+  res.once("close", () => {
+    if (!res.writableFinished) gone.abort();
+  });
   return gone.signal;
 }
 
