@@ -205,6 +205,35 @@ describe("Leases on Redis Cluster (real redis-server cluster)", function () {
     await setup?.stop();
   });
 
+  it("a renew's WAIT goes to its own shard's master: that master's replica frozen, refused as not done; a shard on another master renews", async () => {
+    const mine = await acquireWhenGranted(store, "w1", "a", 1000, 15_000);
+    const owner = await setup.ownerOf("sb:{shard:w1}:lease");
+    let other = "";
+    for (let i = 2; other === ""; i++)
+      if ((await setup.ownerOf(`sb:{shard:w${i}}:lease`)).port !== owner.port) other = `w${i}`;
+    const theirs = await acquireWhenGranted(store, other, "b", 1000, 15_000);
+    setup.freeze(owner.replicaPorts[0]!);
+    try {
+      const error = await store
+        .renew({ shard: "w1", agent: "a", token: mine.outcome.token, ttlMs: 1000 })
+        .then(
+          () => null,
+          (e: unknown) => e as Error,
+        );
+      expect(error, "a renew its master's replica never had, reported as done").to.not.equal(null);
+      expect((error as Error & { cause?: unknown }).cause).to.be.instanceOf(ReplicaAckError);
+      const renewed = await store.renew({
+        shard: other,
+        agent: "b",
+        token: theirs.outcome.token,
+        ttlMs: 1000,
+      });
+      expect(renewed, `${other}, on a master whose replica is live`).to.include({ ok: true });
+    } finally {
+      setup.thaw(owner.replicaPorts[0]!);
+    }
+  });
+
   it("after CLUSTER FAILOVER of the shard's master, lease writes alone find the new master: held a TTL, then granted", async () => {
     const first = await acquireWhenGranted(store, "s1", "a", 1000, 15_000);
     const owner = await setup.ownerOf("sb:{shard:s1}:lease");
