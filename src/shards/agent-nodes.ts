@@ -62,28 +62,38 @@ const RING_PAGE = 250;
 const REMEMBERED_AGENTS = 10_000;
 
 /**
- * The shards each agent was granted when its node list was last read. A store's grants
- * only grow (LeaseBackend.grantedTo), so an agent's next list can read those shards'
- * leases and versions in the same round trip as its grants, instead of after them; the
- * grants read fresh then say which of those count, and a shard granted since is read in
- * a second round trip as before. Per bridge: a guess, never the answer.
+ * What each agent's node list last read: the shards it was granted, and the shards whose
+ * node counts it gave (those its record declares and those it was granted). A store's
+ * grants only grow (LeaseBackend.grantedTo) and an agent's record changes at a heartbeat
+ * that declares other shards, so an agent's next list can read those shards' leases,
+ * versions and counts in the same round trip as its grants and record, instead of after
+ * them; the grants and record read fresh then say which of those count, and a shard
+ * granted or declared since is read in a second round trip as before. Per bridge: a
+ * guess, never the answer.
  */
-class GrantsSeen {
-  private readonly byAgent = new Map<string, readonly string[]>();
+class ListsSeen {
+  private readonly byAgent = new Map<string, ListSeen>();
 
-  get(agent: string): readonly string[] {
-    return this.byAgent.get(agent) ?? [];
+  get(agent: string): ListSeen {
+    return this.byAgent.get(agent) ?? NOTHING_SEEN;
   }
 
-  set(agent: string, shards: readonly string[]): void {
+  set(agent: string, seen: ListSeen): void {
     if (!this.byAgent.has(agent)) {
-      // An id never granted anything (an admin's look at any name) has nothing to guess.
-      if (shards.length === 0) return;
+      // An id never granted nor declaring anything (an admin's look at any name) has nothing to guess.
+      if (seen.granted.length === 0 && seen.counted.length === 0) return;
       if (this.byAgent.size >= REMEMBERED_AGENTS) this.byAgent.clear();
     }
-    this.byAgent.set(agent, shards);
+    this.byAgent.set(agent, seen);
   }
 }
+
+interface ListSeen {
+  granted: readonly string[];
+  counted: readonly string[];
+}
+
+const NOTHING_SEEN: ListSeen = { granted: [], counted: [] };
 
 /**
  * The live leases `agent` holds among `shards` and those shards' node-list versions,
@@ -117,65 +127,71 @@ export interface ListStart {
   };
 }
 
-/** The node counts of `shards` (each once), in one step. */
-async function countsOf(store: Store, shards: readonly string[]): Promise<ShardCount[]> {
-  const distinct = [...new Set(shards)];
-  const counts = await Promise.all(distinct.map((shard) => store.nodes.countOf(shard)));
-  return distinct.map((shard, i) => ({ shard, count: counts[i]! }));
+/** The node counts of `shards` (distinct), in one step; none read when there are none. */
+async function countsOf(store: Store, shards: readonly string[]): Promise<Map<string, number>> {
+  const counts = await Promise.all(shards.map((shard) => store.nodes.countOf(shard)));
+  return new Map(shards.map((shard, i) => [shard, counts[i]!]));
 }
 
 /**
  * GET /v1/agents/{id}/nodes's reads, for all agents of one bridge: the shards' listings
- * it keeps (ShardNodesCache) and the grants it saw (GrantsSeen).
+ * it keeps (ShardNodesCache) and what each agent's last list read (ListsSeen).
  */
 export class AgentNodeLists {
   private readonly shardNodes: ShardNodesCache;
-  private readonly grantsSeen = new GrantsSeen();
+  private readonly listsSeen = new ListsSeen();
 
   constructor(private readonly store: Store) {
     this.shardNodes = new ShardNodesCache(store.nodes);
   }
 
   /**
-   * Two round trips to the store before the answer starts, as a rule: the shards the agent
-   * was granted, its record, its first instance page, and the leases and node-list versions
-   * of the shards it was granted last time (see GrantsSeen); then the node counts of the
-   * shards its record declares and it was granted (is a shard it serves in service?), with
-   * the leases and versions of shards granted since. The counts of those shards only: every
-   * shard's counts are one hash of a field a shard, which at 10,000 shards cost more than the
-   * rest of a list. The versions come in one step with the instance page, or after it: a
-   * shard answered from its kept listing (agentNodes) is then no older than the instance page.
+   * One round trip to the store before the answer starts, as a rule: the shards the agent
+   * was granted, its record, its first instance page, and the leases, node-list versions
+   * and node counts of the shards its last list named (see ListsSeen). A second only for
+   * what the fresh grants and record name beyond that: the leases and versions of shards
+   * granted since, the counts of shards declared or granted since (is a shard it serves in
+   * service?). The counts of those shards only: every shard's counts are one hash of a
+   * field a shard, which at 10,000 shards cost more than the rest of a list. The versions
+   * come in one step with the instance page, or after it: a shard answered from its kept
+   * listing (agentNodes) is then no older than the instance page.
    */
   async start(agent: string): Promise<ListStart> {
     const { store } = this;
-    const guessed = this.grantsSeen.get(agent);
-    const instance = store.nodes.instanceNodes(agent, guessed);
-    const [granted, seen, early, firstInstancePage] = await Promise.all([
+    const guessed = this.listsSeen.get(agent);
+    const instance = store.nodes.instanceNodes(agent, guessed.granted);
+    const [granted, seen, early, earlyCounts, firstInstancePage] = await Promise.all([
       store.grantedShards(agent),
       store.agent(agent),
       leasesAndVersions(
         store,
         agent,
-        guessed,
+        guessed.granted,
         instance.first.then((first) => first.versions),
       ),
+      countsOf(store, guessed.counted),
       instance.first, // read before any version below
     ]);
-    this.grantsSeen.set(agent, granted);
-    const readEarly = new Set(guessed);
-    const [late, counts] = await Promise.all([
+    const counted = [...new Set([...(seen?.serves ?? []), ...granted])];
+    this.listsSeen.set(agent, { granted, counted });
+    const readEarly = new Set(guessed.granted);
+    const [late, lateCounts] = await Promise.all([
       leasesAndVersions(
         store,
         agent,
         granted.filter((shard) => !readEarly.has(shard)),
       ),
-      countsOf(store, [...(seen?.serves ?? []), ...granted]),
+      countsOf(
+        store,
+        counted.filter((shard) => !earlyCounts.has(shard)),
+      ),
     ]);
-    // Only what the fresh grants name counts (a store that lost its keys forgot the rest).
+    // Only what the fresh grants and record name counts (a store that lost its keys forgot
+    // the rest; a record may declare other shards now).
     const grantedNow = new Set(granted);
     return {
       seen,
-      counts,
+      counts: counted.map((shard) => ({ shard, count: earlyCounts.get(shard) ?? lateCounts.get(shard)! })),
       held: new Map([...early.held, ...late.held].filter(([shard]) => grantedNow.has(shard))),
       pending: {
         versions: new Map([...early.versions, ...late.versions]),
