@@ -383,14 +383,16 @@ describe("a waiting acquire over HTTP (two bridges on one redis-server)", functi
 
   it("a release through one bridge grants a waiter on the other at once (the store's announcement)", async () => {
     const { outcome, ms } = await releaseToWaiter(two);
+    // Given back before anything is asserted: the tests after this one hold the same shard.
+    if (outcome.ok)
+      await two.client(1, "compute-1").release({ shard: "rack", agent: "compute-1", token: outcome.token });
     console.log(`      granted ${ms.toFixed(1)} ms after the release was sent, through the other bridge`);
     expect(outcome).to.include({ ok: true, holder: "compute-1" });
-    expect(outcome.waitedMs).to.be.at.least(100);
+    // The release came 100 ms after the waiting acquire was sent, which reaches the bridge a
+    // few ms later on a loaded machine (97 ms waited, seen once): waited, not answered at once.
+    expect(outcome.waitedMs).to.be.at.least(50);
     // 2-5 ms measured; the slack is a loaded 2-core machine's.
     expect(ms).to.be.below(250);
-    await two
-      .client(1, "compute-1")
-      .release({ shard: "rack", agent: "compute-1", token: (outcome as { token: number }).token });
   });
 
   it("an expiry is found at the lease's end by the waiter's bridge: TTL after the holder's last renew, never before", async () => {
