@@ -104,6 +104,34 @@ describe("Leases on Redis Sentinel (real redis-server and redis-sentinel)", func
     expect(other, "s2 granted at once to another agent").to.include({ ok: true, holder: "c" });
   });
 
+  it("a renew the master no longer knows the script of (SCRIPT FLUSH) waits for a replica too: none in time, refused, not reported", async () => {
+    const { outcome } = await acquireWhenGranted(store, "s1", "a", 2000, 5000);
+    const renew = () => store.renew({ shard: "s1", agent: "a", token: outcome.token, ttlMs: 2000 });
+    expect(await renew()).to.include({ ok: true });
+    const replicas = setup.servers().filter((s) => s.role === "replica");
+    const master = await setup.currentMaster();
+    // The replicas have every write so far: a WAIT sent before the renew's write answers 2 at
+    // once, so only a WAIT after it can refuse it.
+    await setup.waitUntilAcked();
+    for (const replica of replicas) setup.freeze(replica.port);
+    try {
+      await setup.flushScripts(master.port);
+      const error = await renew().then(
+        () => null,
+        (e: unknown) => e as Error,
+      );
+      expect(
+        error,
+        "a renew sent again after NOSCRIPT, no replica having it, was reported as done",
+      ).to.not.equal(null);
+      expect((error as Error & { cause?: unknown }).cause).to.be.instanceOf(ReplicaAckError);
+    } finally {
+      for (const replica of replicas) setup.thaw(replica.port);
+    }
+    await setup.waitUntilInSync(replicas[0]!.port);
+    expect(await renew(), "renewed once a replica has it").to.include({ ok: true, token: outcome.token });
+  });
+
   it("one sentinel of three frozen when the master dies: the store reconnects through the others", async () => {
     // ioredis asks one sentinel at a time; this one accepts the connection and never
     // answers. Without a timeout on that question, or when the failover detector's

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import calculateSlot from "cluster-key-slot";
 import { Cluster, type Redis } from "ioredis";
@@ -79,25 +80,32 @@ export function scriptTexts(clock: ScriptClock): Map<ScriptName, { keys: number 
 /**
  * Register every script on a client with ioredis `defineCommand`: each is sent once by
  * EVALSHA and re-sent in full when Redis answers NOSCRIPT (after a restart or a
- * SCRIPT FLUSH), so callers never see that error. On a Cluster also on the connection to
- * each node, as the client makes them: runScriptAcked sends a script on the connection
- * to its key's master.
+ * SCRIPT FLUSH), so callers never see that error. runScriptAcked sends them itself.
  */
 export function defineScripts(redis: RedisClient, clock: ScriptClock): void {
-  const define = (client: RedisClient) => {
-    for (const [name, { keys, lua }] of scriptTexts(clock))
-      client.defineCommand(`sb_${name}`, { ...(keys !== "caller" && { numberOfKeys: keys }), lua });
-  };
-  define(redis);
-  if (redis instanceof Cluster && !nodesDefined.has(redis)) {
-    nodesDefined.add(redis);
-    redis.on("+node", (node: Redis) => define(node));
-    for (const node of redis.nodes()) define(node);
-  }
+  const texts = scriptTexts(clock);
+  for (const [name, { keys, lua }] of texts)
+    redis.defineCommand(`sb_${name}`, { ...(keys !== "caller" && { numberOfKeys: keys }), lua });
+  ackedSources.set(
+    redis,
+    new Map(
+      [...texts].map(([name, { keys, lua }]) => [
+        name,
+        { keys, lua, sha: createHash("sha1").update(lua).digest("hex") },
+      ]),
+    ),
+  );
 }
 
-/** The Cluster clients whose node connections get the scripts as they are made. */
-const nodesDefined = new WeakSet<Cluster>();
+/** A script as runScriptAcked sends it itself: its text, its SHA1, its number of keys. */
+interface ScriptSource {
+  keys: number | "caller";
+  lua: string;
+  sha: string;
+}
+
+/** Each client's scripts, as defineScripts gave them, for runScriptAcked. */
+const ackedSources = new WeakMap<RedisClient, Map<ScriptName, ScriptSource>>();
 
 /**
  * Call a script defined by defineScripts; ioredis adds these methods at run time. A
@@ -152,14 +160,20 @@ export async function runScriptAcked(
   replicas: number,
   timeoutMs: number,
 ): Promise<{ reply: unknown; acked: number }> {
-  const script = (on: Redis) => runScript(on, name, key, args);
-  if (!(redis instanceof Cluster)) return scriptThenWait(redis, script, replicas, timeoutMs);
+  const source = ackedSources.get(redis)?.get(name);
+  if (source === undefined) throw new Error(`script ${name} is not defined on this client`);
+  const keys = [key].flat();
+  // A script of no fixed number of keys takes it first among them (runScriptWithKeys).
+  const keysAndArgs: AckedScript["keysAndArgs"] =
+    source.keys === "caller" ? [keys[0]!, ...keys.slice(1), ...args] : [source.keys, ...keys, ...args];
+  const acked = { source, keysAndArgs, replicas, timeoutMs };
+  if (!(redis instanceof Cluster)) return scriptThenWait(redis, acked);
   const slot = calculateSlot(Array.isArray(key) ? key[0]! : key);
   for (let moved = 0; ; moved++) {
     const master = masterOfSlot(redis, slot);
     if (master !== undefined) {
       try {
-        return await scriptThenWait(master, script, replicas, timeoutMs);
+        return await scriptThenWait(master, acked);
       } catch (error) {
         const wasMoved = error instanceof Error && error.message.startsWith("MOVED ");
         if (!wasMoved || moved >= MAX_MOVED_RETRIES) throw error;
@@ -171,20 +185,42 @@ export async function runScriptAcked(
   }
 }
 
+interface AckedScript {
+  source: ScriptSource;
+  /** EVALSHA's arguments after the SHA1: the number of keys, the keys, the arguments */
+  keysAndArgs: [numberOfKeys: string | number, ...keysThenArgs: Array<string | number>];
+  replicas: number;
+  timeoutMs: number;
+}
+
 /**
  * The script and its WAIT on one connection, which resends nothing (see
  * leaseConnectionOptions): the two go out together and in order, and the WAIT answers for
  * the script's write. Not as an ioredis pipeline: every pipeline object keeps what it
  * allocated alive across minor GCs, and every renew on a replicated store would make one
  * (docs/ARCHITECTURE.md, One event loop).
+ *
+ * Not as a command defineScripts made either: on NOSCRIPT (a SCRIPT FLUSH, a restart, or
+ * on recent Redis, 7.4 or 8.0 by its docs, the eviction of a script first sent by EVAL)
+ * ioredis sends the script again after the WAIT that went with it, which then answered
+ * for nothing the write did, and a renew no replica had was reported done. Here the
+ * script is loaded (SCRIPT LOAD: never evicted) and sent again with a WAIT of its own.
  */
 async function scriptThenWait(
   redis: Redis,
-  sendScript: (on: Redis) => Promise<unknown>,
-  replicas: number,
-  timeoutMs: number,
+  { source, keysAndArgs, replicas, timeoutMs }: AckedScript,
 ): Promise<{ reply: unknown; acked: number }> {
-  const [script, wait] = await Promise.allSettled([sendScript(redis), redis.wait(replicas, timeoutMs)]);
+  let [script, wait] = await Promise.allSettled([
+    redis.evalsha(source.sha, ...keysAndArgs),
+    redis.wait(replicas, timeoutMs),
+  ]);
+  if (script.status === "rejected" && String(script.reason).includes("NOSCRIPT")) {
+    [, script, wait] = await Promise.allSettled([
+      redis.script("LOAD", source.lua),
+      redis.evalsha(source.sha, ...keysAndArgs),
+      redis.wait(replicas, timeoutMs),
+    ]);
+  }
   // The script's error first: a demoted master answers it MOVED and the WAIT an error of
   // its own, and only the MOVED says where to send it again.
   if (script.status === "rejected") throw script.reason;

@@ -662,6 +662,29 @@ export class SentinelSetup {
   }
 
   /**
+   * Until the master has every replica's acknowledgement of its whole stream as it is now:
+   * a WAIT for writes made before this returns at once, whatever a replica does next.
+   */
+  async waitUntilAcked(timeoutMs = 5000): Promise<void> {
+    const { port } = await this.currentMaster();
+    const target = Number((await info(port, "replication")).master_repl_offset);
+    await waitUntil(`replicas of ${port} did not acknowledge offset ${target}`, timeoutMs, async () => {
+      const replication = await info(port, "replication");
+      const acked = Object.entries(replication)
+        .filter(([field]) => /^slave\d+$/.test(field))
+        .map(([, value]) => Number(/offset=(\d+)/.exec(value)?.[1] ?? -1));
+      return acked.length > 0 && acked.every((offset) => offset >= target)
+        ? { done: undefined }
+        : { waiting: `acknowledged ${acked.join(", ")} of ${target}` };
+    });
+  }
+
+  /** SCRIPT FLUSH on a data node: it forgets every script, as after an operator's flush. */
+  async flushScripts(port: number): Promise<void> {
+    await ask(port, "SCRIPT", "FLUSH");
+  }
+
+  /**
    * SIGKILL and start again on the same port: a data node comes back empty (no
    * persistence), as a replica of the master the sentinels name, or as an empty master if
    * they still name this very port; a sentinel comes back with the config it rewrote.
