@@ -168,7 +168,7 @@ export async function runScriptAcked(
     source.keys === "caller" ? [keys[0]!, ...keys.slice(1), ...args] : [source.keys, ...keys, ...args];
   const acked = { source, keysAndArgs, replicas, timeoutMs };
   if (!(redis instanceof Cluster)) return scriptThenWait(redis, acked);
-  const slot = calculateSlot(Array.isArray(key) ? key[0]! : key);
+  const slot = calculateSlot(keys[0]!);
   for (let moved = 0; ; moved++) {
     const master = masterOfSlot(redis, slot);
     if (master !== undefined) {
@@ -214,7 +214,7 @@ async function scriptThenWait(
     redis.evalsha(source.sha, ...keysAndArgs),
     redis.wait(replicas, timeoutMs),
   ]);
-  if (script.status === "rejected" && String(script.reason).includes("NOSCRIPT")) {
+  if (script.status === "rejected" && (script.reason as Error).message?.startsWith("NOSCRIPT ")) {
     [, script, wait] = await Promise.allSettled([
       redis.script("LOAD", source.lua),
       redis.evalsha(source.sha, ...keysAndArgs),

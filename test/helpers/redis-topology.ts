@@ -117,6 +117,13 @@ async function ask(port: number, command: string, ...args: string[]): Promise<un
   }
 }
 
+/** A master's INFO replication lines of its replicas (slave0, slave1, ...: ip=...,state=...,offset=...). */
+function replicaLines(replication: Record<string, string>): string[] {
+  return Object.entries(replication)
+    .filter(([field]) => /^slave\d+$/.test(field))
+    .map(([, line]) => line);
+}
+
 /** `field:value` lines (INFO, CLUSTER INFO) as a map. */
 function fieldLines(text: string): Record<string, string> {
   const fields: Record<string, string> = {};
@@ -559,9 +566,7 @@ export class SentinelSetup {
       15_000,
       async () => {
         const replication = await info(this.initialMasterPort, "replication");
-        const online = Object.entries(replication).filter(
-          ([field, value]) => /^slave\d+$/.test(field) && value.includes("state=online"),
-        );
+        const online = replicaLines(replication).filter((line) => line.includes("state=online"));
         if (online.length < this.settings.replicas)
           return { waiting: `${online.length}/${this.settings.replicas} replicas online` };
         return { done: undefined };
@@ -670,9 +675,7 @@ export class SentinelSetup {
     const target = Number((await info(port, "replication")).master_repl_offset);
     await waitUntil(`replicas of ${port} did not acknowledge offset ${target}`, timeoutMs, async () => {
       const replication = await info(port, "replication");
-      const acked = Object.entries(replication)
-        .filter(([field]) => /^slave\d+$/.test(field))
-        .map(([, value]) => Number(/offset=(\d+)/.exec(value)?.[1] ?? -1));
+      const acked = replicaLines(replication).map((line) => Number(/offset=(\d+)/.exec(line)?.[1] ?? -1));
       return acked.length > 0 && acked.every((offset) => offset >= target)
         ? { done: undefined }
         : { waiting: `acknowledged ${acked.join(", ")} of ${target}` };
