@@ -6,8 +6,43 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 export const LOG_FORMATS = ["json", "text"] as const;
 export type LogFormat = (typeof LOG_FORMATS)[number];
 
+/**
+ * What no log line may carry, whoever wrote it: a password in a URL (`redis://:pw@`,
+ * `http://user:pw@ironic`), and a lease's fence key in a fenced endpoint's path (a key
+ * is the lease's whole authority at Ironic while the lease lives).
+ */
+const SECRETS: ReadonlyArray<readonly [RegExp, string]> = [
+  [/([a-z][a-z0-9+.-]*:\/\/[^/\s:@]*):[^/\s@]*@/gi, "$1:***@"],
+  [/(\/lease-[0-9]+-)[0-9a-f]{32}\b/g, "$1***"],
+];
+
+/** `text` with every secret SECRETS names masked. */
+export function redactSecrets(text: string): string {
+  let out = text;
+  for (const [pattern, mask] of SECRETS) out = out.replace(pattern, mask);
+  return out;
+}
+
+/** A value with every string in it redacted (objects and arrays walked; a cycle is left as it is). */
+function redactValue(value: unknown, seen: Set<object>): unknown {
+  if (typeof value === "string") return redactSecrets(value);
+  if (typeof value !== "object" || value === null || seen.has(value)) return value;
+  seen.add(value);
+  if (Array.isArray(value)) return value.map((item) => redactValue(item, seen));
+  if (value instanceof Error) return redactSecrets(String(value));
+  return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, redactValue(item, seen)]));
+}
+
+/** Applied to every line before it is formatted. */
+const redacted = winston.format((info) => {
+  const seen = new Set<object>();
+  for (const key of Object.keys(info)) info[key] = redactValue(info[key], seen);
+  info.message = redactValue(info.message, seen);
+  return info;
+});
+
 /** One JSON object a line: for journald, log shippers, and the tests that read agents' logs. */
-const json = winston.format.combine(winston.format.timestamp(), winston.format.json());
+const json = winston.format.combine(redacted(), winston.format.timestamp(), winston.format.json());
 
 /** A value as it reads after `key=`: bare when it has no space or quote, JSON otherwise. */
 function fieldText(value: unknown): string {
@@ -16,6 +51,7 @@ function fieldText(value: unknown): string {
 
 /** "2026-12-01T16:47:05.380Z info  active agent=compute-1 shard=rack-a token=42": for a person at a terminal. */
 const text = winston.format.combine(
+  redacted(),
   winston.format.timestamp(),
   winston.format.printf((info) => {
     const { timestamp, level, message, ...fields } = info;
