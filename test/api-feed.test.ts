@@ -105,9 +105,18 @@ for (const backend of backendsUnderTest()) {
       expect((await read("compute-1", fresh)).body.cursor).to.equal(seen[0].id);
     });
 
-    it("refuses another agent presenting the holder's token (403)", async () => {
+    it("refuses another agent presenting the holder's token as it refuses a wrong one (one answer)", async () => {
       const token = await lease("compute-0");
-      expect((await read("compute-1", token)).status).to.equal(403);
+      const theirs = await read("compute-1", token);
+      const wrong = await read("compute-1", token + 1);
+      expect(theirs.status).to.equal(409);
+      expect(theirs.body.errors[0].code).to.equal("shardbridge.lease.stale_token");
+      expect(wrong.status).to.equal(409);
+      const said = (answer: { body: { errors: Array<{ detail: string }> } }, t: number) =>
+        answer.body.errors[0]!.detail.replace(String(t), "T");
+      expect(said(theirs, token), "the same words, but for the token presented").to.equal(
+        said(wrong, token + 1),
+      );
       expect((await read("compute-0", token)).status).to.equal(200);
     });
   });

@@ -41,6 +41,32 @@ for (const backend of backendsUnderTest()) {
       expect(next.body.token).to.be.greaterThan(token);
     });
 
+    it("a grant answers its fence key once; the fence route answers another agent's live token as a wrong one", async () => {
+      const asA = TEST_TOKENS.agent("compute-a");
+      const asB = TEST_TOKENS.agent("compute-b");
+      const got = await call(`${ctx.base}/v1/shards/s1/lease`, "POST", { agent: "compute-a" }, asA);
+      expect(got.body.fence_key).to.match(/^[0-9a-f]{32}$/);
+      const token = got.body.token as number;
+      const renewed = await call(
+        `${ctx.base}/v1/shards/s1/lease`,
+        "POST",
+        { agent: "compute-a", token },
+        asA,
+      );
+      expect(renewed.body, "a renew does not answer the key again").to.not.have.property("fence_key");
+      const read = await call(`${ctx.base}/v1/shards/s1/lease`, "GET");
+      expect(JSON.stringify(read.body), "no read shows the key").to.not.include(got.body.fence_key);
+
+      const fence = async (presented: number, as: string) =>
+        call(`${ctx.base}/v1/shards/s1/fence`, "POST", { token: presented }, as);
+      const theirs = await fence(token, asB);
+      const wrong = await fence(token + 1, asB);
+      expect([theirs.status, theirs.body]).to.deep.equal([200, { allowed: false }]);
+      expect([wrong.status, wrong.body]).to.deep.equal([200, { allowed: false }]);
+      expect((await fence(token, asA)).body).to.deep.equal({ allowed: true });
+      await call(`${ctx.base}/v1/shards/s1/lease`, "DELETE", { agent: "compute-a", token }, asA);
+    });
+
     it("an acquire with wait_ms is answered at the release: the first waiter granted, the next told who holds it, both with waited_ms", async () => {
       const lease = `${ctx.base}/v1/shards/s1/lease`;
       const waitingAcquires = async () => {

@@ -18,11 +18,14 @@ import { TestRedisServer } from "./helpers/redis-server.js";
 const SHARDS = ["s1", "s2"];
 const AGENTS = ["a", "b", "c"];
 const TTLS = [1000, 2000, 6000];
+/** What a grant keeps of its fence key (none, or one of two): a fence presents one of them, or none. */
+const KEY_DIGESTS = ["", "digest-1", "digest-2"];
 
 type Step =
-  | { kind: "acquire"; shard: number; agent: number; ttl: number; advanceMs: number }
+  | { kind: "acquire"; shard: number; agent: number; ttl: number; key: number; advanceMs: number }
   | { kind: "renew" | "release"; shard: number; agent: number; token: number; ttl: number; advanceMs: number }
-  | { kind: "fence"; shard: number; token: number; advanceMs: number }
+  /** `key` 0: the fence presents no key ("" and none are one) */
+  | { kind: "fence"; shard: number; token: number; key: number; advanceMs: number }
   | { kind: "read"; shard: number; advanceMs: number }
   | { kind: "heartbeat"; agent: number; shard: number; advanceMs: number }
   | { kind: "agents"; advanceMs: number }
@@ -49,6 +52,7 @@ const step: fc.Arbitrary<Step> = fc.oneof(
       shard: index(2),
       agent: index(3),
       ttl: index(3),
+      key: index(KEY_DIGESTS.length),
       advanceMs: advance,
     }),
   },
@@ -80,6 +84,7 @@ const step: fc.Arbitrary<Step> = fc.oneof(
       kind: fc.constant("fence" as const),
       shard: index(2),
       token: tokenChoice,
+      key: index(KEY_DIGESTS.length),
       advanceMs: advance,
     }),
   },
@@ -111,13 +116,18 @@ function pickToken(seen: number[], choice: number): number {
 function runStep(backend: LeaseBackend, s: Step, token: number): Promise<unknown> {
   switch (s.kind) {
     case "acquire":
-      return backend.acquire({ shard: SHARDS[s.shard]!, agent: AGENTS[s.agent]!, ttlMs: TTLS[s.ttl]! });
+      return backend.acquire({
+        shard: SHARDS[s.shard]!,
+        agent: AGENTS[s.agent]!,
+        ttlMs: TTLS[s.ttl]!,
+        keyDigest: KEY_DIGESTS[s.key]!,
+      });
     case "renew":
       return backend.renew({ shard: SHARDS[s.shard]!, agent: AGENTS[s.agent]!, token, ttlMs: TTLS[s.ttl]! });
     case "release":
       return backend.release({ shard: SHARDS[s.shard]!, agent: AGENTS[s.agent]!, token });
     case "fence":
-      return backend.fence({ shard: SHARDS[s.shard]!, token });
+      return backend.fence({ shard: SHARDS[s.shard]!, token, keyDigest: KEY_DIGESTS[s.key]! });
     case "read":
       return backend.read(SHARDS[s.shard]!);
     case "heartbeat":

@@ -494,7 +494,8 @@ for (const backend of backendsUnderTest()) {
         token: as("compute-1"),
         body: { token },
       });
-      expectStatus(othersToken, 403);
+      // Another agent's live token: answered as any token that is not the caller's lease.
+      expect(othersToken.body).to.deep.equal({ allowed: false });
       const read = await send(ctx.base, "GET", "/v1/shards/rack-a/lease", { token: as("compute-1") });
       expect(read.body.lease).to.include({ holder: "compute-0", token: null });
       expectStatus(await send(ctx.base, "GET", "/v1/shards/rack-b/lease"), 200); // no lease: null
@@ -715,7 +716,7 @@ for (const backend of backendsUnderTest()) {
         ["+CUSTOM_BOOT_FEED"],
       ]);
       const id = read.body.entries[0].id as string;
-      expectStatus(await send(ctx.base, "GET", `${feed}?token=${token}`, { token: as("compute-1") }), 403);
+      expectStatus(await send(ctx.base, "GET", `${feed}?token=${token}`, { token: as("compute-1") }), 409);
       expectStatus(
         await send(ctx.base, "GET", `${feed}?token=${token + 1}`, { token: as("compute-0") }),
         409,
@@ -727,7 +728,7 @@ for (const backend of backendsUnderTest()) {
       expect(acked.body).to.deep.equal({ shard: "rack-a", cursor: id });
       const unknown = await send(ctx.base, "POST", ack, { body: { token, id: "99999999999999-0" } });
       expect(unknown.body.errors[0]).to.include({ code: "shardbridge.feed.unknown_entry", field: "id" });
-      expectStatus(await send(ctx.base, "POST", ack, { token: as("compute-1"), body: { token, id } }), 403);
+      expectStatus(await send(ctx.base, "POST", ack, { token: as("compute-1"), body: { token, id } }), 409);
       const badId = await send(ctx.base, "POST", ack, { body: { token, id: "latest" } });
       expect(badId.body.errors[0].field).to.equal("id");
     });

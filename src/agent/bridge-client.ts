@@ -111,8 +111,10 @@ export class BridgeClient implements LeaseClient {
   private leaseOutcome(answer: { status: number; json: any }): WaitedLeaseOutcome {
     if (answer.status === 200) {
       const grant = answer.json as LeaseGrant;
-      const outcome = { ok: true as const, ...view(grant) };
-      return grant.waited_ms === undefined ? outcome : { ...outcome, waitedMs: grant.waited_ms };
+      const outcome: WaitedLeaseOutcome = { ok: true as const, ...view(grant) };
+      if (grant.fence_key !== undefined) outcome.fenceKey = grant.fence_key;
+      if (grant.waited_ms !== undefined) outcome.waitedMs = grant.waited_ms;
+      return outcome;
     }
     const error = this.refusalOf(answer);
     const reason = error.code.replace(/^shardbridge\.lease\./, "") as RefusalReason;

@@ -93,7 +93,8 @@ export type KeeperEvent =
 
 /** What an agent reports; `LeaseKeeper` emits these as they are. */
 export type KeeperReport =
-  | { kind: "active"; token: number; ttlMs: number }
+  /** `fenceKey`: the grant's key for the fenced Ironic endpoint, where the store minted one */
+  | { kind: "active"; token: number; ttlMs: number; fenceKey: string | null }
   | { kind: "standby"; current: LeaseView | null; reason: RefusalReason; retryAfterMs?: number }
   | { kind: "lost"; token: number; reason: "refused" | "deadline"; detail: string }
   | { kind: "renewed"; token: number; latencyMs: number }
@@ -325,7 +326,15 @@ function onAcquired(
       pollLater(config, now, out);
       return state;
     }
-    out.act({ kind: "report", report: { kind: "active", token: outcome.token, ttlMs: outcome.ttlMs } });
+    out.act({
+      kind: "report",
+      report: {
+        kind: "active",
+        token: outcome.token,
+        ttlMs: outcome.ttlMs,
+        fenceKey: outcome.fenceKey ?? null,
+      },
+    });
     return heldFrom(config, state, ttlMs, from, out, { token: outcome.token });
   }
   const current = outcome.current;

@@ -62,8 +62,11 @@ export interface LeaseKeeperOptions {
 export type KeeperState = KeeperPhase;
 
 export interface KeeperEvents {
-  /** this agent now holds the lease and may act under `token` */
-  active: [{ token: number; ttlMs: number }];
+  /**
+   * this agent now holds the lease and may act under `token`; `fenceKey`, where the store
+   * minted one, proves it at the fenced Ironic endpoint
+   */
+  active: [{ token: number; ttlMs: number; fenceKey: string | null }];
   /** another agent holds the lease, or the store is recovering (emitted on change) */
   standby: [{ current: LeaseView | null; reason: RefusalReason; retryAfterMs?: number }];
   /** this agent stopped acting: the store refused a renew, or the renew deadline passed */

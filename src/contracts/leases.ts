@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { FenceRequest, FencingToken, ReleaseRequest, RenewRequest } from "../domain/lease.js";
+import { FenceKey, FenceRequest, FencingToken, ReleaseRequest, RenewRequest } from "../domain/lease.js";
 import { AgentId, ShardName } from "../domain/names.js";
 import { count, time } from "./fields.js";
 
@@ -41,14 +41,17 @@ export const Lease = z.strictObject({
 export type Lease = z.infer<typeof Lease>;
 
 /**
- * POST /v1/shards/{shard}/lease: granted or renewed. `waited_ms`: an acquire that waited
- * (`wait_ms`) was tried for the grant this long after it arrived.
+ * POST /v1/shards/{shard}/lease: granted or renewed. `fence_key`: an acquire's grant only,
+ * the lease's key for the fenced Ironic endpoint (answered this once; the store keeps its
+ * digest). `waited_ms`: an acquire that waited (`wait_ms`) was tried for the grant this
+ * long after it arrived.
  */
 export const LeaseGrant = z.strictObject({
   shard: ShardName,
   holder: AgentId,
   token: FencingToken,
   ttl_ms: count,
+  fence_key: FenceKey.optional(),
   waited_ms: count.optional(),
 });
 export type LeaseGrant = z.infer<typeof LeaseGrant>;

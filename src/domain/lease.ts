@@ -26,6 +26,17 @@ export const FencingToken = z
   .positive({ error: "must be positive" })
   .max(Number.MAX_SAFE_INTEGER, { error: "must be below 2^53" });
 
+/**
+ * A lease's fence key: 128 random bits in lower-case hex, minted with each grant and
+ * answered only to the agent granted it. The fencing token orders leases and is no secret
+ * (it follows the lease's start time, which every role sees); the key is what a caller
+ * without a bearer token — nova-compute through the fenced Ironic endpoint — proves it
+ * holds the live lease with.
+ */
+export const FenceKey = z
+  .string({ error: "must be a string" })
+  .regex(/^[0-9a-f]{32}$/, { error: "must be 32 lower-case hex digits" });
+
 export const AcquireRequest = z.strictObject({
   shard: ShardName,
   agent: AgentId,
@@ -48,6 +59,8 @@ export const ReleaseRequest = z.strictObject({
 export const FenceRequest = z.strictObject({
   shard: ShardName,
   token: FencingToken,
+  /** the lease's fence key: when given, only the lease minted with it passes */
+  fenceKey: FenceKey.optional(),
 });
 
 export type AcquireRequest = z.input<typeof AcquireRequest>;

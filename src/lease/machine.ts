@@ -19,6 +19,8 @@ export interface Lease {
   sinceUs: number;
   /** whether its holder has renewed it: proof that the holder heard it was granted */
   renewed: boolean;
+  /** the digest of the fence key minted with this lease (see lease/fence-key.ts); "": none */
+  keyDigest: string;
 }
 
 /** Everything the store keeps per shard. `lastToken` never decreases. */
@@ -39,10 +41,12 @@ export const EMPTY_SHARD_STATE: ShardLeaseState = Object.freeze({
 });
 
 export type LeaseOperation =
-  | { kind: "acquire"; agent: string; ttlMs: number }
+  /** `keyDigest`: what a grant keeps of the fence key the caller minted for it (none: "") */
+  | { kind: "acquire"; agent: string; ttlMs: number; keyDigest?: string }
   | { kind: "renew"; agent: string; token: number; ttlMs: number }
   | { kind: "release"; agent: string; token: number }
-  | { kind: "fence"; token: number }
+  /** `keyDigest`: when given (not ""), only the lease minted with that key passes */
+  | { kind: "fence"; token: number; keyDigest?: string }
   | { kind: "read" };
 
 /**
@@ -90,7 +94,8 @@ export interface LeaseView {
 }
 
 export type LeaseOutcome =
-  | ({ ok: true } & LeaseView)
+  /** `fenceKey`: an acquire's grant, from a store that mints keys (never set by this machine) */
+  | ({ ok: true; fenceKey?: string } & LeaseView)
   | { ok: false; reason: RefusalReason; current: LeaseView | null; retryAfterMs?: number };
 
 export interface ReleaseOutcome {
@@ -229,6 +234,7 @@ function acquire(
   given: ShardLeaseState,
   agent: string,
   ttlMs: number,
+  keyDigest: string,
   clock: StoreClockReading,
 ): Transition<LeaseOutcome> {
   const nowUs = clock.nowUs;
@@ -254,7 +260,14 @@ function acquire(
   const token = mintToken(state.lastToken, nowUs);
   return grant(
     state,
-    { holder: agent, token, expiresAtUs: nowUs + ttlMs * US_PER_MS, sinceUs: nowUs, renewed: false },
+    {
+      holder: agent,
+      token,
+      expiresAtUs: nowUs + ttlMs * US_PER_MS,
+      sinceUs: nowUs,
+      renewed: false,
+      keyDigest,
+    },
     nowUs,
     lineageOf(state, clock),
     false,
@@ -264,7 +277,14 @@ function acquire(
 /** `lease` extended to `expiresAtUs` and marked renewed: a new lease, or with `reuse` the same one, written. */
 function extended(lease: Lease, expiresAtUs: number, reuse: boolean): Lease {
   if (!reuse)
-    return { holder: lease.holder, token: lease.token, expiresAtUs, sinceUs: lease.sinceUs, renewed: true };
+    return {
+      holder: lease.holder,
+      token: lease.token,
+      expiresAtUs,
+      sinceUs: lease.sinceUs,
+      renewed: true,
+      keyDigest: lease.keyDigest,
+    };
   lease.expiresAtUs = expiresAtUs;
   lease.renewed = true;
   return lease;
@@ -322,7 +342,12 @@ function release(
   return { outcome: { ok: true, current: null }, state: { ...state, lease: null } };
 }
 
-function fence(state: ShardLeaseState, token: number, clock: StoreClockReading): Transition<FenceOutcome> {
+function fence(
+  state: ShardLeaseState,
+  token: number,
+  keyDigest: string | undefined,
+  clock: StoreClockReading,
+): Transition<FenceOutcome> {
   const nowUs = clock.nowUs;
   const live = liveLease(state, nowUs);
   const current = view(live, nowUs);
@@ -334,7 +359,9 @@ function fence(state: ShardLeaseState, token: number, clock: StoreClockReading):
   if (foreign || nowUs < state.holdUntilUs)
     return { outcome: { allowed: false, reason: "recovering", current }, state };
   if (live === null) return { outcome: { allowed: false, reason: "expired", current }, state };
-  if (live.token !== token) return { outcome: { allowed: false, reason: "stale_token", current }, state };
+  // A wrong key is told as a wrong token: either way the caller is not the live lease.
+  if (live.token !== token || (keyDigest !== undefined && keyDigest !== "" && live.keyDigest !== keyDigest))
+    return { outcome: { allowed: false, reason: "stale_token", current }, state };
   return { outcome: { allowed: true, current }, state };
 }
 
@@ -359,13 +386,13 @@ export function transition(
   const nowUs = clock.nowUs;
   switch (op.kind) {
     case "acquire":
-      return acquire(state, op.agent, op.ttlMs, clock);
+      return acquire(state, op.agent, op.ttlMs, op.keyDigest ?? "", clock);
     case "renew":
       return renew(state, op.agent, op.token, op.ttlMs, clock, reuse && state !== EMPTY_SHARD_STATE);
     case "release":
       return release(state, op.agent, op.token, nowUs);
     case "fence":
-      return fence(state, op.token, clock);
+      return fence(state, op.token, op.keyDigest, clock);
     case "read":
       return {
         outcome: { current: view(liveLease(state, nowUs), nowUs), lastToken: state.lastToken },

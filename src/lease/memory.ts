@@ -94,8 +94,8 @@ export class MemoryBackend implements LeaseBackend {
     return Promise.resolve({ atUs, ...outcome });
   }
 
-  async acquire({ shard, agent, ttlMs }: AcquireInput) {
-    const outcome = await this.apply(shard, { kind: "acquire", agent, ttlMs });
+  async acquire({ shard, agent, ttlMs, keyDigest = "" }: AcquireInput) {
+    const outcome = await this.apply(shard, { kind: "acquire", agent, ttlMs, keyDigest });
     if (outcome.ok) {
       this.unlisted.delete(shard);
       let shards = this.grants.get(agent);
@@ -113,8 +113,11 @@ export class MemoryBackend implements LeaseBackend {
     return this.apply(shard, { kind: "release", agent, token });
   }
 
-  fence({ shard, token }: FenceInput) {
-    return this.apply(shard, { kind: "fence", token });
+  fence({ shard, token, keyDigest }: FenceInput) {
+    return this.apply(
+      shard,
+      keyDigest === undefined ? { kind: "fence", token } : { kind: "fence", token, keyDigest },
+    );
   }
 
   read(shard: string) {

@@ -24,8 +24,13 @@ export interface AcquireInput {
   shard: string;
   agent: string;
   ttlMs: number;
+  /** what the grant keeps of the fence key minted for it (see lease/fence-key.ts); none: "" */
+  keyDigest?: string;
 }
-export interface RenewInput extends AcquireInput {
+export interface RenewInput {
+  shard: string;
+  agent: string;
+  ttlMs: number;
   token: number;
 }
 export interface ReleaseInput {
@@ -36,6 +41,8 @@ export interface ReleaseInput {
 export interface FenceInput {
   shard: string;
   token: number;
+  /** when given (not ""), only the lease minted with the key of this digest passes */
+  keyDigest?: string;
 }
 
 /**

@@ -329,8 +329,8 @@ export class RedisBackend implements LeaseBackend {
     await this.lease("release", shard, [holder, token]).catch(() => undefined);
   }
 
-  async acquire({ shard, agent, ttlMs }: AcquireInput) {
-    const outcome = decodeLease(await this.leaseWrite("acquire", shard, [agent, ttlMs]));
+  async acquire({ shard, agent, ttlMs, keyDigest = "" }: AcquireInput) {
+    const outcome = decodeLease(await this.leaseWrite("acquire", shard, [agent, ttlMs, keyDigest]));
     // Into the directory before the grant is answered: a bridge that dies in between
     // leaves a lease whose holder never learned its token, so nothing relies on it yet.
     if (outcome.ok && this.options.leaseDirectory !== false) await this.record(shard, agent);
@@ -352,8 +352,9 @@ export class RedisBackend implements LeaseBackend {
     return withReason({ ok: reply[0] === 1, current: decodeView(reply), atUs: reply[5] }, reply[1]);
   }
 
-  async fence({ shard, token }: FenceInput): Promise<FenceOutcome & StoreTime> {
-    const reply = await this.lease("fence", shard, [token]);
+  async fence({ shard, token, keyDigest }: FenceInput): Promise<FenceOutcome & StoreTime> {
+    // Always two arguments: the clock's and the lineage's readings follow them.
+    const reply = await this.lease("fence", shard, [token, keyDigest ?? ""]);
     return withReason({ allowed: reply[0] === 1, current: decodeView(reply), atUs: reply[5] }, reply[1]);
   }
 

@@ -1,8 +1,8 @@
 #!lua
 --! keys 1
 --! include clock numbers lease-common
--- acquire(KEYS[1]=lease hash; ARGV: agent, ttl_ms)
-local agent, ttl = ARGV[1], tonumber(ARGV[2])
+-- acquire(KEYS[1]=lease hash; ARGV: agent, ttl_ms, key digest ('' for none))
+local agent, ttl, digest = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local now = clock_us()
 local lease, last, known, hold = load_state()
 local held_ms, lineage = lineage_hold(known, hold, ttl, now)
@@ -30,5 +30,5 @@ end
 local token = math.max(last + 1, now)
 local granted = { holder = agent, token = token, exp = now + ttl * 1000, since = now }
 redis.call('HSET', key, 'holder', agent, 'token', str(token), 'exp', str(granted.exp), 'since', str(now),
-  'last', str(token), 'renewed', '0', unpack(lineage_fields(lineage, known)))
+  'last', str(token), 'renewed', '0', 'key', digest, unpack(lineage_fields(lineage, known)))
 return reply(1, '', granted, now)

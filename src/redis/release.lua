@@ -14,5 +14,5 @@ if why then
   return reply(0, why, cur, now)
 end
 -- Keep 'last' so the next token still climbs above this one.
-redis.call('HDEL', key, 'holder', 'token', 'exp', 'since', 'renewed')
+redis.call('HDEL', key, 'holder', 'token', 'exp', 'since', 'renewed', 'key')
 return reply(1, '', false, now)

@@ -17,6 +17,7 @@ import type { TraitBackend } from "../traits/port.js";
 import { fromStore } from "../domain/store-errors.js";
 import type { LeaseView } from "../lease/machine.js";
 import { processClockUs } from "../lease/clock.js";
+import { fenceKeyDigest, mintFenceKey } from "../lease/fence-key.js";
 import { MemoryBackend } from "../lease/memory.js";
 import type { AcquireInput, FenceInput, LeaseBackend, ReleaseInput, RenewInput } from "../lease/port.js";
 import { MemoryDefinitions } from "../definitions/memory.js";
@@ -77,10 +78,25 @@ export class Store {
     return this.backend.kind;
   }
 
+  /**
+   * A grant carries a new fence key (`fenceKey`), answered here once and kept by the
+   * store only as its digest: what the holder's own process proves the lease with where
+   * it presents no bearer token (the fenced Ironic endpoint).
+   */
   async acquire(args: AcquireArgs, admit?: Admit<AcquireInput>) {
     const input = parseOrThrow(AcquireRequest, args);
     admit?.(input);
-    return fromStore(() => this.backend.acquire(input));
+    const minted = mintFenceKey();
+    const outcome = await fromStore(() =>
+      this.backend.acquire({
+        shard: input.shard,
+        agent: input.agent,
+        ttlMs: input.ttlMs,
+        keyDigest: minted.digest,
+      }),
+    );
+    if (outcome.ok) outcome.fenceKey = minted.key;
+    return outcome;
   }
 
   async renew(args: RenewArgs, admit?: Admit<RenewInput>) {
@@ -99,8 +115,11 @@ export class Store {
     return outcome;
   }
 
+  /** With `fenceKey`, only the lease minted with that key passes (see acquire). */
   async fence(args: FenceArgs, admit?: Admit<FenceInput>) {
-    const input = parseOrThrow(FenceRequest, args);
+    const { shard, token, fenceKey } = parseOrThrow(FenceRequest, args);
+    const input: FenceInput =
+      fenceKey === undefined ? { shard, token } : { shard, token, keyDigest: fenceKeyDigest(fenceKey) };
     admit?.(input);
     return fromStore(() => this.backend.fence(input));
   }

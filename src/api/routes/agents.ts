@@ -142,7 +142,7 @@ export function heartbeatWrite(context: {
   return rawHandler([{ method: "POST", path: HEARTBEAT_ROUTE }], (req, res) => {
     const match = req.method === "POST" ? HEARTBEAT_URL.exec(req.url ?? "") : null;
     if (match === null) return false;
-    serveRaw(req, res, HEARTBEAT_ROUTE, context.metrics, "id", async () => {
+    serveRaw(req, res, HEARTBEAT_ROUTE, context.metrics, { pathField: "id" }, async () => {
       const principal = principalFrom(context.authority, req.headers.authorization);
       assertViewerReads(principal, "POST", req.url!.split("?")[0]!);
       assertRole(principal, HEARTBEAT_ROLES);

@@ -4,7 +4,7 @@ import { AckBody, ReadQuery, type FeedCursor, type FeedPage } from "../../contra
 import { parseBoth } from "../../domain/validation.js";
 import type { TraitService } from "../../traits/service.js";
 import type { Store } from "../../store/store.js";
-import { assertOwnLease, principalOf } from "../http/auth.js";
+import { ownsLease, principalOf } from "../http/auth.js";
 import { bodyObject } from "../http/body.js";
 import { conflict, HttpError } from "../http/errors.js";
 import type { ShardCatalog } from "../../shards/definitions.js";
@@ -13,8 +13,8 @@ import { LEASE_HOLDER, roleCheck, type Operation } from "../openapi/operation.js
 
 /**
  * Only the live holder of the shard's lease, presenting its current token, reads or
- * moves the shard's feed: a stale token is refused (409), another agent's live token too
- * (403), and neither changes anything.
+ * moves the shard's feed: any other token is refused (409), another agent's live token
+ * alike (see ownsLease), and nothing changes.
  */
 async function assertHolder(
   store: Store,
@@ -24,16 +24,15 @@ async function assertHolder(
   token: number,
 ): Promise<void> {
   const fence = await fenceServing(store, catalog, { shard, token });
-  if (!fence.allowed) {
+  if (!fence.allowed || !ownsLease(principalOf(res), fence.current)) {
     throw new HttpError([
       conflict(
         "lease.stale_token",
         "Not the shard's holder",
-        `token ${token} does not hold shard ${shard} now`,
+        `token ${token} is not this agent's live lease of shard ${shard}`,
       ),
     ]);
   }
-  assertOwnLease(principalOf(res), shard, fence.current);
 }
 
 /** The feed routes' operations, as the document lists them (operations.ts) and the role checks read them. */
@@ -54,8 +53,10 @@ export const FEED_OPERATIONS = {
     },
     answers: {
       200: { description: "entries, oldest first, or a resync", schema: "FeedPage" },
-      403: { description: "another agent's live token" },
-      409: { description: "not the shard's live lease", codes: ["lease.stale_token"] },
+      409: {
+        description: "not the caller's live lease of the shard (another agent's live token alike)",
+        codes: ["lease.stale_token"],
+      },
     },
   },
   ackFeed: {
@@ -69,9 +70,9 @@ export const FEED_OPERATIONS = {
     body: "FeedAck",
     answers: {
       200: { description: "the cursor now", schema: "FeedCursor" },
-      403: { description: "another agent's live token" },
       409: {
-        description: "not the shard's live lease, or an id past the cursor that is no entry (`field: id`)",
+        description:
+          "not the caller's live lease of the shard (another agent's live token alike), or an id past the cursor that is no entry (`field: id`)",
         codes: ["lease.stale_token", "feed.unknown_entry"],
       },
     },

@@ -337,7 +337,7 @@ export function fencedIronic(context: {
   return rawHandler(FENCED_ROUTES, (req, res) => {
     const match = FENCED_PATH.exec(req.url ?? "");
     if (match === null || !FORWARDED.includes(req.method ?? "")) return false;
-    serveRaw(req, res, "/fenced/:shard/:lease/ironic", context.metrics, "shard", async () => {
+    serveRaw(req, res, "/fenced/:shard/:lease/ironic", context.metrics, { pathField: "shard" }, async () => {
       const method = req.method ?? "GET";
       const path = `${match[3] ?? "/"}${match[4] ?? ""}`;
       const shard = ShardName.safeParse(decodeURIComponent(match[1]!));

@@ -217,7 +217,7 @@ export function webhookRoute(context: WebhookContext): RawHandler {
     // As express matches a path: any case, one trailing slash allowed.
     const path = (req.url ?? "").split("?")[0]!.replace(/\/$/, "").toLowerCase();
     if (req.method !== "POST" || path !== WEBHOOK_PATH) return false;
-    serveRaw(req, res, WEBHOOK_PATH, context.metrics, "(path)", async () => {
+    serveRaw(req, res, WEBHOOK_PATH, context.metrics, { pathField: "(path)" }, async () => {
       // Authenticated before a byte of the body is read.
       const principal = principalFrom(context.authority, req.headers.authorization);
       assertRole(principal, roles);

@@ -11,8 +11,8 @@ import { endRevoked, fenceServing } from "../../shards/revocation.js";
 import type { Admit, Store } from "../../store/store.js";
 import {
   assertActsAs,
-  assertOwnLease,
   assertRole,
+  ownsLease,
   principalFrom,
   principalOf,
   seesTokens,
@@ -94,8 +94,11 @@ export const LEASE_OPERATIONS = {
     parameters: ["shard"],
     body: "FenceQuestion",
     answers: {
-      200: { description: "`allowed`: the token is the shard's live lease", schema: "FenceAnswer" },
-      403: { description: "an agent presenting another agent's live token" },
+      200: {
+        description:
+          "`allowed`: the token is the shard's live lease and (for an agent) its own; false for any other token, another agent's live one included",
+        schema: "FenceAnswer",
+      },
     },
   },
   readLease: {
@@ -297,7 +300,9 @@ async function acquireOrRenew(
       waitedMs,
     );
   const grant: LeaseGrant = { shard, holder: outcome.holder, token: outcome.token, ttl_ms: outcome.ttlMs };
-  return { status: 200, body: waitedMs === undefined ? grant : { ...grant, waited_ms: waitedMs } };
+  if (outcome.fenceKey !== undefined) grant.fence_key = outcome.fenceKey;
+  if (waitedMs !== undefined) grant.waited_ms = waitedMs;
+  return { status: 200, body: grant };
 }
 
 /** DELETE /v1/shards/{shard}/lease: release. */
@@ -328,10 +333,9 @@ async function fence(
   const outcome = await body.write((admitted) =>
     fenceServing(store, catalog, { shard, token: body.fields.token as number }, admitted),
   );
-  // Another agent's live token is refused as the feed refuses it (an agent acts as itself
-  // only); any other token just does not pass, which tells nothing GET lease does not.
-  if (outcome.allowed) assertOwnLease(principal, shard, outcome.current);
-  return { status: 200, body: { allowed: outcome.allowed } satisfies FenceAnswer };
+  // Another agent's live token does not pass either, and is answered alike (see ownsLease).
+  const allowed = outcome.allowed && ownsLease(principal, outcome.current);
+  return { status: 200, body: { allowed } satisfies FenceAnswer };
 }
 
 /**
@@ -378,7 +382,7 @@ export function leaseWrites(context: LeaseContext & { authority: TokenAuthority 
     const write =
       match === null ? undefined : WRITE_BY_KEY.get(`${req.method} /v1/shards/:shard/${match[2]}`);
     if (match === null || write === undefined) return false;
-    serveRaw(req, res, write.path, context.metrics, "shard", async () => {
+    serveRaw(req, res, write.path, context.metrics, { pathField: "shard" }, async () => {
       const principal = principalFrom(context.authority, req.headers.authorization);
       assertRole(principal, write.roles);
       const body = parseJson(await readRequestBody(req, res, SMALL_BODY.limit));
@@ -395,7 +399,7 @@ export function leaseWrites(context: LeaseContext & { authority: TokenAuthority 
  *   POST   /v1/shards/{shard}/lease  {"agent"}          acquire: a new lease, new token -> 200 | 403 | 409
  *                                     {"agent","token"}  renew under that token         -> 200 | 403 | 409
  *   DELETE /v1/shards/{shard}/lease  {"agent","token"}  release                        -> 204 | 409
- *   POST   /v1/shards/{shard}/fence  {"token"}          -> 200 {"allowed"} | 403 (another agent's lease)
+ *   POST   /v1/shards/{shard}/fence  {"token"}          -> 200 {"allowed"} (false for another agent's lease)
  * The TTL is the shard's (shards/NAME.json), never the caller's.
  */
 export function leaseRoutes(store: Store): Router {
