@@ -91,7 +91,7 @@ describe("The layers of src/, as docs/ARCHITECTURE.md lists them", () => {
     const at = (path: string) => join(src, path);
     const edges = [
       [at("domain/names.ts"), at("api/app.ts")],
-      [at("text/table.ts"), at("text/bytes.ts")],
+      [at("text/table.ts"), at("text/json-list.ts")],
       [at("api/app.ts"), at("text/table.ts")],
       [at("log.ts"), at("config.ts")],
     ] as const;

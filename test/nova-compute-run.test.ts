@@ -79,13 +79,19 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
     );
   };
 
-  /** The pid of the nova-compute a supervisor started (its child-started record). */
+  /**
+   * The pid of the nova-compute a supervisor started (its child-started record), and the
+   * fenced endpoint it was given (its environment: the log never shows the lease's key).
+   */
   const childPid = async (
     s: AgentProcess,
     withinMs: number,
-  ): Promise<{ pid: number; token: string; startedAt: number }> => {
+  ): Promise<{ pid: number; token: string; startedAt: number; endpoint: string }> => {
     const e = await s.waitFor((ev) => ev.ev === "child-started", withinMs);
-    return { pid: Number(e.pid), token: String(e.token), startedAt: Date.now() };
+    const environ = readFileSync(`/proc/${Number(e.pid)}/environ`, "utf8").split("\0");
+    const variable = "OS_IRONIC__ENDPOINT_OVERRIDE=";
+    const endpoint = environ.find((v) => v.startsWith(variable))?.slice(variable.length) ?? "";
+    return { pid: Number(e.pid), token: String(e.token), startedAt: Date.now(), endpoint };
   };
 
   /** Until nova-compute `pid` has reported every node of the shard (nova's own log); when, in ms of the epoch. */
@@ -292,13 +298,15 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
     const ironicCalls = urls.filter((u) => u.includes("/v1/nodes"));
     expect(ironicCalls.length).to.be.greaterThan(0);
     for (const url of ironicCalls)
-      expect(url).to.match(new RegExp(`^${bridge.url}/fenced/${SHARD}/lease-${child.token}/ironic/`));
+      expect(url).to.match(
+        new RegExp(`^${bridge.url}/fenced/${SHARD}/lease-${child.token}-[0-9a-f]{32}/ironic/`),
+      );
     expect(watch!.overlaps).to.deep.equal([]);
   });
 
   it("the fenced endpoint hands Ironic nova-compute's own token untouched and adds none: without one, Ironic's 401", async () => {
     const { child } = await pair();
-    const fenced = `${bridge.url}/fenced/${SHARD}/lease-${child.token}/ironic`;
+    const fenced = child.endpoint;
     const sha256 = (token: string) => createHash("sha256").update(token).digest("hex");
     const sent = requestsSent(readNovaLog(cloud.novaComputeLog), child.pid, 0).filter((r) =>
       r.url.startsWith(`${fenced}/`),
@@ -451,14 +459,14 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
         return [...counts].map(([c, n]) => `${n}x ${c}`).join(", ") || "nothing";
       };
       const shape = (w: { method: string; url: string }) =>
-        `${w.method} ${new URL(w.url).pathname.replace(/lease-\d+/, "lease-N").replace(/[0-9a-f-]{36}/g, "ID")}`;
+        `${w.method} ${new URL(w.url).pathname.replace(/lease-\d+-[0-9a-f]+/, "lease-N").replace(/[0-9a-f-]{36}/g, "ID")}`;
       console.log(
         `      resumed: the old nova-compute was gone ${goneAfterMs} ms after its SIGCONT; meanwhile it sent ` +
           `over HTTP ${tally(sent.map(shape))}; over RPC ${tally(rpc)}`,
       );
       for (const w of sent.filter((w) => w.url.includes("/fenced/")))
         expect(w.url, "the old nova-compute's Ironic calls go through its own (stale) fence").to.include(
-          `/lease-${child.token}/`,
+          `/lease-${child.token}-`,
         );
       expectSameRecords(before, await records());
     });

@@ -965,7 +965,8 @@ describe("OpenAPI contract: the fenced Ironic endpoint, against the real Ironic"
     const mine = await createIronicNode(peer.peer.endpoint, { name: "contract-mine", shard: SHARD });
     const got = await send(ctx.base, "POST", `/v1/shards/${SHARD}/lease`, { body: { agent: "compute-0" } });
     const token = got.body.token as number;
-    const through = (t: number | string) => `/fenced/${SHARD}/lease-${t}/ironic`;
+    const key = got.body.fence_key as string;
+    const through = (t: number | string) => `/fenced/${SHARD}/lease-${t}-${key}/ironic`;
     const ironic = (method: string, path: string, body?: unknown, t: number | string = token) =>
       send(ctx.base, method, `${through(t)}${path}`, {
         token: null,
@@ -990,6 +991,12 @@ describe("OpenAPI contract: the fenced Ironic endpoint, against the real Ironic"
     expectOk(await ironic("DELETE", `/v1/nodes/${mine}/traits/CUSTOM_CONTRACT`), 204);
     const port = await ironic("POST", "/v1/ports", { node_uuid: mine, address: "52:54:00:c0:ff:01" });
     expectOk(port, 201);
+    // Reads under a credential that is not the live lease: fenced too.
+    for (const method of ["GET", "HEAD", "OPTIONS"])
+      for (const path of ["", `/v1/nodes/${mine}`]) {
+        const stale = await ironic(method, path, undefined, token + 1);
+        expect(stale.status, `${method} ${path} under a stale token`).to.equal(409);
+      }
     // Fenced: a token that is not the live lease (under it), a write about no node (the root).
     for (const method of ["POST", "PUT", "PATCH", "DELETE"]) {
       const stale = await ironic(
@@ -1005,13 +1012,23 @@ describe("OpenAPI contract: the fenced Ironic endpoint, against the real Ironic"
     }
     // Not a fenced path (no token), and a shard segment that is not percent-encoding.
     for (const op of ops) {
-      const notFenced = await send(ctx.base, op.method, fill(op.path, { shard: SHARD, token: "x" }), {
-        token: null,
-      });
+      const notFenced = await send(
+        ctx.base,
+        op.method,
+        fill(op.path, { shard: SHARD, token: "x", fence_key: key }),
+        {
+          token: null,
+        },
+      );
       expect(notFenced.status, `${op.method} ${op.path} without a token`).to.equal(404);
-      const badShard = await send(ctx.base, op.method, fill(op.path, { shard: "%E0%A4%A", token }), {
-        token: null,
-      });
+      const badShard = await send(
+        ctx.base,
+        op.method,
+        fill(op.path, { shard: "%E0%A4%A", token, fence_key: key }),
+        {
+          token: null,
+        },
+      );
       expect(badShard.status, `${op.method} ${op.path} with a bad shard`).to.equal(400);
     }
     // The bridge with an Ironic reports its delivery.

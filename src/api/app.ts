@@ -23,7 +23,7 @@ import type { TraitService } from "../traits/service.js";
 import { feedRoutes } from "./routes/feed.js";
 import { ironicDeliveryRoutes } from "./routes/ironic-delivery.js";
 import { traitRoutes, webhookRoute } from "./routes/inspector.js";
-import { fencedIronic } from "./routes/fenced-ironic.js";
+import { fencedIronic, type FencedLimits } from "./routes/fenced-ironic.js";
 import { leaseRoutes, leaseWrites } from "./routes/leases.js";
 import type { LeaseWaits } from "../shards/lease-waits.js";
 import { bodyPolicy } from "./http/limits.js";
@@ -64,8 +64,10 @@ export interface BridgeServices {
 
 export interface AppOptions {
   authority: TokenAuthority;
-  /** the Ironic API the fenced endpoint (/fenced/{shard}/lease-{token}/ironic) forwards to */
+  /** the Ironic API the fenced endpoint (/fenced/{shard}/lease-{token}-{fence_key}/ironic) forwards to */
   ironicUrl?: string;
+  /** the fenced endpoint's bounds (default FENCED_LIMITS) */
+  fencedLimits?: Partial<FencedLimits>;
 }
 
 /**
@@ -86,7 +88,10 @@ export type BridgeApp = ((req: IncomingMessage, res: ServerResponse) => void) & 
   close(): void;
 };
 
-export function createApp(services: BridgeServices, { authority, ironicUrl }: AppOptions): BridgeApp {
+export function createApp(
+  services: BridgeServices,
+  { authority, ironicUrl, fencedLimits }: AppOptions,
+): BridgeApp {
   const { store, catalog, definitions, traits, decoder, ironic, legacyPool, assignments, waits } = services;
   const { nodeLists, serviceDownMs } = services;
   const app = express();
@@ -169,7 +174,10 @@ export function createApp(services: BridgeServices, { authority, ironicUrl }: Ap
   });
   const heartbeats = heartbeatWrite({ store, decoder, metrics, authority });
   const raw = [writes, heartbeats, webhook];
-  if (ironicUrl !== undefined) raw.push(fencedIronic({ store, catalog, metrics, ironicUrl }));
+  if (ironicUrl !== undefined)
+    raw.push(
+      fencedIronic({ store, catalog, metrics, ironicUrl, ...(fencedLimits && { limits: fencedLimits }) }),
+    );
   const listener = (req: IncomingMessage, res: ServerResponse) => {
     for (const route of raw) if (route(req, res)) return;
     app(req, res);
@@ -183,11 +191,11 @@ export function createApp(services: BridgeServices, { authority, ironicUrl }: Ap
         waits.close();
       },
       messageClasses,
-      // A body is invited only from a caller whose bearer token is known, or to the fenced
-      // endpoint (its credential is the lease in its path and the caller's own Keystone
-      // token, which Ironic checks): anyone else is answered 401 without sending one.
+      // A body is invited only from a caller whose bearer token is known: anyone else is
+      // answered 401 without sending one. The fenced endpoint invites it itself, once the
+      // lease's token and key in its path have been checked.
       mayContinue: (req: IncomingMessage) =>
-        (req.url ?? "").startsWith("/fenced/") || knownBearer(authority, req.headers.authorization),
+        !(req.url ?? "").startsWith("/fenced/") && knownBearer(authority, req.headers.authorization),
     }),
     "routes",
     {

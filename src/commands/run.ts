@@ -77,8 +77,11 @@ async function prepare(argv: string[]) {
     command: positionals,
     ...(pollMs !== undefined && { standbyPollMs: pollMs }),
     ...(info.ironic_endpoint !== null && {
-      ironicEndpoint: (leaseToken: number) =>
-        new URL(info.ironic_endpoint!.replace("{token}", String(leaseToken)), values.bridge!).href,
+      ironicEndpoint: (leaseToken: number, fenceKey: string) =>
+        new URL(
+          info.ironic_endpoint!.replace("{token}", String(leaseToken)).replace("{fence_key}", fenceKey),
+          values.bridge!,
+        ).href,
     }),
   };
 }

@@ -3,6 +3,8 @@ import { parseArgs } from "node:util";
 import { existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { createApp } from "../api/app.js";
+import { IronicOrigin } from "../api/fenced/upstream.js";
+import { FENCED_LIMITS } from "../api/routes/fenced-ironic.js";
 import { bridgeServices } from "./bridge-services.js";
 import { bridgeServer } from "../api/http/server.js";
 import { ConfigError, readJsonConfig } from "../config.js";
@@ -19,7 +21,7 @@ import { IRONIC_AUTH_USAGE, integerFlag, flagsOrThrow } from "./io.js";
 import { RingKindName } from "../domain/ring.js";
 import { TraitRulesFile } from "../traits/inspection.js";
 import { DEFAULT_OWNERSHIP, OwnershipFile, OwnershipRegistry } from "../traits/ownership.js";
-import { logger } from "../log.js";
+import { logger, redactSecrets } from "../log.js";
 import { loadShardCatalog } from "../shards/definitions.js";
 import { openStore } from "../store/open.js";
 import { onStopSignal } from "./signals.js";
@@ -50,10 +52,14 @@ export const SERVE_USAGE = `  serve    run the bridge
              --service-down-time S  an agent silent this long leaves the legacy ring (default 60, like nova)
              --ironic URL           apply every trait change to this Ironic API too (env SHARDBRIDGE_IRONIC_URL;
                                     credentials below), and serve the fenced endpoint
-                                    /fenced/SHARD/lease-TOKEN/ironic/... in front of it (callers' own credentials
-                                    only: the bridge's are never added there). The changes wait in a queue in the
+                                    /fenced/SHARD/lease-TOKEN-KEY/ironic/... in front of it (callers' own credentials
+                                    only: the bridge's are never added there, credentials in URL included). The
+                                    changes wait in a queue in the
                                     store (on Redis it outlives the bridge; every bridge on the store needs the
                                     same --ironic)
+             --fenced-concurrency N requests through the fenced endpoint at once, all shards (default 64; more: 503)
+             --fenced-deadline S    the longest one request through the fenced endpoint takes, its answer
+                                    included (default 60; a write's is also no longer than its lease has left)
              --ironic-owner-ttl S   seconds a bridge owns a part of that queue without renewing (default 6, the
                                     shard leases' default TTL): after a bridge dies, another takes its part over
                                     within about this long, and the same bridge restarted on the same --bind and
@@ -89,6 +95,8 @@ export async function serveCommand(argv: string[]): Promise<void> {
       ownership: { type: "string" },
       ironic: { type: "string", default: process.env.SHARDBRIDGE_IRONIC_URL },
       "ironic-owner-ttl": { type: "string", default: String(DEFAULT_OWNER_TTL_MS / 1000) },
+      "fenced-concurrency": { type: "string", default: String(FENCED_LIMITS.concurrency) },
+      "fenced-deadline": { type: "string", default: String(FENCED_LIMITS.deadlineMs / 1000) },
       "ironic-concurrency": { type: "string", default: "8" },
       "ironic-queue-max": { type: "string", default: String(IRONIC_QUEUE_MAX_ENTRIES) },
       "ironic-notifications": { type: "string", default: process.env.SHARDBRIDGE_IRONIC_NOTIFICATIONS },
@@ -110,6 +118,17 @@ export async function serveCommand(argv: string[]): Promise<void> {
     concurrency: integerFlag("ironic-concurrency", values["ironic-concurrency"], 1, 1000)!,
     queueMax: integerFlag("ironic-queue-max", values["ironic-queue-max"], 1, 100_000_000)!,
   };
+  const fencedLimits = {
+    concurrency: integerFlag("fenced-concurrency", values["fenced-concurrency"], 1, 100_000)!,
+    deadlineMs: integerFlag("fenced-deadline", values["fenced-deadline"], 1, 3600)! * 1000,
+  };
+  if (values.ironic !== undefined) {
+    try {
+      new IronicOrigin(values.ironic);
+    } catch (error) {
+      throw new ConfigError(`serve: --ironic ${redactSecrets(values.ironic)}: ${(error as Error).message}`);
+    }
+  }
   const inspector = {
     rules:
       values["trait-rules"] === undefined ? [] : readJsonConfig(values["trait-rules"], TraitRulesFile).rules,
@@ -182,7 +201,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
         }).start();
   const app = createApp(services, {
     authority,
-    ...(values.ironic !== undefined && { ironicUrl: values.ironic }),
+    ...(values.ironic !== undefined && { ironicUrl: values.ironic, fencedLimits }),
   });
   const server: Server = bridgeServer(app);
   server.once("error", (error: Error) => {

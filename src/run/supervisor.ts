@@ -42,8 +42,8 @@ export interface RunOptions {
   /** run the command again when it exits while the lease is still held */
   restart: boolean;
   command: string[];
-  /** the fenced Ironic endpoint for this shard under a token, when the bridge has one */
-  ironicEndpoint?: (token: number) => string;
+  /** the fenced Ironic endpoint for this shard under a lease (its token and fence key), when the bridge has one */
+  ironicEndpoint?: (token: number, fenceKey: string) => string;
   /** while another holds the lease, ask at most this often (the keeper's default: 500 ms) */
   standbyPollMs?: number;
 }
@@ -85,6 +85,8 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
 
   /** the running child and the token it was started under */
   let child: { group: ChildGroup; token: number } | null = null;
+  /** the fence key of the lease granted under `token`: the child's Ironic endpoint names both */
+  let granted: { token: number; fenceKey: string | null } | null = null;
   /** a child being stopped: nothing new starts until it is gone */
   let stopping: Promise<unknown> = Promise.resolve();
   let finishing = false;
@@ -165,6 +167,19 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
   };
 
   const startChild = (token: number) => {
+    const fenceKey = granted?.token === token ? granted.fenceKey : null;
+    if (options.ironicEndpoint !== undefined && fenceKey === null) {
+      // Not started: its Ironic client would be refused every call. A bridge that fronts
+      // Ironic answers every grant with a key; this one did not (an older bridge behind the
+      // same address?). Holding the lease with nothing running would keep the standby out:
+      // hand it back and stop, as for a configuration error.
+      log.error("child-not-started", {
+        token,
+        why: "the bridge granted the lease without a fence key for its Ironic endpoint: upgrade the bridge",
+      });
+      void finish(2);
+      return;
+    }
     const env: NodeJS.ProcessEnv = {
       ...process.env,
       SHARDBRIDGE_SHARD: shard,
@@ -174,7 +189,7 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
       OS_DEFAULT__HOST: options.serviceHost,
       OS_IRONIC__SHARD: shard,
       ...(options.ironicEndpoint !== undefined && {
-        OS_IRONIC__ENDPOINT_OVERRIDE: options.ironicEndpoint(token),
+        OS_IRONIC__ENDPOINT_OVERRIDE: options.ironicEndpoint(token, fenceKey!),
       }),
     };
     const group = new ChildGroup(options.command, env, `[${shard} token ${token}]`, nowMs, cgroupFor(token));
@@ -189,8 +204,9 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
     void group.exited.then((exit) => onChildExit(group, token, exit));
   };
 
-  keeper.on("active", ({ token, ttlMs }) => {
+  keeper.on("active", ({ token, ttlMs, fenceKey }) => {
     logTransition(log, { message: "active", token, ttl_ms: ttlMs });
+    granted = { token, fenceKey };
     // A child of an earlier lease may still be stopping: it must be gone first.
     void stopping.then(() => {
       if (!finishing && keeper.token() === token && child === null) startChild(token);

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { FencingToken } from "../../domain/lease.js";
+import { FenceKey, FencingToken } from "../../domain/lease.js";
 import { AgentId, ShardName } from "../../domain/names.js";
 import { BulkNodesRequest, NodeInput, NodePatch, NodeUuid } from "../../domain/node.js";
 import { HeartbeatRequest } from "../../store/store.js";
@@ -158,6 +158,14 @@ export const PARAMETERS = {
     description: "The fencing token the caller holds the shard under (after `lease-`).",
     schema: token,
     example: 1,
+  },
+  fencedKey: {
+    name: "fence_key",
+    in: "path",
+    required: true,
+    description: "The lease's fence key, as its grant answered it (after the token and a `-`).",
+    schema: fromZod(FenceKey),
+    example: "5f0c3d5e8a1b4c2d9e7f6a5b4c3d2e1f",
   },
   ironicPath: {
     name: "ironic_path",

@@ -1,57 +1,42 @@
-import { request as httpRequest, type IncomingMessage } from "node:http";
-import { request as httpsRequest } from "node:https";
-import { FencingToken, renewDeadlineMs } from "../../domain/lease.js";
-import { ShardName } from "../../domain/names.js";
+import type { ClientRequest, IncomingMessage, ServerResponse } from "node:http";
+import { pipeline, Transform, type TransformCallback } from "node:stream";
+import { renewDeadlineMs } from "../../domain/lease.js";
+import { redactSecrets } from "../../log.js";
 import { fenceServing } from "../../shards/revocation.js";
 import type { ShardCatalog } from "../../shards/definitions.js";
 import type { Store } from "../../store/store.js";
-import { replaceAllBytes } from "../../text/bytes.js";
-import { readRequestBody } from "../http/body.js";
+import { LinkRewrite } from "../fenced/link-rewrite.js";
+import {
+  parseFencedUrl,
+  withNode,
+  writeSubject,
+  type FencedPathRefusal,
+  type FencedTarget,
+  type WriteSubject,
+} from "../fenced/path.js";
+import { IronicOrigin, readSmallAnswer } from "../fenced/upstream.js";
+import { joinChunks, readRequestChunks } from "../http/body.js";
 import { conflict, HttpError } from "../http/errors.js";
 import { FENCED_BODY } from "../http/limits.js";
 import type { BridgeMetrics } from "../http/metrics.js";
-import { serveRaw } from "../http/raw-route.js";
+import { serveRaw, type RawAnswer } from "../http/raw-route.js";
 import { rawHandler, type RawHandler } from "../http/mounted-routes.js";
 import type { Operation } from "../openapi/operation.js";
 
-/**
- * `/fenced/{shard}/lease-{token}/ironic` + Ironic's own path. Not under /v1, and the token
- * not a bare number: keystoneauth's version discovery reads a version-like segment in an
- * endpoint's path (`v1`, or a number just before the last segment) as the API version and
- * takes what follows for a project id, and the client would then ask for paths that exist
- * nowhere (seen with openstacksdk 0.101 / keystoneauth1 5.0).
- */
-const FENCED_PATH = /^\/fenced\/([^/?#]+)\/lease-([^/?#]+)\/ironic(\/[^?#]*)?(\?.*)?$/;
 const MUTATING = new Set(["POST", "PUT", "PATCH", "DELETE"]);
 /**
  * The methods passed on: Ironic's API has no other, and a method outside both lists (a
  * TRACE, say) would otherwise reach Ironic unchecked as if it were a read.
  */
 const FORWARDED = ["GET", "HEAD", "OPTIONS", ...MUTATING];
+/** The route the endpoint is counted and logged under. */
+const ROUTE = "/fenced/:shard/:lease/ironic";
 /** Version discovery at the endpoint itself, and every Ironic path under it. */
 const FENCED_ROUTES = FORWARDED.flatMap((method) => [
-  { method, path: "/fenced/:shard/lease-:token/ironic" },
-  { method, path: "/fenced/:shard/lease-:token/ironic/*ironic_path" },
+  { method, path: "/fenced/:shard/lease-:token-:fence_key/ironic" },
+  { method, path: "/fenced/:shard/lease-:token-:fence_key/ironic/*ironic_path" },
 ]);
-/** Ironic's node-scoped paths: the node is the first segment after /v1/nodes/. */
-const NODE_SCOPED = /^\/v1\/nodes\/([^/?#]+)/;
-/**
- * Ironic's resources that belong to a node (nova writes VIFs under the node, volume
- * targets for boot from volume beside it): the collection, its id, and the field that
- * names the node — in the resource Ironic has, or in the body that creates one.
- */
-const NODE_OWNED =
-  /^\/v1\/(ports|portgroups|volume\/connectors|volume\/targets|allocations)(?:\/([^/?#]+))?\/?$/;
-const OWNER_FIELD: Record<string, { stored: string; created: string }> = {
-  ports: { stored: "node_uuid", created: "node_uuid" },
-  portgroups: { stored: "node_uuid", created: "node_uuid" },
-  "volume/connectors": { stored: "node_uuid", created: "node_uuid" },
-  "volume/targets": { stored: "node_uuid", created: "node_uuid" },
-  // An allocation names its node once allocated; one created without a node would let
-  // Ironic pick any node, of any shard.
-  allocations: { stored: "node_uuid", created: "node" },
-};
-/** Hop-by-hop headers (RFC 9110 7.6.1) are the proxy's own, never forwarded. */
+/** Hop-by-hop headers (RFC 9110 7.6.1) are the proxy's own, never forwarded; nor is Expect (see below). */
 const HOP_BY_HOP = new Set([
   "connection",
   "keep-alive",
@@ -62,32 +47,74 @@ const HOP_BY_HOP = new Set([
   "upgrade",
   "host",
   "content-length",
+  "expect",
 ]);
 /** The microversion the node lookup asks for: `shard` is a node field from 1.82. */
 const SHARD_MICROVERSION = "1.82";
+
+/**
+ * What one caller may make the endpoint do, whoever it is: the bridge reads no body and
+ * asks Ironic nothing for a caller that has not shown the live lease's token and key, and
+ * even the holder's requests are bounded in number, size and time.
+ */
+export interface FencedLimits {
+  /** requests through the endpoint at once, all shards together; more are answered 503 */
+  concurrency: number;
+  /** the longest one request may take, from its arrival to its answer's last byte (a write: also no longer than its lease) */
+  deadlineMs: number;
+  /** the largest body passed on (streamed to Ironic, never held whole) */
+  bodyBytes: number;
+  /** the largest body read here to judge a write (a new port's node, a patch's paths) */
+  judgedBodyBytes: number;
+  /** the largest answer to the fence's own look-ups at Ironic */
+  lookupBytes: number;
+}
+
+export const FENCED_LIMITS: FencedLimits = {
+  concurrency: 64,
+  deadlineMs: 60_000,
+  bodyBytes: FENCED_BODY.limit,
+  judgedBodyBytes: 256 * 1024,
+  lookupBytes: 64 * 1024,
+};
 
 /** What the fenced endpoint answers: Ironic's answer, or its own refusals (`reaches`: a request that can reach Ironic). */
 function fencedAnswers(write: boolean, reaches: boolean): Operation["answers"] {
   // Ironic's own 400, 404 or 409, passed on, share the status with the bridge's refusals.
   const ironic = reaches ? { ironic: true as const } : {};
   const answers: Operation["answers"] = {
-    400: { description: "the shard segment is not valid percent-encoding", ...ironic },
-    404: {
-      description: "not `/fenced/{shard}/lease-{token}/ironic/…`",
+    400: {
+      description:
+        "a path the fence will not read: invalid percent-encoding, a dot segment, `//`, an encoded or raw slash or backslash in a segment, a control character (`field` names the part)",
       codes: ["fenced.bad_path"],
       ...ironic,
     },
+    404: {
+      description: "not `/fenced/{shard}/lease-{token}-{fence_key}/ironic/…`",
+      codes: ["fenced.bad_path"],
+      ...ironic,
+    },
+    409: {
+      description: write
+        ? "fenced: not the live lease's token and key, too little of the lease left, or not about a node of this shard"
+        : "fenced: not the live lease's token and key",
+      codes: ["lease.fenced"],
+      ...ironic,
+    },
+    503: {
+      description: "too many requests through the fenced endpoint at once: retry after `Retry-After`",
+      codes: ["fenced.busy"],
+    },
   };
+  if (write) answers[413] = { description: "a body over the endpoint's limit", codes: ["body.too_large"] };
   if (reaches) {
     answers.default = { description: "Ironic's answer, as Ironic gave it (links rewritten)" };
     answers[502] = { description: "Ironic did not answer", codes: ["ironic.unreachable"] };
-  }
-  if (write)
-    answers[409] = {
-      description: "fenced: not the live lease, too little of it left, or not a node of this shard",
-      codes: ["lease.fenced"],
-      ...ironic,
+    answers[504] = {
+      description: "Ironic did not answer within the endpoint's deadline (a write's: its lease)",
+      codes: ["ironic.timeout"],
     };
+  }
   return answers;
 }
 
@@ -112,10 +139,10 @@ function fencedOperations(method: Operation["method"]): Operation[] {
         ? `${method.toUpperCase()} at the endpoint's root: about no node, always refused`
         : write
           ? `${method.toUpperCase()} to Ironic, only under the shard's live lease, about a node of the shard`
-          : `${method.toUpperCase()} to Ironic, passed on as it is`,
+          : `${method.toUpperCase()} to Ironic, under the shard's live lease`,
     description: write
-      ? "Passes only if, now, `token` is the shard's live lease with at least TTL/3 left and the write is about a node Ironic says is in the shard (the node of `/v1/nodes/{node}/…`, or the node a port, portgroup, volume connector or target, or allocation belongs to). Otherwise 409 `shardbridge.lease.fenced` and nothing reaches Ironic. Served only with `serve --ironic URL`."
-      : "Reads pass. Links in Ironic's JSON and `Location` are rewritten to this endpoint. Served only with `serve --ironic URL`.",
+      ? "Passes only if, now, `token` and `fence_key` are the shard's live lease with at least TTL/3 left and the write is about a node Ironic says is in the shard (the node of `/v1/nodes/{node}/…`, forwarded by its uuid; or the node a port, portgroup, volume connector or target, or allocation belongs to, or — created — names). A patch may not move a node to another shard, nor a node's resource to another shard's node. Otherwise 409 `shardbridge.lease.fenced` and nothing reaches Ironic. Served only with `serve --ironic URL`."
+      : "Passes only if, now, `token` and `fence_key` are the shard's live lease. Links in Ironic's JSON and `Location` are rewritten to this endpoint. Served only with `serve --ironic URL`.",
     access: { kind: "ironic" },
     parameters,
     ...(write && { body: "any" as const }),
@@ -124,13 +151,15 @@ function fencedOperations(method: Operation["method"]): Operation[] {
   });
   const name = method[0]!.toUpperCase() + method.slice(1);
   return [
-    operation(true, "/fenced/{shard}/lease-{token}/ironic", `fenced${name}Root`, [
+    operation(true, "/fenced/{shard}/lease-{token}-{fence_key}/ironic", `fenced${name}Root`, [
       "fencedShard",
       "fencedToken",
+      "fencedKey",
     ]),
-    operation(false, "/fenced/{shard}/lease-{token}/ironic/{ironic_path}", `fenced${name}`, [
+    operation(false, "/fenced/{shard}/lease-{token}-{fence_key}/ironic/{ironic_path}", `fenced${name}`, [
       "fencedShard",
       "fencedToken",
+      "fencedKey",
       "ironicPath",
     ]),
   ];
@@ -153,242 +182,443 @@ export function fenceMarginMs(ttlMs: number): number {
   return ttlMs - renewDeadlineMs(ttlMs);
 }
 
-/** 502: Ironic did not answer, whether to a forwarded request or to the fence's own lookup. */
-function unreachable(error: unknown): HttpError {
-  return new HttpError([
-    {
-      status: 502,
-      code: "shardbridge.ironic.unreachable",
-      title: "Ironic did not answer",
-      detail: String((error as Error).message ?? error),
-    },
-  ]);
+function refused(status: number, code: string, title: string, detail: string, field?: string): HttpError {
+  return new HttpError([{ status, code, title, detail, ...(field !== undefined && { field }) }]);
 }
+
+/** 502: Ironic did not answer, whether to a forwarded request or to the fence's own lookup. */
+const unreachable = (error: unknown) =>
+  refused(
+    502,
+    "shardbridge.ironic.unreachable",
+    "Ironic did not answer",
+    String((error as Error).message ?? error),
+  );
+
+const timedOut = (ms: number) =>
+  refused(504, "shardbridge.ironic.timeout", "Ironic did not answer in time", `no answer within ${ms} ms`);
 
 function fenced(detail: string): HttpError {
   return new HttpError([conflict("lease.fenced", "Write fenced", detail)]);
 }
 
-interface Upstream {
-  status: number;
-  headers: Record<string, string | string[]>;
-  body: Buffer;
-}
-
 /**
- * Ironic refused the fence's own look-up for the caller's credentials (401: none, expired,
- * revoked; 403: not allowed to read the node): the write is not forwarded, and Ironic's
- * answer is the caller's, so a client whose token went stale re-authenticates (keystoneauth
- * does on a 401) instead of retrying a 409 as if the node were locked.
+ * The one answer to any credential that is not the live lease's: a stale token, a wrong
+ * key, another agent's lease, no lease at all, a store that is holding the shard after a
+ * failover. Told apart, they would let a caller search for a live lease's credential.
  */
-class CallerRefused extends Error {
-  constructor(readonly answer: Upstream) {
-    super(`Ironic answered ${answer.status} to the caller's credentials`);
+const notTheLease = (shard: string) =>
+  new HttpError([
+    conflict("lease.fenced", "Fenced", `this token and fence key are not the live lease of shard ${shard}`),
+  ]);
+
+/** The caller hung up before its answer: counted as such, answered to nobody. */
+const callerLeft = () =>
+  refused(
+    499,
+    "shardbridge.request.abandoned",
+    "Caller left",
+    "the caller closed the connection before its answer",
+  );
+
+const pathRefused = ({ status, field, reason }: FencedPathRefusal) =>
+  refused(
+    status,
+    "shardbridge.fenced.bad_path",
+    status === 404 ? "Not a fenced endpoint" : "Path not accepted",
+    reason,
+    field,
+  );
+
+/** An answer of Ironic's that the caller gets as it is: Ironic refused the caller's credentials, or has no such thing. */
+class IronicAnswered extends Error {
+  constructor(readonly answer: { status: number; headers: Record<string, string | string[]>; body: Buffer }) {
+    super(`Ironic answered ${answer.status}`);
   }
 }
 
+/** The caller's headers to pass on: its own credentials and microversion, never a hop-by-hop one. */
+function forwardedHeaders(req: IncomingMessage): Record<string, string | string[]> {
+  const headers: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(req.headers))
+    if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
+  return headers;
+}
+
+/** Whether the request has a body to pass on (a GET rarely does; Node's parser says so by these headers). */
+const hasBody = (req: IncomingMessage) =>
+  req.headers["transfer-encoding"] !== undefined ||
+  (req.headers["content-length"] !== undefined && req.headers["content-length"] !== "0");
+
+/** Passes bytes on until `limit`, then fails the stream (the upstream with it). */
+class ByteLimit extends Transform {
+  private seen = 0;
+  constructor(private readonly limit: number) {
+    super();
+  }
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, done: TransformCallback): void {
+    this.seen += chunk.length;
+    if (this.seen > this.limit) done(new BodyTooLarge(this.limit));
+    else done(null, chunk);
+  }
+}
+
+class BodyTooLarge extends Error {
+  constructor(readonly limit: number) {
+    super(`request body is over the limit of ${limit} bytes`);
+  }
+}
+
+/** One operation of a JSON patch (RFC 6902), as far as the fence reads it. */
+interface PatchOp {
+  path?: unknown;
+  from?: unknown;
+  value?: unknown;
+}
+
+/** A body's JSON patch operations; none when it is not a patch (Ironic refuses it itself). */
+function patchOps(body: Buffer): PatchOp[] {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body.toString("utf8"));
+  } catch {
+    return [];
+  }
+  return Array.isArray(parsed)
+    ? parsed.filter((op): op is PatchOp => typeof op === "object" && op !== null)
+    : [];
+}
+
+/** The operations that change `field` or what is below it (`/field`, `/field/…`; a move or copy from it too). */
+const touching = (ops: readonly PatchOp[], field: string) =>
+  ops.filter((op) =>
+    [op.path, op.from].some(
+      (path) => typeof path === "string" && (path === `/${field}` || path.startsWith(`/${field}/`)),
+    ),
+  );
+
 /**
- * The fenced Ironic endpoint: a reverse proxy to `ironicUrl` under
- * `/fenced/{shard}/lease-{token}/ironic/...`, where nova-compute under `shardbridge run`
- * points its ironic client (`[ironic]endpoint_override`). Reads pass. A mutating request
- * passes only if, at that moment, `token` is the shard's live lease with at least
- * fenceMarginMs left, and — on a node-scoped path — Ironic says the node is in that
- * shard; otherwise 409 `shardbridge.lease.fenced`, and nothing reaches Ironic. The
+ * The fenced Ironic endpoint: a reverse proxy to the one Ironic of `serve --ironic URL`
+ * under `/fenced/{shard}/lease-{token}-{fence_key}/ironic/...`, where nova-compute under
+ * `shardbridge run` points its ironic client (`[ironic]endpoint_override`). Every request
+ * must present the shard's live lease (token and key, checked at the store before a byte
+ * of its body is read); a mutating one also needs the margin left, and must be about a
+ * node Ironic says is in that shard; otherwise 409 `shardbridge.lease.fenced`, and nothing
+ * reaches Ironic. The path is read once (FencedTarget) and forwarded as read. The
  * caller's own headers (X-Auth-Token, microversions) are forwarded and no credential of
  * the bridge is ever added: the path grants nothing Ironic would not grant the caller.
- * Links in Ironic's answers are rewritten to the proxy's own base, so an unmodified
- * client that follows them stays behind the fence.
+ * Links in Ironic's answers are rewritten to this endpoint as the answer streams through.
  */
 export function fencedIronic(context: {
   store: Store;
   catalog: ShardCatalog;
   metrics: BridgeMetrics;
   ironicUrl: string;
+  limits?: Partial<FencedLimits>;
 }): RawHandler {
-  const ironic = new URL(context.ironicUrl.replace(/\/+$/, ""));
-  const ironicBase = ironic.href.replace(/\/+$/, "");
-  const ironicBaseBytes = Buffer.from(ironicBase);
-  const send = ironic.protocol === "https:" ? httpsRequest : httpRequest;
+  const ironic = new IronicOrigin(context.ironicUrl);
+  const limits: FencedLimits = { ...FENCED_LIMITS, ...context.limits };
+  const ironicLinks = Buffer.from(ironic.linkBase);
+  let inFlight = 0;
 
-  const forward = (
+  /** A request to Ironic, failed by `signal` (the caller left, the deadline). */
+  const send = (
     method: string,
     path: string,
+    query: string,
     headers: Record<string, string | string[]>,
-    body: Buffer | null,
-    timeoutMs = 30_000,
-  ): Promise<Upstream> =>
-    new Promise((resolve, reject) => {
-      const upstream = send(
-        new URL(`${ironic.pathname.replace(/\/+$/, "")}${path}`, ironic),
-        { method, headers: { ...headers, ...(body !== null && { "content-length": String(body.length) }) } },
-        (answer) => {
-          const chunks: Buffer[] = [];
-          answer.on("data", (c: Buffer) => chunks.push(c));
-          answer.on("end", () =>
-            resolve({
-              status: answer.statusCode ?? 502,
-              headers: answer.headers as Record<string, string | string[]>,
-              body: Buffer.concat(chunks),
-            }),
-          );
-          answer.on("error", reject);
-        },
-      );
-      upstream.setTimeout(timeoutMs, () =>
-        upstream.destroy(new Error(`Ironic did not answer within ${Math.round(timeoutMs)} ms`)),
-      );
-      upstream.on("error", reject);
-      upstream.end(body ?? undefined);
+    signal: AbortSignal,
+  ): { request: ClientRequest; answer: Promise<IncomingMessage> } => {
+    const request = ironic.request(method, path, query, headers, signal);
+    const answer = new Promise<IncomingMessage>((resolve, reject) => {
+      request.once("response", resolve);
+      request.once("error", reject);
     });
+    return { request, answer };
+  };
 
-  const ironicJson = async (path: string, headers: Record<string, string | string[]>) => {
-    const answer = await forward(
+  /** GET `path` at Ironic with the caller's credentials; its JSON, or IronicAnswered for a 401, 403 or 404. */
+  const lookUp = async (
+    path: string,
+    query: string,
+    caller: Record<string, string | string[]>,
+    signal: AbortSignal,
+  ): Promise<Record<string, unknown>> => {
+    const { "content-type": _type, ...headers } = caller;
+    const { request, answer } = send(
       "GET",
       path,
+      query,
       { ...headers, "x-openstack-ironic-api-version": SHARD_MICROVERSION },
-      null,
-    ).catch((error: unknown) => {
-      throw unreachable(error);
-    });
-    if (answer.status === 401 || answer.status === 403) throw new CallerRefused(answer);
-    return {
-      status: answer.status,
-      json: answer.status === 200 ? (JSON.parse(answer.body.toString("utf8")) as any) : null,
-    };
-  };
-
-  /**
-   * The node a write is about: named in its path, or the owner of the port, portgroup,
-   * volume connector or target, or allocation it changes or creates. Null: the write is
-   * about no node Ironic knows (Ironic answers it: 404); a refusal for a write that is
-   * about no node at all (a chassis, a deploy template: not a shard holder's to make).
-   */
-  const nodeOfWrite = async (
-    method: string,
-    path: string,
-    body: Buffer,
-    headers: Record<string, string | string[]>,
-  ): Promise<string | null> => {
-    const scoped = NODE_SCOPED.exec(path)?.[1];
-    if (scoped !== undefined) return decodeURIComponent(scoped);
-    const owned = NODE_OWNED.exec(path);
-    if (owned === null)
-      throw fenced(
-        `${method} ${path} is about no node: a shard's holder writes its nodes and what belongs to them`,
-      );
-    const [, collection, id] = owned;
-    const field = OWNER_FIELD[collection!]!;
-    let node: unknown;
-    if (id === undefined) {
-      if (method !== "POST") throw fenced(`${method} on the collection ${collection} is about no one node`);
-      try {
-        node = (JSON.parse(body.toString("utf8")) as Record<string, unknown>)[field.created];
-      } catch {
-        node = undefined;
-      }
-      if (typeof node !== "string" || node === "")
-        throw fenced(
-          `a new ${collection} entry must name its node in "${field.created}", a node of this shard`,
-        );
-      return node;
+      signal,
+    );
+    request.end();
+    let status: number;
+    let answerHeaders: Record<string, string | string[]>;
+    let body: Buffer;
+    try {
+      const got = await answer;
+      status = got.statusCode ?? 502;
+      answerHeaders = got.headers as Record<string, string | string[]>;
+      body = await readSmallAnswer(got, limits.lookupBytes);
+    } catch (error) {
+      throw signal.aborted ? signal.reason : unreachable(error);
     }
-    const stored = await ironicJson(`/v1/${collection}/${id}?fields=${field.stored}`, headers);
-    if (stored.status === 404) return null;
-    if (stored.status !== 200)
-      throw fenced(
-        `could not read which node ${collection} ${decodeURIComponent(id)} belongs to (${stored.status})`,
-      );
-    node = stored.json[field.stored];
-    if (typeof node !== "string") throw fenced(`${collection} ${decodeURIComponent(id)} belongs to no node`);
-    return node;
+    if (status === 401 || status === 403 || status === 404)
+      throw new IronicAnswered({ status, headers: answerHeaders, body });
+    if (status !== 200) throw fenced(`could not read ${path} at Ironic (${status})`);
+    try {
+      return JSON.parse(body.toString("utf8")) as Record<string, unknown>;
+    } catch {
+      throw fenced(`Ironic's answer for ${path} is not JSON`);
+    }
   };
 
-  /**
-   * Refuse unless `token` holds `shard` now with the margin left and the node the write
-   * is about is the shard's; answers the lease's time left, which bounds the forwarded write.
-   */
-  const check = async (
+  /** The node `node` (a name or uuid) is in `shard`: its uuid, or a refusal. */
+  const nodeInShard = async (
+    node: string,
     shard: string,
-    token: number,
-    method: string,
-    path: string,
-    body: Buffer,
-    headers: Record<string, string | string[]>,
-  ): Promise<number> => {
-    const { allowed, current } = await fenceServing(context.store, context.catalog, { shard, token });
-    if (!allowed || current === null) throw fenced(`token ${token} is not the live lease of shard ${shard}`);
-    const margin = fenceMarginMs(context.catalog.ttlMsFor(shard));
-    if (current.ttlMs < margin)
+    caller: Record<string, string | string[]>,
+    signal: AbortSignal,
+  ): Promise<string> => {
+    const found = await lookUp(`/v1/nodes/${encodeURIComponent(node)}`, "?fields=uuid,shard", caller, signal);
+    const nodeShard = found.shard;
+    if (nodeShard !== shard)
       throw fenced(
-        `the lease of shard ${shard} has ${current.ttlMs} ms left, less than the ${margin} ms a holder ` +
-          "within its renew deadline always has: the writer is past its own deadline",
+        `node ${node} is in shard ${typeof nodeShard === "string" ? nodeShard : "(none)"}, not ${shard}`,
       );
-    const node = await nodeOfWrite(method, path, body, headers);
-    if (node === null) return current.ttlMs; // Ironic answers the write itself: no such thing
-    const lookup = await ironicJson(`/v1/nodes/${encodeURIComponent(node)}?fields=uuid,shard`, headers);
-    if (lookup.status === 404) return current.ttlMs;
-    if (lookup.status !== 200)
-      throw fenced(`could not read node ${node}'s shard from Ironic (${lookup.status})`);
-    const nodeShard = (lookup.json as { shard: string | null }).shard;
-    if (nodeShard !== shard) throw fenced(`node ${node} is in shard ${nodeShard ?? "(none)"}, not ${shard}`);
-    return current.ttlMs;
+    if (typeof found.uuid !== "string") throw fenced(`Ironic did not say node ${node}'s uuid`);
+    return found.uuid;
+  };
+
+  /** A body read here to judge the write (small: see judgedBodyBytes). */
+  const judgedBody = async (req: IncomingMessage, res: ServerResponse): Promise<Buffer> =>
+    joinChunks(await readRequestChunks(req, res, limits.judgedBodyBytes, "any"));
+
+  /**
+   * Refuse unless the write is about a node of `target.shard` and changes nothing of
+   * another shard's: answers the path to forward (a node by its uuid) and the body read
+   * here to judge it, if one was.
+   */
+  const judgeWrite = async (
+    req: IncomingMessage,
+    res: ServerResponse,
+    target: FencedTarget,
+    subject: WriteSubject,
+    caller: Record<string, string | string[]>,
+    signal: AbortSignal,
+  ): Promise<{ path: string; body: Buffer | null }> => {
+    const method = req.method!;
+    const { shard, segments } = target;
+    switch (subject.kind) {
+      case "none":
+        throw fenced(
+          `${method} ${target.path} is about no node: a shard's holder writes its nodes and what belongs to them`,
+        );
+      case "node": {
+        // A patch may not move the node out of the shard (Ironic: a shard is not to be changed).
+        const body = method === "PATCH" ? await judgedBody(req, res) : null;
+        if (body !== null && touching(patchOps(body), "shard").length > 0)
+          throw fenced(`a patch of node ${subject.node} may not change its shard`);
+        const uuid = await nodeInShard(subject.node, shard, caller, signal);
+        return { path: withNode(segments, uuid), body };
+      }
+      case "create": {
+        const body = await judgedBody(req, res);
+        let node: unknown;
+        try {
+          node = (JSON.parse(body.toString("utf8")) as Record<string, unknown>)[subject.owned.created];
+        } catch {
+          node = undefined;
+        }
+        if (typeof node !== "string" || node === "")
+          throw fenced(
+            `a new ${subject.owned.collection} entry must name its node in "${subject.owned.created}", a node of this shard`,
+          );
+        await nodeInShard(node, shard, caller, signal);
+        return { path: target.path, body };
+      }
+      case "owned": {
+        const body = method === "PATCH" ? await judgedBody(req, res) : null;
+        const { collection, stored } = subject.owned;
+        const found = await lookUp(
+          `/v1/${collection}/${encodeURIComponent(subject.id)}`,
+          `?fields=${stored}`,
+          caller,
+          signal,
+        );
+        const node = found[stored];
+        if (typeof node !== "string") throw fenced(`${collection} ${subject.id} belongs to no node`);
+        await nodeInShard(node, shard, caller, signal);
+        // Moved to another node by the patch: that node must be the shard's too.
+        for (const op of touching(patchOps(body ?? Buffer.alloc(0)), stored)) {
+          if (op.path !== `/${stored}` || typeof op.value !== "string")
+            throw fenced(`a patch may only move ${collection} ${subject.id} to another node of this shard`);
+          await nodeInShard(op.value, shard, caller, signal);
+        }
+        return { path: target.path, body };
+      }
+    }
+  };
+
+  const forward = async (
+    req: IncomingMessage,
+    res: ServerResponse,
+    target: FencedTarget,
+    signal: AbortSignal,
+  ): Promise<RawAnswer> => {
+    const method = req.method!;
+    const caller = forwardedHeaders(req);
+    let path = target.path;
+    let judged: Buffer | null = null;
+    if (MUTATING.has(method)) {
+      const subject = writeSubject(method, target.segments);
+      const verdict = await judgeWrite(req, res, target, subject, caller, signal);
+      path = verdict.path;
+      judged = verdict.body;
+    }
+    const streamed = judged === null && hasBody(req);
+    if (streamed && Number(req.headers["content-length"] ?? 0) > limits.bodyBytes)
+      throw refused(
+        413,
+        "shardbridge.body.too_large",
+        "Body too large",
+        `request body is over the limit of ${limits.bodyBytes} bytes`,
+      );
+    const headers =
+      judged !== null
+        ? { ...caller, "content-length": String(judged.length) }
+        : streamed && req.headers["content-length"] !== undefined
+          ? { ...caller, "content-length": req.headers["content-length"] }
+          : caller;
+    const { request, answer } = send(method, path, target.query, headers, signal);
+    // The body waited in the socket until now: the lease and the write are checked.
+    if (streamed) {
+      let overLimit: BodyTooLarge | null = null;
+      pipeline(req, new ByteLimit(limits.bodyBytes), request, (error) => {
+        if (error instanceof BodyTooLarge) overLimit = error;
+      });
+      answer.catch(() => undefined);
+      let got: IncomingMessage;
+      try {
+        got = await answer;
+      } catch (error) {
+        if (overLimit !== null)
+          throw refused(
+            413,
+            "shardbridge.body.too_large",
+            "Body too large",
+            (overLimit as BodyTooLarge).message,
+          );
+        throw signal.aborted ? signal.reason : unreachable(error);
+      }
+      return relay(req, target, got);
+    }
+    request.end(judged ?? undefined);
+    try {
+      return relay(req, target, await answer);
+    } catch (error) {
+      throw signal.aborted ? signal.reason : unreachable(error);
+    }
+  };
+
+  /** Ironic's answer on its way to the caller, links rewritten to this endpoint as the caller reached it. */
+  const relay = (req: IncomingMessage, target: FencedTarget, got: IncomingMessage): RawAnswer => {
+    const base = `${clientScheme(req)}://${req.headers.host ?? ""}${target.base}`;
+    const headers: Record<string, string | string[]> = {};
+    for (const [name, value] of Object.entries(got.headers))
+      if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
+    if (typeof headers.location === "string")
+      headers.location = headers.location.split(ironic.linkBase).join(base);
+    const body = new LinkRewrite(ironicLinks, Buffer.from(base));
+    pipeline(got, body, () => undefined);
+    return { status: got.statusCode ?? 502, headers, body };
   };
 
   return rawHandler(FENCED_ROUTES, (req, res) => {
-    const match = FENCED_PATH.exec(req.url ?? "");
-    if (match === null || !FORWARDED.includes(req.method ?? "")) return false;
-    serveRaw(req, res, "/fenced/:shard/:lease/ironic", context.metrics, { pathField: "shard" }, async () => {
-      const method = req.method ?? "GET";
-      const path = `${match[3] ?? "/"}${match[4] ?? ""}`;
-      const shard = ShardName.safeParse(decodeURIComponent(match[1]!));
-      const token = FencingToken.safeParse(Number(match[2]));
-      if (!shard.success || !token.success)
-        throw new HttpError([
-          {
-            status: 404,
-            code: "shardbridge.fenced.bad_path",
-            title: "Not a fenced endpoint",
-            detail:
-              "the path is /fenced/{shard}/lease-{token}/ironic/..., with a shard name and a fencing token",
-          },
-        ]);
-      const body = await readRequestBody(req, res, FENCED_BODY.limit, "any");
-      const headers: Record<string, string | string[]> = {};
-      for (const [name, value] of Object.entries(req.headers))
-        if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
-      const label = context.metrics.shardLabel(shard.data);
-      // A write is given no longer than its lease has left: the check and Ironic's apply
-      // are two steps, and the margin is what keeps the lease ours in between.
-      let timeoutMs = 30_000;
-      let upstream: Upstream | null = null;
-      if (MUTATING.has(method)) {
+    const url = req.url ?? "";
+    if (!url.startsWith("/fenced/") || !FORWARDED.includes(req.method ?? "")) return false;
+    const parsed = parseFencedUrl(url);
+    serveRaw(
+      req,
+      res,
+      ROUTE,
+      context.metrics,
+      { pathField: "path", logPath: redactSecrets(url.split("?")[0]!) },
+      async () => {
+        if (!parsed.ok) throw pathRefused(parsed.refusal);
+        if (inFlight >= limits.concurrency)
+          throw new HttpError(
+            [
+              {
+                status: 503,
+                code: "shardbridge.fenced.busy",
+                title: "Fenced endpoint busy",
+                detail: `${limits.concurrency} requests are in flight through the fenced endpoint: retry`,
+              },
+            ],
+            { "retry-after": "1" },
+          );
+        inFlight++;
+        const deadline = new AbortController();
+        const arrived = performance.now();
+        let deadlineMs = limits.deadlineMs;
+        let timer = setTimeout(() => deadline.abort(timedOut(deadlineMs)), deadlineMs);
+        res.once("close", () => {
+          inFlight--;
+          clearTimeout(timer);
+          // The caller left before its answer was out: so does the request to Ironic.
+          if (!res.writableFinished) deadline.abort(callerLeft());
+        });
+        const { target } = parsed;
+        const method = req.method!;
+        const { allowed, current } = await fenceServing(context.store, context.catalog, {
+          shard: target.shard,
+          token: target.token,
+          fenceKey: target.fenceKey,
+        });
+        if (!allowed || current === null) {
+          // Counted under the shard's name only where a definition names it: the path is
+          // anyone's to write, and the label set is bounded by the definitions.
+          const unverified = context.catalog.get(target.shard) === undefined ? "other" : target.shard;
+          context.metrics.fencedRequests.at(context.metrics.shardLabel(unverified), "refused").inc();
+          throw notTheLease(target.shard);
+        }
+        const label = context.metrics.shardLabel(target.shard);
+        // Invited to send its body only now (see BridgeApp.mayContinue): the lease is shown.
+        if (req.headers.expect?.toLowerCase() === "100-continue") res.writeContinue();
+        if (MUTATING.has(method)) {
+          const margin = fenceMarginMs(context.catalog.ttlMsFor(target.shard));
+          if (current.ttlMs < margin) {
+            context.metrics.fencedRequests.at(label, "refused").inc();
+            throw fenced(
+              `the lease of shard ${target.shard} has ${current.ttlMs} ms left, less than the ${margin} ms a holder ` +
+                "within its renew deadline always has: the writer is past its own deadline",
+            );
+          }
+          // A write is given no longer than its lease has left: the check and Ironic's
+          // apply are two steps, and the margin is what keeps the lease ours in between.
+          const left = current.ttlMs - (performance.now() - arrived);
+          if (left < deadlineMs) {
+            clearTimeout(timer);
+            deadlineMs = Math.max(1, Math.floor(left));
+            timer = setTimeout(() => deadline.abort(timedOut(deadlineMs)), deadlineMs);
+          }
+        }
         try {
-          timeoutMs = await check(shard.data, token.data, method, path, body, headers);
+          const answer = await forward(req, res, target, deadline.signal);
+          context.metrics.fencedRequests.at(label, "forwarded").inc();
+          return answer;
         } catch (error) {
+          if (error instanceof IronicAnswered) {
+            context.metrics.fencedRequests.at(label, "refused").inc();
+            return error.answer;
+          }
           context.metrics.fencedRequests.at(label, "refused").inc();
-          if (!(error instanceof CallerRefused)) throw error;
-          upstream = error.answer;
+          throw error;
         }
-      }
-      if (upstream === null) {
-        try {
-          upstream = await forward(method, path, headers, body.length === 0 ? null : body, timeoutMs);
-        } catch (error) {
-          throw unreachable(error);
-        }
-        context.metrics.fencedRequests.at(label, "forwarded").inc();
-      }
-      // Ironic's links point at itself: point them at this endpoint instead, as the client
-      // reached it (behind a TLS-terminating balancer: https, from X-Forwarded-Proto).
-      const base = `${clientScheme(req)}://${req.headers.host}/fenced/${match[1]}/lease-${match[2]}/ironic`;
-      // As bytes, not text: a page of 1,000 nodes is half a megabyte (see replaceAllBytes).
-      const rewritten = replaceAllBytes(upstream.body, ironicBaseBytes, Buffer.from(base));
-      const out: Record<string, string | string[]> = {};
-      for (const [name, value] of Object.entries(upstream.headers))
-        if (!HOP_BY_HOP.has(name)) out[name] = value;
-      if (typeof out.location === "string") out.location = out.location.split(ironicBase).join(base);
-      return { status: upstream.status, headers: out, body: rewritten };
-    });
+      },
+    );
     return true;
   });
 }

@@ -111,7 +111,7 @@ export function shardRoutes(store: Store, catalog: ShardCatalog, frontsIronic = 
       lease: current === null ? null : leaseJson(current, showTokens),
       // Where the holder's Ironic client points (with its token for {token}), when the
       // bridge fronts an Ironic: writes there pass only under the live lease.
-      ironic_endpoint: frontsIronic ? `/fenced/${shard}/lease-{token}/ironic` : null,
+      ironic_endpoint: frontsIronic ? `/fenced/${shard}/lease-{token}-{fence_key}/ironic` : null,
     } satisfies Shard);
   });
 

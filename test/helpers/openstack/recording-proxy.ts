@@ -8,6 +8,8 @@ export interface RecordedRequest {
   path: string;
   /** its X-Auth-Token, or null when it had none */
   token: string | null;
+  /** its Authorization header, or null when it had none */
+  authorization: string | null;
   status: number;
 }
 
@@ -22,6 +24,14 @@ export class RecordingProxy {
   readonly requests: RecordedRequest[] = [];
   /** where to send the calls meant for the service */
   url = "";
+  /**
+   * A fault: the service's answers to these methods never end — each is passed on, then
+   * bytes follow it at 5 MB/s until the caller hangs up (an answer a proxy must not
+   * buffer whole).
+   */
+  endless: ReadonlySet<string> = new Set();
+  /** answers the caller hung up on before their end, endless ones included */
+  abandoned = 0;
   private readonly server: Server;
 
   private constructor(private readonly upstream: URL) {
@@ -41,8 +51,12 @@ export class RecordingProxy {
       method: req.method ?? "GET",
       path: req.url ?? "/",
       token: typeof token === "string" ? token : null,
+      authorization: req.headers.authorization ?? null,
       status: 0,
     };
+    res.once("close", () => {
+      if (!res.writableFinished) this.abandoned++;
+    });
     const out = request(
       {
         host: this.upstream.hostname,
@@ -54,8 +68,18 @@ export class RecordingProxy {
       (answer) => {
         record.status = answer.statusCode ?? 0;
         this.requests.push(record);
-        res.writeHead(answer.statusCode ?? 502, answer.headers);
-        answer.pipe(res);
+        if (!this.endless.has(record.method)) {
+          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          answer.pipe(res);
+          return;
+        }
+        const { "content-length": _length, ...headers } = answer.headers;
+        res.writeHead(answer.statusCode ?? 502, headers);
+        answer.pipe(res, { end: false });
+        answer.once("end", () => {
+          const more = setInterval(() => res.write(" ".repeat(25_000)), 5);
+          res.once("close", () => clearInterval(more));
+        });
       },
     );
     out.on("error", (error) => {
