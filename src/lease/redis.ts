@@ -24,6 +24,7 @@ import { RedisTraits } from "../traits/redis.js";
 import { RedisDefinitions } from "../definitions/redis.js";
 import { keyLayout, type KeyLayout } from "../redis/keys.js";
 import {
+  closeClient,
   isReplicated,
   keepConnected,
   parseRedisSpec,
@@ -126,6 +127,9 @@ export function leaseConnectionOptions(commandTimeoutMs: number): RedisOptions {
   };
 }
 
+/** How long one command may take by default (RedisBackendOptions.commandTimeoutMs). */
+const COMMAND_TIMEOUT_MS = 2000;
+
 /** The longest wait between two attempts to reach the store (it was 1 s: up to 1 s of every failover). */
 const RECONNECT_MAX_MS = 250;
 
@@ -187,11 +191,17 @@ export class RedisBackend implements LeaseBackend {
     // A spec is parsed here; a caller that parsed it already (openStore) hands the topology.
     const topology = typeof target === "string" ? parseRedisSpec(target) : target;
     if (topology === null) throw new RedisSpecError(`${String(target)}: not a Redis spec`);
-    const redis = redisClient(topology, leaseConnectionOptions(options.commandTimeoutMs ?? 2000));
+    const redis = redisClient(
+      topology,
+      leaseConnectionOptions(options.commandTimeoutMs ?? COMMAND_TIMEOUT_MS),
+    );
     // ioredis reports reconnect attempts as 'error' events; without a listener Node would
     // print each one. Callers see errors through rejected commands instead.
     redis.on("error", () => undefined);
-    await redis.connect();
+    await redis.connect().catch((error: unknown) => {
+      closeClient(redis);
+      throw error;
+    });
     const backend = new RedisBackend(redis, topology, options);
     keepConnected(redis, () => backend.closed);
     return backend;
@@ -462,6 +472,6 @@ export class RedisBackend implements LeaseBackend {
 
   async close(): Promise<void> {
     this.closed = true;
-    this.redis.disconnect();
+    closeClient(this.redis);
   }
 }

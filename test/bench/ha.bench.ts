@@ -8,7 +8,7 @@ import { renewLoop } from "./renew-loop.js";
 import { closedLoop, percentile, printTable, type Measured } from "./stats.js";
 import calculateSlot from "cluster-key-slot";
 import { Cluster } from "ioredis";
-import { parseRedisSpec, redisClient } from "../../src/redis/connect.js";
+import { closeClient, parseRedisSpec, redisClient } from "../../src/redis/connect.js";
 import { leaseConnectionOptions } from "../../src/lease/redis.js";
 
 /**
@@ -71,7 +71,7 @@ async function scriptAndWait(spec: string, total: number, concurrency: number): 
       return Promise.all([node.evalsha(shas[0]!, 1, key), node.wait(1, 250)]);
     });
   } finally {
-    client.disconnect();
+    closeClient(client);
   }
 }
 
