@@ -138,6 +138,44 @@ describe("Leases on Redis Sentinel (real redis-server and redis-sentinel)", func
     expect(await renew(), "renewed once a replica has it").to.include({ ok: true, token: outcome.token });
   });
 
+  it("a renew in flight on a frozen master when a sentinel names another is sent to the new one at once: answered by its hold, which starts at the switch", async () => {
+    const ttlMs = 3000;
+    // A command timeout longer than the failover takes: the renew is still in flight at the
+    // switch, and only leaving the frozen master can answer it before the master thaws.
+    const patient = await openStore(setup.storeSpec(), { replicaAckMs: 250, commandTimeoutMs: 15_000 });
+    try {
+      const { outcome } = await acquireWhenGranted(patient, "s1", "a", ttlMs, 5000);
+      const switches = await setup.watchSwitches();
+      const master = (await setup.currentMaster()).port;
+      setup.freeze(master);
+      try {
+        const renewed = patient.renew({ shard: "s1", agent: "a", token: outcome.token, ttlMs }).then(
+          (answer) => ({ answer, at: Date.now() }),
+          (error: Error) => ({ answer: error, at: Date.now() }),
+        );
+        const named = await switches.next(30_000);
+        const { answer, at } = await renewed;
+        switches.stop();
+        const holdEndUs = Number(await setup.client(named.newPort).hget("sb:{shard:s1}:lease", "hold"));
+        const holdFromSwitchMs = holdEndUs / 1000 - ttlMs - named.at;
+        console.log(
+          `      the renew answered ${at - named.at} ms after ${named.newPort} was named; the new master's hold from ${Math.round(holdFromSwitchMs)} ms after the switch`,
+        );
+        expect(answer, "the renew in flight at the switch").to.not.be.instanceOf(Error);
+        expect(answer, "answered by the new master, which holds the shard").to.deep.include({
+          ok: false,
+          reason: "recovering",
+        });
+        expect(at, "answered while the old master is still frozen").to.be.below(named.at + 1000);
+        expect(holdFromSwitchMs, "the hold starts at the switch").to.be.within(0, 500);
+      } finally {
+        setup.thaw(master);
+      }
+    } finally {
+      await patient.close();
+    }
+  });
+
   it("one sentinel of three frozen when the master dies: the store reconnects through the others", async () => {
     // ioredis asks one sentinel at a time; this one accepts the connection and never
     // answers. Without a timeout on that question, or when the failover detector's

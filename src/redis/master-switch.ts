@@ -3,7 +3,8 @@ import { isIP, type Socket } from "node:net";
 import { Redis } from "ioredis";
 
 /**
- * Leave a Sentinel-managed master the moment a sentinel names another (`+switch-master`).
+ * Leave a Sentinel-managed master the moment a sentinel names another (`+switch-master`),
+ * and say which commands that cut off.
  *
  * ioredis's own failover detector ends the connection gracefully (FIN) and destroys it
  * only `disconnectTimeout` (2 s) later: a frozen master never answers the FIN, so what
@@ -53,6 +54,18 @@ const SWITCH_CHANNEL = "+switch-master";
 /** How long a sentinel may take to accept the listener's connection before it is tried again. */
 const SENTINEL_CONNECT_MS = 1000;
 
+/** How many times each client left a master on a switch (see abandonedSince). */
+const leaves = new WeakMap<Redis, number>();
+
+/**
+ * A mark to take before sending a command on `client`: abandonedSince(client, mark) says
+ * later whether a switch cut the connection off since.
+ */
+export const switchMark = (client: Redis): number => leaves.get(client) ?? 0;
+
+/** Whether `client` left a master on a switch since `mark` (switchMark) was taken. */
+export const abandonedSince = (client: Redis, mark: number): boolean => switchMark(client) !== mark;
+
 /**
  * Destroy the connection unless it is to the master just named: a connection being set
  * up (ready check pending) too, since ioredis may have been told the old master just
@@ -65,6 +78,7 @@ async function leaveUnlessOn(client: Redis, host: string, port: number): Promise
     return;
   // Looked up again: a name's lookup may have yielded to a reconnect.
   if (client.stream !== stream || stream.destroyed) return;
+  leaves.set(client, switchMark(client) + 1);
   stream.destroy();
 }
 
@@ -76,3 +90,39 @@ async function addressesOf(host: string): Promise<string[]> {
 
 /** An IPv4 address as itself, not IPv4-mapped IPv6 (a dual-stack socket's remoteAddress). */
 const plainAddress = (address: string | undefined): string => (address ?? "").replace(/^::ffff:/, "");
+
+/**
+ * Until `client` is ready again or `untilMs` (performance.now) passes: whether it is.
+ * For a command cut off by a switch, to be sent again to the new master.
+ */
+export async function readyBy(client: Redis, untilMs: number): Promise<boolean> {
+  if (client.status === "ready") return true;
+  const waitMs = untilMs - performance.now();
+  if (waitMs <= 0) return false;
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), waitMs);
+  });
+  try {
+    return await Promise.race([nextReady(client), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Each client's next "ready", one listener however many commands wait for it. */
+const readyAgain = new WeakMap<Redis, Promise<boolean>>();
+
+function nextReady(client: Redis): Promise<boolean> {
+  let ready = readyAgain.get(client);
+  if (ready === undefined) {
+    ready = new Promise((resolve) =>
+      client.once("ready", () => {
+        readyAgain.delete(client);
+        resolve(true);
+      }),
+    );
+    readyAgain.set(client, ready);
+  }
+  return ready;
+}
