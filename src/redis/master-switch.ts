@@ -10,12 +10,12 @@ import { Redis } from "ioredis";
  * only `disconnectTimeout` (2 s) later: a frozen master never answers the FIN, so what
  * was in flight on it waited out that timeout before the client asked the sentinels
  * again (#45), and its replies could still arrive from the old master thawed before its
- * demotion. It also left the
- * new master whenever a sentinel announced the switch late (the failover's leader does,
- * up to a second after the others), and on a switch of any master the sentinels watch.
- * Here the socket is destroyed at once — nothing more is read from the old master — and
- * only on a switch of this client's master to a server it is not connected to; ioredis
- * then asks the sentinels again (its retryStrategy).
+ * demotion. By its code it also leaves the new master when a sentinel announces the
+ * switch late (the failover's leader does, up to a second after the others), and on a
+ * switch of any master the sentinels watch. Here the socket is destroyed at once —
+ * nothing more is read from the old master — and only on a switch of this client's
+ * master to a server it is not connected to; ioredis then asks the sentinels again (its
+ * retryStrategy).
  *
  * The sentinels listened to are the ones the spec names, each on a connection of its
  * own that subscribes again after any reconnect.
