@@ -10,7 +10,13 @@ import {
   assertSpellsInTurn,
   spellsOf,
 } from "./helpers/fence-log.js";
-import { ClusterSetup, SentinelSetup, type LogLine } from "./helpers/redis-topology.js";
+import {
+  ClusterSetup,
+  SentinelSetup,
+  type HashSighting,
+  type LogLine,
+  type MasterSwitch,
+} from "./helpers/redis-topology.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -130,6 +136,44 @@ describe("Leases on Redis Sentinel (real redis-server and redis-sentinel)", func
     }
     await setup.waitUntilInSync(replicas[0]!.port);
     expect(await renew(), "renewed once a replica has it").to.include({ ok: true, token: outcome.token });
+  });
+
+  it("a renew in flight on a frozen master when a sentinel names another is sent to the new one at once: answered by its hold, which starts at the switch", async () => {
+    const ttlMs = 3000;
+    // A command timeout longer than the failover takes: the renew is still in flight at the
+    // switch, and only leaving the frozen master can answer it before the master thaws.
+    const patient = await openStore(setup.storeSpec(), { replicaAckMs: 250, commandTimeoutMs: 15_000 });
+    try {
+      const { outcome } = await acquireWhenGranted(patient, "s1", "a", ttlMs, 5000);
+      const switches = await setup.watchSwitches();
+      const master = (await setup.currentMaster()).port;
+      setup.freeze(master);
+      try {
+        const renewed = patient.renew({ shard: "s1", agent: "a", token: outcome.token, ttlMs }).then(
+          (answer) => ({ answer, at: Date.now() }),
+          (error: Error) => ({ answer: error, at: Date.now() }),
+        );
+        const named = await switches.next(30_000);
+        const { answer, at } = await renewed;
+        switches.stop();
+        const holdEndUs = Number(await setup.client(named.newPort).hget("sb:{shard:s1}:lease", "hold"));
+        const holdFromSwitchMs = holdEndUs / 1000 - ttlMs - named.at;
+        console.log(
+          `      the renew answered ${at - named.at} ms after ${named.newPort} was named; the new master's hold from ${Math.round(holdFromSwitchMs)} ms after the switch`,
+        );
+        expect(answer, "the renew in flight at the switch").to.not.be.instanceOf(Error);
+        expect(answer, "answered by the new master, which holds the shard").to.deep.include({
+          ok: false,
+          reason: "recovering",
+        });
+        expect(at, "answered while the old master is still frozen").to.be.below(named.at + 1000);
+        expect(holdFromSwitchMs, "the hold starts at the switch").to.be.within(0, 500);
+      } finally {
+        setup.thaw(master);
+      }
+    } finally {
+      await patient.close();
+    }
   });
 
   it("one sentinel of three frozen when the master dies: the store reconnects through the others", async () => {
@@ -293,6 +337,13 @@ interface FaultyStore {
 interface Recovery {
   at: number;
   detail: string;
+  /**
+   * The bound this fault is held to: a holder again within this many ms of `at`. Without
+   * it, a generous 2 TTL + 2 s (see agentsThroughFaults).
+   */
+  holderWithinMs?: number;
+  /** what the store said of the shard's lease from before the fault on, read when the test ends */
+  storeRecord?: () => Promise<HashSighting[]>;
 }
 
 /**
@@ -302,6 +353,7 @@ interface Recovery {
 type Fault<T> = (setup: T, strike: () => void) => Promise<Recovery>;
 
 const SHARD = "rack-s";
+const LEASE_KEY = `sb:{shard:${SHARD}}:lease`;
 const TTL_MS = 2000;
 
 /**
@@ -319,6 +371,7 @@ function agentsThroughFaults<T extends FaultyStore>(
   title: string,
   start: () => Promise<T>,
   faults: Array<[name: string, fault: Fault<T>]>,
+  ttlMs = TTL_MS,
 ): void {
   describe(title, function () {
     this.timeout(180_000);
@@ -335,7 +388,7 @@ function agentsThroughFaults<T extends FaultyStore>(
       for (let i = 0; i < 2; i++)
         bridges.push(
           await startBridge({
-            shards: [{ name: SHARD, lease_ttl_ms: TTL_MS }],
+            shards: [{ name: SHARD, lease_ttl_ms: ttlMs }],
             agents: ["host-a", "host-b", "host-c"],
             store: setup.storeSpec(),
             // every request with its status: what each bridge answered during the fault
@@ -367,16 +420,16 @@ function agentsThroughFaults<T extends FaultyStore>(
         const join = (agent: string, bridge: BridgeProcess) =>
           AgentProcess.spawnFixture(agent, [
             ...["--bridge", bridge.url, "--token", bridge.tokenOf(agent)],
-            ...["--agent", agent, "--shard", SHARD, "--ttl", String(TTL_MS)],
+            ...["--agent", agent, "--shard", SHARD, "--ttl", String(ttlMs)],
             ...["--write-every", "100", "--stale-writes"],
           ]);
         agents = [join("host-a", bridges[0]!), join("host-b", bridges[1]!), join("host-c", bridges[0]!)];
         await Promise.race(agents.map((a) => a.waitFor((e) => e.ev === "active", 60_000)));
-        await sleep(TTL_MS); // renews and writes through both bridges
+        await sleep(ttlMs); // renews and writes through both bridges
         faultAt = Date.now();
         const recovery = await fault(setup, () => (faultAt = Date.now()));
         const spells = () => spellsOf(agents);
-        const deadline = performance.now() + 3 * TTL_MS + 15_000;
+        const deadline = performance.now() + 3 * ttlMs + 15_000;
         while (!spells().some((s) => s.from > recovery.at) && performance.now() < deadline) await sleep(100);
         // A holder of the old master's time (after SENTINEL FAILOVER the old master grants
         // for a moment) loses the lease to the new master's hold: count from recovery.
@@ -385,11 +438,11 @@ function agentsThroughFaults<T extends FaultyStore>(
         const back = Math.min(...after.map((s) => s.from));
         console.log(
           `      ${recovery.detail}: store whole ${recovery.at - faultAt} ms after the fault, a holder again ` +
-            `${back - recovery.at} ms later (goal ${TTL_MS + 1000}); spells ${spells()
+            `${back - recovery.at} ms later (goal ${recovery.holderWithinMs ?? ttlMs + 1000}); spells ${spells()
               .map((s) => `${s.agent}/${s.token}`)
               .join(", ")}`,
         );
-        await sleep(TTL_MS); // the new holder writes; the old ones present their stale tokens
+        await sleep(ttlMs); // the new holder writes; the old ones present their stale tokens
         const events = agents.flatMap((a) => a.events);
         assertSpellsInTurn(spells());
         const allowed = assertNoOverlappingWriters(events);
@@ -399,11 +452,76 @@ function agentsThroughFaults<T extends FaultyStore>(
         expect(allowed, "writes the fence let through").to.be.greaterThan(0);
         expect(passedAfter.length, "the new holder's writes through the fence").to.be.greaterThan(0);
         expect(refused.length, "old tokens presented and refused").to.be.greaterThan(0);
-        expect(back - recovery.at, "a holder again soon after the store's recovery").to.be.below(
-          2 * TTL_MS + 2000,
+        expect(back - recovery.at, "a holder again soon after the store's recovery").to.be.at.most(
+          recovery.holderWithinMs ?? 2 * ttlMs + 2000,
         );
+        if (recovery.storeRecord !== undefined) {
+          const sightings = await recovery.storeRecord();
+          const leases = assertLeasesInTurn(sightings);
+          // The new master's hold (lease-common.lua) ends one TTL after the first lease
+          // script that reached it: how soon after the recovery that was.
+          const holdEndUs = Math.max(...sightings.map((s) => Number(s.fields.hold ?? 0)));
+          console.log(
+            `      the store's record: leases ${leases.map((l) => `${l.holder}/${l.token} from ${Math.round(l.sinceUs / 1000 - recovery.at)}`).join(", ")} ms; ` +
+              `the new master's hold from ${Math.round(holdEndUs / 1000 - ttlMs - recovery.at)} ms (ms after the recovery)`,
+          );
+          expect(
+            leases.filter((lease) => lease.sinceUs / 1000 > recovery.at).length,
+            `a lease granted after the recovery, in the store's record (${leases.map((l) => `${l.holder}/${l.token}`).join(", ")})`,
+          ).to.be.greaterThan(0);
+        }
       });
   });
+}
+
+/** A lease as the store recorded it: its holder, token, start and the latest end seen (store µs). */
+interface RecordedLease {
+  holder: string;
+  token: number;
+  sinceUs: number;
+  expUs: number;
+}
+
+/**
+ * The leases of one shard the store held, by its own record (the lease hash read again
+ * and again on the master the sentinels named): each token one holder and one start,
+ * tokens never going down from one read to the next, and no lease starting before the one
+ * before it (by token) ended, by the store's clock — one holder at every moment. A holder
+ * granted again over its own lease (its name's new lease and token, see the lease rules)
+ * hands over to itself: not two holders.
+ */
+function assertLeasesInTurn(sightings: HashSighting[]): RecordedLease[] {
+  const byToken = new Map<number, RecordedLease>();
+  let highest = 0;
+  for (const { at, port, fields } of sightings) {
+    if (fields.holder === undefined) continue;
+    const token = Number(fields.token);
+    const seen = `read on ${port} at ${at}: ${fields.holder}/${token}`;
+    expect(token, `${seen}, below token ${highest} read before`).to.be.at.least(highest);
+    highest = token;
+    const lease = byToken.get(token);
+    const sinceUs = Number(fields.since);
+    const expUs = Number(fields.exp);
+    if (lease === undefined) {
+      byToken.set(token, { holder: fields.holder, token, sinceUs, expUs });
+      continue;
+    }
+    expect({ holder: lease.holder, sinceUs: lease.sinceUs }, `${seen}: one token, two leases`).to.deep.equal({
+      holder: fields.holder,
+      sinceUs,
+    });
+    lease.expUs = Math.max(lease.expUs, expUs);
+  }
+  const leases = [...byToken.values()].sort((x, y) => x.token - y.token);
+  for (let i = 1; i < leases.length; i++) {
+    const [before, after] = [leases[i - 1]!, leases[i]!];
+    if (before.holder === after.holder) continue;
+    expect(
+      after.sinceUs,
+      `${after.holder}/${after.token} granted ${before.expUs - after.sinceUs} µs before ${before.holder}/${before.token} ended`,
+    ).to.be.at.least(before.expUs);
+  }
+  return leases;
 }
 
 /**
@@ -523,6 +641,50 @@ agentsThroughFaults(
       },
     ],
   ],
+);
+
+/** As the runs filed in #45: TTL 3 s, the master frozen for 5 s. */
+const FROZEN_TTL_MS = 3000;
+const FROZEN_FOR_MS = 5000;
+/** #45's bound: a holder again within the failover, one TTL (the new master's hold) and this. */
+const HOLDER_AFTER_HOLD_MS = 500;
+
+agentsThroughFaults(
+  "Two bridges on Redis Sentinel, agents on one shard, the master frozen past its failover (real processes)",
+  () => SentinelSetup.start({ replicas: 2, failoverTimeoutMs: 3000 }),
+  [
+    // What was in flight on the frozen master is left at once when a sentinel names the
+    // new one, not after a timeout: a holder again within the failover and one TTL, as
+    // after a kill -9. The failover is the +switch-master the bridges hear too.
+    [
+      `master frozen (SIGSTOP) for ${FROZEN_FOR_MS} ms, thawed once the sentinels named another: a holder within the failover + TTL + ${HOLDER_AFTER_HOLD_MS} ms`,
+      async (setup, strike) => {
+        const switches = await setup.watchSwitches();
+        const lease = setup.watchHash(LEASE_KEY, 50);
+        const master = (await setup.currentMaster()).port;
+        strike();
+        const frozenAt = Date.now();
+        setup.freeze(master);
+        let named: MasterSwitch;
+        try {
+          named = await switches.next(30_000);
+          await sleep(frozenAt + FROZEN_FOR_MS - Date.now());
+        } finally {
+          setup.thaw(master);
+          switches.stop();
+        }
+        // The old master, thawed, still a master with whatever was sent to it: demoted.
+        await setup.waitUntilInSync(master, 30_000);
+        return {
+          at: named.at,
+          detail: `${named.newPort} named in place of ${master} ${named.at - frozenAt} ms into its ${FROZEN_FOR_MS} ms freeze`,
+          holderWithinMs: FROZEN_TTL_MS + HOLDER_AFTER_HOLD_MS,
+          storeRecord: () => lease.stop(),
+        };
+      },
+    ],
+  ],
+  FROZEN_TTL_MS,
 );
 
 agentsThroughFaults(

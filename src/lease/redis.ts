@@ -1,5 +1,5 @@
 import { hostKey } from "../domain/names.js";
-import type { RedisOptions } from "ioredis";
+import { ReplyError, type Redis, type RedisOptions } from "ioredis";
 import type {
   FenceOutcome,
   LeaseOutcome,
@@ -24,6 +24,7 @@ import { RedisTraits } from "../traits/redis.js";
 import { RedisDefinitions } from "../definitions/redis.js";
 import { keyLayout, type KeyLayout } from "../redis/keys.js";
 import {
+  closeClient,
   isReplicated,
   keepConnected,
   parseRedisSpec,
@@ -34,6 +35,7 @@ import {
   type RedisTopology,
 } from "../redis/connect.js";
 import { LineageReadings } from "../redis/lineage.js";
+import { abandonedSince, readyBy, switchMark } from "../redis/master-switch.js";
 import {
   defineScripts,
   runScript,
@@ -126,6 +128,9 @@ export function leaseConnectionOptions(commandTimeoutMs: number): RedisOptions {
   };
 }
 
+/** How long one command may take by default (RedisBackendOptions.commandTimeoutMs). */
+const COMMAND_TIMEOUT_MS = 2000;
+
 /** The longest wait between two attempts to reach the store (it was 1 s: up to 1 s of every failover). */
 const RECONNECT_MAX_MS = 250;
 
@@ -149,6 +154,9 @@ export class RedisBackend implements LeaseBackend {
   private readonly lineage: LineageReadings | null;
   /** set by close(): the connection is not to be started again */
   private closed = false;
+  /** on Sentinel, the client whose lease scripts a failover cuts off and leaseScript sends again */
+  private readonly failsOver: Redis | null;
+  private readonly commandTimeoutMs: number;
 
   private constructor(
     private readonly redis: RedisClient,
@@ -160,6 +168,8 @@ export class RedisBackend implements LeaseBackend {
     this.acks = isReplicated(topology) ? { replicas: 1, timeoutMs: options.replicaAckMs ?? 250 } : null;
     this.feedMaxEntries = options.feedMaxEntries;
     this.lineage = options.virtualClock === undefined ? LineageReadings.of(redis) : null;
+    this.failsOver = topology.kind === "sentinel" ? (redis as Redis) : null;
+    this.commandTimeoutMs = options.commandTimeoutMs ?? COMMAND_TIMEOUT_MS;
     defineScripts(redis, options.virtualClock === undefined ? "server" : ("virtual" satisfies ScriptClock));
   }
 
@@ -187,11 +197,17 @@ export class RedisBackend implements LeaseBackend {
     // A spec is parsed here; a caller that parsed it already (openStore) hands the topology.
     const topology = typeof target === "string" ? parseRedisSpec(target) : target;
     if (topology === null) throw new RedisSpecError(`${String(target)}: not a Redis spec`);
-    const redis = redisClient(topology, leaseConnectionOptions(options.commandTimeoutMs ?? 2000));
+    const redis = redisClient(
+      topology,
+      leaseConnectionOptions(options.commandTimeoutMs ?? COMMAND_TIMEOUT_MS),
+    );
     // ioredis reports reconnect attempts as 'error' events; without a listener Node would
     // print each one. Callers see errors through rejected commands instead.
     redis.on("error", () => undefined);
-    await redis.connect();
+    await redis.connect().catch((error: unknown) => {
+      closeClient(redis);
+      throw error;
+    });
     const backend = new RedisBackend(redis, topology, options);
     keepConnected(redis, () => backend.closed);
     return backend;
@@ -234,6 +250,29 @@ export class RedisBackend implements LeaseBackend {
    * Send a lease script with the virtual clock's readings, or with what this client last
    * read of the store's lineage, and keep what its reply says of it for the next script
    * (src/redis/lineage.ts); a failed script leaves no reading behind.
+   *
+   * On Sentinel, a script cut off because a sentinel named a new master while it was in
+   * flight (master-switch.ts) is sent once more, to the new master, as soon as the client
+   * is connected to it and within the command's timeout from the first send. The first
+   * lease script to reach a promoted master starts its lineage hold, whose TTL is what a
+   * standby waits after a failover (lease-common.lua): it starts at the failover, not at
+   * some caller's next retry.
+   *
+   * The old master may still run the first copy: it has it, and a frozen one runs it when
+   * it thaws, a master still until the sentinels demote it. Safe for every lease script:
+   * its reply reaches nobody (the socket it would go to is destroyed); no replica
+   * acknowledges its write (they follow the new master), which a write the caller hears
+   * of needs (WAIT); and the demotion replaces the old master's data with the new one's.
+   * On the new master the copy is a request like any other, judged by the lease rules
+   * against what that master holds, with a WAIT of its own where the first had one. An
+   * acquire is refused during the hold, or grants the caller the one lease it hears of;
+   * a renew that succeeds extends the lease from a later instant than the caller counts
+   * from (its send): the caller stops sooner than the store would let it; a release is
+   * idempotent; a fence writes at most the hold's start, and a read nothing. Should the
+   * socket cut off have been to the new master after all (sentinels announcing an address
+   * the socket does not show), the first copy may have run there too, its reply lost:
+   * then an acquire is refused behind the caller's own unheard grant, which runs out
+   * unused, and a renew extends twice — still one holder.
    */
   private async leaseScript<T>(
     readsLineage: boolean,
@@ -244,18 +283,26 @@ export class RedisBackend implements LeaseBackend {
   ): Promise<T> {
     const lineage = this.lineage;
     if (lineage === null) return send(this.withClock(args));
-    const generation = lineage.current;
-    const reading = lineage.argsFor(key);
-    let sent: T;
-    try {
-      sent = await send([...args, ...reading]);
-    } catch (error) {
-      lineage.forget();
-      throw error;
+    const failsOver = this.failsOver;
+    const mark = failsOver === null ? 0 : switchMark(failsOver);
+    const sentAtMs = performance.now();
+    for (let resent = false; ; resent = true) {
+      const generation = lineage.current;
+      const reading = lineage.argsFor(key);
+      let sent: T;
+      try {
+        sent = await send([...args, ...reading]);
+      } catch (error) {
+        lineage.forget();
+        const cutOff =
+          failsOver !== null && !resent && !(error instanceof ReplyError) && abandonedSince(failsOver, mark);
+        if (cutOff && (await readyBy(failsOver, sentAtMs + this.commandTimeoutMs))) continue;
+        throw error;
+      }
+      const reply = replyOf(sent);
+      if (readsLineage) lineage.learn(key, generation, reading, reply[5], reply.slice(LINEAGE_AT));
+      return sent;
     }
-    const reply = replyOf(sent);
-    if (readsLineage) lineage.learn(key, generation, reading, reply[5], reply.slice(LINEAGE_AT));
-    return sent;
   }
 
   private lease(name: ScriptName, shard: string, args: Array<string | number>): Promise<LeaseReply> {
@@ -463,6 +510,6 @@ export class RedisBackend implements LeaseBackend {
 
   async close(): Promise<void> {
     this.closed = true;
-    this.redis.disconnect();
+    closeClient(this.redis);
   }
 }

@@ -1,5 +1,6 @@
 import { Cluster, Redis, type RedisOptions } from "ioredis";
 import { coalesceWrites } from "./coalesce.js";
+import { leaveOnSwitch } from "./master-switch.js";
 
 /** A connection to the store: one server (or a Sentinel-managed master), or a Redis Cluster. */
 export type RedisClient = Redis | Cluster;
@@ -68,12 +69,24 @@ const SENTINEL_ANSWER_MS = 1000;
 /**
  * A client for `topology` with the lease connection options (`base`). Passwords never sit
  * in a Sentinel or Cluster spec (it is logged, and shown by `ps`): the data nodes' from
- * SHARDBRIDGE_REDIS_PASSWORD, the sentinels' from SHARDBRIDGE_SENTINEL_PASSWORD.
+ * SHARDBRIDGE_REDIS_PASSWORD, the sentinels' from SHARDBRIDGE_SENTINEL_PASSWORD. A
+ * Sentinel client leaves its master the moment a sentinel names another (see
+ * master-switch.ts). Close it with closeClient.
  */
 export function redisClient(topology: RedisTopology, base: RedisOptions): RedisClient {
   const client = clientFor(topology, base);
   coalesceWrites(client);
+  if (topology.kind === "sentinel") stopListening.set(client, leaveOnSwitch(client as Redis));
   return client;
+}
+
+/** Each Sentinel client's listeners to the sentinels, stopped by closeClient. */
+const stopListening = new WeakMap<RedisClient, () => void>();
+
+/** Disconnect a client redisClient made, for good, and what it listens to beside it. */
+export function closeClient(client: RedisClient): void {
+  stopListening.get(client)?.();
+  client.disconnect();
 }
 
 function clientFor(topology: RedisTopology, base: RedisOptions): RedisClient {
@@ -91,10 +104,10 @@ function clientFor(topology: RedisTopology, base: RedisOptions): RedisClient {
         ...(process.env.SHARDBRIDGE_SENTINEL_PASSWORD && {
           sentinelPassword: process.env.SHARDBRIDGE_SENTINEL_PASSWORD,
         }),
-        // Told of a failover (+switch-master), leave the old master at once: after a
-        // SENTINEL FAILOVER it stays a writable master for seconds, and a lease granted
-        // there would be on a server nobody else reads.
-        failoverDetector: true,
+        // No failoverDetector: leaveOnSwitch (master-switch.ts) leaves the old master
+        // when a sentinel names another, at once (after a SENTINEL FAILOVER it stays a
+        // writable master for seconds, and a lease granted there would be on a server
+        // nobody else reads) and without waiting for a frozen one to close.
         role: "master",
         // ioredis sets no timeout on its questions to a sentinel: one that accepts the
         // connection but never answers (a frozen process, a hung host) held the
@@ -123,11 +136,12 @@ const RESTART_AFTER_END_MS = 250;
 
 /**
  * Start the client again whenever ioredis gives up on it ("end") while `closed()` says it
- * is still wanted. ioredis does so on a Sentinel failover: the failover detector's
- * disconnect (on +switch-master) aborts a reconnect that is still asking a sentinel for
- * the master, the connect fails as "closed", and no retry is scheduled — the bridge then
- * answered 503 until restarted (3 times in 4 here with one sentinel frozen, whose 1 s
- * silence makes that window wide). A Cluster client reconnects by itself.
+ * is still wanted. ioredis gives up when a disconnect reaches a reconnect that is still
+ * asking a sentinel for the master: the connect fails as "closed", and no retry is
+ * scheduled. Its own failover detector did that on +switch-master, and the bridge then
+ * answered 503 until restarted (3 times in 4 with one sentinel frozen, whose 1 s silence
+ * makes that window wide); leaveOnSwitch leaves a reconnect alone, and this covers any
+ * other way there. A Cluster client reconnects by itself.
  */
 export function keepConnected(client: RedisClient, closed: () => boolean): void {
   if (client instanceof Cluster) return;

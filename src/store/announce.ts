@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { leaseConnectionOptions } from "../lease/redis.js";
-import { keepConnected, redisClient, type RedisTopology } from "../redis/connect.js";
+import { closeClient, keepConnected, redisClient, type RedisTopology } from "../redis/connect.js";
 import type { LeaseChanges } from "./lease-changes.js";
 
 /**
@@ -34,7 +34,12 @@ export async function announceThroughRedis(
     client.on("error", () => undefined); // reconnects are reported as errors; nothing to do with them
     keepConnected(client, () => closed);
   }
-  await Promise.all([publisher.connect(), subscriber.connect()]);
+  await Promise.all([publisher.connect(), subscriber.connect()]).catch((error: unknown) => {
+    closed = true;
+    closeClient(publisher);
+    closeClient(subscriber);
+    throw error;
+  });
   subscriber.on("message", (from: string, message: string) => {
     if (from !== channel) return;
     const space = message.indexOf(" ");
@@ -44,7 +49,7 @@ export async function announceThroughRedis(
   changes.relayTo((shard) => void publisher.publish(channel, `${origin} ${shard}`).catch(() => undefined));
   return () => {
     closed = true;
-    publisher.disconnect();
-    subscriber.disconnect();
+    closeClient(publisher);
+    closeClient(subscriber);
   };
 }

@@ -8,7 +8,7 @@ import { renewLoop } from "./renew-loop.js";
 import { closedLoop, percentile, printTable, type Measured } from "./stats.js";
 import calculateSlot from "cluster-key-slot";
 import { Cluster } from "ioredis";
-import { parseRedisSpec, redisClient } from "../../src/redis/connect.js";
+import { closeClient, parseRedisSpec, redisClient } from "../../src/redis/connect.js";
 import { leaseConnectionOptions } from "../../src/lease/redis.js";
 
 /**
@@ -71,7 +71,7 @@ async function scriptAndWait(spec: string, total: number, concurrency: number): 
       return Promise.all([node.evalsha(shas[0]!, 1, key), node.wait(1, 250)]);
     });
   } finally {
-    client.disconnect();
+    closeClient(client);
   }
 }
 
@@ -215,37 +215,8 @@ async function sentinelRounds(fault: (setup: SentinelSetup) => Promise<number>):
   return rounds;
 }
 
-/** When (performance.now) the first sentinel named a new master that said it was one. */
-async function promotedAfter(setup: SentinelSetup, oldMaster: number): Promise<number> {
-  const started = performance.now();
-  return started + (await setup.waitForNewMaster(oldMaster, 30_000)).elapsedMs;
-}
-
-async function failoverRows(): Promise<void> {
-  const results: Array<[string, Round[]]> = [];
-  results.push([
-    "Sentinel: master kill -9",
-    await sentinelRounds(async (setup) => {
-      const master = (await setup.currentMaster()).port;
-      await setup.kill(master);
-      return promotedAfter(setup, master);
-    }),
-  ]);
-  results.push([
-    "Sentinel: master frozen (SIGSTOP) until promoted",
-    await sentinelRounds(async (setup) => {
-      const master = (await setup.currentMaster()).port;
-      setup.freeze(master);
-      const promoted = await promotedAfter(setup, master);
-      setup.thaw(master);
-      return promoted;
-    }),
-  ]);
-  results.push([
-    "Sentinel: SENTINEL FAILOVER",
-    await sentinelRounds(async (setup) => promotedAfter(setup, (await setup.sentinelFailover()).oldPort)),
-  ]);
-  // One cluster for every round: CLUSTER FAILOVER hands the shard's slot back and forth.
+/** CLUSTER FAILOVER of the shard's master, on one cluster for every round: the slot goes back and forth. */
+async function clusterRounds(): Promise<Round[]> {
   const cluster = await ClusterSetup.start({ masters: 3, replicasPerMaster: 1 });
   try {
     const rounds: Round[] = [];
@@ -257,10 +228,70 @@ async function failoverRows(): Promise<void> {
           return performance.now();
         }),
       );
-    results.push(["Cluster: CLUSTER FAILOVER of the shard's master", rounds]);
+    return rounds;
   } finally {
     await cluster.stop();
   }
+}
+
+/** When (performance.now) the first sentinel named a new master that said it was one. */
+async function promotedAfter(setup: SentinelSetup, oldMaster: number): Promise<number> {
+  const started = performance.now();
+  return started + (await setup.waitForNewMaster(oldMaster, 30_000)).elapsedMs;
+}
+
+/** The master frozen this long, past its promotion (#45's runs): then it thaws and is demoted. */
+const FROZEN_FOR_MS = 5000;
+
+/** The faults whose rows BENCH_HA_FAULTS names (a part of each name, comma-separated), or every one. */
+const FAULTS = process.env.BENCH_HA_FAULTS?.split(",").map((part) => part.trim().toLowerCase());
+
+async function failoverRows(): Promise<void> {
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
+  const faults: Array<[name: string, rounds: () => Promise<Round[]>]> = [
+    [
+      "Sentinel: master kill -9",
+      () =>
+        sentinelRounds(async (setup) => {
+          const master = (await setup.currentMaster()).port;
+          await setup.kill(master);
+          return promotedAfter(setup, master);
+        }),
+    ],
+    [
+      "Sentinel: master frozen (SIGSTOP) until promoted",
+      () =>
+        sentinelRounds(async (setup) => {
+          const master = (await setup.currentMaster()).port;
+          setup.freeze(master);
+          const promoted = await promotedAfter(setup, master);
+          setup.thaw(master);
+          return promoted;
+        }),
+    ],
+    [
+      `Sentinel: master frozen (SIGSTOP) ${FROZEN_FOR_MS / 1000} s, past its promotion`,
+      () =>
+        sentinelRounds(async (setup) => {
+          const master = (await setup.currentMaster()).port;
+          const frozenAt = performance.now();
+          setup.freeze(master);
+          const promoted = await promotedAfter(setup, master);
+          await sleep(frozenAt + FROZEN_FOR_MS - performance.now());
+          setup.thaw(master);
+          return promoted;
+        }),
+    ],
+    [
+      "Sentinel: SENTINEL FAILOVER",
+      () => sentinelRounds(async (setup) => promotedAfter(setup, (await setup.sentinelFailover()).oldPort)),
+    ],
+    ["Cluster: CLUSTER FAILOVER of the shard's master", clusterRounds],
+  ];
+  const results: Array<[string, Round[]]> = [];
+  for (const [name, rounds] of faults)
+    if (FAULTS === undefined || FAULTS.some((part) => name.toLowerCase().includes(part)))
+      results.push([name, await rounds()]);
 
   const median = (values: number[]) =>
     percentile(

@@ -401,6 +401,22 @@ export interface Promotion {
   agreedMs: number;
 }
 
+/** A sentinel's `+switch-master`, as heard: when (wall ms), from which sentinel, old and new master. */
+export interface MasterSwitch {
+  at: number;
+  sentinel: number;
+  oldPort: number;
+  newPort: number;
+}
+
+/** One read of a hash on the master the sentinels named then (see watchHash). */
+export interface HashSighting {
+  /** wall ms */
+  at: number;
+  port: number;
+  fields: Record<string, string>;
+}
+
 /**
  * The shortest down-after the harness accepts. After a failover each sentinel drops its
  * link to the old master and connects to the new one, but reconnects a link at most once
@@ -716,6 +732,78 @@ export class SentinelSetup {
     if (sentinelPort === undefined) throw new Error("no sentinel is running");
     await ask(sentinelPort, "SENTINEL", "FAILOVER", this.masterName);
     return { oldPort };
+  }
+
+  /**
+   * Hear every live sentinel's `+switch-master` from now on: the moment a sentinel names
+   * a new master, as a client subscribed to it hears it (ioredis's failover detector
+   * does). `next` resolves with the first switch heard after the call to watchSwitches.
+   */
+  async watchSwitches(): Promise<{ next(timeoutMs: number): Promise<MasterSwitch>; stop(): void }> {
+    const heard: MasterSwitch[] = [];
+    const waiting = new Set<() => void>();
+    const subscribers = await Promise.all(
+      this.liveSentinelPorts().map(async (port) => {
+        const subscriber = this.client(port);
+        subscriber.on("message", (_channel: string, message: string) => {
+          // "<name> <old ip> <old port> <new ip> <new port>"
+          const [name, , oldPort, , newPort] = message.split(" ");
+          if (name !== this.masterName) return;
+          heard.push({ at: Date.now(), sentinel: port, oldPort: Number(oldPort), newPort: Number(newPort) });
+          for (const wake of waiting) wake();
+        });
+        await subscriber.subscribe("+switch-master");
+        return subscriber;
+      }),
+    );
+    return {
+      next: (timeoutMs) =>
+        withTimeout(
+          new Promise<MasterSwitch>((resolve) => {
+            const look = () => {
+              if (heard.length === 0) return;
+              waiting.delete(look);
+              resolve(heard[0]!);
+            };
+            waiting.add(look);
+            look();
+          }),
+          timeoutMs,
+          `+switch-master of ${this.masterName}`,
+        ),
+      stop: () => {
+        for (const subscriber of subscribers) this.closeClient(subscriber);
+      },
+    };
+  }
+
+  /**
+   * Read the hash `key` every `everyMs` on the master the sentinels name at that moment
+   * (a frozen one fails the read, which is skipped), until `stop`: what the store said,
+   * as any client that follows the sentinels reads it.
+   */
+  watchHash(key: string, everyMs: number): { stop(): Promise<HashSighting[]> } {
+    const sightings: HashSighting[] = [];
+    let stopped = false;
+    const loop = (async () => {
+      while (!stopped && !this.stopped) {
+        try {
+          const { port } = await this.currentMaster();
+          const flat = (await ask(port, "HGETALL", key)) as string[];
+          sightings.push({ at: Date.now(), port, fields: fieldsOf(flat) });
+        } catch {
+          // the named master frozen, or a sentinel busy: no sighting this round
+        }
+        await sleep(everyMs);
+      }
+    })();
+    return {
+      stop: async () => {
+        stopped = true;
+        await loop;
+        return sightings;
+      },
+    };
   }
 
   /**
