@@ -1,6 +1,15 @@
 import { expect } from "chai";
-import { spawnSync } from "node:child_process";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { execFileSync, spawnSync } from "node:child_process";
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { devTokens } from "../src/api/http/auth.js";
@@ -150,6 +159,40 @@ describe("The shardbridge command line", function () {
       expect(refused.status, refused.stderr).to.equal(2);
       expect(refused.stderr).to.include(`--dev-tokens: cannot write ${dev}`);
       expect(existsSync(dev)).to.equal(false);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("serve refuses a shards/ entry that is no regular file (a FIFO, a link to nothing) at once: exit 2 naming it, nothing written", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "sb-cli-shards-"));
+    try {
+      const shards = join(dir, "shards");
+      mkdirSync(shards);
+      writeFileSync(join(shards, "demo.json"), `\uFEFF${JSON.stringify({ name: "demo" })}`);
+      execFileSync("mkfifo", [join(shards, "cell-f.json")]);
+      const dev = join(dir, "dev-tokens.json");
+      const serve = ["serve", "--port", "0", "--shards", shards, "--dev-tokens", dev];
+      // Opened for reading, the FIFO would hold serve for ever, silent: a minute is the bound
+      // of "at once" for a process start on a loaded machine, not a measurement.
+      const fifo = await runShardbridge(serve, {}, 60_000);
+      expect(fifo.status, fifo.stderr).to.equal(2);
+      expect(fifo.stderr).to.include(
+        "shardbridge: cell-f.json: (file): a FIFO (named pipe), not a regular file: shards/ holds one regular file NAME.json per shard, or a link to one\n",
+      );
+      expect(fifo.stderr).to.not.include("listening");
+      expect(existsSync(dev), "the development tokens file").to.equal(false);
+      rmSync(join(shards, "cell-f.json"));
+      symlinkSync(join(dir, "moved.json"), join(shards, "cell-l.json"));
+      const dangling = await runShardbridge(serve, {}, 60_000);
+      expect(dangling.status, dangling.stderr).to.equal(2);
+      expect(dangling.stderr).to.include(
+        `shardbridge: cell-l.json: (file): a symbolic link to ${join(dir, "moved.json")}, which does not exist\n`,
+      );
+      expect(existsSync(dev), "the development tokens file").to.equal(false);
+      const missing = await runShardbridge([...serve.slice(0, 3), "--shards", join(dir, "nowhere")]);
+      expect(missing.status, missing.stderr).to.equal(2);
+      expect(missing.stderr).to.include(`shard definitions directory ${join(dir, "nowhere")}: not found`);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -127,9 +127,10 @@ export async function serveCommand(argv: string[]): Promise<void> {
         "serve: --ironic-notifications needs --ironic (inspection data is read from Ironic)",
       );
   }
-  const authority = loadAuthority(values.tokens, values["dev-tokens"]);
-  // Read the shard definitions before anything else: a bad file stops the start, naming it.
+  // Read the shard definitions before anything else, the development tokens file too: a
+  // bad file stops the start, naming it, with nothing written.
   const catalog = loadShardCatalog(values.shards!, values["allow-undefined-shards"]);
+  const authority = loadAuthority(values.tokens, values["dev-tokens"]);
   const port = integerFlag("port", values.port, 0, 65535)!;
   const store = await openStore(values.store!, { ironicQueueMax: delivery.queueMax });
   if (store.kind === "memory") {
