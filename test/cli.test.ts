@@ -198,6 +198,63 @@ describe("The shardbridge command line", function () {
     }
   });
 
+  it("refuses a token no Bearer header can carry: in serve's tokens file, and as --token of run and status, exit 2 before anything starts", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "sb-cli-tokens-"));
+    const bridge = await startBridge({
+      shards: [{ name: "demo", lease_ttl_ms: 6000 }],
+      agents: ["compute-0"],
+    });
+    try {
+      const tokens = join(dir, "tokens.json");
+      const file = devTokens(["compute-0"]);
+      file.tokens[1]!.token = "inspector token 0123456789";
+      writeFileSync(tokens, JSON.stringify(file), { mode: 0o600 });
+      const serve = await runShardbridge(["serve", "--port", "0", "--tokens", tokens], {}, 60_000);
+      expect(serve.status, serve.stderr).to.equal(2);
+      expect(serve.stderr).to.include(`tokens file ${tokens}: tokens[1].token: must hold only A-Z a-z 0-9`);
+      expect(serve.stderr).to.include("not white space");
+      expect(serve.stderr).to.not.include("listening");
+      expect(serve.stderr).to.not.include("inspector token");
+
+      // fetch cannot send it: before, `run` took that for an unreachable bridge and waited for ever.
+      const unsendable = "compute-0-pässwort-0123456789";
+      const run = await runShardbridge(
+        [
+          ...["run", "--id", "compute-0", "--shard", "demo", "--bridge", bridge.url],
+          ...["--token", unsendable, "--", "sleep", "60"],
+        ],
+        {},
+        60_000,
+      );
+      expect(run.status, run.stderr).to.equal(2);
+      expect(run.stderr).to.include(
+        "shardbridge: --token (or SHARDBRIDGE_TOKEN): must hold only A-Z a-z 0-9 - . _ ~ + / (then = at the end: " +
+          "RFC 6750's bearer token), not a character outside printable ASCII: it is sent as Authorization: Bearer <token>\n",
+      );
+      expect(run.stderr).to.not.include(unsendable);
+      const status = await runShardbridge(["status", "--bridge", bridge.url], {
+        SHARDBRIDGE_TOKEN: "admin token 0123456789",
+      });
+      expect(status.status, status.stderr).to.equal(2);
+      expect(status.stderr).to.include("--token (or SHARDBRIDGE_TOKEN): must hold only");
+      // Nothing started: no lease taken, no heartbeat recorded.
+      const admin = { authorization: `Bearer ${bridge.tokenFor("admin")}` };
+      const lease = (await (
+        await fetch(`${bridge.url}/v1/shards/demo/lease`, { headers: admin })
+      ).json()) as {
+        lease: unknown;
+      };
+      expect(lease.lease).to.equal(null);
+      const agents = (await (await fetch(`${bridge.url}/v1/agents`, { headers: admin })).json()) as {
+        agents: unknown[];
+      };
+      expect(agents.agents).to.deep.equal([]);
+    } finally {
+      await bridge.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("prints its version and commit, and a running bridge reports the same on /healthz and /readyz", async () => {
     const [long, short] = await Promise.all([runShardbridge(["--version"]), runShardbridge(["version"])]);
     expect(long.status).to.equal(0);

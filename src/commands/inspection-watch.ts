@@ -1,5 +1,5 @@
 import { parseArgs } from "node:util";
-import { IRONIC_AUTH_USAGE, integerFlag } from "./io.js";
+import { IRONIC_AUTH_USAGE, integerFlag, tokenFlag } from "./io.js";
 import { IronicClient } from "../ironic/client.js";
 import { InspectorClient } from "../ironic/inspector-client.js";
 import { ironicAuthFromEnv } from "../ironic/keystone.js";
@@ -53,7 +53,7 @@ export async function inspectionWatchCommand(argv: string[]): Promise<void> {
   // One Keystone token (or fixed token) for Ironic and the inspector alike.
   const ironicAuth = ironicAuthFromEnv();
   const ironic = new IronicClient(values.ironic, ironicAuth);
-  const webhook = new WebhookClient(values.bridge!, values.token, values.secret);
+  const webhook = new WebhookClient(values.bridge!, tokenFlag(values.token), values.secret);
   const watcher = new InspectionWatcher({
     ironic,
     source:

@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import { readTokensFile } from "../api/http/auth.js";
+import { bearerTokenProblem, readTokensFile } from "../api/http/auth.js";
 import { ConfigError } from "../config.js";
 import { ValidationError, parseOrThrow } from "../domain/validation.js";
 
@@ -24,9 +24,20 @@ export function integerFlag(
   return n;
 }
 
+/**
+ * A bearer token from --token (or SHARDBRIDGE_TOKEN), held to the rule the bridge's tokens
+ * file is: one it could not hold would only ever be refused, and one fetch cannot send (a
+ * non-ASCII letter) would read as an unreachable bridge, which `run` waits out for ever.
+ */
+export function tokenFlag<T extends string | undefined>(token: T): T {
+  const problem = token === undefined ? null : bearerTokenProblem(token);
+  if (problem !== null) throw new ConfigError(`--token (or SHARDBRIDGE_TOKEN): ${problem}`);
+  return token;
+}
+
 /** An agent's bearer token: given, or its entry in a tokens file. */
 export function agentToken(id: string, token: string | undefined, tokensFile: string | undefined): string {
-  if (token !== undefined) return token;
+  if (token !== undefined) return tokenFlag(token);
   if (tokensFile !== undefined) {
     const file = readTokensFile(tokensFile);
     const entry = file.tokens.find((t) => t.role === "agent" && t.agent === id);

@@ -5,7 +5,7 @@ import { IronicClient, type IronicNode } from "../ironic/client.js";
 import { toBridgeNodes } from "../ironic/sync.js";
 import { ironicAuthFromEnv } from "../ironic/keystone.js";
 import { ConfigError } from "../config.js";
-import { IRONIC_AUTH_USAGE } from "./io.js";
+import { IRONIC_AUTH_USAGE, tokenFlag } from "./io.js";
 
 export const IRONIC_SYNC_USAGE = `  ironic-sync  load nodes and their shard keys from Ironic into the bridge
              --ironic URL    Ironic's API (env SHARDBRIDGE_IRONIC_URL)
@@ -28,7 +28,9 @@ export async function ironicSyncCommand(argv: string[]): Promise<void> {
   if (values.token === undefined)
     throw new ConfigError("ironic-sync: pass --token (an admin token) or set SHARDBRIDGE_TOKEN");
   const ironic = new IronicClient(values.ironic, ironicAuthFromEnv());
-  const counts = await syncFromIronic(new BridgeClient(values.bridge!, values.token), () => ironic.nodes());
+  const counts = await syncFromIronic(new BridgeClient(values.bridge!, tokenFlag(values.token)), () =>
+    ironic.nodes(),
+  );
   process.stdout.write(`${JSON.stringify(counts)}\n`);
 }
 

@@ -10,7 +10,7 @@ import { ironicAuthFromEnv } from "../ironic/keystone.js";
 import { buildRing } from "../ring/legacy.js";
 import { DEFAULT_MAX_PER_SHARD, currentAgentOf, planShards, type MigrationPlan } from "../ring/plan.js";
 import { INVENTORY_OPTIONS, INVENTORY_USAGE, loadInventory, type InventorySource } from "./inventory.js";
-import { IRONIC_AUTH_USAGE, integerFlag, flagsOrThrow } from "./io.js";
+import { IRONIC_AUTH_USAGE, integerFlag, flagsOrThrow, tokenFlag } from "./io.js";
 import { ConfigError } from "../config.js";
 import { planFile, readPlanFile, type PlanFile } from "./migrate-file.js";
 import { inParallel } from "./migrate-fleet.js";
@@ -179,7 +179,7 @@ function planTargets(
     throw new ConfigError(`migrate ${sub}: the plan was made from Ironic: pass --ironic URL`);
   return {
     plan,
-    bridge: new BridgeClient(values.bridge, values.token, 30_000),
+    bridge: new BridgeClient(values.bridge, tokenFlag(values.token), 30_000),
     ironic: values.ironic === undefined ? null : new IronicClient(values.ironic, ironicAuthFromEnv()),
     force: (values as { force?: boolean }).force === true,
   };
