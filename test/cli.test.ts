@@ -137,6 +137,64 @@ describe("The shardbridge command line", function () {
     expect(unreachable.status, unreachable.stderr).to.equal(1);
   });
 
+  it("exits 2 naming the flag for a URL that is no http:// or https:// one, before anything starts", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "sb-cli-urls-"));
+    try {
+      const started = join(dir, "started");
+      const token = ["--token", "0123456789abcdef"];
+      const [status, run, agent, sync, serve] = await Promise.all([
+        runShardbridge(["status", "--bridge", "127.0.0.1:6390", ...token]),
+        // Before, fetch's "fetch failed" read as a bridge not up yet: run waited for ever.
+        runShardbridge(
+          ["run", "--id", "h", "--shard", "s", "--bridge", "ftp://x", ...token, "--", "touch", started],
+          {},
+          60_000,
+        ),
+        runShardbridge(
+          ["agent", "--id", "h", "--shard", "s", ...token],
+          { SHARDBRIDGE_URL: "localhost:6390" },
+          60_000,
+        ),
+        runShardbridge(["ironic-sync", ...token], { SHARDBRIDGE_IRONIC_URL: "amqp://guest:secret@rabbit/" }),
+        runShardbridge(["serve", "--port", "0", "--ironic", "http://[::1"], {}, 60_000),
+      ]);
+      const refusals: Array<[string, typeof status, string]> = [
+        [
+          "status",
+          status,
+          "--bridge (or SHARDBRIDGE_URL): must be an http:// or https:// URL such as http://127.0.0.1:6390, got 127.0.0.1:6390 (no scheme)",
+        ],
+        [
+          "run",
+          run,
+          "--bridge (or SHARDBRIDGE_URL): must be an http:// or https:// URL such as http://127.0.0.1:6390, got a URL of scheme ftp:",
+        ],
+        [
+          "agent",
+          agent,
+          "--bridge (or SHARDBRIDGE_URL): must be an http:// or https:// URL such as http://localhost:6390, got localhost:6390 (no scheme)",
+        ],
+        [
+          "ironic-sync",
+          sync,
+          "--ironic (or SHARDBRIDGE_IRONIC_URL): must be an http:// or https:// URL such as http://127.0.0.1:6390, got a URL of scheme amqp:",
+        ],
+        [
+          "serve",
+          serve,
+          "--ironic (or SHARDBRIDGE_IRONIC_URL): must be an http:// or https:// URL such as http://127.0.0.1:6390, got http://[::1, which does not parse as a URL",
+        ],
+      ];
+      for (const [command, answer, message] of refusals) {
+        expect(answer.status, `${command}: ${answer.stderr}`).to.equal(2);
+        expect(answer.stderr).to.equal(`shardbridge: ${message}\n(see shardbridge ${command} --help)\n`);
+      }
+      expect(existsSync(started), "run's command").to.equal(false);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("serve warns of a tokens file every user can read, and a --dev-tokens file it cannot write leaves nothing behind", async () => {
     const dir = mkdtempSync(join(tmpdir(), "sb-cli-tokens-"));
     try {

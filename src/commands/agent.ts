@@ -1,7 +1,14 @@
 import { parseArgs } from "node:util";
 import { z } from "zod";
 import { runReferenceAgent } from "../agent/reference-agent.js";
-import { AGENT_FLAGS, STANDBY_POLL_USAGE, agentToken, flagsOrThrow, standbyPollMs } from "./io.js";
+import {
+  AGENT_FLAGS,
+  STANDBY_POLL_USAGE,
+  agentToken,
+  flagsOrThrow,
+  httpUrlFlag,
+  standbyPollMs,
+} from "./io.js";
 import { AgentId, ShardName } from "../domain/names.js";
 import { onStopSignal } from "./signals.js";
 
@@ -24,7 +31,7 @@ export async function agentCommand(argv: string[]): Promise<void> {
   const running = runReferenceAgent({
     id,
     shard,
-    bridge: values.bridge!,
+    bridge: httpUrlFlag("bridge", values.bridge!, "SHARDBRIDGE_URL"),
     token: agentToken(id, values.token, values["tokens-file"]),
     ...(pollMs !== undefined && { standbyPollMs: pollMs }),
   });

@@ -1,5 +1,5 @@
 import { parseArgs } from "node:util";
-import { IRONIC_AUTH_USAGE, integerFlag, tokenFlag } from "./io.js";
+import { IRONIC_AUTH_USAGE, httpUrlFlag, integerFlag, tokenFlag } from "./io.js";
 import { IronicClient } from "../ironic/client.js";
 import { InspectorClient } from "../ironic/inspector-client.js";
 import { ironicAuthFromEnv } from "../ironic/keystone.js";
@@ -48,6 +48,9 @@ export async function inspectionWatchCommand(argv: string[]): Promise<void> {
   if (values.ironic === undefined) throw missing("ironic", "SHARDBRIDGE_IRONIC_URL");
   if (values.token === undefined) throw missing("token", "SHARDBRIDGE_TOKEN");
   if (values.secret === undefined) throw missing("secret", "SHARDBRIDGE_INSPECTOR_SECRET");
+  httpUrlFlag("ironic", values.ironic, "SHARDBRIDGE_IRONIC_URL");
+  httpUrlFlag("inspector", values.inspector, "SHARDBRIDGE_INSPECTOR_URL");
+  httpUrlFlag("bridge", values.bridge, "SHARDBRIDGE_URL");
   const intervalS = integerFlag("interval", values.interval, 1, 3600)!;
   const lookbackS = integerFlag("lookback", values.lookback, 0, 86_400)!;
   // One Keystone token (or fixed token) for Ironic and the inspector alike.

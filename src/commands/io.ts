@@ -25,6 +25,33 @@ export function integerFlag(
 }
 
 /**
+ * An http:// or https:// URL flag (--bridge, --ironic), or bad usage naming the flag. fetch
+ * reaches nothing else, and says only "Invalid URL" of `127.0.0.1:6390`, or "fetch failed"
+ * of `ftp://host`, which `run` took for a bridge not up yet and waited on for ever. A URL
+ * of another scheme is named by its scheme alone: it may carry a password (amqp://).
+ */
+export function httpUrlFlag<T extends string | undefined>(flag: string, value: T, env?: string): T {
+  if (value === undefined) return value;
+  let url: URL | null = null;
+  try {
+    url = new URL(value);
+  } catch {
+    // said below
+  }
+  if (url !== null && (url.protocol === "http:" || url.protocol === "https:")) return value;
+  const hostAndPort = /^[\w.-]+:\d+(\/|$)/.test(value);
+  const got = hostAndPort
+    ? `${value} (no scheme)`
+    : url === null
+      ? `${value}, which does not parse as a URL`
+      : `a URL of scheme ${url.protocol}`;
+  throw new ConfigError(
+    `--${flag}${env === undefined ? "" : ` (or ${env})`}: must be an http:// or https:// URL such as ` +
+      `${hostAndPort ? `http://${value}` : "http://127.0.0.1:6390"}, got ${got}`,
+  );
+}
+
+/**
  * A bearer token from --token (or SHARDBRIDGE_TOKEN), held to the rule the bridge's tokens
  * file is: one it could not hold would only ever be refused, and one fetch cannot send (a
  * non-ASCII letter) would read as an unreachable bridge, which `run` waits out for ever.

@@ -5,7 +5,7 @@ import { IronicClient, type IronicNode } from "../ironic/client.js";
 import { toBridgeNodes } from "../ironic/sync.js";
 import { ironicAuthFromEnv } from "../ironic/keystone.js";
 import { ConfigError } from "../config.js";
-import { IRONIC_AUTH_USAGE, tokenFlag } from "./io.js";
+import { IRONIC_AUTH_USAGE, httpUrlFlag, tokenFlag } from "./io.js";
 
 export const IRONIC_SYNC_USAGE = `  ironic-sync  load nodes and their shard keys from Ironic into the bridge
              --ironic URL    Ironic's API (env SHARDBRIDGE_IRONIC_URL)
@@ -27,10 +27,15 @@ export async function ironicSyncCommand(argv: string[]): Promise<void> {
     throw new ConfigError("ironic-sync: pass --ironic URL or set SHARDBRIDGE_IRONIC_URL");
   if (values.token === undefined)
     throw new ConfigError("ironic-sync: pass --token (an admin token) or set SHARDBRIDGE_TOKEN");
-  const ironic = new IronicClient(values.ironic, ironicAuthFromEnv());
-  const counts = await syncFromIronic(new BridgeClient(values.bridge!, tokenFlag(values.token)), () =>
-    ironic.nodes(),
+  const bridge = new BridgeClient(
+    httpUrlFlag("bridge", values.bridge!, "SHARDBRIDGE_URL"),
+    tokenFlag(values.token),
   );
+  const ironic = new IronicClient(
+    httpUrlFlag("ironic", values.ironic, "SHARDBRIDGE_IRONIC_URL"),
+    ironicAuthFromEnv(),
+  );
+  const counts = await syncFromIronic(bridge, () => ironic.nodes());
   process.stdout.write(`${JSON.stringify(counts)}\n`);
 }
 

@@ -10,7 +10,7 @@ import { ironicAuthFromEnv } from "../ironic/keystone.js";
 import { buildRing } from "../ring/legacy.js";
 import { DEFAULT_MAX_PER_SHARD, currentAgentOf, planShards, type MigrationPlan } from "../ring/plan.js";
 import { INVENTORY_OPTIONS, INVENTORY_USAGE, loadInventory, type InventorySource } from "./inventory.js";
-import { IRONIC_AUTH_USAGE, integerFlag, flagsOrThrow, tokenFlag } from "./io.js";
+import { IRONIC_AUTH_USAGE, integerFlag, flagsOrThrow, httpUrlFlag, tokenFlag } from "./io.js";
 import { ConfigError } from "../config.js";
 import { planFile, readPlanFile, type PlanFile } from "./migrate-file.js";
 import { inParallel } from "./migrate-fleet.js";
@@ -174,6 +174,8 @@ function planTargets(
     throw new ConfigError(`migrate ${sub}: pass --bridge URL or set SHARDBRIDGE_URL`);
   if (values.token === undefined)
     throw new ConfigError(`migrate ${sub}: pass --token (an admin token) or set SHARDBRIDGE_TOKEN`);
+  httpUrlFlag("bridge", values.bridge, "SHARDBRIDGE_URL");
+  httpUrlFlag("ironic", values.ironic, "SHARDBRIDGE_IRONIC_URL");
   const plan = readPlanFile(positionals[0]!);
   if (plan.inventory.source === "ironic" && values.ironic === undefined && sub !== "prepare")
     throw new ConfigError(`migrate ${sub}: the plan was made from Ironic: pass --ironic URL`);

@@ -10,6 +10,7 @@ import {
   STANDBY_POLL_USAGE,
   agentToken,
   flagsOrThrow,
+  httpUrlFlag,
   integerFlag,
   standbyPollMs,
 } from "./io.js";
@@ -47,11 +48,12 @@ async function prepare(argv: string[]) {
     z.strictObject({ id: AgentId, shard: ShardName, host: AgentId.optional() }),
     { id: values.id, shard: values.shard, host: values.host },
   );
+  const bridge = httpUrlFlag("bridge", values.bridge!, "SHARDBRIDGE_URL");
   const graceMs = integerFlag("grace", values.grace, 0, 600_000);
   const pollMs = standbyPollMs(values["standby-poll"]);
   const token = agentToken(id, values.token, values["tokens-file"]);
-  const client = new BridgeClient(values.bridge!, token);
-  const info = await untilAnswered(values.bridge!, () => client.shard(shard));
+  const client = new BridgeClient(bridge, token);
+  const info = await untilAnswered(bridge, () => client.shard(shard));
   if (info === null)
     throw new ConfigError(
       `run: the bridge knows no shard ${shard} (not defined, no nodes, no lease history)`,
@@ -69,7 +71,7 @@ async function prepare(argv: string[]) {
   return {
     id,
     shard,
-    bridge: values.bridge!,
+    bridge,
     token,
     serviceHost: host ?? novaHostFor(shard),
     graceMs,
@@ -78,7 +80,7 @@ async function prepare(argv: string[]) {
     ...(pollMs !== undefined && { standbyPollMs: pollMs }),
     ...(info.ironic_endpoint !== null && {
       ironicEndpoint: (leaseToken: number) =>
-        new URL(info.ironic_endpoint!.replace("{token}", String(leaseToken)), values.bridge!).href,
+        new URL(info.ironic_endpoint!.replace("{token}", String(leaseToken)), bridge).href,
     }),
   };
 }

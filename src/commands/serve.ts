@@ -15,7 +15,7 @@ import { ironicAuthFromEnv } from "../ironic/keystone.js";
 import { NotificationListener } from "../inspection/notification-listener.js";
 import { ironicInventorySource } from "../inspection/watcher.js";
 import { IRONIC_QUEUE_MAX_ENTRIES } from "../outbox/port.js";
-import { IRONIC_AUTH_USAGE, integerFlag, flagsOrThrow } from "./io.js";
+import { IRONIC_AUTH_USAGE, httpUrlFlag, integerFlag, flagsOrThrow } from "./io.js";
 import { RingKindName } from "../domain/ring.js";
 import { TraitRulesFile } from "../traits/inspection.js";
 import { DEFAULT_OWNERSHIP, OwnershipFile, OwnershipRegistry } from "../traits/ownership.js";
@@ -118,6 +118,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
     ),
     secret: values["inspector-secret"],
   };
+  httpUrlFlag("ironic", values.ironic, "SHARDBRIDGE_IRONIC_URL");
   const notifications = values["ironic-notifications"];
   if (notifications !== undefined) {
     if (!/^amqps?:\/\//.test(notifications))

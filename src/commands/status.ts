@@ -11,7 +11,7 @@ import {
 } from "../api/ui/status-view.js";
 import { ConfigError } from "../config.js";
 import { renderTable } from "../text/table.js";
-import { integerFlag, tokenFlag } from "./io.js";
+import { httpUrlFlag, integerFlag, tokenFlag } from "./io.js";
 
 export type { StatusSnapshot };
 
@@ -69,7 +69,10 @@ export async function statusCommand(argv: string[]): Promise<void> {
   if (positionals.length > 1 || (positionals.length === 1 && !values.watch))
     throw new ConfigError(`status: unexpected ${positionals.join(" ")}`);
   const everyS = values.watch ? (integerFlag("watch", positionals[0] ?? "2", 1, 3600) ?? 2) : 0;
-  const client = new BridgeClient(values.bridge!, tokenFlag(values.token));
+  const client = new BridgeClient(
+    httpUrlFlag("bridge", values.bridge!, "SHARDBRIDGE_URL"),
+    tokenFlag(values.token),
+  );
   const show = (snapshot: StatusSnapshot) => {
     if (values.json) return void process.stdout.write(`${JSON.stringify(snapshot)}\n`);
     // On a terminal, draw over the last picture; into a pipe or a file, one after another.
