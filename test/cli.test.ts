@@ -30,14 +30,17 @@ const COMMANDS = [
   "chaos",
   "run",
   "agent",
+  "help",
+  "version",
 ];
 const ROOT = fileURLToPath(new URL("../", import.meta.url));
 
-/** The section of the top-level usage that belongs to `command` (its lines, up to the next command). */
+/** The section of the top-level usage that belongs to `command` (its lines and its subcommands', up to the next command). */
 function sectionOf(usage: string, command: string): string {
   const lines = usage.split("\n");
-  const start = lines.findIndex((l) => l.startsWith(`  ${command} `) || l === `  ${command}`);
-  const end = lines.findIndex((l, i) => i > start && /^ {2}\S/.test(l));
+  const own = (l: string) => l.startsWith(`  ${command} `) || l === `  ${command}`;
+  const start = lines.findIndex(own);
+  const end = lines.findIndex((l, i) => i > start && /^ {2}\S/.test(l) && !own(l));
   return lines.slice(start, end).join("\n");
 }
 
@@ -97,6 +100,94 @@ describe("The shardbridge command line", function () {
     expect(unknown.status).to.equal(2);
     expect(unknown.stderr).to.include("unknown command: no-such-command");
     expect((await runShardbridge(["help", "no-such-command"])).status).to.equal(2);
+  });
+
+  it("a bare shardbridge is bad usage: the list on stderr, exit 2; help and version take --help and refuse strays as every command does", async () => {
+    const [bare, top, help, helpHelp, helpTwo, version, versionHelp, versionStray] = await Promise.all([
+      runShardbridge([]),
+      runShardbridge(["--help"]),
+      runShardbridge(["help"]),
+      runShardbridge(["help", "--help"]),
+      runShardbridge(["help", "serve", "run"]),
+      runShardbridge(["version"]),
+      runShardbridge(["version", "--help"]),
+      runShardbridge(["version", "now"]),
+    ]);
+    expect(bare.status).to.equal(2);
+    expect(bare.stdout).to.equal("");
+    expect(bare.stderr).to.equal(
+      `${top.stdout}shardbridge: give a command (the list above)\n(see shardbridge --help)\n`,
+    );
+    expect(help.status).to.equal(0);
+    expect(help.stdout).to.equal(top.stdout);
+    expect(helpHelp.status).to.equal(0);
+    expect(helpHelp.stdout).to.match(
+      /^usage: shardbridge help \[options\] \[COMMAND\]\n\n {2}help \[COMMAND\] /,
+    );
+    expect(helpTwo.status).to.equal(2);
+    expect(helpTwo.stderr).to.equal(
+      "shardbridge: help: one command at a time, got serve run\n(see shardbridge help --help)\n",
+    );
+    expect(version.status).to.equal(0);
+    expect(version.stdout).to.match(/^shardbridge \d+\.\d+\.\d+/);
+    expect(versionHelp.status).to.equal(0);
+    expect(versionHelp.stdout).to.match(/^usage: shardbridge version \[options\]\n\n {2}version /);
+    expect(versionStray.status).to.equal(2);
+    expect(versionStray.stderr).to.equal(
+      "shardbridge: unexpected argument now: this command takes options only\n(see shardbridge version --help)\n",
+    );
+  });
+
+  it("words every refusal of the command line's parser in one line, the option named once, a value never repeated", async () => {
+    const cases: Array<[string[], string]> = [
+      [["status", "--bogus"], "unknown option --bogus"],
+      [["run", "-x", "--", "true"], "unknown option -x"],
+      [["status", "--bridge"], "--bridge: needs a value"],
+      [["simulate", "--json=yes"], "--json: takes no value"],
+      [
+        ["status", "--token", "-secret-0123456789"],
+        "--token: its value begins with -; if that is meant, write --token=VALUE",
+      ],
+      [["ring", "extra"], "unexpected argument extra: this command takes options only"],
+    ];
+    const runs = await Promise.all(cases.map(([args]) => runShardbridge(args)));
+    cases.forEach(([args, message], i) => {
+      const { status, stdout, stderr } = runs[i]!;
+      expect(status, args.join(" ")).to.equal(2);
+      expect(stdout).to.equal("");
+      expect(stderr).to.equal(`shardbridge: ${message}\n(see shardbridge ${args[0]} --help)\n`);
+    });
+  });
+
+  it("says $SHARDBRIDGE_URL in the usage of every command that reads it, and each reads it", async () => {
+    const readers: Array<[string, string[]]> = [
+      ["status", ["--token", "0123456789abcdef"]],
+      ["run", ["--id", "h", "--shard", "s", "--token", "0123456789abcdef", "--", "true"]],
+      ["agent", ["--id", "h", "--shard", "s", "--token", "0123456789abcdef"]],
+      ["ironic-sync", ["--ironic", "http://127.0.0.1:1", "--token", "0123456789abcdef"]],
+      [
+        "inspection-watch",
+        ["--ironic", "http://127.0.0.1:1", "--token", "0123456789abcdef", "--secret", "s"],
+      ],
+    ];
+    const top = (await runShardbridge(["--help"])).stdout;
+    for (const command of COMMANDS) {
+      const section = sectionOf(top, command);
+      const says = section.includes("$SHARDBRIDGE_URL") || section.includes("env SHARDBRIDGE_URL");
+      expect(says, command).to.equal(readers.some(([c]) => c === command) || command === "migrate");
+    }
+    // An address no URL is refused naming the variable: proof the command read it.
+    const runs = await Promise.all(
+      readers.map(([command, args]) =>
+        runShardbridge([command, ...args], { SHARDBRIDGE_URL: "bridge:6390" }),
+      ),
+    );
+    readers.forEach(([command], i) => {
+      expect(runs[i]!.status, command).to.equal(2);
+      expect(runs[i]!.stderr, command).to.include(
+        "--bridge (or SHARDBRIDGE_URL): must be an http:// or https:// URL",
+      );
+    });
   });
 
   it("exits 2 on bad flag values and missing settings, 1 when the work itself fails", async () => {

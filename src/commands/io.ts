@@ -74,11 +74,18 @@ export function agentToken(id: string, token: string | undefined, tokensFile: st
   throw new ConfigError("agent: pass --token, set SHARDBRIDGE_TOKEN, or --tokens-file");
 }
 
+/** --bridge of the commands that call one bridge, and its line in their usage. */
+export const BRIDGE_FLAG = {
+  type: "string",
+  default: process.env.SHARDBRIDGE_URL ?? "http://127.0.0.1:6390",
+} as const;
+export const BRIDGE_USAGE = `             --bridge URL    the bridge (default $SHARDBRIDGE_URL or http://127.0.0.1:6390)\n`;
+
 /** The flags every command that acts as an agent takes: who, which shard, which bridge, which token. */
 export const AGENT_FLAGS = {
   id: { type: "string" },
   shard: { type: "string" },
-  bridge: { type: "string", default: process.env.SHARDBRIDGE_URL ?? "http://127.0.0.1:6390" },
+  bridge: BRIDGE_FLAG,
   token: { type: "string", default: process.env.SHARDBRIDGE_TOKEN },
   "tokens-file": { type: "string" },
   "standby-poll": { type: "string" },

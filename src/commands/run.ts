@@ -7,6 +7,7 @@ import { maxGraceMs, runSupervised } from "../run/supervisor.js";
 import { ConfigError } from "../config.js";
 import {
   AGENT_FLAGS,
+  BRIDGE_USAGE,
   STANDBY_POLL_USAGE,
   agentToken,
   flagsOrThrow,
@@ -19,8 +20,7 @@ import { onStopSignal } from "./signals.js";
 export const RUN_USAGE = `  run -- COMMAND [ARGS...]  run COMMAND (nova-compute) only while this host holds the shard's lease
              --id HOST       this physical host's agent id at the bridge
              --shard NAME    the shard to serve
-             --bridge URL    the bridge (default $SHARDBRIDGE_URL or http://127.0.0.1:6390)
-             --token T       this agent's bearer token (env SHARDBRIDGE_TOKEN), or
+${BRIDGE_USAGE}             --token T       this agent's bearer token (env SHARDBRIDGE_TOKEN), or
              --tokens-file F take it from a tokens file (the agent entry for --id)
              --host NAME     nova's [DEFAULT]host for the child, the same on every host (default SHARD-ironic)
              --grace MS      TERM-to-KILL time when the lease is lost (default and maximum: TTL/3 - 250 ms)

@@ -11,14 +11,13 @@ import {
 } from "../api/ui/status-view.js";
 import { ConfigError } from "../config.js";
 import { renderTable } from "../text/table.js";
-import { httpUrlFlag, integerFlag, tokenFlag } from "./io.js";
+import { BRIDGE_FLAG, BRIDGE_USAGE, httpUrlFlag, integerFlag, tokenFlag } from "./io.js";
 
 export type { StatusSnapshot };
 
 export const STATUS_USAGE = `  status   which agent holds which shard, since when and for how long more, and how far its
              holder lags behind its trait feed; which agents are up; how far delivery to Ironic lags
-             --bridge URL    the bridge (default $SHARDBRIDGE_URL or http://127.0.0.1:6390)
-             --token T       an admin token shows lease tokens, any other hides them (env SHARDBRIDGE_TOKEN)
+${BRIDGE_USAGE}             --token T       an admin token shows lease tokens, any other hides them (env SHARDBRIDGE_TOKEN)
              --watch [S]     redraw every S seconds (default 2), in place on a terminal
              --json          one JSON document {"at","shards","agents","ironic"} (with --watch: one a line)
 `;
@@ -59,7 +58,7 @@ export async function statusCommand(argv: string[]): Promise<void> {
     args: argv,
     allowPositionals: true,
     options: {
-      bridge: { type: "string", default: process.env.SHARDBRIDGE_URL ?? "http://127.0.0.1:6390" },
+      bridge: BRIDGE_FLAG,
       token: { type: "string", default: process.env.SHARDBRIDGE_TOKEN },
       watch: { type: "boolean", default: false },
       json: { type: "boolean", default: false },
