@@ -17,6 +17,7 @@ import { inParallel } from "./migrate-fleet.js";
 import { applyPlan, writeDefinitions } from "./migrate-apply.js";
 import { verifyPlan } from "./migrate-verify.js";
 import { planText, stepsText } from "./migrate-text.js";
+import { count } from "../text/count.js";
 
 export const MIGRATE_USAGE = `  migrate plan  shard keys for unsharded nodes such that moving from nova's ring to shards moves no node
              --agents a,b,c        the compute agents nova's ring spreads the nodes over today
@@ -146,7 +147,7 @@ async function planCommand(argv: string[]): Promise<void> {
           "(dry run: nothing written; --out PLAN.json writes a plan to review and apply with migrate apply)\n",
         );
     } else {
-      process.stdout.write(`applied to ${source.describe}: ${result.written} shard keys written\n`);
+      process.stdout.write(`applied to ${source.describe}: ${count(result.written, "shard key")} written\n`);
       for (const f of result.failed) process.stdout.write(`  failed: ${f}\n`);
     }
   }
@@ -193,7 +194,7 @@ async function prepareCommand(argv: string[]): Promise<void> {
   const { plan, bridge } = planTargets("prepare", argv);
   const within = await writeDefinitions({ plan, bridge }, true);
   say(
-    `defined ${plan.definitions.length} shards, marked filling` +
+    `defined ${count(plan.definitions.length, "shard")}, marked filling` +
       (within > 0 ? ` (in force on every bridge within ${within} ms)` : " (they were already)"),
   );
   say("now start each shard's agent; it takes the lease and stays in nova's legacy pool until apply:");
