@@ -17,6 +17,7 @@ import { fileURLToPath } from "node:url";
 import { AgentProcess } from "./helpers/agent-process.js";
 import { startBridge } from "./helpers/bridge-process.js";
 import { runShardbridge, SHARDBRIDGE } from "./helpers/cli.js";
+import { hintedAgent } from "../src/commands/serve.js";
 
 const COMMANDS = [
   "serve",
@@ -399,6 +400,66 @@ describe("The shardbridge command line", function () {
       };
       expect(agents.agents).to.deep.equal([]);
     } finally {
+      await bridge.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("serve's start-up hint names an agent the shard's definition allows, and the line works as printed", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "sb-cli-hint-"));
+    const dev = join(dir, "dev-tokens.json");
+    // The first shard is closed to compute-0, the first agent of the development tokens.
+    const bridge = await startBridge({
+      shards: [
+        { name: "rack-a", lease_ttl_ms: 1000, agents: ["compute-1"] },
+        { name: "rack-b", lease_ttl_ms: 1000, agents: ["compute-0"] },
+      ],
+      agents: [],
+      args: ["--dev-tokens", dev],
+    });
+    let agent: AgentProcess | undefined;
+    try {
+      const deadline = performance.now() + 10_000;
+      while (!bridge.serve.stderr.includes("connect an agent:") && performance.now() < deadline)
+        await new Promise((r) => setTimeout(r, 20));
+      const line = /connect an agent: {2}node dist\/cli\.js (agent .*)$/m.exec(bridge.serve.stderr)?.[1];
+      expect(line, bridge.serve.stderr).to.equal(
+        `agent --id compute-1 --shard rack-a --bridge ${bridge.url} --tokens-file ${dev}`,
+      );
+      agent = AgentProcess.cli("hinted", line!.split(" "));
+      const tokens = JSON.parse(readFileSync(dev, "utf8")) as ReturnType<typeof devTokens>;
+      const admin = tokens.tokens.find((t) => t.role === "admin")!.token;
+      // Held by the hinted agent, as the store says: the line did what it promised.
+      const held = async () =>
+        (
+          (await (
+            await fetch(`${bridge.url}/v1/shards/rack-a/lease`, {
+              headers: { authorization: `Bearer ${admin}` },
+            })
+          ).json()) as { lease: { holder: string } | null }
+        ).lease?.holder;
+      const until = performance.now() + 20_000;
+      while ((await held()) !== "compute-1" && performance.now() < until && agent.child.exitCode === null)
+        await new Promise((r) => setTimeout(r, 100));
+      expect(await held(), `agent exited ${agent.child.exitCode}`).to.equal("compute-1");
+      // Without development tokens (--tokens): the first shard and an agent it allows, a token to fill in.
+      const closed = { description: "", lease_ttl_ms: 6000 };
+      expect(
+        hintedAgent(
+          [
+            { ...closed, name: "rack-a", agents: ["host-7"] },
+            { ...closed, name: "rack-b" },
+          ],
+          [],
+        ),
+      ).to.deep.equal({ shard: "rack-a", agent: "host-7", tokenInDevFile: false });
+      expect(hintedAgent([], [])).to.deep.equal({
+        shard: "SHARD",
+        agent: "compute-0",
+        tokenInDevFile: false,
+      });
+    } finally {
+      await agent?.kill();
       await bridge.stop();
       rmSync(dir, { recursive: true, force: true });
     }
