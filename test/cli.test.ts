@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { execFileSync, spawnSync } from "node:child_process";
+import { execFile, execFileSync, spawnSync } from "node:child_process";
 import {
   chmodSync,
   existsSync,
@@ -15,7 +15,7 @@ import { join } from "node:path";
 import { devTokens } from "../src/api/http/auth.js";
 import { fileURLToPath } from "node:url";
 import { AgentProcess } from "./helpers/agent-process.js";
-import { startBridge } from "./helpers/bridge-process.js";
+import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { runShardbridge, SHARDBRIDGE } from "./helpers/cli.js";
 import { hintedAgent } from "../src/commands/serve.js";
 
@@ -549,5 +549,106 @@ describe("The shardbridge command line", function () {
     expect(run.stderr).to.match(
       /sudo apt-get install -y --no-install-recommends redis-server redis-sentinel util-linux curl/,
     );
+  });
+});
+
+/** Run examples/lease-walkthrough.sh against `bridge`: its exit status and output, killed past `timeoutMs`. */
+function walkthrough(
+  bridge: { url: string; tokensFile: string },
+  timeoutMs: number,
+): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      "bash",
+      [join(ROOT, "examples", "lease-walkthrough.sh")],
+      {
+        env: { ...process.env, BRIDGE: bridge.url, TOKENS: bridge.tokensFile },
+        timeout: timeoutMs,
+        encoding: "utf8",
+      },
+      (error, stdout, stderr) =>
+        resolve({
+          status: error === null ? 0 : typeof error.code === "number" ? error.code : null,
+          stdout,
+          stderr,
+        }),
+    );
+  });
+}
+
+/**
+ * examples/lease-walkthrough.sh as a newcomer runs it: on a bridge just started (its store
+ * recovering for one TTL), and on a shard another agent holds, which it must say and stop
+ * at, not take for a recovering store and ask again for ever.
+ */
+describe("examples/lease-walkthrough.sh", function () {
+  this.timeout(120_000);
+  let bridge: BridgeProcess;
+  const admin = () => ({ authorization: `Bearer ${bridge.tokenFor("admin")}` });
+  const leaseOf = async (shard: string) =>
+    (
+      (await (await fetch(`${bridge.url}/v1/shards/${shard}/lease`, { headers: admin() })).json()) as {
+        lease: { holder: string; token: number; since: string; ttl_ms: number } | null;
+      }
+    ).lease;
+  before(async () => {
+    bridge = await startBridge({
+      shards: [{ name: "demo", lease_ttl_ms: 6000 }],
+      agents: ["compute-0", "compute-1"],
+    });
+  });
+  after(() => bridge.stop());
+
+  it("waits out a recovering store as long as it says, walks the handover and hands the shard back", async () => {
+    // The claim's bound: the store's one TTL (6 s) of recovery, then a dozen requests.
+    const walk = await walkthrough(bridge, 60_000);
+    expect(walk.status, walk.stderr).to.equal(0);
+    expect(walk.stdout).to.match(
+      /^\(the bridge's store is recovering: it grants leases in \d+ ms; waiting\)$/m,
+    );
+    const answers = walk.stdout.split("\n").filter((l) => l.startsWith("{"));
+    const [first, refused, fenceBefore, handedOver, fenceAfter] = answers.map((l) => JSON.parse(l));
+    expect(first).to.include({ holder: "compute-0" });
+    expect(refused.errors[0].code).to.equal("shardbridge.lease.held");
+    expect(fenceBefore.allowed).to.equal(true);
+    expect(handedOver.holder).to.equal("compute-1");
+    expect(handedOver.token).to.be.greaterThan(first.token);
+    expect(fenceAfter.allowed).to.equal(false);
+    expect(await leaseOf("demo"), "handed back at the end").to.equal(null);
+  });
+
+  it("says who holds the shard and stops, changing nothing, when another agent holds it", async () => {
+    // Whatever the test before left: the shard free for a real agent to take and renew.
+    const left = await leaseOf("demo");
+    if (left !== null)
+      await fetch(`${bridge.url}/v1/shards/demo/lease`, {
+        method: "DELETE",
+        headers: { ...admin(), "content-type": "application/json" },
+        body: JSON.stringify({ agent: left.holder, token: left.token }),
+      });
+    const holder = AgentProcess.cli("compute-1", [
+      ...["agent", "--id", "compute-1", "--shard", "demo"],
+      ...["--bridge", bridge.url, "--tokens-file", bridge.tokensFile],
+    ]);
+    try {
+      // Granted once the store's recovery (one TTL) is over.
+      const until = performance.now() + 30_000;
+      while ((await leaseOf("demo"))?.holder !== "compute-1" && performance.now() < until)
+        await new Promise((r) => setTimeout(r, 100));
+      const before = await leaseOf("demo");
+      expect(before?.holder).to.equal("compute-1");
+      // Before, it took this 409 for a recovering store and asked again every second, for ever.
+      const walk = await walkthrough(bridge, 30_000);
+      expect(walk.status, `${walk.stdout}${walk.stderr}`).to.equal(1);
+      expect(walk.stderr).to.match(
+        /^shard demo is held by compute-1 for \d+ ms more: stop that agent \(or release its lease: DELETE \/v1\/shards\/demo\/lease \{"agent","token"\}\) and run this again\n$/,
+      );
+      expect(walk.stdout).to.equal("");
+      // The agent's lease as it was (renewed meanwhile, under the same token): not released or taken.
+      const after = await leaseOf("demo");
+      expect([after?.holder, after?.token]).to.deep.equal([before!.holder, before!.token]);
+    } finally {
+      await holder.kill();
+    }
   });
 });
