@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // The shardbridge command: a table of subcommands (each in src/commands/, each with its
 // usage), the options every command takes, and the exit status of every run.
+import { parseArgs } from "node:util";
 import { AGENT_USAGE, agentCommand } from "./commands/agent.js";
 import { CHAOS_USAGE, chaosCommand } from "./commands/chaos.js";
 import { COMPARE_USAGE, compareCommand } from "./commands/compare.js";
@@ -40,6 +41,15 @@ const COMMANDS: Record<string, Command> = {
   chaos: { usage: CHAOS_USAGE, run: chaosCommand },
   run: { usage: RUN_USAGE, run: runCommand, operands: "-- COMMAND [ARGS...]" },
   agent: { usage: AGENT_USAGE, run: agentCommand },
+  help: {
+    usage: `  help [COMMAND]  the list of commands, or COMMAND's usage (as COMMAND --help)\n`,
+    operands: "[COMMAND]",
+    run: helpCommand,
+  },
+  version: {
+    usage: `  version  this build's version and commit (as --version)\n`,
+    run: versionCommand,
+  },
 };
 
 const COMMON = `
@@ -63,6 +73,51 @@ const commandUsage = (name: string) => {
   const { usage, operands } = COMMANDS[name]!;
   return `usage: shardbridge ${name} [options]${operands === undefined ? "" : ` ${operands}`}\n\n${usage}${COMMON}`;
 };
+
+/** `shardbridge help [COMMAND]`: the top-level usage, or one command's. */
+async function helpCommand(argv: string[]): Promise<void> {
+  const { positionals } = parseArgs({ args: argv, allowPositionals: true, options: {} });
+  if (positionals.length > 1)
+    throw new ConfigError(`help: one command at a time, got ${positionals.join(" ")}`);
+  const about = positionals[0];
+  if (about === undefined) return void process.stdout.write(USAGE);
+  if (COMMANDS[about] === undefined)
+    throw new ConfigError(`help: no command ${about} (shardbridge --help lists them)`);
+  process.stdout.write(commandUsage(about));
+}
+
+/** `shardbridge version`: the version line, as --version prints it. */
+async function versionCommand(argv: string[]): Promise<void> {
+  parseArgs({ args: argv, options: {} });
+  process.stdout.write(`${versionLine()}\n`);
+}
+
+/**
+ * node:util parseArgs's refusals, in the words of the CLI's own: node's quote the option
+ * unevenly (`as in '-- "--x"`) and span lines. Its wording for each code (Node 20) is matched;
+ * anything else is passed on as node says it.
+ */
+function parseArgsMessage(code: string, message: string): string {
+  const option = /^Option '(?:-\w, )?(--[^' ]+)/.exec(message)?.[1];
+  if (code === "ERR_PARSE_ARGS_UNKNOWN_OPTION") {
+    const unknown = /^Unknown option '([^']+)'/.exec(message)?.[1];
+    if (unknown !== undefined) return `unknown option ${unknown}`;
+  }
+  if (code === "ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL") {
+    const stray = /^Unexpected argument '(.*)'\. This command does not take positional arguments$/s.exec(
+      message,
+    )?.[1];
+    if (stray !== undefined) return `unexpected argument ${stray}: this command takes options only`;
+  }
+  if (code === "ERR_PARSE_ARGS_INVALID_OPTION_VALUE" && option !== undefined) {
+    if (message.endsWith("argument missing")) return `${option}: needs a value`;
+    if (message.endsWith("does not take an argument")) return `${option}: takes no value`;
+    // The value itself is not repeated: it may be a token.
+    if (message.includes("argument is ambiguous"))
+      return `${option}: its value begins with -; if that is meant, write ${option}=VALUE`;
+  }
+  return message.split("\n")[0]!;
+}
 
 /** Bad usage or configuration: the operator's to fix, exit 2 (see COMMON). */
 function isUsageError(error: unknown): boolean {
@@ -119,18 +174,17 @@ const wantsHelp = (argv: string[]) => {
 };
 
 async function main([name, ...argv]: string[]): Promise<void> {
-  if (name === undefined || name === "--help" || name === "-h") return void process.stdout.write(USAGE);
-  if (name === "--version" || name === "version") return void process.stdout.write(`${versionLine()}\n`);
-  if (name === "help") {
-    const about = argv[0];
-    if (about === undefined) return void process.stdout.write(USAGE);
-    if (COMMANDS[about] === undefined) throw new ConfigError(`help: no command ${about}`);
-    return void process.stdout.write(commandUsage(about));
+  // No command is bad usage, as a command without what it needs is: the list, on stderr, exit 2.
+  if (name === undefined) {
+    process.stderr.write(USAGE);
+    throw new ConfigError("give a command (the list above)");
   }
-  const command = COMMANDS[name];
+  if (name === "--help" || name === "-h") return void process.stdout.write(USAGE);
+  const named = name === "--version" ? "version" : name;
+  const command = COMMANDS[named];
   if (command === undefined)
     throw new ConfigError(`unknown command: ${name} (shardbridge --help lists them)`);
-  if (wantsHelp(argv)) return void process.stdout.write(commandUsage(name));
+  if (wantsHelp(argv)) return void process.stdout.write(commandUsage(named));
   const { rest, level, format } = takeLoggingFlags(argv);
   configureLogging({ ...(level !== undefined && { level }), ...(format !== undefined && { format }) });
   await command.run(rest);
@@ -149,6 +203,9 @@ const [invoked] = process.argv.slice(2);
  */
 function describe(error: unknown): string {
   if (!(error instanceof Error)) return String(error);
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === "string" && code.startsWith("ERR_PARSE_ARGS_"))
+    return parseArgsMessage(code, error.message);
   const cause = error.cause instanceof Error ? error.cause.message : undefined;
   if (error instanceof TypeError && error.message === "fetch failed" && cause !== undefined)
     return `cannot reach the server: ${cause}`;

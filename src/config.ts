@@ -9,13 +9,19 @@ import { ValidationError, parseOrThrow } from "./domain/validation.js";
 export class ConfigError extends Error {}
 
 /**
+ * A JSON document's text without the UTF-8 byte order mark an editor may save before it
+ * (Notepad, PowerShell's Out-File): it is no part of the document, and JSON.parse refuses it.
+ */
+export const withoutBom = (text: string): string => (text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
+
+/**
  * Parse a JSON config document with `schema`; every error names `source` (a file, or
  * an environment variable) and, for a bad value, the field and the reason.
  */
 export function parseJsonConfig<S extends z.ZodType>(text: string, schema: S, source: string): z.output<S> {
   let raw: unknown;
   try {
-    raw = JSON.parse(text);
+    raw = JSON.parse(withoutBom(text));
   } catch (error) {
     throw new ConfigError(`${source}: not valid JSON: ${(error as Error).message}`);
   }

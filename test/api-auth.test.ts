@@ -1,6 +1,10 @@
 import { expect } from "chai";
 import { bridgeApp } from "./helpers/app.js";
-import { TokenAuthority, devTokens } from "../src/api/http/auth.js";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { TokenAuthority, devTokens, parseTokens, readTokensFile } from "../src/api/http/auth.js";
+import { ConfigError } from "../src/config.js";
 import { ShardCatalog } from "../src/shards/definitions.js";
 import { memoryUnderTest, useApp } from "./helpers/backends.js";
 import { call, TEST_TOKENS, testAuthority, wholeNode } from "./helpers/http.js";
@@ -123,5 +127,52 @@ describe("Auth: bearer tokens per role", () => {
     }
     expect(authority.identify(`${file.tokens[0]!.token}x`)).to.equal(null);
     expect(new Set(file.tokens.map((t) => t.token)).size).to.equal(5);
+  });
+
+  it("loads only tokens a Bearer header can carry (RFC 6750's b64token), naming the entry and never the secret", () => {
+    const good = ["abcdefghijklmnop", "A-b.c_d~e+f/0123456789==", devTokens(["a"]).tokens[0]!.token];
+    const doc = (token: string) =>
+      JSON.stringify({
+        tokens: [
+          { role: "admin", token: "admin-token-0123456789" },
+          { role: "viewer", token },
+        ],
+      });
+    for (const token of good) expect(parseTokens(doc(token), "t.json").tokens[1]!.token).to.equal(token);
+    const bad: Array<[string, string]> = [
+      ["viewer token 0123456789", "not white space"],
+      ["viewer\ttoken0123456789", "not white space"],
+      ["pässwort-0123456789", "not a character outside printable ASCII"],
+      ["viewer-token-0123456789\u200b", "not a character outside printable ASCII"],
+      ["viewer=token-0123456789", "not = before its end"],
+      ['viewer"token-0123456789', "not punctuation other than - . _ ~ + /"],
+      ["viewer,token;0123456789", "not punctuation other than - . _ ~ + /"],
+    ];
+    for (const [token, holds] of bad) {
+      const refusal = (() => {
+        try {
+          parseTokens(doc(token), "tokens file t.json");
+        } catch (error) {
+          expect(error).to.be.instanceOf(ConfigError);
+          return (error as Error).message;
+        }
+        throw new Error(`expected ${JSON.stringify(token)} to be refused`);
+      })();
+      expect(refusal, token).to.equal(
+        "tokens file t.json: tokens[1].token: must hold only A-Z a-z 0-9 - . _ ~ + / (then = at the end: " +
+          `RFC 6750's bearer token), ${holds}: it is sent as Authorization: Bearer <token>`,
+      );
+    }
+  });
+
+  it("reads a tokens file saved with a UTF-8 byte order mark", () => {
+    const dir = mkdtempSync(join(tmpdir(), "sb-tokens-"));
+    try {
+      const file = join(dir, "tokens.json");
+      writeFileSync(file, `\uFEFF${JSON.stringify(devTokens(["compute-0"]))}`, { mode: 0o600 });
+      expect(readTokensFile(file).tokens).to.have.length(4);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

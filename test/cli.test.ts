@@ -1,13 +1,23 @@
 import { expect } from "chai";
-import { spawnSync } from "node:child_process";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { execFile, execFileSync, spawnSync } from "node:child_process";
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { devTokens } from "../src/api/http/auth.js";
 import { fileURLToPath } from "node:url";
 import { AgentProcess } from "./helpers/agent-process.js";
-import { startBridge } from "./helpers/bridge-process.js";
+import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { runShardbridge, SHARDBRIDGE } from "./helpers/cli.js";
+import { hintedAgent } from "../src/commands/serve.js";
 
 const COMMANDS = [
   "serve",
@@ -21,14 +31,17 @@ const COMMANDS = [
   "chaos",
   "run",
   "agent",
+  "help",
+  "version",
 ];
 const ROOT = fileURLToPath(new URL("../", import.meta.url));
 
-/** The section of the top-level usage that belongs to `command` (its lines, up to the next command). */
+/** The section of the top-level usage that belongs to `command` (its lines and its subcommands', up to the next command). */
 function sectionOf(usage: string, command: string): string {
   const lines = usage.split("\n");
-  const start = lines.findIndex((l) => l.startsWith(`  ${command} `) || l === `  ${command}`);
-  const end = lines.findIndex((l, i) => i > start && /^ {2}\S/.test(l));
+  const own = (l: string) => l.startsWith(`  ${command} `) || l === `  ${command}`;
+  const start = lines.findIndex(own);
+  const end = lines.findIndex((l, i) => i > start && /^ {2}\S/.test(l) && !own(l));
   return lines.slice(start, end).join("\n");
 }
 
@@ -90,6 +103,94 @@ describe("The shardbridge command line", function () {
     expect((await runShardbridge(["help", "no-such-command"])).status).to.equal(2);
   });
 
+  it("a bare shardbridge is bad usage: the list on stderr, exit 2; help and version take --help and refuse strays as every command does", async () => {
+    const [bare, top, help, helpHelp, helpTwo, version, versionHelp, versionStray] = await Promise.all([
+      runShardbridge([]),
+      runShardbridge(["--help"]),
+      runShardbridge(["help"]),
+      runShardbridge(["help", "--help"]),
+      runShardbridge(["help", "serve", "run"]),
+      runShardbridge(["version"]),
+      runShardbridge(["version", "--help"]),
+      runShardbridge(["version", "now"]),
+    ]);
+    expect(bare.status).to.equal(2);
+    expect(bare.stdout).to.equal("");
+    expect(bare.stderr).to.equal(
+      `${top.stdout}shardbridge: give a command (the list above)\n(see shardbridge --help)\n`,
+    );
+    expect(help.status).to.equal(0);
+    expect(help.stdout).to.equal(top.stdout);
+    expect(helpHelp.status).to.equal(0);
+    expect(helpHelp.stdout).to.match(
+      /^usage: shardbridge help \[options\] \[COMMAND\]\n\n {2}help \[COMMAND\] /,
+    );
+    expect(helpTwo.status).to.equal(2);
+    expect(helpTwo.stderr).to.equal(
+      "shardbridge: help: one command at a time, got serve run\n(see shardbridge help --help)\n",
+    );
+    expect(version.status).to.equal(0);
+    expect(version.stdout).to.match(/^shardbridge \d+\.\d+\.\d+/);
+    expect(versionHelp.status).to.equal(0);
+    expect(versionHelp.stdout).to.match(/^usage: shardbridge version \[options\]\n\n {2}version /);
+    expect(versionStray.status).to.equal(2);
+    expect(versionStray.stderr).to.equal(
+      "shardbridge: unexpected argument now: this command takes options only\n(see shardbridge version --help)\n",
+    );
+  });
+
+  it("words every refusal of the command line's parser in one line, the option named once, a value never repeated", async () => {
+    const cases: Array<[string[], string]> = [
+      [["status", "--bogus"], "unknown option --bogus"],
+      [["run", "-x", "--", "true"], "unknown option -x"],
+      [["status", "--bridge"], "--bridge: needs a value"],
+      [["simulate", "--json=yes"], "--json: takes no value"],
+      [
+        ["status", "--token", "-secret-0123456789"],
+        "--token: its value begins with -; if that is meant, write --token=VALUE",
+      ],
+      [["ring", "extra"], "unexpected argument extra: this command takes options only"],
+    ];
+    const runs = await Promise.all(cases.map(([args]) => runShardbridge(args)));
+    cases.forEach(([args, message], i) => {
+      const { status, stdout, stderr } = runs[i]!;
+      expect(status, args.join(" ")).to.equal(2);
+      expect(stdout).to.equal("");
+      expect(stderr).to.equal(`shardbridge: ${message}\n(see shardbridge ${args[0]} --help)\n`);
+    });
+  });
+
+  it("says $SHARDBRIDGE_URL in the usage of every command that reads it, and each reads it", async () => {
+    const readers: Array<[string, string[]]> = [
+      ["status", ["--token", "0123456789abcdef"]],
+      ["run", ["--id", "h", "--shard", "s", "--token", "0123456789abcdef", "--", "true"]],
+      ["agent", ["--id", "h", "--shard", "s", "--token", "0123456789abcdef"]],
+      ["ironic-sync", ["--ironic", "http://127.0.0.1:1", "--token", "0123456789abcdef"]],
+      [
+        "inspection-watch",
+        ["--ironic", "http://127.0.0.1:1", "--token", "0123456789abcdef", "--secret", "s"],
+      ],
+    ];
+    const top = (await runShardbridge(["--help"])).stdout;
+    for (const command of COMMANDS) {
+      const section = sectionOf(top, command);
+      const says = section.includes("$SHARDBRIDGE_URL") || section.includes("env SHARDBRIDGE_URL");
+      expect(says, command).to.equal(readers.some(([c]) => c === command) || command === "migrate");
+    }
+    // An address no URL is refused naming the variable: proof the command read it.
+    const runs = await Promise.all(
+      readers.map(([command, args]) =>
+        runShardbridge([command, ...args], { SHARDBRIDGE_URL: "bridge:6390" }),
+      ),
+    );
+    readers.forEach(([command], i) => {
+      expect(runs[i]!.status, command).to.equal(2);
+      expect(runs[i]!.stderr, command).to.include(
+        "--bridge (or SHARDBRIDGE_URL): must be an http:// or https:// URL",
+      );
+    });
+  });
+
   it("exits 2 on bad flag values and missing settings, 1 when the work itself fails", async () => {
     const [partitions, members, noTokens, noIronic, grace, unreachable, notifyAlone, notifyHttp] =
       await Promise.all([
@@ -128,6 +229,64 @@ describe("The shardbridge command line", function () {
     expect(unreachable.status, unreachable.stderr).to.equal(1);
   });
 
+  it("exits 2 naming the flag for a URL that is no http:// or https:// one, before anything starts", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "sb-cli-urls-"));
+    try {
+      const started = join(dir, "started");
+      const token = ["--token", "0123456789abcdef"];
+      const [status, run, agent, sync, serve] = await Promise.all([
+        runShardbridge(["status", "--bridge", "127.0.0.1:6390", ...token]),
+        // Before, fetch's "fetch failed" read as a bridge not up yet: run waited for ever.
+        runShardbridge(
+          ["run", "--id", "h", "--shard", "s", "--bridge", "ftp://x", ...token, "--", "touch", started],
+          {},
+          60_000,
+        ),
+        runShardbridge(
+          ["agent", "--id", "h", "--shard", "s", ...token],
+          { SHARDBRIDGE_URL: "localhost:6390" },
+          60_000,
+        ),
+        runShardbridge(["ironic-sync", ...token], { SHARDBRIDGE_IRONIC_URL: "amqp://guest:secret@rabbit/" }),
+        runShardbridge(["serve", "--port", "0", "--ironic", "http://[::1"], {}, 60_000),
+      ]);
+      const refusals: Array<[string, typeof status, string]> = [
+        [
+          "status",
+          status,
+          "--bridge (or SHARDBRIDGE_URL): must be an http:// or https:// URL such as http://127.0.0.1:6390, got 127.0.0.1:6390 (no scheme)",
+        ],
+        [
+          "run",
+          run,
+          "--bridge (or SHARDBRIDGE_URL): must be an http:// or https:// URL such as http://127.0.0.1:6390, got a URL of scheme ftp:",
+        ],
+        [
+          "agent",
+          agent,
+          "--bridge (or SHARDBRIDGE_URL): must be an http:// or https:// URL such as http://localhost:6390, got localhost:6390 (no scheme)",
+        ],
+        [
+          "ironic-sync",
+          sync,
+          "--ironic (or SHARDBRIDGE_IRONIC_URL): must be an http:// or https:// URL such as http://127.0.0.1:6390, got a URL of scheme amqp:",
+        ],
+        [
+          "serve",
+          serve,
+          "--ironic (or SHARDBRIDGE_IRONIC_URL): must be an http:// or https:// URL such as http://127.0.0.1:6390, got http://[::1, which does not parse as a URL",
+        ],
+      ];
+      for (const [command, answer, message] of refusals) {
+        expect(answer.status, `${command}: ${answer.stderr}`).to.equal(2);
+        expect(answer.stderr).to.equal(`shardbridge: ${message}\n(see shardbridge ${command} --help)\n`);
+      }
+      expect(existsSync(started), "run's command").to.equal(false);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("serve warns of a tokens file every user can read, and a --dev-tokens file it cannot write leaves nothing behind", async () => {
     const dir = mkdtempSync(join(tmpdir(), "sb-cli-tokens-"));
     try {
@@ -151,6 +310,157 @@ describe("The shardbridge command line", function () {
       expect(refused.stderr).to.include(`--dev-tokens: cannot write ${dev}`);
       expect(existsSync(dev)).to.equal(false);
     } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("serve refuses a shards/ entry that is no regular file (a FIFO, a link to nothing) at once: exit 2 naming it, nothing written", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "sb-cli-shards-"));
+    try {
+      const shards = join(dir, "shards");
+      mkdirSync(shards);
+      writeFileSync(join(shards, "demo.json"), `\uFEFF${JSON.stringify({ name: "demo" })}`);
+      execFileSync("mkfifo", [join(shards, "cell-f.json")]);
+      const dev = join(dir, "dev-tokens.json");
+      const serve = ["serve", "--port", "0", "--shards", shards, "--dev-tokens", dev];
+      // Opened for reading, the FIFO would hold serve for ever, silent: a minute is the bound
+      // of "at once" for a process start on a loaded machine, not a measurement.
+      const fifo = await runShardbridge(serve, {}, 60_000);
+      expect(fifo.status, fifo.stderr).to.equal(2);
+      expect(fifo.stderr).to.include(
+        "shardbridge: cell-f.json: (file): a FIFO (named pipe), not a regular file: shards/ holds one regular file NAME.json per shard, or a link to one\n",
+      );
+      expect(fifo.stderr).to.not.include("listening");
+      expect(existsSync(dev), "the development tokens file").to.equal(false);
+      rmSync(join(shards, "cell-f.json"));
+      symlinkSync(join(dir, "moved.json"), join(shards, "cell-l.json"));
+      const dangling = await runShardbridge(serve, {}, 60_000);
+      expect(dangling.status, dangling.stderr).to.equal(2);
+      expect(dangling.stderr).to.include(
+        `shardbridge: cell-l.json: (file): a symbolic link to ${join(dir, "moved.json")}, which does not exist\n`,
+      );
+      expect(existsSync(dev), "the development tokens file").to.equal(false);
+      const missing = await runShardbridge([...serve.slice(0, 3), "--shards", join(dir, "nowhere")]);
+      expect(missing.status, missing.stderr).to.equal(2);
+      expect(missing.stderr).to.include(`shard definitions directory ${join(dir, "nowhere")}: not found`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("refuses a token no Bearer header can carry: in serve's tokens file, and as --token of run and status, exit 2 before anything starts", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "sb-cli-tokens-"));
+    const bridge = await startBridge({
+      shards: [{ name: "demo", lease_ttl_ms: 6000 }],
+      agents: ["compute-0"],
+    });
+    try {
+      const tokens = join(dir, "tokens.json");
+      const file = devTokens(["compute-0"]);
+      file.tokens[1]!.token = "inspector token 0123456789";
+      writeFileSync(tokens, JSON.stringify(file), { mode: 0o600 });
+      const serve = await runShardbridge(["serve", "--port", "0", "--tokens", tokens], {}, 60_000);
+      expect(serve.status, serve.stderr).to.equal(2);
+      expect(serve.stderr).to.include(`tokens file ${tokens}: tokens[1].token: must hold only A-Z a-z 0-9`);
+      expect(serve.stderr).to.include("not white space");
+      expect(serve.stderr).to.not.include("listening");
+      expect(serve.stderr).to.not.include("inspector token");
+
+      // fetch cannot send it: before, `run` took that for an unreachable bridge and waited for ever.
+      const unsendable = "compute-0-pässwort-0123456789";
+      const run = await runShardbridge(
+        [
+          ...["run", "--id", "compute-0", "--shard", "demo", "--bridge", bridge.url],
+          ...["--token", unsendable, "--", "sleep", "60"],
+        ],
+        {},
+        60_000,
+      );
+      expect(run.status, run.stderr).to.equal(2);
+      expect(run.stderr).to.include(
+        "shardbridge: --token (or SHARDBRIDGE_TOKEN): must hold only A-Z a-z 0-9 - . _ ~ + / (then = at the end: " +
+          "RFC 6750's bearer token), not a character outside printable ASCII: it is sent as Authorization: Bearer <token>\n",
+      );
+      expect(run.stderr).to.not.include(unsendable);
+      const status = await runShardbridge(["status", "--bridge", bridge.url], {
+        SHARDBRIDGE_TOKEN: "admin token 0123456789",
+      });
+      expect(status.status, status.stderr).to.equal(2);
+      expect(status.stderr).to.include("--token (or SHARDBRIDGE_TOKEN): must hold only");
+      // Nothing started: no lease taken, no heartbeat recorded.
+      const admin = { authorization: `Bearer ${bridge.tokenFor("admin")}` };
+      const lease = (await (
+        await fetch(`${bridge.url}/v1/shards/demo/lease`, { headers: admin })
+      ).json()) as {
+        lease: unknown;
+      };
+      expect(lease.lease).to.equal(null);
+      const agents = (await (await fetch(`${bridge.url}/v1/agents`, { headers: admin })).json()) as {
+        agents: unknown[];
+      };
+      expect(agents.agents).to.deep.equal([]);
+    } finally {
+      await bridge.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("serve's start-up hint names an agent the shard's definition allows, and the line works as printed", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "sb-cli-hint-"));
+    const dev = join(dir, "dev-tokens.json");
+    // The first shard is closed to compute-0, the first agent of the development tokens.
+    const bridge = await startBridge({
+      shards: [
+        { name: "rack-a", lease_ttl_ms: 1000, agents: ["compute-1"] },
+        { name: "rack-b", lease_ttl_ms: 1000, agents: ["compute-0"] },
+      ],
+      agents: [],
+      args: ["--dev-tokens", dev],
+    });
+    let agent: AgentProcess | undefined;
+    try {
+      const deadline = performance.now() + 10_000;
+      while (!bridge.serve.stderr.includes("connect an agent:") && performance.now() < deadline)
+        await new Promise((r) => setTimeout(r, 20));
+      const line = /connect an agent: {2}node dist\/cli\.js (agent .*)$/m.exec(bridge.serve.stderr)?.[1];
+      expect(line, bridge.serve.stderr).to.equal(
+        `agent --id compute-1 --shard rack-a --bridge ${bridge.url} --tokens-file ${dev}`,
+      );
+      agent = AgentProcess.cli("hinted", line!.split(" "));
+      const tokens = JSON.parse(readFileSync(dev, "utf8")) as ReturnType<typeof devTokens>;
+      const admin = tokens.tokens.find((t) => t.role === "admin")!.token;
+      // Held by the hinted agent, as the store says: the line did what it promised.
+      const held = async () =>
+        (
+          (await (
+            await fetch(`${bridge.url}/v1/shards/rack-a/lease`, {
+              headers: { authorization: `Bearer ${admin}` },
+            })
+          ).json()) as { lease: { holder: string } | null }
+        ).lease?.holder;
+      const until = performance.now() + 20_000;
+      while ((await held()) !== "compute-1" && performance.now() < until && agent.child.exitCode === null)
+        await new Promise((r) => setTimeout(r, 100));
+      expect(await held(), `agent exited ${agent.child.exitCode}`).to.equal("compute-1");
+      // Without development tokens (--tokens): the first shard and an agent it allows, a token to fill in.
+      const closed = { description: "", lease_ttl_ms: 6000 };
+      expect(
+        hintedAgent(
+          [
+            { ...closed, name: "rack-a", agents: ["host-7"] },
+            { ...closed, name: "rack-b" },
+          ],
+          [],
+        ),
+      ).to.deep.equal({ shard: "rack-a", agent: "host-7", tokenInDevFile: false });
+      expect(hintedAgent([], [])).to.deep.equal({
+        shard: "SHARD",
+        agent: "compute-0",
+        tokenInDevFile: false,
+      });
+    } finally {
+      await agent?.kill();
+      await bridge.stop();
       rmSync(dir, { recursive: true, force: true });
     }
   });
@@ -239,5 +549,106 @@ describe("The shardbridge command line", function () {
     expect(run.stderr).to.match(
       /sudo apt-get install -y --no-install-recommends redis-server redis-sentinel util-linux curl/,
     );
+  });
+});
+
+/** Run examples/lease-walkthrough.sh against `bridge`: its exit status and output, killed past `timeoutMs`. */
+function walkthrough(
+  bridge: { url: string; tokensFile: string },
+  timeoutMs: number,
+): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      "bash",
+      [join(ROOT, "examples", "lease-walkthrough.sh")],
+      {
+        env: { ...process.env, BRIDGE: bridge.url, TOKENS: bridge.tokensFile },
+        timeout: timeoutMs,
+        encoding: "utf8",
+      },
+      (error, stdout, stderr) =>
+        resolve({
+          status: error === null ? 0 : typeof error.code === "number" ? error.code : null,
+          stdout,
+          stderr,
+        }),
+    );
+  });
+}
+
+/**
+ * examples/lease-walkthrough.sh as a newcomer runs it: on a bridge just started (its store
+ * recovering for one TTL), and on a shard another agent holds, which it must say and stop
+ * at, not take for a recovering store and ask again for ever.
+ */
+describe("examples/lease-walkthrough.sh", function () {
+  this.timeout(120_000);
+  let bridge: BridgeProcess;
+  const admin = () => ({ authorization: `Bearer ${bridge.tokenFor("admin")}` });
+  const leaseOf = async (shard: string) =>
+    (
+      (await (await fetch(`${bridge.url}/v1/shards/${shard}/lease`, { headers: admin() })).json()) as {
+        lease: { holder: string; token: number; since: string; ttl_ms: number } | null;
+      }
+    ).lease;
+  before(async () => {
+    bridge = await startBridge({
+      shards: [{ name: "demo", lease_ttl_ms: 6000 }],
+      agents: ["compute-0", "compute-1"],
+    });
+  });
+  after(() => bridge.stop());
+
+  it("waits out a recovering store as long as it says, walks the handover and hands the shard back", async () => {
+    // The claim's bound: the store's one TTL (6 s) of recovery, then a dozen requests.
+    const walk = await walkthrough(bridge, 60_000);
+    expect(walk.status, walk.stderr).to.equal(0);
+    expect(walk.stdout).to.match(
+      /^\(the bridge's store is recovering: it grants leases in \d+ ms; waiting\)$/m,
+    );
+    const answers = walk.stdout.split("\n").filter((l) => l.startsWith("{"));
+    const [first, refused, fenceBefore, handedOver, fenceAfter] = answers.map((l) => JSON.parse(l));
+    expect(first).to.include({ holder: "compute-0" });
+    expect(refused.errors[0].code).to.equal("shardbridge.lease.held");
+    expect(fenceBefore.allowed).to.equal(true);
+    expect(handedOver.holder).to.equal("compute-1");
+    expect(handedOver.token).to.be.greaterThan(first.token);
+    expect(fenceAfter.allowed).to.equal(false);
+    expect(await leaseOf("demo"), "handed back at the end").to.equal(null);
+  });
+
+  it("says who holds the shard and stops, changing nothing, when another agent holds it", async () => {
+    // Whatever the test before left: the shard free for a real agent to take and renew.
+    const left = await leaseOf("demo");
+    if (left !== null)
+      await fetch(`${bridge.url}/v1/shards/demo/lease`, {
+        method: "DELETE",
+        headers: { ...admin(), "content-type": "application/json" },
+        body: JSON.stringify({ agent: left.holder, token: left.token }),
+      });
+    const holder = AgentProcess.cli("compute-1", [
+      ...["agent", "--id", "compute-1", "--shard", "demo"],
+      ...["--bridge", bridge.url, "--tokens-file", bridge.tokensFile],
+    ]);
+    try {
+      // Granted once the store's recovery (one TTL) is over.
+      const until = performance.now() + 30_000;
+      while ((await leaseOf("demo"))?.holder !== "compute-1" && performance.now() < until)
+        await new Promise((r) => setTimeout(r, 100));
+      const before = await leaseOf("demo");
+      expect(before?.holder).to.equal("compute-1");
+      // Before, it took this 409 for a recovering store and asked again every second, for ever.
+      const walk = await walkthrough(bridge, 30_000);
+      expect(walk.status, `${walk.stdout}${walk.stderr}`).to.equal(1);
+      expect(walk.stderr).to.match(
+        /^shard demo is held by compute-1 for \d+ ms more: stop that agent \(or release its lease: DELETE \/v1\/shards\/demo\/lease \{"agent","token"\}\) and run this again\n$/,
+      );
+      expect(walk.stdout).to.equal("");
+      // The agent's lease as it was (renewed meanwhile, under the same token): not released or taken.
+      const after = await leaseOf("demo");
+      expect([after?.holder, after?.token]).to.deep.equal([before!.holder, before!.token]);
+    } finally {
+      await holder.kill();
+    }
   });
 });

@@ -19,6 +19,7 @@ import {
   type PlanNode,
 } from "../src/ring/plan.js";
 import { planFile, readPlanFile, type PlanFile } from "../src/commands/migrate-file.js";
+import { planText, stepsText } from "../src/commands/migrate-text.js";
 import { applyPlan, writeDefinitions } from "../src/commands/migrate-apply.js";
 import { ConfigError } from "../src/config.js";
 import { ToozRing } from "../src/ring/tooz.js";
@@ -212,6 +213,45 @@ describe("Migration plan file: fingerprint, changes, nova's side (pure)", () => 
       expect(move.to).to.equal(`${planned.get(move.uuid)}-ironic`);
     }
     expect(file.definitions.every((d) => d.lease_ttl_ms === 8000 && d.agents.length === 1)).to.equal(true);
+  });
+
+  it("says one of a thing in the singular, and a step with nothing to do as such (a plan of one node)", () => {
+    const planOf = (nodes: PlanNode[]) => {
+      const one = planShards(nodes, buildRing("tooz", ["compute-a"]), { maxPerShard: 10 });
+      const members = { source: "bridge" as const, from: "http://bridge", ring: "tooz" as const };
+      return {
+        plan: one,
+        file: planFile(
+          one,
+          nodes,
+          { ...members, members: ["compute-a"] },
+          { maxPerShard: 10, leaseTtlMs: 6000 },
+        ),
+      };
+    };
+    const { plan: idle, file: idleFile } = planOf(fleet(5, 1));
+    expect(idleFile.definitions[0]!.description).to.equal(
+      "planned by shardbridge migrate from nova's ring: 1 node of compute-a",
+    );
+    expect(planText(idle, 10)).to.include(
+      "\n1 unsharded node into 1 shard of at most 10; no node changes agent. " +
+        "0 nodes already have a shard key and are left alone.\n",
+    );
+    const steps = stepsText(idleFile, "plan.json").trimEnd().split("\n");
+    expect(steps).to.include(
+      "6. no planned node has an instance: nova moves every node itself, none by hand",
+    );
+    // No step is a heading with nothing under it: a line ending in ":" is followed by an indented one.
+    steps.forEach((line, i) => {
+      if (/^\d\. .*:$/.test(line)) expect(steps[i + 1], line).to.match(/^ {5}\S/);
+    });
+    const { file: deployedFile } = planOf(fleet(5, 1, () => ({ instance_host: "compute-a" })));
+    const deployed = stepsText(deployedFile, "plan.json").split("\n");
+    const move = deployed.findIndex((l) => l.startsWith("6. "));
+    expect(deployed[move]).to.equal(
+      "6. move the 1 node with an instance to its shard's service (nova moves the others itself):",
+    );
+    expect(deployed[move + 1]).to.match(/^ {5}nova-manage db ironic_compute_node_move --ironic-node-uuid /);
   });
 
   it("reads its own file back, and refuses edits that break its promises as bad input, naming the field", () => {

@@ -1,7 +1,8 @@
 import { MemoryTraits } from "../src/traits/memory.js";
 import { MemoryNodes } from "../src/nodes/memory.js";
 import { expect } from "chai";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -15,6 +16,7 @@ import { call, listen, testAuthority, TEST_TOKENS } from "./helpers/http.js";
 import { backendsUnderTest, useApp } from "./helpers/backends.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
 import { openStore } from "../src/store/open.js";
+import { ConfigError } from "../src/config.js";
 import { DEFINITIONS_REFRESH_MS, StoredDefinitions } from "../src/shards/stored-definitions.js";
 
 describe("Shard definitions", () => {
@@ -99,6 +101,69 @@ describe("Shard definitions", () => {
       throw new Error("expected the definition to be refused");
     });
   }
+
+  /** The refusal loading `dir` ends in: the file it names and its one issue's reason. */
+  const refusalOf = (): { file: string; reason: string } => {
+    try {
+      loadShardCatalog(dir);
+    } catch (error) {
+      expect(error).to.be.instanceOf(ShardDefinitionError);
+      const e = error as ShardDefinitionError;
+      expect(e.issues).to.have.length(1);
+      expect(e.issues[0]!.field).to.equal("(file)");
+      return { file: e.file, reason: e.issues[0]!.reason };
+    }
+    throw new Error("expected the definitions to be refused");
+  };
+
+  it("reads a file an editor saved with a UTF-8 byte order mark, and a link to a file (a ConfigMap's)", () => {
+    writeFileSync(
+      join(dir, "rack-a.json"),
+      `\uFEFF${JSON.stringify({ name: "rack-a", lease_ttl_ms: 9000 })}`,
+    );
+    const elsewhere = mkdtempSync(join(tmpdir(), "sb-shards-target-"));
+    try {
+      writeFileSync(join(elsewhere, "rack-b.json"), JSON.stringify({ name: "rack-b" }));
+      symlinkSync(join(elsewhere, "rack-b.json"), join(dir, "rack-b.json"));
+      const catalog = loadShardCatalog(dir);
+      expect(catalog.definitions.map((d) => d.name)).to.deep.equal(["rack-a", "rack-b"]);
+      expect(catalog.ttlMsFor("rack-a")).to.equal(9000);
+    } finally {
+      rmSync(elsewhere, { recursive: true, force: true });
+    }
+  });
+
+  it("refuses a NAME.json that is no regular file, saying what it is, without opening it", () => {
+    mkdirSync(join(dir, "rack-d.json"));
+    expect(refusalOf()).to.deep.equal({
+      file: "rack-d.json",
+      reason:
+        "a directory, not a regular file: shards/ holds one regular file NAME.json per shard, or a link to one",
+    });
+    rmSync(join(dir, "rack-d.json"), { recursive: true });
+    symlinkSync(join(dir, "gone.json.orig"), join(dir, "rack-l.json"));
+    expect(refusalOf()).to.deep.equal({
+      file: "rack-l.json",
+      reason: `a symbolic link to ${join(dir, "gone.json.orig")}, which does not exist`,
+    });
+    rmSync(join(dir, "rack-l.json"));
+    // Were it opened, this process would wait for a writer for ever (the CLI test runs it in a child).
+    execFileSync("mkfifo", [join(dir, "rack-f.json")]);
+    expect(refusalOf()).to.include({ file: "rack-f.json" });
+    expect(refusalOf().reason).to.match(/^a FIFO \(named pipe\), not a regular file/);
+  });
+
+  it("refuses a shards directory that is missing or a file as configuration (exit 2)", () => {
+    expect(() => loadShardCatalog(join(dir, "nowhere"))).to.throw(
+      ConfigError,
+      `shard definitions directory ${join(dir, "nowhere")}: not found`,
+    );
+    write("plain", "");
+    expect(() => loadShardCatalog(join(dir, "plain"))).to.throw(
+      ConfigError,
+      `shard definitions directory ${join(dir, "plain")}: not a directory`,
+    );
+  });
 
   it("over HTTP: the shard's TTL applies, and an agent not listed gets 403 and nothing is written", async () => {
     // rack-b, undefined, on a bridge that leases any name (--allow-undefined-shards): the default TTL.

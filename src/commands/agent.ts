@@ -1,7 +1,15 @@
 import { parseArgs } from "node:util";
 import { z } from "zod";
 import { runReferenceAgent } from "../agent/reference-agent.js";
-import { AGENT_FLAGS, STANDBY_POLL_USAGE, agentToken, flagsOrThrow, standbyPollMs } from "./io.js";
+import {
+  AGENT_FLAGS,
+  BRIDGE_USAGE,
+  STANDBY_POLL_USAGE,
+  agentToken,
+  flagsOrThrow,
+  httpUrlFlag,
+  standbyPollMs,
+} from "./io.js";
 import { AgentId, ShardName } from "../domain/names.js";
 import { onStopSignal } from "./signals.js";
 
@@ -9,8 +17,7 @@ import { onStopSignal } from "./signals.js";
 export const AGENT_USAGE = `  agent    run the reference compute agent for one shard
              --id HOST       this agent's id (nova-compute's host)
              --shard NAME    the shard to serve
-             --bridge URL    the bridge (default http://127.0.0.1:6390)
-             --token T       this agent's bearer token (env SHARDBRIDGE_TOKEN), or
+${BRIDGE_USAGE}             --token T       this agent's bearer token (env SHARDBRIDGE_TOKEN), or
              --tokens-file F take it from a tokens file (the agent entry for --id)
 ${STANDBY_POLL_USAGE}`;
 
@@ -24,7 +31,7 @@ export async function agentCommand(argv: string[]): Promise<void> {
   const running = runReferenceAgent({
     id,
     shard,
-    bridge: values.bridge!,
+    bridge: httpUrlFlag("bridge", values.bridge!, "SHARDBRIDGE_URL"),
     token: agentToken(id, values.token, values["tokens-file"]),
     ...(pollMs !== undefined && { standbyPollMs: pollMs }),
   });

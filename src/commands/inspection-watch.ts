@@ -1,5 +1,5 @@
 import { parseArgs } from "node:util";
-import { IRONIC_AUTH_USAGE, integerFlag } from "./io.js";
+import { BRIDGE_FLAG, BRIDGE_USAGE, IRONIC_AUTH_USAGE, httpUrlFlag, integerFlag, tokenFlag } from "./io.js";
 import { IronicClient } from "../ironic/client.js";
 import { InspectorClient } from "../ironic/inspector-client.js";
 import { ironicAuthFromEnv } from "../ironic/keystone.js";
@@ -15,8 +15,7 @@ export const INSPECTION_WATCH_USAGE = `  inspection-watch  deliver inspections a
                              (env SHARDBRIDGE_IRONIC_URL); the fallback where Ironic sends no notifications
              --inspector URL read the data from ironic-inspector's /v1/introspection/{n}/data instead of
                              Ironic's /v1/nodes/{n}/inventory (env SHARDBRIDGE_INSPECTOR_URL)
-             --bridge URL    the bridge (default http://127.0.0.1:6390)
-             --token T       an inspector-role token (env SHARDBRIDGE_TOKEN)
+${BRIDGE_USAGE}             --token T       an inspector-role token (env SHARDBRIDGE_TOKEN)
              --secret S      the webhook's HMAC secret (env SHARDBRIDGE_INSPECTOR_SECRET)
              --interval S    seconds between polls (default 30)
              --lookback S    each poll reads back to S seconds before the newest inspection it has seen
@@ -34,7 +33,7 @@ export async function inspectionWatchCommand(argv: string[]): Promise<void> {
     options: {
       ironic: { type: "string", default: process.env.SHARDBRIDGE_IRONIC_URL },
       inspector: { type: "string", default: process.env.SHARDBRIDGE_INSPECTOR_URL },
-      bridge: { type: "string", default: process.env.SHARDBRIDGE_URL ?? "http://127.0.0.1:6390" },
+      bridge: BRIDGE_FLAG,
       token: { type: "string", default: process.env.SHARDBRIDGE_TOKEN },
       secret: { type: "string", default: process.env.SHARDBRIDGE_INSPECTOR_SECRET },
       interval: { type: "string", default: "30" },
@@ -48,12 +47,15 @@ export async function inspectionWatchCommand(argv: string[]): Promise<void> {
   if (values.ironic === undefined) throw missing("ironic", "SHARDBRIDGE_IRONIC_URL");
   if (values.token === undefined) throw missing("token", "SHARDBRIDGE_TOKEN");
   if (values.secret === undefined) throw missing("secret", "SHARDBRIDGE_INSPECTOR_SECRET");
+  httpUrlFlag("ironic", values.ironic, "SHARDBRIDGE_IRONIC_URL");
+  httpUrlFlag("inspector", values.inspector, "SHARDBRIDGE_INSPECTOR_URL");
+  httpUrlFlag("bridge", values.bridge, "SHARDBRIDGE_URL");
   const intervalS = integerFlag("interval", values.interval, 1, 3600)!;
   const lookbackS = integerFlag("lookback", values.lookback, 0, 86_400)!;
   // One Keystone token (or fixed token) for Ironic and the inspector alike.
   const ironicAuth = ironicAuthFromEnv();
   const ironic = new IronicClient(values.ironic, ironicAuth);
-  const webhook = new WebhookClient(values.bridge!, values.token, values.secret);
+  const webhook = new WebhookClient(values.bridge!, tokenFlag(values.token), values.secret);
   const watcher = new InspectionWatcher({
     ironic,
     source:

@@ -6,7 +6,7 @@ import { IronicClient } from "../ironic/client.js";
 import { ironicAuthFromEnv } from "../ironic/keystone.js";
 import { randomUuid, seededRandom } from "../random.js";
 import type { PlanNode } from "../ring/plan.js";
-import { integerFlag } from "./io.js";
+import { httpUrlFlag, integerFlag, tokenFlag } from "./io.js";
 import { ConfigError } from "../config.js";
 
 /** The flags that say where an inventory comes from; exactly one source. */
@@ -61,11 +61,11 @@ export async function loadInventory(values: {
   if (values.bridge !== undefined) {
     if (values.token === undefined)
       throw new ConfigError("--bridge needs --token (an admin token) or SHARDBRIDGE_TOKEN");
-    const client = new BridgeClient(values.bridge, values.token, 30_000);
+    const client = new BridgeClient(httpUrlFlag("bridge", values.bridge), tokenFlag(values.token), 30_000);
     return { nodes: await client.allNodes(), writable: { kind: "bridge", client }, describe: values.bridge };
   }
   if (values.ironic !== undefined) {
-    const client = new IronicClient(values.ironic, ironicAuthFromEnv());
+    const client = new IronicClient(httpUrlFlag("ironic", values.ironic), ironicAuthFromEnv());
     const nodes = (await client.nodes()).map((n) => ({
       uuid: n.uuid,
       shard: n.shard,

@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import { readTokensFile } from "../api/http/auth.js";
+import { bearerTokenProblem, readTokensFile } from "../api/http/auth.js";
 import { ConfigError } from "../config.js";
 import { ValidationError, parseOrThrow } from "../domain/validation.js";
 
@@ -24,9 +24,47 @@ export function integerFlag(
   return n;
 }
 
+/**
+ * An http:// or https:// URL flag (--bridge, --ironic), or bad usage naming the flag. fetch
+ * reaches nothing else, and says only "Invalid URL" of `127.0.0.1:6390`, or "fetch failed"
+ * of `ftp://host`, which `run` took for a bridge not up yet and waited on for ever. A URL
+ * of another scheme is named by its scheme alone: it may carry a password (amqp://).
+ */
+export function httpUrlFlag<T extends string | undefined>(flag: string, value: T, env?: string): T {
+  if (value === undefined) return value;
+  let url: URL | null = null;
+  try {
+    url = new URL(value);
+  } catch {
+    // said below
+  }
+  if (url !== null && (url.protocol === "http:" || url.protocol === "https:")) return value;
+  const hostAndPort = /^[\w.-]+:\d+(\/|$)/.test(value);
+  const got = hostAndPort
+    ? `${value} (no scheme)`
+    : url === null
+      ? `${value}, which does not parse as a URL`
+      : `a URL of scheme ${url.protocol}`;
+  throw new ConfigError(
+    `--${flag}${env === undefined ? "" : ` (or ${env})`}: must be an http:// or https:// URL such as ` +
+      `${hostAndPort ? `http://${value}` : "http://127.0.0.1:6390"}, got ${got}`,
+  );
+}
+
+/**
+ * A bearer token from --token (or SHARDBRIDGE_TOKEN), held to the rule the bridge's tokens
+ * file is: one it could not hold would only ever be refused, and one fetch cannot send (a
+ * non-ASCII letter) would read as an unreachable bridge, which `run` waits out for ever.
+ */
+export function tokenFlag<T extends string | undefined>(token: T): T {
+  const problem = token === undefined ? null : bearerTokenProblem(token);
+  if (problem !== null) throw new ConfigError(`--token (or SHARDBRIDGE_TOKEN): ${problem}`);
+  return token;
+}
+
 /** An agent's bearer token: given, or its entry in a tokens file. */
 export function agentToken(id: string, token: string | undefined, tokensFile: string | undefined): string {
-  if (token !== undefined) return token;
+  if (token !== undefined) return tokenFlag(token);
   if (tokensFile !== undefined) {
     const file = readTokensFile(tokensFile);
     const entry = file.tokens.find((t) => t.role === "agent" && t.agent === id);
@@ -36,11 +74,18 @@ export function agentToken(id: string, token: string | undefined, tokensFile: st
   throw new ConfigError("agent: pass --token, set SHARDBRIDGE_TOKEN, or --tokens-file");
 }
 
+/** --bridge of the commands that call one bridge, and its line in their usage. */
+export const BRIDGE_FLAG = {
+  type: "string",
+  default: process.env.SHARDBRIDGE_URL ?? "http://127.0.0.1:6390",
+} as const;
+export const BRIDGE_USAGE = `             --bridge URL    the bridge (default $SHARDBRIDGE_URL or http://127.0.0.1:6390)\n`;
+
 /** The flags every command that acts as an agent takes: who, which shard, which bridge, which token. */
 export const AGENT_FLAGS = {
   id: { type: "string" },
   shard: { type: "string" },
-  bridge: { type: "string", default: process.env.SHARDBRIDGE_URL ?? "http://127.0.0.1:6390" },
+  bridge: BRIDGE_FLAG,
   token: { type: "string", default: process.env.SHARDBRIDGE_TOKEN },
   "tokens-file": { type: "string" },
   "standby-poll": { type: "string" },

@@ -14,6 +14,7 @@ import {
   shown,
 } from "./migrate-fleet.js";
 import { verifyPlan } from "./migrate-verify.js";
+import { agreeing, count } from "../text/count.js";
 
 /** Shard keys written at once, to Ironic and to the bridge. */
 const PARALLEL_WRITES = 8;
@@ -54,7 +55,7 @@ async function checkPlanHolds(ctx: ApplyContext, listing: Map<string, string[]>)
   );
   if (changed.length > 0)
     throw new MigrationRefused([
-      `the inventory (${plan.inventory.source}) changed since the plan was made: ${changed.length} nodes`,
+      `the inventory (${plan.inventory.source}) changed since the plan was made: ${count(changed.length, "node")}`,
       ...shown(changed.map((c) => `${c.uuid} ${c.change}${c.detail === "" ? "" : `: ${c.detail}`}`)),
       "plan again (migrate plan --out) and review the new plan",
     ]);
@@ -121,12 +122,13 @@ async function checkHolders(ctx: ApplyContext): Promise<void> {
     .reduce((n, s) => n + s.nodes.length, 0);
   if (!ctx.force)
     throw new MigrationRefused([
-      `${missing.length} planned shards are not held by their planned agent:`,
+      `${count(missing.length, "planned shard")} ${agreeing(missing.length, "is not held by its", "are not held by their")} planned agent:`,
       ...shown(missing),
       "(--force writes anyway: see migrate apply --help for what it risks)",
     ]);
   ctx.say(
-    `--force: ${missing.length} planned shards are not held by their planned agent (${nodes} nodes). From the ` +
+    `--force: ${count(missing.length, "planned shard")} ${agreeing(missing.length, "is not held by its", "are not held by their")} planned agent ` +
+      `(${count(nodes, "node")}). From the ` +
       "moment their keys land those nodes are managed by nobody (no lease) or by the holder shown, not by the " +
       "agent that manages them now, until the planned agent holds the lease; the final check below lists them:",
   );
@@ -193,10 +195,14 @@ async function progress({
 async function finish(ctx: ApplyContext, before: Map<string, string[]>, agents: string[]): Promise<boolean> {
   const { plan, bridge, ironic, say } = ctx;
   await writeDefinitions(ctx, false);
-  say(`filling cleared: ${agents.length} agents serve their shards and leave nova's legacy pool`);
+  say(
+    `filling cleared: ${count(agents.length, "agent")} ${agreeing(agents.length, "serves its shards and leaves", "serve their shards and leave")} nova's legacy pool`,
+  );
   const changes = listingChanges(before, await listingNow(bridge, agents));
   if (changes.length > 0) {
-    say(`FAILED: ${changes.length} nodes are not managed by the agent that managed them before:`);
+    say(
+      `FAILED: ${count(changes.length, "node")} ${agreeing(changes.length, "is", "are")} not managed by the agent that managed ${agreeing(changes.length, "it", "them")} before:`,
+    );
     for (const line of shown(changes)) say(`  ${line}`);
     return false;
   }
@@ -237,7 +243,7 @@ export async function applyPlan(ctx: ApplyContext): Promise<boolean> {
   }
   if (plan.unplaced.length > 0 && !ctx.force)
     throw new MigrationRefused([
-      `${plan.unplaced.length} nodes are not planned (e.g. ${plan.unplaced[0]!.uuid}: ${plan.unplaced[0]!.reason}):`,
+      `${count(plan.unplaced.length, "node")} ${agreeing(plan.unplaced.length, "is", "are")} not planned (e.g. ${plan.unplaced[0]!.uuid}: ${plan.unplaced[0]!.reason}):`,
       "once the agents leave nova's pool, nova's ring hands them to whoever is left in it, or to nobody.",
       "plan from the bridge with their instance hosts set, or --force",
     ]);
@@ -256,7 +262,7 @@ export async function applyPlan(ctx: ApplyContext): Promise<boolean> {
   const within = await writeDefinitions(ctx, true);
   if (within > 0) {
     say(
-      `defined ${plan.definitions.length} shards, marked filling; waiting ${2 * within} ms for every bridge`,
+      `defined ${count(plan.definitions.length, "shard")}, marked filling; waiting ${2 * within} ms for every bridge`,
     );
     await sleep(2 * within);
   }
@@ -270,10 +276,10 @@ export async function applyPlan(ctx: ApplyContext): Promise<boolean> {
     ([uuid]) => uuid,
     ([uuid, shard]) => ironic!.setShard(uuid, shard),
   );
-  if (ironic !== null) say(`Ironic: ${toIronic.length - ironicFailed.length} shard keys written`);
+  if (ironic !== null) say(`Ironic: ${count(toIronic.length - ironicFailed.length, "shard key")} written`);
   if (ironicFailed.length > 0)
     throw new Error(
-      `${ironicFailed.length} shard keys not written to Ironic (the shards stay marked filling: every ` +
+      `${count(ironicFailed.length, "shard key")} not written to Ironic (the shards stay marked filling: every ` +
         `node is still managed as before; run migrate apply again):\n${shown(ironicFailed).join("\n")}`,
     );
 
@@ -290,12 +296,12 @@ export async function applyPlan(ctx: ApplyContext): Promise<boolean> {
     ([uuid]) => uuid,
     async ([uuid, shard]) => void (await bridge.patchNode(uuid, { shard })),
   );
-  say(`bridge: ${toBridge.length - bridgeFailed.length} shard keys written`);
+  say(`bridge: ${count(toBridge.length - bridgeFailed.length, "shard key")} written`);
   const landed = await bridgeShards(bridge);
   const missing = [...planned].filter(([uuid, shard]) => landed.get(uuid) !== shard).map(([uuid]) => uuid);
   if (bridgeFailed.length > 0 || missing.length > 0)
     throw new Error(
-      `${missing.length} planned nodes lack their shard key in the bridge (the shards stay marked filling: ` +
+      `${count(missing.length, "planned node")} ${agreeing(missing.length, "lacks its", "lack their")} shard key in the bridge (the shards stay marked filling: ` +
         `every node is still managed as before; run migrate apply again):\n${shown([...bridgeFailed, ...missing]).join("\n")}`,
     );
 

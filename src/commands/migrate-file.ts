@@ -15,6 +15,7 @@ import {
   type MigrationPlan,
   type PlanNode,
 } from "../ring/plan.js";
+import { count } from "../text/count.js";
 
 /** What a plan file says it is; a later format gets a new name. */
 export const PLAN_FORMAT = "shardbridge.migration-plan/1";
@@ -103,7 +104,7 @@ export function planFile(
     shards: plan.shards,
     definitions: plan.shards.map((s) => ({
       name: s.name,
-      description: `planned by shardbridge migrate from nova's ring: ${s.nodes.length} nodes of ${s.active}`,
+      description: `planned by shardbridge migrate from nova's ring: ${count(s.nodes.length, "node")} of ${s.active}`,
       lease_ttl_ms: options.leaseTtlMs,
       agents: [s.active],
     })),

@@ -1,9 +1,7 @@
+import { agreeing, count } from "../text/count.js";
 import { renderTable } from "../text/table.js";
 import type { MigrationPlan } from "../ring/plan.js";
 import type { PlanFile } from "./migrate-file.js";
-
-/** `n` and the noun, in the plural but for one. */
-const count = (n: number, noun: string): string => `${n} ${noun}${n === 1 ? "" : "s"}`;
 
 /** The plan as a table of shards, and what it leaves alone or cannot place. */
 export function planText(plan: MigrationPlan, maxPerShard: number): string {
@@ -12,14 +10,14 @@ export function planText(plan: MigrationPlan, maxPerShard: number): string {
     ["shard", "active agent", "nodes"],
     plan.shards.map((s) => [s.name, s.active, s.nodes.length]),
   );
-  const left = `${count(plan.alreadySharded, "node")} already ${plan.alreadySharded === 1 ? "has" : "have"} a shard key`;
+  const left = `${count(plan.alreadySharded, "node")} already ${agreeing(plan.alreadySharded, "has", "have")} a shard key`;
   if (planned === 0 && plan.unplaced.length === 0)
     return `Nothing to migrate: no unsharded node (${left}).\n`;
   out +=
     `\n${count(planned, "unsharded node")} into ${count(plan.shards.length, "shard")} of at most ${maxPerShard}; ` +
-    `no node changes agent. ${left} and ${plan.alreadySharded === 1 ? "is" : "are"} left alone.\n`;
+    `no node changes agent. ${left} and ${agreeing(plan.alreadySharded, "is", "are")} left alone.\n`;
   if (plan.unplaced.length > 0) {
-    out += `${count(plan.unplaced.length, "node")} ${plan.unplaced.length === 1 ? "is" : "are"} not planned:\n`;
+    out += `${count(plan.unplaced.length, "node")} ${agreeing(plan.unplaced.length, "is", "are")} not planned:\n`;
     for (const u of plan.unplaced.slice(0, 20)) out += `  ${u.uuid}: ${u.reason}\n`;
     if (plan.unplaced.length > 20) out += `  … and ${plan.unplaced.length - 20} more (see --json)\n`;
   }
@@ -70,7 +68,10 @@ export function stepsText(file: PlanFile, path: string): string {
     "     checks every node is managed by the agent that managed it before; each shard's nova-compute takes its",
     "     nodes without instances at its next resource update (update_resources_interval); if it refuses, it wrote",
     "     nothing: fix what it names and apply again, or bring the old services back (--up, start them)",
-    `6. move the nodes with instances to their shard's service (${moves.length}; nova moves the others itself):`,
+    // No node with an instance: a step that says so, not a heading with nothing under it.
+    moves.length === 0
+      ? "6. no planned node has an instance: nova moves every node itself, none by hand"
+      : `6. move the ${count(moves.length, "node with an instance", "nodes with instances")} to ${agreeing(moves.length, "its", "their")} shard's service (nova moves the others itself):`,
     ...moves.map(
       (m) =>
         `     nova-manage db ironic_compute_node_move --ironic-node-uuid ${m.uuid} --destination-host ${m.to}`,

@@ -9,6 +9,7 @@ import {
   ringMovesAhead,
   shown,
 } from "./migrate-fleet.js";
+import { count } from "../text/count.js";
 
 export interface VerifyContext {
   plan: PlanFile;
@@ -98,7 +99,7 @@ export async function verifyPlan(ctx: VerifyContext): Promise<boolean> {
   const nodes = plan.shards.reduce((n, s) => n + s.nodes.length, 0);
   say(
     ok
-      ? `verified: ${nodes} nodes in ${plan.shards.length} shards, each managed by its planned agent`
+      ? `verified: ${count(nodes, "node")} in ${count(plan.shards.length, "shard")}, each managed by its planned agent`
       : "verification FAILED (see above)",
   );
   return ok;

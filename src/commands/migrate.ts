@@ -10,13 +10,14 @@ import { ironicAuthFromEnv } from "../ironic/keystone.js";
 import { buildRing } from "../ring/legacy.js";
 import { DEFAULT_MAX_PER_SHARD, currentAgentOf, planShards, type MigrationPlan } from "../ring/plan.js";
 import { INVENTORY_OPTIONS, INVENTORY_USAGE, loadInventory, type InventorySource } from "./inventory.js";
-import { IRONIC_AUTH_USAGE, integerFlag, flagsOrThrow } from "./io.js";
+import { IRONIC_AUTH_USAGE, integerFlag, flagsOrThrow, httpUrlFlag, tokenFlag } from "./io.js";
 import { ConfigError } from "../config.js";
 import { planFile, readPlanFile, type PlanFile } from "./migrate-file.js";
 import { inParallel } from "./migrate-fleet.js";
 import { applyPlan, writeDefinitions } from "./migrate-apply.js";
 import { verifyPlan } from "./migrate-verify.js";
 import { planText, stepsText } from "./migrate-text.js";
+import { count } from "../text/count.js";
 
 export const MIGRATE_USAGE = `  migrate plan  shard keys for unsharded nodes such that moving from nova's ring to shards moves no node
              --agents a,b,c        the compute agents nova's ring spreads the nodes over today
@@ -146,7 +147,7 @@ async function planCommand(argv: string[]): Promise<void> {
           "(dry run: nothing written; --out PLAN.json writes a plan to review and apply with migrate apply)\n",
         );
     } else {
-      process.stdout.write(`applied to ${source.describe}: ${result.written} shard keys written\n`);
+      process.stdout.write(`applied to ${source.describe}: ${count(result.written, "shard key")} written\n`);
       for (const f of result.failed) process.stdout.write(`  failed: ${f}\n`);
     }
   }
@@ -174,12 +175,14 @@ function planTargets(
     throw new ConfigError(`migrate ${sub}: pass --bridge URL or set SHARDBRIDGE_URL`);
   if (values.token === undefined)
     throw new ConfigError(`migrate ${sub}: pass --token (an admin token) or set SHARDBRIDGE_TOKEN`);
+  httpUrlFlag("bridge", values.bridge, "SHARDBRIDGE_URL");
+  httpUrlFlag("ironic", values.ironic, "SHARDBRIDGE_IRONIC_URL");
   const plan = readPlanFile(positionals[0]!);
   if (plan.inventory.source === "ironic" && values.ironic === undefined && sub !== "prepare")
     throw new ConfigError(`migrate ${sub}: the plan was made from Ironic: pass --ironic URL`);
   return {
     plan,
-    bridge: new BridgeClient(values.bridge, values.token, 30_000),
+    bridge: new BridgeClient(values.bridge, tokenFlag(values.token), 30_000),
     ironic: values.ironic === undefined ? null : new IronicClient(values.ironic, ironicAuthFromEnv()),
     force: (values as { force?: boolean }).force === true,
   };
@@ -191,7 +194,7 @@ async function prepareCommand(argv: string[]): Promise<void> {
   const { plan, bridge } = planTargets("prepare", argv);
   const within = await writeDefinitions({ plan, bridge }, true);
   say(
-    `defined ${plan.definitions.length} shards, marked filling` +
+    `defined ${count(plan.definitions.length, "shard")}, marked filling` +
       (within > 0 ? ` (in force on every bridge within ${within} ms)` : " (they were already)"),
   );
   say("now start each shard's agent; it takes the lease and stays in nova's legacy pool until apply:");

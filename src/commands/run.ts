@@ -7,9 +7,11 @@ import { maxGraceMs, runSupervised } from "../run/supervisor.js";
 import { ConfigError } from "../config.js";
 import {
   AGENT_FLAGS,
+  BRIDGE_USAGE,
   STANDBY_POLL_USAGE,
   agentToken,
   flagsOrThrow,
+  httpUrlFlag,
   integerFlag,
   standbyPollMs,
 } from "./io.js";
@@ -18,8 +20,7 @@ import { onStopSignal } from "./signals.js";
 export const RUN_USAGE = `  run -- COMMAND [ARGS...]  run COMMAND (nova-compute) only while this host holds the shard's lease
              --id HOST       this physical host's agent id at the bridge
              --shard NAME    the shard to serve
-             --bridge URL    the bridge (default $SHARDBRIDGE_URL or http://127.0.0.1:6390)
-             --token T       this agent's bearer token (env SHARDBRIDGE_TOKEN), or
+${BRIDGE_USAGE}             --token T       this agent's bearer token (env SHARDBRIDGE_TOKEN), or
              --tokens-file F take it from a tokens file (the agent entry for --id)
              --host NAME     nova's [DEFAULT]host for the child, the same on every host (default SHARD-ironic)
              --grace MS      TERM-to-KILL time when the lease is lost (default and maximum: TTL/3 - 250 ms)
@@ -47,11 +48,12 @@ async function prepare(argv: string[]) {
     z.strictObject({ id: AgentId, shard: ShardName, host: AgentId.optional() }),
     { id: values.id, shard: values.shard, host: values.host },
   );
+  const bridge = httpUrlFlag("bridge", values.bridge!, "SHARDBRIDGE_URL");
   const graceMs = integerFlag("grace", values.grace, 0, 600_000);
   const pollMs = standbyPollMs(values["standby-poll"]);
   const token = agentToken(id, values.token, values["tokens-file"]);
-  const client = new BridgeClient(values.bridge!, token);
-  const info = await untilAnswered(values.bridge!, () => client.shard(shard));
+  const client = new BridgeClient(bridge, token);
+  const info = await untilAnswered(bridge, () => client.shard(shard));
   if (info === null)
     throw new ConfigError(
       `run: the bridge knows no shard ${shard} (not defined, no nodes, no lease history)`,
@@ -69,7 +71,7 @@ async function prepare(argv: string[]) {
   return {
     id,
     shard,
-    bridge: values.bridge!,
+    bridge,
     token,
     serviceHost: host ?? novaHostFor(shard),
     graceMs,
@@ -80,7 +82,7 @@ async function prepare(argv: string[]) {
       ironicEndpoint: (leaseToken: number, fenceKey: string) =>
         new URL(
           info.ironic_endpoint!.replace("{token}", String(leaseToken)).replace("{fence_key}", fenceKey),
-          values.bridge!,
+          bridge,
         ).href,
     }),
   };

@@ -17,12 +17,13 @@ import { ironicAuthFromEnv } from "../ironic/keystone.js";
 import { NotificationListener } from "../inspection/notification-listener.js";
 import { ironicInventorySource } from "../inspection/watcher.js";
 import { IRONIC_QUEUE_MAX_ENTRIES } from "../outbox/port.js";
-import { IRONIC_AUTH_USAGE, integerFlag, flagsOrThrow } from "./io.js";
+import { IRONIC_AUTH_USAGE, httpUrlFlag, integerFlag, flagsOrThrow } from "./io.js";
 import { RingKindName } from "../domain/ring.js";
 import { TraitRulesFile } from "../traits/inspection.js";
 import { DEFAULT_OWNERSHIP, OwnershipFile, OwnershipRegistry } from "../traits/ownership.js";
 import { logger, redactSecrets } from "../log.js";
 import { loadShardCatalog } from "../shards/definitions.js";
+import type { ShardDefinitionFile } from "../contracts/shards.js";
 import { openStore } from "../store/open.js";
 import { onStopSignal } from "./signals.js";
 
@@ -137,6 +138,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
     ),
     secret: values["inspector-secret"],
   };
+  httpUrlFlag("ironic", values.ironic, "SHARDBRIDGE_IRONIC_URL");
   const notifications = values["ironic-notifications"];
   if (notifications !== undefined) {
     if (!/^amqps?:\/\//.test(notifications))
@@ -146,9 +148,10 @@ export async function serveCommand(argv: string[]): Promise<void> {
         "serve: --ironic-notifications needs --ironic (inspection data is read from Ironic)",
       );
   }
-  const authority = loadAuthority(values.tokens, values["dev-tokens"]);
-  // Read the shard definitions before anything else: a bad file stops the start, naming it.
+  // Read the shard definitions before anything else, the development tokens file too: a
+  // bad file stops the start, naming it, with nothing written.
   const catalog = loadShardCatalog(values.shards!, values["allow-undefined-shards"]);
+  const { authority, devAgents } = loadAuthority(values.tokens, values["dev-tokens"]);
   const port = integerFlag("port", values.port, 0, 65535)!;
   const store = await openStore(values.store!, { ironicQueueMax: delivery.queueMax });
   if (store.kind === "memory") {
@@ -219,12 +222,11 @@ export async function serveCommand(argv: string[]): Promise<void> {
     logger.info("listening", { url: where, store: store.kind, shards_defined: catalog.definitions.length });
     // Only now: the worker's name is this address's, which no other live process holds.
     ironic?.start();
-    const tokens =
-      values["dev-tokens"] !== undefined ? `--tokens-file ${values["dev-tokens"]}` : "--token AGENT_TOKEN";
-    const shard = catalog.definitions[0]?.name ?? "SHARD";
+    const hint = hintedAgent(catalog.definitions, devAgents);
+    const tokens = hint.tokenInDevFile ? `--tokens-file ${values["dev-tokens"]}` : "--token AGENT_TOKEN";
     process.stderr.write(
       `shardbridge listening on ${where} (store: ${store.kind}, ${catalog.definitions.length} shard definitions)\n` +
-        `  connect an agent:  node dist/cli.js agent --id compute-0 --shard ${shard} --bridge ${where} ${tokens}\n` +
+        `  connect an agent:  node dist/cli.js agent --id ${hint.agent} --shard ${hint.shard} --bridge ${where} ${tokens}\n` +
         (catalog.definitions.length === 0
           ? `                     (no shard defined: a lease needs shards/NAME.json, PUT /v1/shard-definitions/NAME or a node carrying NAME)\n`
           : "") +
@@ -250,8 +252,32 @@ export async function serveCommand(argv: string[]): Promise<void> {
   });
 }
 
-/** Where the API tokens come from: a file, the environment, or a development file. */
-function loadAuthority(tokensFile: string | undefined, devFile: string | undefined): TokenAuthority {
+/**
+ * The agent and shard the start-up hint names, so that the line works as printed: a defined
+ * shard and an agent its definition allows, one the development tokens file holds a token
+ * for (`devAgents`) where there is such a pair; else the first shard's first allowed agent.
+ */
+export function hintedAgent(
+  definitions: readonly ShardDefinitionFile[],
+  devAgents: readonly string[],
+): { shard: string; agent: string; tokenInDevFile: boolean } {
+  for (const { name, agents } of definitions) {
+    const agent = devAgents.find((a) => agents === undefined || agents.includes(a));
+    if (agent !== undefined) return { shard: name, agent, tokenInDevFile: true };
+  }
+  const first = definitions[0];
+  const agent = first?.agents?.[0] ?? devAgents[0] ?? "compute-0";
+  return { shard: first?.name ?? "SHARD", agent, tokenInDevFile: devAgents.includes(agent) };
+}
+
+/**
+ * Where the API tokens come from: a file, the environment, or a development file (and the
+ * agents that one holds tokens for, for the start-up hint).
+ */
+function loadAuthority(
+  tokensFile: string | undefined,
+  devFile: string | undefined,
+): { authority: TokenAuthority; devAgents: string[] } {
   if (devFile !== undefined) {
     if (!existsSync(devFile)) {
       mkdirSync(dirname(devFile), { recursive: true });
@@ -278,11 +304,13 @@ function loadAuthority(tokensFile: string | undefined, devFile: string | undefin
       const who = entry.role === "agent" ? `agent ${entry.agent}` : entry.role;
       process.stderr.write(`  ${who.padEnd(20)} ${entry.token}\n`);
     }
-    return new TokenAuthority(file);
+    const devAgents = file.tokens.flatMap((entry) => (entry.role === "agent" ? [entry.agent] : []));
+    return { authority: new TokenAuthority(file), devAgents };
   }
-  if (tokensFile !== undefined) return TokenAuthority.fromFile(tokensFile);
+  if (tokensFile !== undefined) return { authority: TokenAuthority.fromFile(tokensFile), devAgents: [] };
   const inline = process.env.SHARDBRIDGE_TOKENS;
-  if (inline !== undefined) return new TokenAuthority(parseTokens(inline, "SHARDBRIDGE_TOKENS"));
+  if (inline !== undefined)
+    return { authority: new TokenAuthority(parseTokens(inline, "SHARDBRIDGE_TOKENS")), devAgents: [] };
   throw new ConfigError(
     "no API tokens: pass --tokens FILE, set SHARDBRIDGE_TOKENS_FILE or SHARDBRIDGE_TOKENS, " +
       "or --dev-tokens FILE for a development bridge",

@@ -11,14 +11,13 @@ import {
 } from "../api/ui/status-view.js";
 import { ConfigError } from "../config.js";
 import { renderTable } from "../text/table.js";
-import { integerFlag } from "./io.js";
+import { BRIDGE_FLAG, BRIDGE_USAGE, httpUrlFlag, integerFlag, tokenFlag } from "./io.js";
 
 export type { StatusSnapshot };
 
 export const STATUS_USAGE = `  status   which agent holds which shard, since when and for how long more, and how far its
              holder lags behind its trait feed; which agents are up; how far delivery to Ironic lags
-             --bridge URL    the bridge (default $SHARDBRIDGE_URL or http://127.0.0.1:6390)
-             --token T       an admin token shows lease tokens, any other hides them (env SHARDBRIDGE_TOKEN)
+${BRIDGE_USAGE}             --token T       an admin token shows lease tokens, any other hides them (env SHARDBRIDGE_TOKEN)
              --watch [S]     redraw every S seconds (default 2), in place on a terminal
              --json          one JSON document {"at","shards","agents","ironic"} (with --watch: one a line)
 `;
@@ -59,7 +58,7 @@ export async function statusCommand(argv: string[]): Promise<void> {
     args: argv,
     allowPositionals: true,
     options: {
-      bridge: { type: "string", default: process.env.SHARDBRIDGE_URL ?? "http://127.0.0.1:6390" },
+      bridge: BRIDGE_FLAG,
       token: { type: "string", default: process.env.SHARDBRIDGE_TOKEN },
       watch: { type: "boolean", default: false },
       json: { type: "boolean", default: false },
@@ -69,7 +68,10 @@ export async function statusCommand(argv: string[]): Promise<void> {
   if (positionals.length > 1 || (positionals.length === 1 && !values.watch))
     throw new ConfigError(`status: unexpected ${positionals.join(" ")}`);
   const everyS = values.watch ? (integerFlag("watch", positionals[0] ?? "2", 1, 3600) ?? 2) : 0;
-  const client = new BridgeClient(values.bridge!, values.token);
+  const client = new BridgeClient(
+    httpUrlFlag("bridge", values.bridge!, "SHARDBRIDGE_URL"),
+    tokenFlag(values.token),
+  );
   const show = (snapshot: StatusSnapshot) => {
     if (values.json) return void process.stdout.write(`${JSON.stringify(snapshot)}\n`);
     // On a terminal, draw over the last picture; into a pipe or a file, one after another.

@@ -1,5 +1,6 @@
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { lstatSync, readdirSync, readFileSync, readlinkSync, statSync, type Stats } from "node:fs";
 import { basename, join } from "node:path";
+import { ConfigError, withoutBom } from "../config.js";
 import { ShardDefinitionFile } from "../contracts/shards.js";
 import { LEASE_TTL_DEFAULT_MS } from "../domain/lease.js";
 import { ValidationError, describeIssues, parseOrThrow, type FieldIssue } from "../domain/validation.js";
@@ -76,11 +77,48 @@ export class ShardCatalog {
   }
 }
 
+/**
+ * Why the entry `path` of shards/ is not a file to read, or null when it is one: a regular
+ * file, or a link to one (Kubernetes mounts a ConfigMap's files as links). Told from its
+ * type alone, without opening it: a FIFO opened for reading would wait for a writer, and
+ * the bridge would hang at start saying nothing.
+ */
+function notARegularFile(path: string): string | null {
+  let stats: Stats;
+  try {
+    stats = statSync(path);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "ENOENT" && lstatSync(path, { throwIfNoEntry: false })?.isSymbolicLink())
+      return `a symbolic link to ${readlinkSync(path)}, which does not exist`;
+    return `cannot be read: ${(error as Error).message}`;
+  }
+  if (stats.isFile()) return null;
+  const kind = stats.isDirectory()
+    ? "a directory"
+    : stats.isFIFO()
+      ? "a FIFO (named pipe)"
+      : stats.isSocket()
+        ? "a socket"
+        : "a device";
+  return `${kind}, not a regular file: shards/ holds one regular file NAME.json per shard, or a link to one`;
+}
+
 function parseFile(path: string): ShardDefinitionFile {
   const file = basename(path);
+  const unfit = notARegularFile(path);
+  if (unfit !== null) throw new ShardDefinitionError(file, [{ field: "(file)", reason: unfit }]);
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (error) {
+    throw new ShardDefinitionError(file, [
+      { field: "(file)", reason: `cannot be read: ${(error as Error).message}` },
+    ]);
+  }
   let raw: unknown;
   try {
-    raw = JSON.parse(readFileSync(path, "utf8"));
+    raw = JSON.parse(withoutBom(text));
   } catch (error) {
     throw new ShardDefinitionError(file, [
       { field: "(file)", reason: `not valid JSON: ${(error as Error).message}` },
@@ -102,12 +140,23 @@ function parseFile(path: string): ShardDefinitionFile {
   return definition;
 }
 
-/** Load every `*.json` in `dir` (other files, such as a README, are ignored). */
+/**
+ * Load every `*.json` in `dir` (other names, such as a README, are ignored). Any of them
+ * that is not a regular file (a directory, a FIFO, a link to nothing) stops the start
+ * like a file that does not parse: skipped, it would drop the definition an operator meant,
+ * and with it the shard's list of agents allowed to serve it.
+ */
 export function loadShardCatalog(dir: string, allowUndefined = false): ShardCatalog {
-  if (!existsSync(dir)) throw new Error(`shard definitions directory not found: ${dir}`);
-  const files = readdirSync(dir)
-    .filter((f) => f.endsWith(".json"))
-    .sort();
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const why =
+      code === "ENOENT" ? "not found" : code === "ENOTDIR" ? "not a directory" : (error as Error).message;
+    throw new ConfigError(`shard definitions directory ${dir}: ${why}`);
+  }
+  const files = names.filter((f) => f.endsWith(".json")).sort();
   return new ShardCatalog(
     files.map((f) => parseFile(join(dir, f))),
     allowUndefined,

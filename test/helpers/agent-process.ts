@@ -24,6 +24,8 @@ process.once("exit", () => {
 /** A lease agent in a child process, its events collected as they arrive. */
 export class AgentProcess {
   readonly events: AgentEvent[] = [];
+  /** everything it wrote on stderr so far (also passed on to this process's, named) */
+  stderr = "";
   private readonly waiters = new Set<() => void>();
   private constructor(
     readonly name: string,
@@ -38,7 +40,10 @@ export class AgentProcess {
       }
       for (const wake of this.waiters) wake();
     });
-    child.stderr!.on("data", (chunk: Buffer) => process.stderr.write(`[${name}] ${chunk.toString()}`));
+    child.stderr!.on("data", (chunk: Buffer) => {
+      this.stderr += chunk.toString();
+      process.stderr.write(`[${name}] ${chunk.toString()}`);
+    });
   }
 
   /** The lease test fixture (test/fixtures/lease-agent.ts) on a store. */

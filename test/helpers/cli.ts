@@ -47,13 +47,15 @@ export const SHARDBRIDGE: ShardbridgeCommand = distIsCurrent()
 export async function runShardbridge(
   args: string[],
   env: NodeJS.ProcessEnv = {},
+  /** killed (status null) past this: for a command that must end on its own, such as a refusal */
+  timeoutMs = 120_000,
 ): Promise<{ status: number | null; stdout: string; stderr: string }> {
   try {
     const { stdout, stderr } = await execFileAsync(SHARDBRIDGE.command, [...SHARDBRIDGE.args, ...args], {
       encoding: "utf8",
       env: { ...process.env, ...env },
       maxBuffer: 64 * 1024 * 1024,
-      timeout: 120_000,
+      timeout: timeoutMs,
     });
     return { status: 0, stdout, stderr };
   } catch (error) {

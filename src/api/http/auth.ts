@@ -18,15 +18,45 @@ export type Principal =
   { role: "admin" } | { role: "inspector" } | { role: "agent"; agent: string } | { role: "viewer" };
 
 /**
+ * What a bearer token may hold: RFC 6750's b64token, the charset of `Authorization: Bearer
+ * <token>` — letters, digits, `-._~+/`, then `=` padding. A token with an inner space is cut
+ * at the space by every parser of the header, and one with a non-ASCII letter cannot be
+ * sent at all (fetch and curl refuse or mangle it), yet the status page's form would take
+ * either: such a token is refused where it is configured, never loaded to fail later.
+ */
+export const BEARER_TOKEN_PATTERN = /^[A-Za-z0-9._~+/-]+=*$/;
+
+/** What a token that is no b64token holds, told by kind: a refusal names no secret's characters. */
+export function bearerTokenProblem(token: string): string | null {
+  if (BEARER_TOKEN_PATTERN.test(token)) return null;
+  const holds = /\s/.test(token)
+    ? "white space"
+    : /[^\x21-\x7e]/.test(token)
+      ? "a character outside printable ASCII"
+      : /=[^=]/.test(token)
+        ? "= before its end"
+        : "punctuation other than - . _ ~ + /";
+  return (
+    `must hold only A-Z a-z 0-9 - . _ ~ + / (then = at the end: RFC 6750's bearer token), not ${holds}: ` +
+    "it is sent as Authorization: Bearer <token>"
+  );
+}
+
+/**
  * A bearer token as a tokens file lists it. One that begins or ends with white space (a
  * newline left by `echo`, a pasted space) could never be presented — HTTP trims header
- * values — so it is refused at start rather than loaded to fail every request.
+ * values — so it is refused at start rather than loaded to fail every request; so is one
+ * that is no b64token (BEARER_TOKEN_PATTERN).
  */
 const Secret = z
   .string()
   .min(16, { error: "must be at least 16 characters" })
   .refine((token) => token === token.trim(), {
     error: "must not begin or end with a space or a newline: it could never be presented",
+  })
+  // Said once: white space at an end is the refusal above.
+  .refine((token) => token !== token.trim() || bearerTokenProblem(token) === null, {
+    error: (issue) => bearerTokenProblem(issue.input as string) ?? "",
   });
 
 const TokenEntry = z.discriminatedUnion("role", [
