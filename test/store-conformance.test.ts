@@ -290,9 +290,13 @@ for (const backend of [...backendsUnderTest(), redisClusterUnderTest()]) {
       it("stores, lists and removes records by shard, the version rising with every write", async () => {
         const versions = [await store.definitions.version()];
         const write = async (name: string, record: string | null) => {
-          const { existed, version } = await store.definitions.write(name, record);
-          versions.push(version);
-          return existed;
+          const written =
+            record === null
+              ? await store.definitions.remove(name, name.toLowerCase())
+              : await store.definitions.write(name, name.toLowerCase(), record);
+          if ("caseTwin" in written) throw new Error(`refused: ${written.caseTwin}`);
+          versions.push(written.version);
+          return written.existed;
         };
         expect(await write("rack-a", '{"lease_ttl_ms":9000}')).to.equal(false);
         expect(await write("rack-a", '{"lease_ttl_ms":8000}')).to.equal(true);
@@ -308,6 +312,27 @@ for (const backend of [...backendsUnderTest(), redisClusterUnderTest()]) {
         expect([...(await store.definitions.list()).records.keys()]).to.deep.equal(["rack-b"]);
         expect(await store.definitions.version()).to.equal(versions[5]);
         for (let i = 1; i < versions.length; i++) expect(versions[i]).to.be.greaterThan(versions[i - 1]!);
+      });
+
+      it("refuses a record whose name equals another's but for case, writing nothing, even two sent at once", async () => {
+        const twins = ["rack-x", "RACK-X", "Rack-X", "rack-X"];
+        // Sent together: on Redis they interleave with each other's round trips; one is written.
+        const outcomes = await Promise.all(
+          twins.map((name) => store.definitions.write(name, name.toLowerCase(), `{"description":"${name}"}`)),
+        );
+        const written = twins.filter((_, i) => !("caseTwin" in outcomes[i]!));
+        expect(written, "one spelling written").to.have.length(1);
+        for (const outcome of outcomes)
+          if ("caseTwin" in outcome) expect(outcome.caseTwin).to.equal(written[0]);
+        const before = await backend.state(store);
+        const again = await store.definitions.write("RaCk-x", "rack-x", "{}");
+        expect(again).to.deep.equal({ caseTwin: written[0] });
+        expect(await backend.state(store), "a refusal writes nothing").to.equal(before);
+        expect([...(await store.definitions.list()).records.keys()]).to.deep.equal(written);
+        // The same name is replaced as before; once it is removed, another spelling may be defined.
+        expect(await store.definitions.write(written[0]!, "rack-x", "{}")).to.include({ existed: true });
+        expect(await store.definitions.remove(written[0]!, "rack-x")).to.include({ existed: true });
+        expect(await store.definitions.write("RACK-x", "rack-x", "{}")).to.include({ existed: false });
       });
     });
 

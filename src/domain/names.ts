@@ -21,6 +21,37 @@ export const ShardName = z
   // curl, browsers and the project's own CLI normalise "/v1/shards/../lease" to another path.
   .refine((name) => !onlyDots(name), { error: "must not be dots only: a URL cannot carry it" });
 
+/**
+ * What nova and Ironic's database compare shard names by: case-blind. nova lower-cases
+ * its hosts (`run` derives one from the shard: `rack-x-ironic`, `RACK-X-ironic`), and
+ * Ironic's `shard` column in MySQL's default collation matches either spelling for the
+ * other (`GET /v1/nodes?shard=rack-x` lists `RACK-X`'s nodes too). Two names with one key
+ * are one shard: only one may be defined or leased. Shard names are ASCII, so this is
+ * ASCII's lower-casing.
+ */
+export const shardKey = (shard: string): string => shard.toLowerCase();
+
+/**
+ * A shard refused because a shard equal to it but for case is defined (`twin`, from a
+ * file of this bridge or the store): nova and Ironic would take the two for one.
+ */
+export class ShardTwinError extends Error {
+  constructor(
+    readonly shard: string,
+    readonly twin: string,
+    readonly source: "file" | "store",
+  ) {
+    super(
+      `shard ${shard} and defined shard ${twin} (${source === "file" ? `shards/${twin}.json` : "stored"}) are one shard ` +
+        `to nova and to Ironic's database, which compare shard names without case: name it ${twin}` +
+        (source === "store"
+          ? `, or remove that definition first (DELETE /v1/shard-definitions/${twin})`
+          : ""),
+    );
+    this.name = "ShardTwinError";
+  }
+}
+
 /** The longest host name DNS (and oslo.config's HostDomain, nova's `[DEFAULT] host`) takes. */
 export const MAX_AGENT_ID_LENGTH = 253;
 

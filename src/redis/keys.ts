@@ -19,9 +19,10 @@ export interface KeyLayout {
   leases: { shards: string; grantedTo(agent: string): string };
   /**
    * Shard definitions written through the API, under their own tag: name -> record (a
-   * hash) and a version bumped by every write (definitions-write.lua), one slot.
+   * hash), a version bumped by every write, and each name by its key (lower-cased: one
+   * shard to nova and Ironic; definitions-write.lua), one slot.
    */
-  definitions: { records: string; version: string };
+  definitions: { records: string; version: string; names: string };
   /**
    * The node registry lives under one hash tag, `{nodes}`, so that moving a node between
    * shards is one atomic script on one slot (nodes-common.lua draws the keys under
@@ -113,6 +114,7 @@ export function keyLayout(namespace = "sb"): KeyLayout {
     definitions: {
       records: `${namespace}:{definitions}:records`,
       version: `${namespace}:{definitions}:version`,
+      names: `${namespace}:{definitions}:names`,
     },
     nodes: {
       prefix: `${nodes}:`,

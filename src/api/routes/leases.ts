@@ -62,8 +62,8 @@ export const LEASE_OPERATIONS = {
       },
       409: {
         description:
-          "held by another (`lease`, `retry_after_ms`; after a wait, `waited_ms`); the store is recovering (`retry_after_ms`); renew under a token that is not the live one (`stale_token`) or of a lease that is gone (`expired`)",
-        codes: ["lease.held", "lease.recovering", "lease.stale_token", "lease.expired"],
+          "held by another (`lease`, `retry_after_ms`; after a wait, `waited_ms`); the store is recovering (`retry_after_ms`); renew under a token that is not the live one (`stale_token`) or of a lease that is gone (`expired`); acquire only: a shard equal to this one but for case is defined (`case_twin`: one shard to nova and Ironic's database)",
+        codes: ["lease.held", "lease.recovering", "lease.stale_token", "lease.expired", "shard.case_twin"],
       },
     },
   },
