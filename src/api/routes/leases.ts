@@ -57,7 +57,7 @@ export const LEASE_OPERATIONS = {
       },
       404: {
         description:
-          "acquire only: no definition names the shard and no node carries it (a bridge started with `--allow-undefined-shards` leases any valid name)",
+          "acquire only: no definition names the shard and no node carries it (a bridge started with `--allow-undefined-shards` leases any valid name); after a wait too, when its definition went meanwhile",
         codes: ["shard.undefined"],
       },
       409: {
@@ -256,11 +256,15 @@ async function acquireOrRenew(
   const request = { shard, agent: agent as string, ttlMs: catalog.ttlMsFor(shard) };
   let outcome: LeaseOutcome;
   if (token === undefined) {
-    if (!(await mayLease(catalog, store.nodes, shard))) throw undefinedShard(shard);
+    // Asked again before each acquire a wait makes: a definition may go meanwhile.
+    const leasable = async () => {
+      if (!(await mayLease(catalog, store.nodes, shard))) throw undefinedShard(shard);
+    };
+    await leasable();
     outcome = await body.write(
       (admitted): Promise<LeaseOutcome> =>
         waitMs > 0
-          ? waits.acquire(request, admitted, waitMs, goneSignal(res))
+          ? waits.acquire(request, admitted, waitMs, goneSignal(res), leasable)
           : store.acquire(request, admitted),
       admit,
     );
