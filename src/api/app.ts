@@ -92,7 +92,7 @@ export function createApp(services: BridgeServices, { authority, ironicUrl }: Ap
   const app = express();
   const messageClasses = stableMessageClasses(app);
   app.disable("x-powered-by");
-  const metrics = new BridgeMetrics(store);
+  const metrics = new BridgeMetrics(store, (shard) => catalog.get(shard) !== undefined);
   if (ironic !== undefined) metrics.watchIronic(ironic);
   app.use(metrics.middleware());
   // A strong hash of every answer, for caching nobody does here: not worth its cost per renew.

@@ -268,7 +268,9 @@ async function acquireOrRenew(
           : store.acquire(request, admitted),
       admit,
     );
-    const label = metrics.shardLabel(shard);
+    // A grant, or a refusal naming a live lease: the store holds the shard's lease state.
+    const label =
+      outcome.ok || outcome.current !== null ? metrics.knownShardLabel(shard) : metrics.shardLabel(shard);
     if (outcome.ok) metrics.leaseAcquired.at(label).inc();
     else metrics.leaseRefused.at(label, outcome.reason).inc();
   } else {
@@ -287,7 +289,10 @@ async function acquireOrRenew(
       throw error;
     }
     metrics.renewSeconds.observe((performance.now() - started) / 1000);
-    if (!outcome.ok) metrics.leaseLost.at(metrics.shardLabel(shard), outcome.reason).inc();
+    if (!outcome.ok) {
+      const label = outcome.current !== null ? metrics.knownShardLabel(shard) : metrics.shardLabel(shard);
+      metrics.leaseLost.at(label, outcome.reason).inc();
+    }
   }
   const waitedMs = waitMs > 0 ? (outcome as WaitedOutcome).waitedMs : undefined;
   if (waitedMs !== undefined) noteWaited(res, waitedMs);
