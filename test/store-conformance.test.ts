@@ -362,6 +362,33 @@ for (const backend of [...backendsUnderTest(), redisClusterUnderTest()]) {
         await expectInvalid(store.heartbeat("compute-c", ["no,comma"]), "shards[0]");
       });
 
+      it("adds up what the instances of one agent declare, each its last, while each is heard within the window", async () => {
+        const beat = async (instance: string | undefined, shards: string[], windowMs = 60_000) =>
+          (await store.heartbeat("compute-a", shards, { instance, windowMs })).serves;
+        // An `agent` and a `run` of one id, heartbeating their own shards in turns: no flip.
+        expect(await beat("agent-1", ["rack-a"])).to.deep.equal(["rack-a"]);
+        expect(await beat("run-1", ["rack-b"])).to.deep.equal(["rack-a", "rack-b"]);
+        for (let i = 0; i < 3; i++) {
+          expect(await beat("agent-1", ["rack-a"])).to.deep.equal(["rack-a", "rack-b"]);
+          expect((await store.agent("compute-a"))!.serves).to.deep.equal(["rack-a", "rack-b"]);
+          expect(await beat("run-1", ["rack-b"])).to.deep.equal(["rack-a", "rack-b"]);
+          expect((await store.agents())[0]!.serves).to.deep.equal(["rack-a", "rack-b"]);
+        }
+        // Each instance's own last word replaces its earlier one at once.
+        expect(await beat("run-1", [])).to.deep.equal(["rack-a"]);
+        expect(await beat("run-1", ["rack-c"])).to.deep.equal(["rack-a", "rack-c"]);
+        // One not heard within the window no longer counts (run-1 last spoke ~60 ms ago).
+        await sleep(60);
+        expect(await beat("agent-1", ["rack-a"], 30)).to.deep.equal(["rack-a"]);
+        // A sender that names no instance is one more instance ("" ), as senders were before.
+        expect(await beat(undefined, ["rack-d"])).to.deep.equal(["rack-a", "rack-d"]);
+        expect(await beat(undefined, [])).to.deep.equal(["rack-a"]);
+        await expectInvalid(store.heartbeat("compute-a", [], { instance: "has space" }), "instance");
+        // Forgotten, the agent starts afresh: its instances' declarations go with it.
+        expect(await store.forgetAgent("compute-a")).to.equal(true);
+        expect(await beat("run-2", ["rack-e"])).to.deep.equal(["rack-e"]);
+      });
+
       it("refuses a heartbeat of an id equal to a recorded agent's but for case (one host to nova), writing nothing, until that one is forgotten", async () => {
         await store.heartbeat("compute-a", ["rack-a"]);
         const twin = await refusal(store.heartbeat("Compute-A"));

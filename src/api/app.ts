@@ -167,7 +167,7 @@ export function createApp(services: BridgeServices, { authority, ironicUrl }: Ap
     metrics,
     authority,
   });
-  const heartbeats = heartbeatWrite({ store, decoder, metrics, authority });
+  const heartbeats = heartbeatWrite({ store, decoder, metrics, authority, serviceDownMs });
   const raw = [writes, heartbeats, webhook];
   if (ironicUrl !== undefined) raw.push(fencedIronic({ store, catalog, metrics, ironicUrl }));
   const listener = (req: IncomingMessage, res: ServerResponse) => {

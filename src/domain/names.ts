@@ -185,6 +185,15 @@ export function caseTwins(ids: readonly string[]): Array<{ index: number; twinOf
   return twins;
 }
 
+/**
+ * A heartbeat's `instance`: the name one process of an agent gives itself, the same in
+ * each of its heartbeats, so that what several processes of one agent id declare adds up
+ * (see LeaseBackend.heartbeat). Opaque; the reference client draws one at random.
+ */
+export const HeartbeatInstance = z
+  .string({ error: "must be a string" })
+  .regex(/^[A-Za-z0-9._:-]{1,64}$/, { error: "must be 1..64 of A-Z a-z 0-9 . _ : -" });
+
 /** The most shards one agent may say it serves (a heartbeat's `shards`). */
 export const MAX_SERVED_SHARDS = 1000;
 

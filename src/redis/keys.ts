@@ -10,8 +10,11 @@ export interface KeyLayout {
   /** SCAN pattern matching every shard's lease key, and how to read the shard back */
   leasePattern: string;
   shardOfLeaseKey(key: string): string;
-  /** agent -> last heartbeat (sorted set, store ms) and agent -> shards it serves (hash), one slot */
-  agents: { seen: string; serves: string; hosts: string };
+  /**
+   * agent -> last heartbeat (sorted set, store ms), agent -> shards it serves (hash), host
+   * key -> agent (hash), and per agent its instances' last declarations (a hash), one slot
+   */
+  agents: { seen: string; serves: string; hosts: string; instances(agent: string): string };
   /**
    * The lease directory, under its own tag: every shard ever granted (a sorted set, so
    * listings never scan the keyspace) and, per agent, the shards it was granted.
@@ -106,6 +109,7 @@ export function keyLayout(namespace = "sb"): KeyLayout {
       seen: `${namespace}:{agents}:seen`,
       serves: `${namespace}:{agents}:serves`,
       hosts: `${namespace}:{agents}:hosts`,
+      instances: (agent) => `${namespace}:{agents}:instances:${agent}`,
     },
     leases: {
       shards: `${namespace}:{leases}:shards`,
