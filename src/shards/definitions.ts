@@ -2,7 +2,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { basename, join } from "node:path";
 import { ShardDefinitionFile } from "../contracts/shards.js";
 import { LEASE_TTL_DEFAULT_MS } from "../domain/lease.js";
-import { shardKey } from "../domain/names.js";
+import { caseTwins, shardKey } from "../domain/names.js";
 import { ValidationError, describeIssues, parseOrThrow, type FieldIssue } from "../domain/validation.js";
 
 /** Where a shard's definition comes from: a file of this bridge, or the store all bridges share. */
@@ -45,17 +45,16 @@ export class ShardCatalog {
     definitions: ShardDefinitionFile[] = [],
     readonly allowUndefined = false,
   ) {
-    const first = new Map<string, string>();
-    for (const { name } of definitions) {
-      const twin = first.get(shardKey(name));
-      if (twin !== undefined && twin !== name)
-        throw new ShardDefinitionError(`${name}.json`, [
-          {
-            field: "name",
-            reason: `${JSON.stringify(name)} and ${twin}.json's ${JSON.stringify(twin)} are one shard to nova and Ironic's database (they compare shard names without case): define it once`,
-          },
-        ]);
-      first.set(shardKey(name), name);
+    // caseTwins lower-cases as shardKey does.
+    const names = definitions.map((d) => d.name);
+    for (const { index, twinOf } of caseTwins(names)) {
+      const [name, twin] = [names[index]!, names[twinOf]!];
+      throw new ShardDefinitionError(`${name}.json`, [
+        {
+          field: "name",
+          reason: `${JSON.stringify(name)} and ${twin}.json's ${JSON.stringify(twin)} are one shard to nova and Ironic's database (they compare shard names without case): define it once`,
+        },
+      ]);
     }
     this.files = new Map(definitions.map((d) => [d.name, d]));
     this.index();

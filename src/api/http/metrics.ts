@@ -33,9 +33,10 @@ const EMPTY_STATS = {
 /**
  * Prometheus metrics of one bridge (a registry per app, so tests can build many apps).
  * Lease counters are counted where the API decides, label values are bounded: shards
- * only those the store knows (ShardLabels), reasons and routes from the code. What a lease request or any
- * request records is a metric cell (metric-cells.ts): every renew, every standby's poll
- * (at scale the most frequent request) and every fenced Ironic call counts here.
+ * only those the store knows (ShardLabels), reasons and routes from the code. What a
+ * lease request or any request records is a metric cell (metric-cells.ts): every renew,
+ * every standby's poll (at scale the most frequent request) and every fenced Ironic call
+ * counts here.
  */
 export class BridgeMetrics {
   readonly registry = new Registry();
