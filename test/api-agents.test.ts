@@ -1,4 +1,5 @@
 import { expect } from "chai";
+import { BridgeClient } from "../src/agent/bridge-client.js";
 import { bridgeApp } from "./helpers/app.js";
 import { ShardCatalog } from "../src/shards/definitions.js";
 import { backendsUnderTest, useApp } from "./helpers/backends.js";
@@ -172,6 +173,32 @@ for (const backend of backendsUnderTest()) {
         up: false,
         shards: ["rack-b"],
       });
+    });
+
+    it("two processes of one agent id heartbeating their own shards: its serves and pool membership hold still", async () => {
+      // An `agent` serving rack-a (it carries nodes: out of nova's pool) and a second process
+      // of the same id that serves nothing, each a client of its own, as the commands are.
+      const serving = new BridgeClient(ctx.base, as("compute-0"));
+      const idle = new BridgeClient(ctx.base, as("compute-0"));
+      const row = async () =>
+        ((await call(`${ctx.base}/v1/agents`, "GET")).body.agents as Array<{ id: string }>).find(
+          (a) => a.id === "compute-0",
+        );
+      for (let i = 0; i < 3; i++) {
+        await serving.heartbeat("compute-0", ["rack-a"]);
+        expect(await row(), `after rack-a's process, round ${i}`).to.deep.include({
+          serves: ["rack-a"],
+          legacy_pool: false,
+        });
+        await idle.heartbeat("compute-0", []);
+        expect(await row(), `after the other process, round ${i}`).to.deep.include({
+          serves: ["rack-a"],
+          legacy_pool: false,
+        });
+      }
+      // The process serving rack-a says it serves nothing now: at once, not after a window.
+      await serving.heartbeat("compute-0", []);
+      expect(await row()).to.deep.include({ serves: [], legacy_pool: true });
     });
 
     it("answers 400 for a bad agent id in the path", async () => {

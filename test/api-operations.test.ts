@@ -5,6 +5,8 @@ import { bridgeApp } from "./helpers/app.js";
 import { logger } from "../src/log.js";
 import { memoryUnderTest, useApp } from "./helpers/backends.js";
 import { call, TEST_TOKENS, testAuthority, wholeNode } from "./helpers/http.js";
+import { MAX_SHARD_LABELS } from "../src/api/http/shard-labels.js";
+import { ShardCatalog } from "../src/shards/definitions.js";
 
 describe("Operations: metrics and request ids", () => {
   const ctx = useApp(memoryUnderTest(), (store) => bridgeApp(store, { authority: testAuthority() }));
@@ -44,6 +46,64 @@ describe("Operations: metrics and request ids", () => {
     expect(text).to.include(
       'shardbridge_http_requests_total{route="/v1/shards/:shard/lease",method="POST",status="409"} 2',
     );
+  });
+
+  describe("shard labels only for shards the store knows", () => {
+    // Ironic is never reached here: each fenced write below is refused on its token first.
+    const labelled = useApp(memoryUnderTest(), (store) =>
+      bridgeApp(store, {
+        authority: testAuthority(),
+        catalog: new ShardCatalog([{ name: "rack-m", description: "", lease_ttl_ms: 6000 }]),
+        ironicUrl: "http://127.0.0.1:9",
+      }),
+    );
+    const metrics = async () => (await fetch(`${labelled.base}/metrics`)).text();
+
+    it("requests naming made-up shards, without a token and with one, spend no label: real shards after them are named", async () => {
+      const flood = MAX_SHARD_LABELS + 100;
+      const before = await memoryUnderTest().state(labelled.store);
+      // Unauthenticated: the fenced endpoint's writes, refused on their lease token.
+      for (let i = 0; i < flood; i += 50)
+        await Promise.all(
+          Array.from({ length: 50 }, async (_, j) => {
+            const res = await fetch(
+              `${labelled.base}/fenced/made-up-${i + j}/lease-1/ironic/v1/nodes/00000000-0000-4000-8000-000000000001`,
+              { method: "PATCH", headers: { "content-type": "application/json" }, body: "[]" },
+            );
+            expect(res.status).to.equal(409);
+            await res.arrayBuffer();
+          }),
+        );
+      // An agent's renews of shards that do not exist.
+      const agent = TEST_TOKENS.agent("compute-0");
+      for (let i = 0; i < 20; i++)
+        await call(
+          `${labelled.base}/v1/shards/renewed-${i}/lease`,
+          "POST",
+          { agent: "compute-0", token: 7 },
+          agent,
+        );
+      expect(await memoryUnderTest().state(labelled.store), "the refusals wrote nothing").to.equal(before);
+
+      // Then real shards: one defined, one only a node carries (known to the store at the next scrape).
+      await call(
+        `${labelled.base}/v1/nodes/00000000-0000-4000-8000-000000000003`,
+        "PUT",
+        wholeNode({ shard: "rack-n" }),
+      );
+      await metrics();
+      for (const shard of ["rack-m", "rack-n"])
+        expect(
+          (await call(`${labelled.base}/v1/shards/${shard}/lease`, "POST", { agent: "compute-0" }, agent))
+            .status,
+        ).to.equal(200);
+      const text = await metrics();
+      expect(text).to.include('shardbridge_lease_acquired_total{shard="rack-m"} 1');
+      expect(text).to.include('shardbridge_lease_acquired_total{shard="rack-n"} 1');
+      expect(text).to.include(`shardbridge_fenced_requests_total{shard="other",outcome="refused"} ${flood}`);
+      expect(text).to.include('shardbridge_lease_lost_total{shard="other",reason="expired"} 20');
+      expect(text).to.not.match(/shard="(made-up|renewed)-/);
+    });
   });
 
   it("stamps the log lines of a request with its request id: its request line, its errors", async () => {

@@ -390,6 +390,37 @@ for (const backend of backendsUnderTest()) {
       });
     });
 
+    describe("signed deliveries the webhook refuses are remembered by nothing", () => {
+      it("stale, a trait another owns, a change at odds with itself, an unknown node: with an id or without, nothing written, judged again when sent again", async () => {
+        // An order applied first (remembered: it was applied), so that an older one is stale.
+        const applied = await postWebhook(
+          ctx.base,
+          { kind: "deltas", node: RACK_B_NODE, sequence: 5, deltas: ["+CUSTOM_APPLIED"] },
+          { delivery: "d-applied" },
+        );
+        expect(applied.status, JSON.stringify(applied.body)).to.equal(200);
+        const refusals: Array<[number, string, object]> = [
+          [409, "traits.stale", { kind: "deltas", node: RACK_B_NODE, sequence: 3, deltas: ["+CUSTOM_OLD"] }],
+          [422, "traits.not_owned", { kind: "deltas", node: RACK_B_NODE, deltas: ["-COMPUTE_NODE"] }],
+          [422, "traits.refused", { kind: "deltas", node: RACK_B_NODE, deltas: ["+CUSTOM_X", "-CUSTOM_X"] }],
+          [
+            404,
+            "node.not_found",
+            { kind: "deltas", node: "0b0e1d2c-b4a5-4697-8877-6655443322ff", deltas: ["+CUSTOM_X"] },
+          ],
+        ];
+        for (const [status, code, payload] of refusals)
+          for (const options of [{ delivery: `d-${code}` }, {}]) {
+            const what = `${code} ${options.delivery ?? "(no id: remembered by signature)"}`;
+            const first = await refusedUnchanged(() => postWebhook(ctx.base, payload, options), status);
+            expect(first.body.errors[0].code, what).to.equal(`shardbridge.${code}`);
+            // The very same request again: refused again as itself, not as a replay.
+            const again = await refusedUnchanged(() => postWebhook(ctx.base, payload, options), status);
+            expect(again, what).to.deep.include({ replay: false });
+          }
+      });
+    });
+
     describe("bodies over the limit are refused on their header, never read", () => {
       const head = (path: string, extra: string) =>
         `POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TEST_TOKENS.admin}\r\n` +

@@ -132,7 +132,7 @@ function runStep(backend: LeaseBackend, s: Step, token: number): Promise<unknown
       return backend.read(SHARDS[s.shard]!);
     case "heartbeat":
       // Half the heartbeats declare a shard, half join the legacy pool: both must be kept alike.
-      return backend.heartbeat(AGENTS[s.agent]!, s.shard % 2 === 0 ? [SHARDS[s.shard]!] : []);
+      return backend.heartbeat(AGENTS[s.agent]!, s.shard % 2 === 0 ? [SHARDS[s.shard]!] : [], "", 60_000);
     case "agents":
       return backend.agents();
     case "lineage":

@@ -472,6 +472,44 @@ describe("a waiting acquire over HTTP (two bridges on one redis-server)", functi
     await client.release({ shard: "rack", agent: "compute-0", token });
   });
 
+  it("a shard whose definition goes while standbys wait: they hear 404 shard.undefined as a plain acquire would, never a grant", async () => {
+    const admin = (i: number, method: string, path: string, body?: unknown) =>
+      fetch(`${two.url(i)}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${TEST_TOKENS.admin}`, "content-type": "application/json" },
+        ...(body !== undefined && { body: JSON.stringify(body) }),
+      });
+    expect(
+      (await admin(0, "PUT", "/v1/shard-definitions/rack-gone", { lease_ttl_ms: 1000 })).status,
+    ).to.equal(201);
+    const holder = two.client(0, "compute-0");
+    const token = await acquireWhenReady(holder, "rack-gone", "compute-0");
+    // One wakes at the lease's end, one's wait ends before it: each path asks the store again.
+    const atExpiry = two
+      .client(1, "compute-1")
+      .acquire({ shard: "rack-gone", agent: "compute-1", waitMs: 5000 });
+    const atWaitEnd = two
+      .client(1, "compute-a")
+      .acquire({ shard: "rack-gone", agent: "compute-a", waitMs: 400 });
+    await sleep(100);
+    expect((await admin(1, "DELETE", "/v1/shard-definitions/rack-gone")).status).to.equal(204);
+    const answers = await Promise.allSettled([atExpiry, atWaitEnd]);
+    for (const answer of answers) {
+      expect(answer.status, JSON.stringify(answer)).to.equal("rejected");
+      const error = (answer as PromiseRejectedResult).reason as { status: number; code: string };
+      expect({ status: error.status, code: error.code }).to.deep.equal({
+        status: 404,
+        code: "shardbridge.shard.undefined",
+      });
+    }
+    // The store's own record: no lease was granted after compute-0's.
+    const state = (await (await admin(0, "GET", "/v1/shards/rack-gone/lease")).json()) as {
+      lease: unknown;
+      last_token: number;
+    };
+    expect(state).to.deep.include({ lease: null, last_token: token });
+  });
+
   it("refuses a wait over 30 s, or with a renew's token, naming wait_ms", async () => {
     const post = (body: object) =>
       fetch(`${two.url(0)}/v1/shards/rack/lease`, {

@@ -102,6 +102,15 @@ describe("Migration plan and comparison (pure)", () => {
     );
   });
 
+  it("never proposes a name equal but for case to a shard that exists (one shard to nova and Ironic)", () => {
+    const nodes = fleet(7, 12, () => ({}));
+    const ring = buildRing("tooz", ["compute-a"]);
+    const plain = planShards(nodes, ring, { maxPerShard: 100 });
+    expect(plain.shards.map((s) => s.name)).to.deep.equal(["ring-compute-a-1"]);
+    const beside = planShards(nodes, ring, { maxPerShard: 100, taken: ["RING-COMPUTE-A-1"] });
+    expect(beside.shards.map((s) => s.name)).to.deep.equal(["ring-compute-a-2"]);
+  });
+
   it("leaves a node whose instance host is unknown unplanned, saying why", () => {
     const nodes = fleet(2, 5, (i) => (i === 0 ? { has_instance: true } : {}));
     const plan = planShards(nodes, buildRing("tooz", ["a"]));
@@ -271,6 +280,20 @@ describe("Migration plan file: fingerprint, changes, nova's side (pure)", () => 
         [
           { ...file, shards: file.shards.map((s, i) => (i === 0 ? { ...s, name: "kept" } : s)) },
           /shards\[0\]\.name: kept is a shard the inventory has/,
+        ],
+        // Equal but for case: one shard to nova and Ironic's database.
+        [
+          { ...file, shards: file.shards.map((s, i) => (i === 0 ? { ...s, name: "KEPT" } : s)) },
+          /shards\[0\]\.name: KEPT is a shard the inventory has already \(kept\)/,
+        ],
+        [
+          {
+            ...file,
+            shards: file.shards.map((s, i) =>
+              i === 1 ? { ...s, name: file.shards[0]!.name.toUpperCase() } : s,
+            ),
+          },
+          new RegExp(`shards\\[1\\]\\.name: repeats ${file.shards[0]!.name}`),
         ],
         [{ ...file, definitions: file.definitions.slice(1) }, /shards\[0\]\.name: .* has no definition/],
         [

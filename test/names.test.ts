@@ -1,6 +1,8 @@
 import { expect } from "chai";
 import fc from "fast-check";
+import { spawnSync } from "node:child_process";
 import { request } from "node:http";
+import { join } from "node:path";
 import { parseTokens } from "../src/api/http/auth.js";
 import { bridgeApp } from "./helpers/app.js";
 import { AgentId, ShardName, hostKey } from "../src/domain/names.js";
@@ -10,18 +12,33 @@ import { runShardbridge } from "./helpers/cli.js";
 import { until } from "./helpers/until.js";
 import { AgentProcess } from "./helpers/agent-process.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
+import { openstackVenv } from "./helpers/openstack/venv.js";
 
-/** Ids that look alike, or that a URL or a terminal changes: each refused, the reason said. */
+/** Ids that look alike, or that a URL, a terminal or nova changes: each refused, the reason said. */
 const REFUSED_IDS: Array<[string, string, RegExp]> = [
-  ["a bidi override (shows reversed)", "compute-\u202e0-a", /format characters/],
-  ["a zero-width space", "compute\u200b-0", /format characters/],
-  ["a byte order mark", "\ufeffcompute-0", /format characters/],
-  ["a line separator", "compute\u2028-0", /line breaks/],
-  ["a slash", "rack/0", /\//],
-  ["a space at the end", "compute-0 ", /white space/],
-  ["a space at the start", " compute-0", /white space/],
-  ["the decomposed é (NFD)", "ne\u0301ud", /NFC/],
-  ["dots only", "..", /dots only/],
+  ["a Cyrillic а (U+0430) for a Latin a", "compute-\u0430", /"а" U\+0430 is not one of them/],
+  ["a hyphen U+2010 for -", "compute\u20100", /U\+2010 is not one of them/],
+  ["fullwidth letters", "\uff43ompute-0", /U\+FF43 is not one of them/],
+  ["the Kelvin sign (nova's oslo.config takes it as a letter: one host with k)", "rack-\u212a", /U\+212A/],
+  ["a bidi override (shows reversed)", "compute-\u202e0-a", /U\+202E is not one of them/],
+  ["a zero-width space", "compute\u200b-0", /U\+200B/],
+  ["a byte order mark", "\ufeffcompute-0", /U\+FEFF/],
+  ["a line separator", "compute\u2028-0", /U\+2028/],
+  ["a newline at the end (oslo.config's pattern takes it)", "compute-0\n", /U\+000A/],
+  ["a slash", "rack/0", /"\/" U\+002F/],
+  ["a space", "compute 0", /" " U\+0020/],
+  ["the decomposed é (NFD)", "ne\u0301ud", /U\+0301/],
+  [
+    "a trailing dot (nova drops it: another host than the id)",
+    "host.example.com.",
+    /begin or end with a dot/,
+  ],
+  ["dots only", "..", /begin or end with a dot/],
+  ["a label beginning with -", "-x", /begins or ends with "-"/],
+  ["all digits", "1234", /all digits/],
+  ["an IPv6 address with a zone", "fe80::1%eth0", /IPv6 without a zone/],
+  ["a label over 63 characters", `${"a".repeat(64)}.example.com`, /63 characters/],
+  ["over 253 characters", Array.from({ length: 64 }, () => "abc").join("."), /at most 253 characters/],
 ];
 
 /**
@@ -66,8 +83,10 @@ function verbatim(
   });
 }
 
-/** Agent ids to try: any text, whole graphemes, and the ones known to look alike or travel badly. */
+/** Agent ids to try: host names, any text, whole graphemes, and the ones known to look alike or travel badly. */
 const agentIds = fc.oneof(
+  fc.domain(),
+  fc.stringMatching(/^[A-Za-z0-9._-]{1,20}$/),
   fc.string({ minLength: 1, maxLength: 40 }),
   fc.string({ unit: "grapheme", minLength: 1, maxLength: 20 }),
   fc.constantFrom(...REFUSED_IDS.map(([, id]) => id), "A1", "compute-0", "%2e%2e", "a?b", "a#b", "-x", "--"),
@@ -81,10 +100,54 @@ describe("One grammar of names: shard names and agent ids", () => {
       expect(parsed.error!.issues[0]!.message, what).to.match(reason);
     }
     for (const name of [".", "..", "..."]) expect(ShardName.safeParse(name).success, name).to.equal(false);
-    for (const id of ["compute-0", "Compute-Ä", "nœud ☃", "host.example.com", "a.b"])
+    for (const id of [
+      "compute-0",
+      "Compute-A",
+      "rack_1-ironic",
+      "host.example.com",
+      "a.b",
+      "10.0.0.7",
+      "fd00::7",
+    ])
       expect(AgentId.safeParse(id).success, id).to.equal(true);
     for (const name of ["rack-a", "a.b", ".hidden", "rack_1."])
       expect(ShardName.safeParse(name).success).to.equal(true);
+  });
+
+  it("takes as an agent id only what nova takes as its [DEFAULT] host (oslo.config's HostDomain, from the venv), as it is", () => {
+    const ids = fc.sample(
+      fc.oneof(
+        fc.domain(),
+        fc.ipV4(),
+        fc.ipV6(),
+        fc.stringMatching(/^[A-Za-z0-9._:%-]{1,16}$/),
+        fc.string({ minLength: 1, maxLength: 12 }),
+        fc.string({ unit: "grapheme", minLength: 1, maxLength: 8 }),
+        fc.constantFrom(...REFUSED_IDS.map(([, id]) => id), "compute-\u0131", "a\u017fb", "\u0130x"),
+      ),
+      { numRuns: 20_000, seed: 20261204 },
+    );
+    // Whether oslo.config hands the value back unchanged: what nova would then call itself.
+    const oslo = spawnSync(
+      join(openstackVenv(), "bin", "python"),
+      [
+        "-c",
+        "import json, sys\nfrom oslo_config import types\nt = types.HostDomain()\n" +
+          "def taken(s):\n    try:\n        return t(s) == s\n    except ValueError:\n        return False\n" +
+          "print(json.dumps([taken(s) for s in json.load(sys.stdin)]))",
+      ],
+      { input: JSON.stringify(ids), encoding: "utf8", maxBuffer: 64 * 1024 * 1024 },
+    );
+    expect(oslo.status, oslo.stderr).to.equal(0);
+    const novaTakes = JSON.parse(oslo.stdout) as boolean[];
+    const ours = ids.map((id) => AgentId.safeParse(id).success);
+    const takenByUsOnly = ids.filter((id, i) => ours[i] && !novaTakes[i]);
+    expect(takenByUsOnly, "ids nova would refuse or change").to.deep.equal([]);
+    // Where nova takes what we refuse, it is one of the three documented places, none ASCII text.
+    const refusedByUsOnly = ids.filter((id, i) => !ours[i] && novaTakes[i]);
+    for (const id of refusedByUsOnly)
+      expect(id, JSON.stringify(id)).to.match(/\n$|[\u0130\u0131\u017f\u212a]/);
+    expect(ours.filter(Boolean).length, "ids taken").to.be.greaterThan(5000);
   });
 
   it("refuses a tokens file naming one agent in two cases (one host to nova), both shown", () => {
@@ -244,14 +307,19 @@ describe("One grammar of names: shard names and agent ids", () => {
   });
 
   it("the commands refuse the same names with exit 2 and the same words (no crash, no retry for ever)", async () => {
-    const [run, agent] = await Promise.all([
+    const [run, agent, derived] = await Promise.all([
       runShardbridge(["run", "--id", "h", "--shard", ".", "--token", "t", "--", "true"]),
       runShardbridge(["agent", "--id", "compute-\u202e0", "--shard", "..", "--token", "t"]),
+      // A shard name nova's host cannot be made from: nova would refuse `.hidden-ironic`.
+      runShardbridge(["run", "--id", "h", "--shard", ".hidden", "--token", "t", "--", "true"]),
     ]);
+    expect(derived.status, derived.stderr).to.equal(2);
+    expect(derived.stderr).to.include(`nova's [DEFAULT] host for shard .hidden would be ".hidden-ironic"`);
+    expect(derived.stderr).to.match(/give --host/);
     expect(run.status, run.stderr).to.equal(2);
     expect(run.stderr).to.match(/shard: must not be dots only/);
     expect(agent.status, agent.stderr).to.equal(2);
-    expect(agent.stderr).to.match(/format characters/);
+    expect(agent.stderr).to.match(/U\+202E is not one of them/);
     expect(agent.stderr).to.match(/shard: must not be dots only/);
   });
 });

@@ -54,7 +54,11 @@ describe("Shard definitions", () => {
     expect(loadShardCatalog(dir).mayServe("rack-a", "compute-999")).to.equal(false);
     // The same schema reads what an older bridge stored.
     const store = new Store(new MemoryBackend(processClockUs), new MemoryNodes(), new MemoryTraits());
-    await store.definitions.write("rack-s", JSON.stringify({ description: "", lease_ttl_ms: 6000, agents }));
+    await store.definitions.write(
+      "rack-s",
+      "rack-s",
+      JSON.stringify({ description: "", lease_ttl_ms: 6000, agents }),
+    );
     const catalog = new ShardCatalog();
     await new StoredDefinitions(store, catalog).refresh();
     expect(catalog.mayServe("rack-s", "compute-999")).to.equal(false);
@@ -162,6 +166,16 @@ describe("Shard definitions", () => {
     expect(() => loadShardCatalog(join(dir, "plain"))).to.throw(
       ConfigError,
       `shard definitions directory ${join(dir, "plain")}: not a directory`,
+    );
+  });
+
+  it("refuses two files naming one shard in two cases (one shard to nova and Ironic), naming the later and the earlier", () => {
+    write("rack-x.json", { name: "rack-x" });
+    write("RACK-X.json", { name: "RACK-X" });
+    // Files load in name order: "RACK-X.json" sorts first, so "rack-x.json" is the later.
+    expect(() => loadShardCatalog(dir)).to.throw(
+      ShardDefinitionError,
+      /^rack-x\.json: name: "rack-x" and RACK-X\.json's "RACK-X" are one shard to nova and Ironic's database/,
     );
   });
 
@@ -326,6 +340,7 @@ for (const backend of backendsUnderTest()) {
       ["a bad shard name", "bad%20name", {}, 400, "shardbridge.validation", "shard"],
       ["a body that is no object", "rack-s", "[1]", 400, "shardbridge.validation", "(body)"],
       ["a shard a file defines", "from-file", {}, 409, "shardbridge.shard.defined_by_file", "shard"],
+      ["a file's shard in another case", "From-File", {}, 409, "shardbridge.shard.case_twin", "shard"],
     ];
     for (const [what, shard, body, status, code, field] of refusals) {
       it(`refuses ${what} (${status} naming ${field}) and writes nothing`, async () => {
@@ -337,6 +352,36 @@ for (const backend of backendsUnderTest()) {
         expect(await backend.state(ctx.store)).to.equal(before);
       });
     }
+
+    it("one shard, one spelling: another case of a defined shard is refused a definition and a lease, nothing written", async () => {
+      expect((await define("rack-x", {})).status).to.equal(201);
+      const before = await backend.state(ctx.store);
+      const redefined = await define("RACK-X", { description: "the same rack, shouted" });
+      expect(redefined.status, JSON.stringify(redefined.body)).to.equal(409);
+      expect(redefined.body.errors[0]).to.include({ code: "shardbridge.shard.case_twin", field: "shard" });
+      expect(redefined.body.errors[0].detail).to.match(/RACK-X and defined shard rack-x .* name it rack-x/);
+      // What `run --shard RACK-X` would do next: acquire, as nova's host RACK-X-ironic.
+      for (const [shard, agent] of [
+        ["RACK-X", "compute-0"],
+        ["Rack-x", "compute-1"],
+        ["FROM-FILE", "compute-0"],
+      ] as const) {
+        const leased = await call(`${ctx.base}/v1/shards/${shard}/lease`, "POST", { agent });
+        expect(leased.status, `${shard}: ${JSON.stringify(leased.body)}`).to.equal(409);
+        expect(leased.body.errors[0].code).to.equal("shardbridge.shard.case_twin");
+        const waited = await call(`${ctx.base}/v1/shards/${shard}/lease`, "POST", { agent, wait_ms: 200 });
+        expect(waited.body.errors[0].code, "a waiting acquire too").to.equal("shardbridge.shard.case_twin");
+      }
+      expect(await backend.state(ctx.store), "the refusals wrote nothing").to.equal(before);
+      const names = (await call(`${ctx.base}/v1/shard-definitions`, "GET")).body.definitions.map(
+        (d: { name: string }) => d.name,
+      );
+      expect(names).to.deep.equal(["from-file", "rack-x"]);
+      // Removed, the name is free in any case again.
+      expect((await call(`${ctx.base}/v1/shard-definitions/rack-x`, "DELETE")).status).to.equal(204);
+      expect((await define("RACK-X", {})).status).to.equal(201);
+      await call(`${ctx.base}/v1/shard-definitions/RACK-X`, "DELETE");
+    });
 
     it("refuses a list of agents past the bound in one error, not one per agent, and writes nothing", async () => {
       const before = await backend.state(ctx.store);
@@ -385,6 +430,41 @@ describe("Shard definitions written through one bridge are in force on every bri
     for (const b of bridges) await b.close();
     for (const s of stores) await s.close();
     await server.stop();
+  });
+
+  it("two bridges defining one shard in two cases at once: one is written, the other refused naming it", async () => {
+    const [one, two] = bridges.map((b) => b.url) as [string, string];
+    // Neither bridge has read the other's yet: only the store's own check can refuse one.
+    const answers = await Promise.all([
+      call(`${one}/v1/shard-definitions/rack-twin`, "PUT", {}),
+      call(`${two}/v1/shard-definitions/RACK-TWIN`, "PUT", {}),
+    ]);
+    expect(answers.map((a) => a.status).sort()).to.deep.equal([201, 409]);
+    const written = answers.find((a) => a.status === 201)!.body.name as string;
+    const refused = answers.find((a) => a.status === 409)!.body.errors[0];
+    expect(refused.code).to.equal("shardbridge.shard.case_twin");
+    expect(refused.detail).to.include(`name it ${written}`);
+    const stored = (await stores[0]!.definitions.list()).records;
+    expect([...stored.keys()].filter((name) => name.toLowerCase() === "rack-twin")).to.deep.equal([written]);
+    await call(`${one}/v1/shard-definitions/${written}`, "DELETE");
+  });
+
+  it("a store written before names were kept by case: its records are indexed at the first write, their twins refused", async () => {
+    const [one] = bridges.map((b) => b.url) as [string];
+    // What a bridge of the last version left: the records and the version, no names hash.
+    const admin = server.client();
+    try {
+      await admin.hset("sb:{definitions}:records", "old-rack", '{"description":"older"}');
+      expect(await admin.exists("sb:{definitions}:names")).to.equal(0);
+      const twin = await call(`${one}/v1/shard-definitions/OLD-RACK`, "PUT", {});
+      expect(twin.status, JSON.stringify(twin.body)).to.equal(409);
+      expect(twin.body.errors[0].detail).to.include("name it old-rack");
+      expect(await admin.hgetall("sb:{definitions}:names")).to.deep.equal({ "old-rack": "old-rack" });
+      expect(await admin.hkeys("sb:{definitions}:records")).to.deep.equal(["old-rack"]);
+    } finally {
+      await admin.del("sb:{definitions}:records", "sb:{definitions}:names");
+      admin.disconnect();
+    }
   });
 
   it("within refresh_ms: the other bridge's TTL, allowed agents and filling mark follow the store", async () => {

@@ -290,9 +290,13 @@ for (const backend of [...backendsUnderTest(), redisClusterUnderTest()]) {
       it("stores, lists and removes records by shard, the version rising with every write", async () => {
         const versions = [await store.definitions.version()];
         const write = async (name: string, record: string | null) => {
-          const { existed, version } = await store.definitions.write(name, record);
-          versions.push(version);
-          return existed;
+          const written =
+            record === null
+              ? await store.definitions.remove(name, name.toLowerCase())
+              : await store.definitions.write(name, name.toLowerCase(), record);
+          if ("caseTwin" in written) throw new Error(`refused: ${written.caseTwin}`);
+          versions.push(written.version);
+          return written.existed;
         };
         expect(await write("rack-a", '{"lease_ttl_ms":9000}')).to.equal(false);
         expect(await write("rack-a", '{"lease_ttl_ms":8000}')).to.equal(true);
@@ -308,6 +312,27 @@ for (const backend of [...backendsUnderTest(), redisClusterUnderTest()]) {
         expect([...(await store.definitions.list()).records.keys()]).to.deep.equal(["rack-b"]);
         expect(await store.definitions.version()).to.equal(versions[5]);
         for (let i = 1; i < versions.length; i++) expect(versions[i]).to.be.greaterThan(versions[i - 1]!);
+      });
+
+      it("refuses a record whose name equals another's but for case, writing nothing, even two sent at once", async () => {
+        const twins = ["rack-x", "RACK-X", "Rack-X", "rack-X"];
+        // Sent together: on Redis they interleave with each other's round trips; one is written.
+        const outcomes = await Promise.all(
+          twins.map((name) => store.definitions.write(name, name.toLowerCase(), `{"description":"${name}"}`)),
+        );
+        const written = twins.filter((_, i) => !("caseTwin" in outcomes[i]!));
+        expect(written, "one spelling written").to.have.length(1);
+        for (const outcome of outcomes)
+          if ("caseTwin" in outcome) expect(outcome.caseTwin).to.equal(written[0]);
+        const before = await backend.state(store);
+        const again = await store.definitions.write("RaCk-x", "rack-x", "{}");
+        expect(again).to.deep.equal({ caseTwin: written[0] });
+        expect(await backend.state(store), "a refusal writes nothing").to.equal(before);
+        expect([...(await store.definitions.list()).records.keys()]).to.deep.equal(written);
+        // The same name is replaced as before; once it is removed, another spelling may be defined.
+        expect(await store.definitions.write(written[0]!, "rack-x", "{}")).to.include({ existed: true });
+        expect(await store.definitions.remove(written[0]!, "rack-x")).to.include({ existed: true });
+        expect(await store.definitions.write("RACK-x", "rack-x", "{}")).to.include({ existed: false });
       });
     });
 
@@ -335,6 +360,33 @@ for (const backend of [...backendsUnderTest(), redisClusterUnderTest()]) {
           ["compute-b", []],
         ]);
         await expectInvalid(store.heartbeat("compute-c", ["no,comma"]), "shards[0]");
+      });
+
+      it("adds up what the instances of one agent declare, each its last, while each is heard within the window", async () => {
+        const beat = async (instance: string | undefined, shards: string[], windowMs = 60_000) =>
+          (await store.heartbeat("compute-a", shards, { instance, windowMs })).serves;
+        // An `agent` and a `run` of one id, heartbeating their own shards in turns: no flip.
+        expect(await beat("agent-1", ["rack-a"])).to.deep.equal(["rack-a"]);
+        expect(await beat("run-1", ["rack-b"])).to.deep.equal(["rack-a", "rack-b"]);
+        for (let i = 0; i < 3; i++) {
+          expect(await beat("agent-1", ["rack-a"])).to.deep.equal(["rack-a", "rack-b"]);
+          expect((await store.agent("compute-a"))!.serves).to.deep.equal(["rack-a", "rack-b"]);
+          expect(await beat("run-1", ["rack-b"])).to.deep.equal(["rack-a", "rack-b"]);
+          expect((await store.agents())[0]!.serves).to.deep.equal(["rack-a", "rack-b"]);
+        }
+        // Each instance's own last word replaces its earlier one at once.
+        expect(await beat("run-1", [])).to.deep.equal(["rack-a"]);
+        expect(await beat("run-1", ["rack-c"])).to.deep.equal(["rack-a", "rack-c"]);
+        // One not heard within the window no longer counts (run-1 last spoke ~60 ms ago).
+        await sleep(60);
+        expect(await beat("agent-1", ["rack-a"], 30)).to.deep.equal(["rack-a"]);
+        // A sender that names no instance is one more instance ("" ), as senders were before.
+        expect(await beat(undefined, ["rack-d"])).to.deep.equal(["rack-a", "rack-d"]);
+        expect(await beat(undefined, [])).to.deep.equal(["rack-a"]);
+        await expectInvalid(store.heartbeat("compute-a", [], { instance: "has space" }), "instance");
+        // Forgotten, the agent starts afresh: its instances' declarations go with it.
+        expect(await store.forgetAgent("compute-a")).to.equal(true);
+        expect(await beat("run-2", ["rack-e"])).to.deep.equal(["rack-e"]);
       });
 
       it("refuses a heartbeat of an id equal to a recorded agent's but for case (one host to nova), writing nothing, until that one is forgotten", async () => {

@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import type { AgentList, AgentNodes, AgentSummary } from "../contracts/agents.js";
 import type { ApiError } from "../contracts/errors.js";
 import type { FeedCursor, FeedPage } from "../contracts/feed.js";
@@ -78,6 +79,10 @@ export class BridgeClient implements LeaseClient {
 
   /** false once the bridge refused `wait_ms` (a bridge older than waiting acquires): then it is polled */
   private bridgeWaits = true;
+  /** this client's name for itself in its heartbeats (HeartbeatInstance): one per process, as a rule */
+  readonly instance = randomBytes(6).toString("hex");
+  /** false once the bridge refused `instance` (a bridge older than it): heartbeats then name none */
+  private bridgeTakesInstance = true;
 
   private async request(
     method: string,
@@ -260,11 +265,24 @@ export class BridgeClient implements LeaseClient {
     return all;
   }
 
-  /** `shards`: what the agent serves; none puts it in the legacy ring pool (nova without `[ironic] shard`). */
+  /**
+   * `shards`: what the agent serves; none puts it in the legacy ring pool (nova without
+   * `[ironic] shard`). Sent as this client's instance: what other processes of the same
+   * agent id declare (an `agent` and a `run`) adds up with it at the bridge.
+   */
   async heartbeat(agent: string, shards: string[] = []): Promise<void> {
-    const answer = await this.request("POST", `/v1/agents/${encodeURIComponent(agent)}/heartbeat`, {
-      shards,
-    });
+    const path = `/v1/agents/${encodeURIComponent(agent)}/heartbeat`;
+    if (this.bridgeTakesInstance) {
+      const answer = await this.request("POST", path, { shards, instance: this.instance });
+      const refused =
+        answer.status === 400 && answer.json?.errors?.some((e: ApiError) => /instance/.test(e.detail));
+      if (!refused) {
+        if (answer.status !== 200) this.fail(answer);
+        return;
+      }
+      this.bridgeTakesInstance = false;
+    }
+    const answer = await this.request("POST", path, { shards });
     if (answer.status !== 200) this.fail(answer);
   }
 

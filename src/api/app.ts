@@ -97,7 +97,7 @@ export function createApp(
   const app = express();
   const messageClasses = stableMessageClasses(app);
   app.disable("x-powered-by");
-  const metrics = new BridgeMetrics(store);
+  const metrics = new BridgeMetrics(store, (shard) => catalog.get(shard) !== undefined);
   if (ironic !== undefined) metrics.watchIronic(ironic);
   app.use(metrics.middleware());
   // A strong hash of every answer, for caching nobody does here: not worth its cost per renew.
@@ -172,7 +172,7 @@ export function createApp(
     metrics,
     authority,
   });
-  const heartbeats = heartbeatWrite({ store, decoder, metrics, authority });
+  const heartbeats = heartbeatWrite({ store, decoder, metrics, authority, serviceDownMs });
   const raw = [writes, heartbeats, webhook];
   if (ironicUrl !== undefined)
     raw.push(

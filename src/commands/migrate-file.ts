@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { z } from "zod";
 import { LeaseTtlMs } from "../domain/lease.js";
-import { AgentId, ShardName, novaHostFor } from "../domain/names.js";
+import { AgentId, ShardName, novaHostFor, shardKey } from "../domain/names.js";
 import { NodeUuid } from "../domain/node.js";
 import { RingKindName, RingMembers } from "../domain/ring.js";
 import { ValidationError, parseOrThrow } from "../domain/validation.js";
@@ -137,17 +137,21 @@ function planIssues(plan: PlanFile): Array<{ field: string; reason: string }> {
     if (byUuid.has(e.uuid)) issues.push({ field: `inventory.nodes[${i}].uuid`, reason: `repeats ${e.uuid}` });
     byUuid.set(e.uuid, e);
   });
-  const taken = new Set(inventory.nodes.flatMap((e) => (e.shard === null ? [] : [e.shard])));
+  // Names by shardKey: equal but for case, two names are one shard to nova and Ironic.
+  const taken = new Map(
+    inventory.nodes.flatMap((e) => (e.shard === null ? [] : [[shardKey(e.shard), e.shard] as const])),
+  );
   const placed = new Map<string, string>();
-  const names = new Set<string>();
+  const names = new Map<string, string>();
   plan.shards.forEach((shard, i) => {
-    if (names.has(shard.name)) issues.push({ field: `shards[${i}].name`, reason: `repeats ${shard.name}` });
-    if (taken.has(shard.name))
+    const key = shardKey(shard.name);
+    if (names.has(key)) issues.push({ field: `shards[${i}].name`, reason: `repeats ${names.get(key)!}` });
+    if (taken.has(key))
       issues.push({
         field: `shards[${i}].name`,
-        reason: `${shard.name} is a shard the inventory has already`,
+        reason: `${shard.name} is a shard the inventory has already (${taken.get(key)!})`,
       });
-    names.add(shard.name);
+    names.set(key, shard.name);
     shard.nodes.forEach((uuid, j) => {
       const field = `shards[${i}].nodes[${j}]`;
       const entry = byUuid.get(uuid);
@@ -164,7 +168,7 @@ function planIssues(plan: PlanFile): Array<{ field: string; reason: string }> {
   });
   const defined = new Map(plan.definitions.map((d, i) => [d.name, { d, i }]));
   plan.definitions.forEach((d, i) => {
-    if (!names.has(d.name))
+    if (names.get(shardKey(d.name)) !== d.name)
       issues.push({ field: `definitions[${i}].name`, reason: `${d.name} is no planned shard` });
   });
   plan.shards.forEach((shard, i) => {

@@ -2,7 +2,7 @@ import { parseArgs } from "node:util";
 import { logger } from "../log.js";
 import { z } from "zod";
 import { BridgeClient, BridgeError } from "../agent/bridge-client.js";
-import { AgentId, ShardName, novaHostFor } from "../domain/names.js";
+import { AgentId, ShardName, hostNameProblem, novaHostFor } from "../domain/names.js";
 import { maxGraceMs, runSupervised } from "../run/supervisor.js";
 import { ConfigError } from "../config.js";
 import {
@@ -49,6 +49,13 @@ async function prepare(argv: string[]) {
     { id: values.id, shard: values.shard, host: values.host },
   );
   const bridge = httpUrlFlag("bridge", values.bridge!, "SHARDBRIDGE_URL");
+  // nova refuses a [DEFAULT] host that is no host name, and would never start: said now.
+  const serviceHost = host ?? novaHostFor(shard);
+  const hostProblem = host === undefined ? hostNameProblem(serviceHost) : null;
+  if (hostProblem !== null)
+    throw new ConfigError(
+      `run: nova's [DEFAULT] host for shard ${shard} would be ${JSON.stringify(serviceHost)}, which ${hostProblem}: give --host`,
+    );
   const graceMs = integerFlag("grace", values.grace, 0, 600_000);
   const pollMs = standbyPollMs(values["standby-poll"]);
   const token = agentToken(id, values.token, values["tokens-file"]);
@@ -73,7 +80,7 @@ async function prepare(argv: string[]) {
     shard,
     bridge,
     token,
-    serviceHost: host ?? novaHostFor(shard),
+    serviceHost,
     graceMs,
     restart: values.restart!,
     command: positionals,

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { FencingToken } from "../domain/lease.js";
-import { AgentId, ServedShards, ShardName } from "../domain/names.js";
+import { AgentId, HeartbeatInstance, ServedShards, ShardName } from "../domain/names.js";
 import { RingKindName } from "../domain/ring.js";
 import { count, time } from "./fields.js";
 import { Node } from "./nodes.js";
@@ -19,6 +19,8 @@ export const HeartbeatBody = z.strictObject({
           : "must be a list of shard names",
     })
     .pipe(ServedShards),
+  /** which process of the agent sends it (see HeartbeatInstance); left out: the one slot of senders that name none */
+  instance: HeartbeatInstance.optional(),
 });
 
 /** GET /v1/agents/{id}/nodes?token=: the fencing tokens the agent holds. */

@@ -9,6 +9,21 @@ export interface DefinitionBackend {
   version(): Promise<number>;
   /** every record by shard name, and the version they are at */
   list(): Promise<{ version: number; records: Map<string, string> }>;
-  /** store (record) or remove (null) one shard's record; answers whether it was there before */
-  write(name: string, record: string | null): Promise<{ existed: boolean; version: number }>;
+  /**
+   * Store one shard's record (created or replaced); answers whether it was there before.
+   * A record whose name equals another record's but for case (`key`: the name's shardKey)
+   * is refused in the same step, nothing written: answered with that other name.
+   */
+  write(name: string, key: string, record: string): Promise<DefinitionWrite>;
+  /** Remove one shard's record; answers whether it was there. */
+  remove(name: string, key: string): Promise<DefinitionWritten>;
 }
+
+/** A write or removal done: whether the record was there before, and the version it made. */
+export interface DefinitionWritten {
+  existed: boolean;
+  version: number;
+}
+
+/** What a definition write did: written, or refused for a stored name equal to it but for case. */
+export type DefinitionWrite = DefinitionWritten | { caseTwin: string };

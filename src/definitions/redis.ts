@@ -1,7 +1,7 @@
 import type { RedisClient } from "../redis/connect.js";
 import type { KeyLayout } from "../redis/keys.js";
 import { runScript, runScriptAcked } from "../redis/scripts.js";
-import type { DefinitionBackend } from "./port.js";
+import type { DefinitionBackend, DefinitionWrite, DefinitionWritten } from "./port.js";
 
 /**
  * Shard definitions in Redis (keys under `{definitions}`). On a replicated store a write
@@ -30,13 +30,19 @@ export class RedisDefinitions implements DefinitionBackend {
     return { version: Number(version ?? 0), records: new Map(Object.entries(records)) };
   }
 
-  async write(name: string, record: string | null): Promise<{ existed: boolean; version: number }> {
-    const keys = [this.keys.records, this.keys.version];
-    const args = [name, record ?? ""];
-    if (this.acks === null) {
-      const [existed, version] = (await runScript(this.redis, "definitions-write", keys, args)) as number[];
-      return { existed: existed === 1, version: version! };
-    }
+  write(name: string, key: string, record: string): Promise<DefinitionWrite> {
+    return this.run(name, [name, record, key]);
+  }
+
+  async remove(name: string, key: string): Promise<DefinitionWritten> {
+    // A removal is never refused: only a record's write can meet a name equal but for case.
+    return (await this.run(name, [name, "", key])) as DefinitionWritten;
+  }
+
+  private async run(name: string, args: string[]): Promise<DefinitionWrite> {
+    const keys = [this.keys.records, this.keys.version, this.keys.names];
+    if (this.acks === null)
+      return outcomeOf((await runScript(this.redis, "definitions-write", keys, args)) as ScriptReply);
     const { reply, acked } = await runScriptAcked(
       this.redis,
       "definitions-write",
@@ -45,12 +51,22 @@ export class RedisDefinitions implements DefinitionBackend {
       this.acks.replicas,
       this.acks.timeoutMs,
     );
+    const outcome = outcomeOf(reply as ScriptReply);
+    // A refusal wrote nothing: no replica needs to have it.
+    if ("caseTwin" in outcome) return outcome;
     if (acked < this.acks.replicas)
       throw new Error(
         `no replica acknowledged the definition of shard ${name} within ${this.acks.timeoutMs} ms: ` +
           "it may be lost in a failover; write it again",
       );
-    const [existed, version] = reply as number[];
-    return { existed: existed === 1, version: version! };
+    return outcome;
   }
+}
+
+/** definitions-write.lua's answer: {existed (0/1), version}, or {-1, the name equal to this one but for case}. */
+type ScriptReply = [number, number | string];
+
+function outcomeOf([existed, version]: ScriptReply): DefinitionWrite {
+  if (existed === -1) return { caseTwin: String(version) };
+  return { existed: existed === 1, version: Number(version) };
 }

@@ -57,6 +57,8 @@ export class MemoryBackend implements LeaseBackend {
   private readonly table = new LeaseTable<string>();
   private readonly shards = this.table.states;
   private readonly lastSeen = new Map<string, { us: number; serves: string[] }>();
+  /** agent -> each of its instances' last heartbeat: when, and the shards it declared (see LeaseBackend.heartbeat) */
+  private readonly instances = new Map<string, Map<string, { us: number; serves: string[] }>>();
   /** nova's key of a host (hostKey) -> the agent id last recorded under it */
   private readonly hosts = new Map<string, string>();
   /** agent -> the shards it was ever granted (see LeaseBackend.grantedTo) */
@@ -124,15 +126,30 @@ export class MemoryBackend implements LeaseBackend {
     return this.apply(shard, { kind: "read" });
   }
 
-  heartbeat(agent: string, serves: string[]): Promise<AgentSeen | { hostTwin: string }> {
+  heartbeat(
+    agent: string,
+    serves: string[],
+    instance: string,
+    windowMs: number,
+  ): Promise<AgentSeen | { hostTwin: string }> {
     const key = hostKey(agent);
     const twin = this.hosts.get(key);
     if (twin !== undefined && twin !== agent && this.lastSeen.has(twin))
       return Promise.resolve({ hostTwin: twin });
     this.hosts.set(key, agent);
     const nowUs = this.clockUs();
-    this.lastSeen.set(agent, { us: nowUs, serves: [...serves] });
-    return Promise.resolve({ agent, lastSeenMs: Math.floor(nowUs / 1000), ageMs: 0, serves: [...serves] });
+    // As heartbeat.lua: this instance's shards, with those of the others heard within the window.
+    const instances = this.instances.get(agent) ?? new Map<string, { us: number; serves: string[] }>();
+    this.instances.set(agent, instances);
+    instances.set(instance, { us: nowUs, serves: [...serves] });
+    const nowMs = Math.floor(nowUs / 1000);
+    const served = new Set<string>();
+    for (const [name, heard] of instances)
+      if (Math.floor(heard.us / 1000) + windowMs < nowMs) instances.delete(name);
+      else for (const shard of heard.serves) served.add(shard);
+    const recorded = [...served].sort();
+    this.lastSeen.set(agent, { us: nowUs, serves: recorded });
+    return Promise.resolve({ agent, lastSeenMs: nowMs, ageMs: 0, serves: [...recorded] });
   }
 
   private seen(agent: string, { us, serves }: { us: number; serves: string[] }, nowMs: number): AgentSeen {
@@ -151,6 +168,7 @@ export class MemoryBackend implements LeaseBackend {
   }
 
   async forgetAgent(agent: string): Promise<boolean> {
+    this.instances.delete(agent);
     return this.lastSeen.delete(agent);
   }
 

@@ -57,10 +57,19 @@ export interface LeaseBackend {
   fence(input: FenceInput): Promise<FenceOutcome & StoreTime>;
   read(shard: string): Promise<ReadOutcome & StoreTime>;
   /**
-   * Record `agent` seen now, serving `serves` — unless another agent with a record is the
-   * same host to nova (hostKey): then nothing is written and that agent's id is answered.
+   * Record `agent` seen now, its process `instance` serving `serves` — unless another
+   * agent with a record is the same host to nova (hostKey): then nothing is written and
+   * that agent's id is answered. What the agent serves is recorded as what each of its
+   * instances declared last, together, counting the instances heard within `windowMs`
+   * (an agent and a `run` of one id, each heartbeating its own shards, add up rather than
+   * take turns); a sender that names no instance is the instance "".
    */
-  heartbeat(agent: string, serves: string[]): Promise<AgentSeen | { hostTwin: string }>;
+  heartbeat(
+    agent: string,
+    serves: string[],
+    instance: string,
+    windowMs: number,
+  ): Promise<AgentSeen | { hostTwin: string }>;
   agents(): Promise<AgentSeen[]>;
   /** one agent's liveness record, if it ever sent a heartbeat */
   agent(agent: string): Promise<AgentSeen | null>;

@@ -411,16 +411,21 @@ export class RedisBackend implements LeaseBackend {
     return { current: decodeView(reply), lastToken: Number(reply[8]), atUs: reply[5] };
   }
 
-  async heartbeat(agent: string, serves: string[]): Promise<AgentSeen | { hostTwin: string }> {
-    const { seen, serves: servesKey, hosts } = this.keys.agents;
+  async heartbeat(
+    agent: string,
+    serves: string[],
+    instance: string,
+    windowMs: number,
+  ): Promise<AgentSeen | { hostTwin: string }> {
+    const { seen, serves: servesKey, hosts, instances } = this.keys.agents;
     // Shard names cannot hold a comma (see ShardName): the list is stored comma-joined.
-    const [lastSeenMs, twin] = (await this.run(
+    const [lastSeenMs, recorded] = (await this.run(
       "heartbeat",
-      [seen, servesKey, hosts],
-      [agent, serves.join(","), hostKey(agent)],
+      [seen, servesKey, hosts, instances(agent)],
+      [agent, serves.join(","), hostKey(agent), instance, String(windowMs)],
     )) as [number, string];
-    if (lastSeenMs < 0) return { hostTwin: twin };
-    return { agent, lastSeenMs, ageMs: 0, serves: [...serves] };
+    if (lastSeenMs < 0) return { hostTwin: recorded };
+    return { agent, lastSeenMs, ageMs: 0, serves: recorded === "" ? [] : recorded.split(",") };
   }
 
   async agents(): Promise<AgentSeen[]> {
@@ -444,9 +449,14 @@ export class RedisBackend implements LeaseBackend {
   }
 
   async forgetAgent(agent: string): Promise<boolean> {
-    const { seen, serves } = this.keys.agents;
-    // Both keys share the {agents} tag (one slot on Cluster): one MULTI drops the record whole.
-    const replies = await this.redis.multi().zrem(seen, agent).hdel(serves, agent).exec();
+    const { seen, serves, instances } = this.keys.agents;
+    // The keys share the {agents} tag (one slot on Cluster): one MULTI drops the record whole.
+    const replies = await this.redis
+      .multi()
+      .zrem(seen, agent)
+      .hdel(serves, agent)
+      .del(instances(agent))
+      .exec();
     return replies?.[0]?.[1] === 1;
   }
 

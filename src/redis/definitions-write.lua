@@ -1,15 +1,34 @@
---! keys 2
--- definitions-write(KEYS[1]=records hash, KEYS[2]=version; ARGV: shard name, record or '' to remove):
+--! keys 3
+-- definitions-write(KEYS[1]=records hash, KEYS[2]=version, KEYS[3]=key -> name hash; ARGV:
+-- shard name, record or '' to remove, the name's key (lower-cased, as nova and Ironic's
+-- database compare shard names)):
 -- store or remove one shard definition and move the version, in one step, so a bridge that
 -- reads the version never misses a write. The version is the server's time in µs (at least
 -- the last one + 1), as the node registry's place versions are: a Redis that restarted
 -- empty never hands out a version a bridge saw before, for other definitions.
--- Answers {existed (0/1), new version}.
+-- A record whose name equals another's but for case is refused, nothing written: two
+-- bridges defining `rack-x` and `RACK-X` at once get one each, never both.
+-- Answers {existed (0/1), new version}, or {-1, the other name}.
+if redis.call('EXISTS', KEYS[3]) == 0 then
+  -- Records written before the key hash (or none): their keys, once. Shard names are
+  -- ASCII, so Lua's lower-casing is the bridge's.
+  for _, name in ipairs(redis.call('HKEYS', KEYS[1])) do
+    redis.call('HSET', KEYS[3], string.lower(name), name)
+  end
+end
 local existed = redis.call('HEXISTS', KEYS[1], ARGV[1])
 if ARGV[2] == '' then
   redis.call('HDEL', KEYS[1], ARGV[1])
+  if redis.call('HGET', KEYS[3], ARGV[3]) == ARGV[1] then
+    redis.call('HDEL', KEYS[3], ARGV[3])
+  end
 else
+  local twin = redis.call('HGET', KEYS[3], ARGV[3])
+  if twin and twin ~= ARGV[1] and redis.call('HEXISTS', KEYS[1], twin) == 1 then
+    return { -1, twin }
+  end
   redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+  redis.call('HSET', KEYS[3], ARGV[3], ARGV[1])
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])

@@ -10,8 +10,11 @@ export interface KeyLayout {
   /** SCAN pattern matching every shard's lease key, and how to read the shard back */
   leasePattern: string;
   shardOfLeaseKey(key: string): string;
-  /** agent -> last heartbeat (sorted set, store ms) and agent -> shards it serves (hash), one slot */
-  agents: { seen: string; serves: string; hosts: string };
+  /**
+   * agent -> last heartbeat (sorted set, store ms), agent -> shards it serves (hash), host
+   * key -> agent (hash), and per agent its instances' last declarations (a hash), one slot
+   */
+  agents: { seen: string; serves: string; hosts: string; instances(agent: string): string };
   /**
    * The lease directory, under its own tag: every shard ever granted (a sorted set, so
    * listings never scan the keyspace) and, per agent, the shards it was granted.
@@ -19,9 +22,10 @@ export interface KeyLayout {
   leases: { shards: string; grantedTo(agent: string): string };
   /**
    * Shard definitions written through the API, under their own tag: name -> record (a
-   * hash) and a version bumped by every write (definitions-write.lua), one slot.
+   * hash), a version bumped by every write, and each name by its key (lower-cased: one
+   * shard to nova and Ironic; definitions-write.lua), one slot.
    */
-  definitions: { records: string; version: string };
+  definitions: { records: string; version: string; names: string };
   /**
    * The node registry lives under one hash tag, `{nodes}`, so that moving a node between
    * shards is one atomic script on one slot (nodes-common.lua draws the keys under
@@ -105,6 +109,7 @@ export function keyLayout(namespace = "sb"): KeyLayout {
       seen: `${namespace}:{agents}:seen`,
       serves: `${namespace}:{agents}:serves`,
       hosts: `${namespace}:{agents}:hosts`,
+      instances: (agent) => `${namespace}:{agents}:instances:${agent}`,
     },
     leases: {
       shards: `${namespace}:{leases}:shards`,
@@ -113,6 +118,7 @@ export function keyLayout(namespace = "sb"): KeyLayout {
     definitions: {
       records: `${namespace}:{definitions}:records`,
       version: `${namespace}:{definitions}:version`,
+      names: `${namespace}:{definitions}:names`,
     },
     nodes: {
       prefix: `${nodes}:`,

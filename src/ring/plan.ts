@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { shardKey } from "../domain/names.js";
 import type { BareMetalNode } from "../domain/node.js";
 import type { LegacyRing } from "./legacy.js";
 
@@ -38,7 +39,7 @@ function shardSafe(agent: string): string {
  * node: every proposed shard holds nodes of one agent only (where the ring, or an
  * instance, puts them today), and that agent becomes the shard's active. An agent with
  * more than `maxPerShard` nodes gets several shards of near-equal size. Names are
- * `<prefix><agent>-<n>`, never one in `taken` (shards that exist already). Pure and
+ * `<prefix><agent>-<n>`, never one in `taken` (shards that exist already), in any case. Pure and
  * deterministic: nodes in uuid order.
  */
 export function planShards(
@@ -48,10 +49,10 @@ export function planShards(
 ): MigrationPlan {
   const maxPerShard = options.maxPerShard ?? DEFAULT_MAX_PER_SHARD;
   const prefix = options.prefix ?? "ring-";
-  const taken = new Set([
-    ...(options.taken ?? []),
-    ...nodes.flatMap((n) => (n.shard === null ? [] : [n.shard])),
-  ]);
+  // By shardKey: a name equal to a taken one but for case is taken (one shard to nova and Ironic).
+  const taken = new Set(
+    [...(options.taken ?? []), ...nodes.flatMap((n) => (n.shard === null ? [] : [n.shard]))].map(shardKey),
+  );
   const byAgent = new Map<string, string[]>();
   const unplaced: MigrationPlan["unplaced"] = [];
   let alreadySharded = 0;
@@ -85,8 +86,8 @@ export function planShards(
     let suffix = 1;
     for (let part = 0; part < count; part++) {
       let name = `${prefix}${shardSafe(agent)}-${suffix++}`;
-      while (taken.has(name)) name = `${prefix}${shardSafe(agent)}-${suffix++}`;
-      taken.add(name);
+      while (taken.has(shardKey(name))) name = `${prefix}${shardSafe(agent)}-${suffix++}`;
+      taken.add(shardKey(name));
       const size = base + (part < extra ? 1 : 0);
       shards.push({ name, active: agent, nodes: uuids.slice(at, at + size) });
       at += size;

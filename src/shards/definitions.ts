@@ -3,6 +3,7 @@ import { basename, join } from "node:path";
 import { ConfigError, withoutBom } from "../config.js";
 import { ShardDefinitionFile } from "../contracts/shards.js";
 import { LEASE_TTL_DEFAULT_MS } from "../domain/lease.js";
+import { caseTwins, shardKey } from "../domain/names.js";
 import { ValidationError, describeIssues, parseOrThrow, type FieldIssue } from "../domain/validation.js";
 
 /** Where a shard's definition comes from: a file of this bridge, or the store all bridges share. */
@@ -25,27 +26,44 @@ export class ShardDefinitionError extends Error {
  * sources: files in shards/, read once at start (this bridge's own), and definitions in
  * the store, written through the API and refreshed from it (see StoredDefinitions), so
  * every bridge on one store serves the same ones. A name a file defines is the file's on
- * this bridge; the API refuses to define it in the store (409).
+ * this bridge; the API refuses to define it in the store (409). Names are one shard when
+ * equal but for case (shardKey): files may not define two such, nor the API a stored one
+ * of a name a file or the store defines already.
  */
 export class ShardCatalog {
   private readonly files: Map<string, ShardDefinitionFile>;
   private stored = new Map<string, ShardDefinitionFile>();
+  /** the names the files and the store define, by shardKey: the files' first */
+  private byKey = new Map<string, Array<{ name: string; source: DefinitionSource }>>();
 
   /**
    * `allowUndefined`: whether an agent may take a lease on a shard that no definition
    * names and no node carries (serve --allow-undefined-shards). Off by default: such a
    * name is a typo far more often than a plan, and every lease leaves the shard listed.
+   * Two definitions equal but for case are refused (ShardDefinitionError, the later named).
    */
   constructor(
     definitions: ShardDefinitionFile[] = [],
     readonly allowUndefined = false,
   ) {
+    // caseTwins lower-cases as shardKey does.
+    const names = definitions.map((d) => d.name);
+    for (const { index, twinOf } of caseTwins(names)) {
+      const [name, twin] = [names[index]!, names[twinOf]!];
+      throw new ShardDefinitionError(`${name}.json`, [
+        {
+          field: "name",
+          reason: `${JSON.stringify(name)} and ${twin}.json's ${JSON.stringify(twin)} are one shard to nova and Ironic's database (they compare shard names without case): define it once`,
+        },
+      ]);
+    }
     this.files = new Map(definitions.map((d) => [d.name, d]));
+    this.index();
   }
 
   /** Every definition: the files', then the store's that no file shadows. */
   get definitions(): ShardDefinitionFile[] {
-    return [...this.files.values(), ...[...this.stored.values()].filter((d) => !this.files.has(d.name))];
+    return [...this.files.values(), ...this.stored.values()];
   }
 
   get(shard: string): ShardDefinitionFile | undefined {
@@ -56,9 +74,42 @@ export class ShardCatalog {
     return this.files.has(shard) ? "file" : this.stored.has(shard) ? "store" : null;
   }
 
-  /** Replace the store's definitions with those read from it now. */
-  useStored(definitions: Iterable<ShardDefinitionFile>): void {
-    this.stored = new Map([...definitions].map((d) => [d.name, d]));
+  /**
+   * A defined shard that is `shard` to nova and Ironic but spelled otherwise (equal but
+   * for case), and where it is defined; null when none is.
+   */
+  twinOf(shard: string): { name: string; source: DefinitionSource } | null {
+    return this.byKey.get(shardKey(shard))?.find((d) => d.name !== shard) ?? null;
+  }
+
+  /**
+   * Replace the store's definitions with those read from it now. One a file shadows (the
+   * same name, or one equal but for case: the file's is this bridge's) is left out and
+   * answered, so the caller can say so.
+   */
+  useStored(definitions: Iterable<ShardDefinitionFile>): ShardDefinitionFile[] {
+    const shadowed: ShardDefinitionFile[] = [];
+    this.stored = new Map();
+    for (const definition of definitions) {
+      const file = this.byKey.get(shardKey(definition.name))?.find((d) => d.source === "file");
+      if (file !== undefined) {
+        if (file.name !== definition.name) shadowed.push(definition);
+        continue;
+      }
+      this.stored.set(definition.name, definition);
+    }
+    this.index();
+    return shadowed;
+  }
+
+  private index(): void {
+    this.byKey = new Map();
+    const add = (name: string, source: DefinitionSource) => {
+      const key = shardKey(name);
+      this.byKey.set(key, [...(this.byKey.get(key) ?? []), { name, source }]);
+    };
+    for (const name of this.files.keys()) add(name, "file");
+    for (const name of this.stored.keys()) add(name, "store");
   }
 
   /** Whether `migrate apply` is still filling the shard from nova's ring (see ShardDefinitionFile.filling). */

@@ -30,6 +30,8 @@ interface Waiter {
   readonly arrivedAt: number;
   triedAt: number;
   readonly admit: Admit<AcquireInput> | undefined;
+  /** whether the shard may still be leased, asked again before each acquire made for it (throws: its answer) */
+  readonly leasable: () => Promise<void>;
   /** the refusal it was parked with: what it hears when the bridge closes */
   readonly refusal: Refusal;
   readonly resolve: (outcome: WaitedOutcome) => void;
@@ -93,12 +95,17 @@ export class LeaseWaits {
    * Acquire `request`'s lease, waiting up to `waitMs` for it while another holds it:
    * answers the grant, a refusal naming whoever was granted it instead, or — at the end
    * of the wait — a plain acquire's answer. `gone` aborts the wait (the client left).
+   * `leasable` is the route's check that the shard may be leased at all (defined, or
+   * carrying nodes: see mayLease), made before the first acquire by the caller and here
+   * before every later one: a definition removed while a standby waits leaves the shard
+   * as unleasable as a plain acquire finds it, so the waiter hears that, not a grant.
    */
   async acquire(
     request: AcquireRequest,
     admit: Admit<AcquireInput> | undefined,
     waitMs: number,
     gone: AbortSignal,
+    leasable: () => Promise<void> = async () => undefined,
   ): Promise<WaitedOutcome> {
     const arrivedAt = this.now();
     const { shard } = request;
@@ -119,6 +126,7 @@ export class LeaseWaits {
         arrivedAt,
         triedAt: arrivedAt,
         admit,
+        leasable,
         refusal: first,
         resolve,
         reject,
@@ -134,7 +142,7 @@ export class LeaseWaits {
       waiter.endTimer = setTimeout(() => {
         leave();
         waiter.triedAt = this.now();
-        this.store.acquire(request, admit).then((outcome) => resolve(this.waited(waiter, outcome)), reject);
+        this.attempt(waiter).then((outcome) => resolve(this.waited(waiter, outcome)), reject);
       }, endsAfterMs);
       this.dispatch(shard, { kind: "park", waiter, refusal: first });
       if (releasedMeanwhile) this.dispatch(shard, { kind: "wake" });
@@ -153,6 +161,12 @@ export class LeaseWaits {
       }
       this.shards.delete(name);
     }
+  }
+
+  /** One acquire for `waiter`, once the shard is still found leasable. */
+  private async attempt(waiter: Waiter): Promise<LeaseOutcome> {
+    await waiter.leasable();
+    return this.store.acquire(waiter.request, waiter.admit);
   }
 
   /** `outcome` for `waiter`: a grant counts from its try, a refusal from now. */
@@ -207,11 +221,12 @@ export class LeaseWaits {
       case "try": {
         const { waiter } = action;
         waiter.triedAt = this.now();
-        this.store.acquire(waiter.request, waiter.admit).then(
+        this.attempt(waiter).then(
           (outcome) => this.dispatch(name, { kind: "tried", outcome }),
           (error: unknown) => {
-            // Its own refusal (no longer allowed on the shard) is its answer; a store
-            // failure is tried again for the first waiter, whoever that is then.
+            // Its own refusal (no longer allowed on the shard, or the shard no longer
+            // leasable) is its answer; a store failure is tried again for the first
+            // waiter, whoever that is then.
             if (!(error instanceof StoreUnavailableError)) {
               clearTimeout(waiter.endTimer);
               this.dispatch(name, { kind: "leave", waiter });

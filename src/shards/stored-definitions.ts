@@ -1,4 +1,5 @@
 import { logger } from "../log.js";
+import { ShardTwinError, shardKey } from "../domain/names.js";
 import { fromStore } from "../domain/store-errors.js";
 import { ValidationError, parseOrThrow } from "../domain/validation.js";
 import type { Store } from "../store/store.js";
@@ -55,7 +56,12 @@ export class StoredDefinitions {
         logger.warn("shard definition unreadable", { shard: name, error: String(error) });
       }
     }
-    this.catalog.useStored(definitions);
+    for (const shadowed of this.catalog.useStored(definitions))
+      // Written by a bridge whose files differ from this one's: the file's spelling serves here.
+      logger.warn("shard definition shadowed by a file's of another case", {
+        shard: shadowed.name,
+        file_shard: this.catalog.twinOf(shadowed.name)?.name,
+      });
     this.version = listed.version;
   }
 
@@ -80,15 +86,26 @@ export class StoredDefinitions {
 
   /**
    * Define `shard` in the store (created or replaced); `body` is checked first (a
-   * ValidationError names each bad field, and nothing is written). In force on this
-   * bridge when this resolves.
+   * ValidationError names each bad field, and nothing is written). Refused, nothing
+   * written, when a file of this bridge defines it (DefinedByFileError) or a shard equal
+   * to it but for case is defined (ShardTwinError): the store's own check makes two
+   * bridges writing such names at once write one. In force on this bridge when this resolves.
    */
   async put(shard: string, body: unknown): Promise<{ definition: ShardDefinitionFile; created: boolean }> {
     if (typeof body === "object" && body !== null && "name" in body)
       throw new ValidationError([{ field: "name", reason: "is the path's: leave it out of the body" }]);
     const record = parseOrThrow(ShardDefinitionBody, body);
     if (this.catalog.sourceOf(shard) === "file") throw new DefinedByFileError(shard);
-    const written = await fromStore(() => this.store.definitions.write(shard, JSON.stringify(record)));
+    const twin = this.catalog.twinOf(shard);
+    if (twin !== null) throw new ShardTwinError(shard, twin.name, twin.source);
+    const written = await fromStore(() =>
+      this.store.definitions.write(shard, shardKey(shard), JSON.stringify(record)),
+    );
+    if ("caseTwin" in written) {
+      // Written through another bridge since this one last read: read it, as the answer says.
+      await this.refresh();
+      throw new ShardTwinError(shard, written.caseTwin, "store");
+    }
     await this.readAtLeast(written.version);
     return { definition: { name: shard, ...record }, created: !written.existed };
   }
@@ -96,7 +113,7 @@ export class StoredDefinitions {
   /** Remove `shard`'s stored definition; false when the store had none. */
   async remove(shard: string): Promise<boolean> {
     if (this.catalog.sourceOf(shard) === "file") throw new DefinedByFileError(shard);
-    const written = await fromStore(() => this.store.definitions.write(shard, null));
+    const written = await fromStore(() => this.store.definitions.remove(shard, shardKey(shard)));
     await this.readAtLeast(written.version);
     return written.existed;
   }

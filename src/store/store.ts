@@ -9,7 +9,8 @@ import {
   type ReleaseRequest as ReleaseArgs,
   type RenewRequest as RenewArgs,
 } from "../domain/lease.js";
-import { AgentId, HostTwinError, ServedShards, ShardName } from "../domain/names.js";
+import { AgentId, HeartbeatInstance, HostTwinError, ServedShards, ShardName } from "../domain/names.js";
+import { SERVICE_DOWN_TIME_MS } from "../ring/membership.js";
 import { parseOrThrow, RepeatParse } from "../domain/validation.js";
 import { NodeRegistry } from "../nodes/registry.js";
 import type { NodeBackend } from "../nodes/port.js";
@@ -33,6 +34,7 @@ export type ShardForgetting =
 export const HeartbeatRequest = z.strictObject({
   agent: AgentId,
   shards: ServedShards.default([]).transform((shards) => [...new Set(shards)].sort()),
+  instance: HeartbeatInstance.optional(),
 });
 
 /**
@@ -129,10 +131,20 @@ export class Store {
     return fromStore(() => this.backend.read(input.shard));
   }
 
-  /** `shards`: what the agent serves; none (the default) puts it in the legacy ring pool. */
-  async heartbeat(agent: string, shards: string[] = []) {
-    const input = parseOrThrow(HeartbeatRequest, { agent, shards });
-    const seen = await fromStore(() => this.backend.heartbeat(input.agent, input.shards));
+  /**
+   * `shards`: what the agent serves; none (the default) puts it in the legacy ring pool.
+   * `instance`: which process of the agent says so (none: the one slot of senders that
+   * name none); what its instances heard within `windowMs` declared is recorded together.
+   */
+  async heartbeat(
+    agent: string,
+    shards: string[] = [],
+    { instance, windowMs = SERVICE_DOWN_TIME_MS }: { instance?: string; windowMs?: number } = {},
+  ) {
+    const input = parseOrThrow(HeartbeatRequest, { agent, shards, instance });
+    const seen = await fromStore(() =>
+      this.backend.heartbeat(input.agent, input.shards, input.instance ?? "", windowMs),
+    );
     if ("hostTwin" in seen) throw new HostTwinError(input.agent, seen.hostTwin);
     return seen;
   }

@@ -27,10 +27,13 @@ export type ResetOutcome =
 export type FinalOutcome = Exclude<TraitOutcome, { kind: "replayed" }>;
 
 /**
- * A webhook delivery to remember with its outcome: the answer (made by the caller from
- * the outcome) is stored with the commit itself, or on its own when nothing is committed.
- * An unknown node is not a final outcome (it may be loaded and the delivery sent again),
- * so it is not remembered. A delivery already remembered is not applied again: the
+ * A webhook delivery to remember with its outcome once it was applied: the answer (made
+ * by the caller from the outcome) is stored with the commit itself, or on its own when
+ * there was nothing to commit. A refusal (an unknown node, a stale order, a change refused)
+ * is not remembered: it changed nothing, so a copy sent again can apply nothing twice; it
+ * is judged again, as any new delivery would be, and a refusal writes nothing (a flood of
+ * refused signed deliveries would otherwise leave a memo each for a day). A delivery
+ * already remembered is not applied again: the
  * change answers "replayed" with the first answer, looked up in the same round trip to
  * the store as the node and its traits (and again on each retry of a lost
  * compare-and-set, so a duplicate sent concurrently gets the first one's answer too).
@@ -237,9 +240,10 @@ export class TraitService {
     deltasFor: (record: TraitRecord) => TraitDelta[],
     delivery?: DeliveryMemory,
   ): Promise<TraitOutcome> {
-    // The outcome when nothing is committed, remembered on its own.
+    // The outcome when nothing is committed: applied (nothing to change), remembered on its
+    // own; a refusal, not remembered (see DeliveryMemory).
     const settle = async (outcome: FinalOutcome): Promise<TraitOutcome> => {
-      if (delivery !== undefined && outcome.kind !== "unknown_node")
+      if (delivery !== undefined && outcome.kind === "applied")
         await this.recordDelivery(delivery.id, delivery.answerOf(outcome), delivery.ttlSeconds);
       return outcome;
     };

@@ -1,6 +1,6 @@
 import type { TraitRule } from "../../traits/inspection.js";
 import { decodeBulk, type PackedNodes } from "./bulk.js";
-import { decodeHeartbeat } from "./heartbeat.js";
+import { decodeHeartbeat, type HeartbeatRequestBody } from "./heartbeat.js";
 import type { Decoded } from "./result.js";
 import { decodeWebhook, type WebhookRequest } from "./webhook.js";
 
@@ -13,7 +13,7 @@ export type ResultOf<J extends DecodeJob> = J extends { kind: "bulk" }
   ? PackedNodes
   : J extends { kind: "webhook" }
     ? WebhookRequest
-    : string[];
+    : HeartbeatRequestBody;
 
 /** Decode `text` as `job` says. */
 export function decodeText(job: DecodeJob, text: string, rules: TraitRule[]): Decoded<unknown> {

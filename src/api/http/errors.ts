@@ -1,7 +1,7 @@
 import type { ErrorRequestHandler } from "express";
 import { MAX_LISTED_ISSUES, ValidationError } from "../../domain/validation.js";
 import { StoreUnavailableError } from "../../domain/store-errors.js";
-import { HostTwinError } from "../../domain/names.js";
+import { HostTwinError, ShardTwinError } from "../../domain/names.js";
 import type { ApiError } from "../../contracts/errors.js";
 
 /** One error in the OpenStack API-SIG shape: the contract's (src/contracts/errors.ts). */
@@ -92,6 +92,12 @@ export function errorAnswer(
   else if (error instanceof ValidationError) errors = validationErrors(error);
   else if (error instanceof HostTwinError)
     errors = [conflict("agent.host_twin", "Agent is another agent's host to nova", error.message)];
+  else if (error instanceof ShardTwinError)
+    errors = [
+      conflict("shard.case_twin", "Shard is another defined shard to nova and Ironic", error.message, {
+        field: "shard",
+      }),
+    ];
   else if (error instanceof StoreUnavailableError) {
     errors = [
       {

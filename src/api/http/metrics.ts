@@ -1,11 +1,10 @@
 import { Router, type RequestHandler } from "express";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import { CellCounter, CellHistogram } from "./metric-cells.js";
+import { ShardLabels } from "./shard-labels.js";
 import type { DeliveryStats, IronicQueueDelivery } from "../../ironic/delivery.js";
 import type { Store } from "../../store/store.js";
 import type { Operation } from "../openapi/operation.js";
-
-const MAX_SHARD_LABELS = 2000;
 
 /** GET /metrics, as the document lists it. */
 export const METRICS_OPERATIONS = {
@@ -34,9 +33,10 @@ const EMPTY_STATS = {
 /**
  * Prometheus metrics of one bridge (a registry per app, so tests can build many apps).
  * Lease counters are counted where the API decides, label values are bounded: shards
- * come from operators, reasons and routes from the code. What a lease request or any
- * request records is a metric cell (metric-cells.ts): every renew, every standby's poll
- * (at scale the most frequent request) and every fenced Ironic call counts here.
+ * only those the store knows (ShardLabels), reasons and routes from the code. What a
+ * lease request or any request records is a metric cell (metric-cells.ts): every renew,
+ * every standby's poll (at scale the most frequent request) and every fenced Ironic call
+ * counts here.
  */
 export class BridgeMetrics {
   readonly registry = new Registry();
@@ -85,21 +85,22 @@ export class BridgeMetrics {
     registry: this.registry,
   });
 
-  /** Shard label values seen; past MAX_SHARD_LABELS new shards count under "other". */
-  private readonly shardLabels = new Set<string>();
+  /** which shards the counters name (see ShardLabels) */
+  private readonly shardLabels: ShardLabels;
 
-  /**
-   * The label for `shard`: itself for the first MAX_SHARD_LABELS shards seen, "other"
-   * after, so agents asking for made-up shard names cannot grow the metrics without end.
-   */
+  /** The label for `shard`, of which nothing more is known than its name: itself only when the store knows it. */
   shardLabel(shard: string): string {
-    if (this.shardLabels.has(shard)) return shard;
-    if (this.shardLabels.size >= MAX_SHARD_LABELS) return "other";
-    this.shardLabels.add(shard);
-    return shard;
+    return this.shardLabels.of(shard);
   }
 
-  constructor(store: Store) {
+  /** The label for `shard`, whose lease state the caller saw in the store. */
+  knownShardLabel(shard: string): string {
+    return this.shardLabels.ofKnown(shard);
+  }
+
+  /** `defined`: whether a definition names the shard (the catalog's), for its label. */
+  constructor(store: Store, defined: (shard: string) => boolean = () => false) {
+    this.shardLabels = new ShardLabels(defined);
     // The loop's delay sampled every 1 ms, not prom-client's default 10: a reading of D ms
     // then says some task held the loop between D - 1 and D ms (with 10 ms, anything from
     // D - 10 to D), which is what "no request holds it over 10 ms" needs. A 1 ms timer in
@@ -109,15 +110,18 @@ export class BridgeMetrics {
       prefix: "shardbridge_",
       eventLoopMonitoringPrecision: 1,
     });
+    const labels = this.shardLabels;
     new Gauge({
       name: "shardbridge_nodes",
       help: 'Nodes per shard (shard="None": unsharded)',
       labelNames: ["shard"],
       registers: [this.registry],
       async collect() {
+        const [counts, leased] = await Promise.all([store.nodes.counts(), store.leasedShards()]);
         this.reset();
-        for (const { shard, count } of await store.nodes.counts())
-          this.set({ shard: shard ?? "None" }, count);
+        for (const { shard, count } of counts) this.set({ shard: shard ?? "None" }, count);
+        // What the store knows of shards, read anyway for this gauge: the counters' labels follow it.
+        labels.storeLists([...leased, ...counts.flatMap(({ shard }) => (shard === null ? [] : [shard]))]);
       },
     });
   }

@@ -104,7 +104,10 @@ export const SCHEMAS = {
   // which fromZod describes by its input side): the names' schema is the Store's.
   Heartbeat: {
     ...fromZod(agents.HeartbeatBody),
-    properties: { shards: (fromZod(HeartbeatRequest).properties as Record<string, JsonSchema>).shards },
+    properties: {
+      ...(fromZod(agents.HeartbeatBody).properties as Record<string, JsonSchema>),
+      shards: (fromZod(HeartbeatRequest).properties as Record<string, JsonSchema>).shards,
+    },
   },
   FeedAck: fromZod(feed.AckBody),
   ShardDefinitionBody: fromZod(shards.ShardDefinitionBody),

@@ -58,7 +58,7 @@ export const AGENT_OPERATIONS = {
     tag: "agents",
     summary: "An agent is alive, and serves these shards",
     description:
-      "`shards` is required: what the agent serves, like nova's `[ironic] shard`; `[]` puts it in the legacy ring pool. Send every 10 s.",
+      "`shards` is required: what the agent serves, like nova's `[ironic] shard`; `[]` puts it in the legacy ring pool. Send every 10 s. `instance` (optional): the sending process's name for itself, the same in each of its heartbeats: the agent's `serves` is then what each of its instances heard within the service down time declared last, together (an `agent` and a `run` of one id add up instead of overwriting each other); the answer's `serves` is that.",
     access: AS_AGENT,
     parameters: ["agent"],
     body: "Heartbeat",
@@ -128,7 +128,7 @@ const HEARTBEAT_ROLES = declaredRoles(AGENT_OPERATIONS.heartbeat);
 const AGENT_NODES_ROLES = declaredRoles(AGENT_OPERATIONS.agentNodes);
 
 /**
- *   POST /v1/agents/{id}/heartbeat {"shards"?:[...]} -> 200 {"agent","last_seen","serves"}
+ *   POST /v1/agents/{id}/heartbeat {"shards":[...],"instance"?} -> 200 {"agent","last_seen","serves"}
  * Every agent's, every 10 s: served on node:http ahead of express, as the lease writes are
  * (see leaseWrites), in the order express's pipeline checks it — the bearer token, a
  * viewer's write, the body, the path, who may act as the agent, then the body's fields.
@@ -138,6 +138,8 @@ export function heartbeatWrite(context: {
   decoder: DecodePool;
   metrics: BridgeMetrics;
   authority: TokenAuthority;
+  /** nova's service_down_time: how long an instance's declared shards count (see Store.heartbeat) */
+  serviceDownMs: number;
 }): RawHandler {
   return rawHandler([{ method: "POST", path: HEARTBEAT_ROUTE }], (req, res) => {
     const match = req.method === "POST" ? HEARTBEAT_URL.exec(req.url ?? "") : null;
@@ -149,9 +151,13 @@ export function heartbeatWrite(context: {
       const body = await readRequestChunks(req, res, HEARTBEAT_BODY.limit);
       const { id: agent } = parseOrThrow(AgentPath, { id: decodeURIComponent(match[1]!) });
       assertActsAs(principal, agent);
-      const shards = await context.decoder.decode({ kind: "heartbeat" }, body);
-      if (!shards.ok) throw decodeFailure(shards);
-      const seen = await context.store.heartbeat(agent, shards.value);
+      const said = await context.decoder.decode({ kind: "heartbeat" }, body);
+      if (!said.ok) throw decodeFailure(said);
+      // An instance's shards count as long as the instance counts as up.
+      const seen = await context.store.heartbeat(agent, said.value.shards, {
+        instance: said.value.instance,
+        windowMs: context.serviceDownMs,
+      });
       return {
         status: 200,
         body: {

@@ -578,13 +578,11 @@ export function fencedIronic(context: {
           fenceKey: target.fenceKey,
         });
         if (!allowed || current === null) {
-          // Counted under the shard's name only where a definition names it: the path is
-          // anyone's to write, and the label set is bounded by the definitions.
-          const unverified = context.catalog.get(target.shard) === undefined ? "other" : target.shard;
-          context.metrics.fencedRequests.at(context.metrics.shardLabel(unverified), "refused").inc();
+          // The shard's name is anyone's to write here: labelled only if the store knows it.
+          context.metrics.fencedRequests.at(context.metrics.shardLabel(target.shard), "refused").inc();
           throw notTheLease(target.shard);
         }
-        const label = context.metrics.shardLabel(target.shard);
+        const label = context.metrics.knownShardLabel(target.shard);
         // Invited to send its body only now (see BridgeApp.mayContinue): the lease is shown.
         if (req.headers.expect?.toLowerCase() === "100-continue") res.writeContinue();
         if (MUTATING.has(method)) {

@@ -179,7 +179,7 @@ export const TRAIT_OPERATIONS = {
     tag: "traits",
     summary: "An inspection result, or explicit trait deltas, for one node (signed)",
     description:
-      "A repeated `X-Shardbridge-Delivery` id gets the first answer again with `X-Shardbridge-Replay: true`, and nothing is applied twice (a 404 is not remembered). Refusals change nothing.",
+      "A repeated `X-Shardbridge-Delivery` id of a delivery that was applied gets the first answer again with `X-Shardbridge-Replay: true`, and nothing is applied twice. Refusals (404, 409, 422) change nothing and are not remembered: sent again, a delivery is judged again.",
     access: { kind: "webhook", roles: ["inspector"] },
     body: "WebhookPayload",
     answers: {
@@ -202,9 +202,9 @@ export const TRAIT_OPERATIONS = {
 
 /**
  * POST /v1/inspector/webhook (inspector role), signed: HMAC-SHA256 over the timestamp,
- * the delivery id and the raw body with the shared secret. A delivery id seen before (a
+ * the delivery id and the raw body with the shared secret. A delivery id applied before (a
  * signed request without one: the same signature) gets its first answer again and
- * nothing is applied twice. Two kinds of payload: an inspection result
+ * nothing is applied twice; a refused one is remembered by nothing. Two kinds of payload: an inspection result
  * (turned into deltas by the trait rules) or explicit deltas.
  *
  * Served on node:http ahead of express, like the lease writes (see leaseWrites): express's

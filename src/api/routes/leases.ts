@@ -57,13 +57,13 @@ export const LEASE_OPERATIONS = {
       },
       404: {
         description:
-          "acquire only: no definition names the shard and no node carries it (a bridge started with `--allow-undefined-shards` leases any valid name)",
+          "acquire only: no definition names the shard and no node carries it (a bridge started with `--allow-undefined-shards` leases any valid name); after a wait too, when its definition went meanwhile",
         codes: ["shard.undefined"],
       },
       409: {
         description:
-          "held by another (`lease`, `retry_after_ms`; after a wait, `waited_ms`); the store is recovering (`retry_after_ms`); renew under a token that is not the live one (`stale_token`) or of a lease that is gone (`expired`)",
-        codes: ["lease.held", "lease.recovering", "lease.stale_token", "lease.expired"],
+          "held by another (`lease`, `retry_after_ms`; after a wait, `waited_ms`); the store is recovering (`retry_after_ms`); renew under a token that is not the live one (`stale_token`) or of a lease that is gone (`expired`); acquire only: a shard equal to this one but for case is defined (`case_twin`: one shard to nova and Ironic's database)",
+        codes: ["lease.held", "lease.recovering", "lease.stale_token", "lease.expired", "shard.case_twin"],
       },
     },
   },
@@ -259,15 +259,21 @@ async function acquireOrRenew(
   const request = { shard, agent: agent as string, ttlMs: catalog.ttlMsFor(shard) };
   let outcome: LeaseOutcome;
   if (token === undefined) {
-    if (!(await mayLease(catalog, store.nodes, shard))) throw undefinedShard(shard);
+    // Asked again before each acquire a wait makes: a definition may go meanwhile.
+    const leasable = async () => {
+      if (!(await mayLease(catalog, store.nodes, shard))) throw undefinedShard(shard);
+    };
+    await leasable();
     outcome = await body.write(
       (admitted): Promise<LeaseOutcome> =>
         waitMs > 0
-          ? waits.acquire(request, admitted, waitMs, goneSignal(res))
+          ? waits.acquire(request, admitted, waitMs, goneSignal(res), leasable)
           : store.acquire(request, admitted),
       admit,
     );
-    const label = metrics.shardLabel(shard);
+    // A grant, or a refusal naming a live lease: the store holds the shard's lease state.
+    const label =
+      outcome.ok || outcome.current !== null ? metrics.knownShardLabel(shard) : metrics.shardLabel(shard);
     if (outcome.ok) metrics.leaseAcquired.at(label).inc();
     else metrics.leaseRefused.at(label, outcome.reason).inc();
   } else {
@@ -286,7 +292,10 @@ async function acquireOrRenew(
       throw error;
     }
     metrics.renewSeconds.observe((performance.now() - started) / 1000);
-    if (!outcome.ok) metrics.leaseLost.at(metrics.shardLabel(shard), outcome.reason).inc();
+    if (!outcome.ok) {
+      const label = outcome.current !== null ? metrics.knownShardLabel(shard) : metrics.shardLabel(shard);
+      metrics.leaseLost.at(label, outcome.reason).inc();
+    }
   }
   const waitedMs = waitMs > 0 ? (outcome as WaitedOutcome).waitedMs : undefined;
   if (waitedMs !== undefined) noteWaited(res, waitedMs);

@@ -40,7 +40,11 @@ export const SHARD_DEFINITION_OPERATIONS = {
     answers: {
       200: { description: "replaced", schema: "ShardDefinitionWritten" },
       201: { description: "created", schema: "ShardDefinitionWritten" },
-      409: { description: "a file of this bridge defines the shard", codes: ["shard.defined_by_file"] },
+      409: {
+        description:
+          "a file of this bridge defines the shard, or a shard equal to it but for case is defined (one shard to nova and Ironic's database); nothing written",
+        codes: ["shard.defined_by_file", "shard.case_twin"],
+      },
     },
   },
   deleteShardDefinition: {
