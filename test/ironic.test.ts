@@ -12,6 +12,7 @@ import { memoryUnderTest, useApp } from "./helpers/backends.js";
 import { untilDrained } from "./helpers/delivery.js";
 import { call, postWebhook, testAuthority } from "./helpers/http.js";
 import { createIronicNode, useIronicPeer, type IronicPeer } from "./helpers/ironic-peer.js";
+import { RecordingProxy } from "./helpers/openstack/recording-proxy.js";
 
 const inspection = readExample("inspection-result.json");
 
@@ -49,6 +50,24 @@ describe("Ironic: trait sink and inventory sync against the real Ironic API", fu
       name: "sync-a",
     });
     expect((await call(`${ctx.base}/v1/nodes/${b}`, "GET")).body).to.include({ shard: null });
+  });
+
+  it("reaches an Ironic served under a path, with the http_basic credentials of its URL as Basic", async () => {
+    const uuid = await createIronicNode(ironic.endpoint, { name: "under-path", shard: "rack-p" });
+    const front = await RecordingProxy.start(ironic.endpoint, { prefix: "/baremetal" });
+    try {
+      const behind = new IronicClient(`http://ironic-user:s%40cret@${new URL(front.url).host}/baremetal/`);
+      // A page per node: Ironic's `next` links are followed under the path too.
+      expect((await behind.nodes(1)).map((n) => n.uuid)).to.include(uuid);
+      await behind.addTrait(uuid, "CUSTOM_UNDER_PATH");
+      expect(await client.traits(uuid)).to.include("CUSTOM_UNDER_PATH");
+      expect(front.requests.length).to.be.above(2);
+      const basic = `Basic ${Buffer.from("ironic-user:s@cret").toString("base64")}`;
+      expect(front.requests.map((r) => r.authorization)).to.deep.equal(front.requests.map(() => basic));
+      expect(front.requests.map((r) => r.status).filter((s) => s >= 400)).to.deep.equal([]);
+    } finally {
+      await front.stop();
+    }
   });
 
   it("shardbridge ironic-sync loads Ironic's nodes into a running bridge", async () => {

@@ -48,12 +48,30 @@ export class IronicClient {
   private readonly attempts: number;
   private readonly backoffMs: number;
   private readonly sleep: (ms: number) => Promise<void>;
+  /** Ironic's API: scheme, host and port, no credentials */
+  private readonly origin: string;
+  /** the path Ironic's API is served under (devstack's `/baremetal`; "" at the root), no trailing slash */
+  private readonly basePath: string;
+  /** `Authorization: Basic …` from credentials in the endpoint's URL (Ironic's http_basic), or none */
+  private readonly basic: Record<string, string>;
 
   constructor(
-    private readonly endpoint: string,
+    endpoint: string,
     private readonly auth: IronicAuth = staticAuth(),
     options: IronicClientOptions = {},
   ) {
+    // fetch refuses a URL that carries credentials: they are sent as Basic instead.
+    const url = new URL(endpoint);
+    this.origin = url.origin;
+    this.basePath = url.pathname.replace(/\/+$/, "");
+    this.basic =
+      url.username === "" && url.password === ""
+        ? {}
+        : {
+            authorization: `Basic ${Buffer.from(
+              `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`,
+            ).toString("base64")}`,
+          };
     this.timeoutMs = options.timeoutMs ?? 10_000;
     this.attempts = options.attempts ?? 6;
     this.backoffMs = options.backoffMs ?? 200;
@@ -76,9 +94,9 @@ export class IronicClient {
       const signal = AbortSignal.timeout(this.timeoutMs);
       const send = async () => {
         const auth = await this.auth.headers(signal);
-        const res = await fetch(new URL(path, this.endpoint), {
+        const res = await fetch(this.urlOf(path), {
           method,
-          headers: { ...headers, ...auth },
+          headers: { ...headers, ...this.basic, ...auth },
           ...(body !== undefined && { body: JSON.stringify(body) }),
           signal,
         });
@@ -95,6 +113,19 @@ export class IronicClient {
       }
       return { status, text };
     }
+  }
+
+  /** `path` (and its query) under Ironic's base path: a path from the root would drop it. */
+  private urlOf(path: string): string {
+    return `${this.origin}${this.basePath}${path}`;
+  }
+
+  /** A `next` link of Ironic's as a path under its base path, as call() takes it. */
+  private pathOf(link: string): string {
+    const url = new URL(link);
+    const prefix = this.basePath;
+    const path = url.pathname.startsWith(`${prefix}/`) ? url.pathname.slice(prefix.length) : url.pathname;
+    return path + url.search;
   }
 
   async addTrait(node: string, trait: string): Promise<void> {
@@ -195,7 +226,7 @@ export class IronicClient {
       const page = JSON.parse(text) as { nodes: T[]; next?: string };
       all.push(...page.nodes);
       if (enough(page.nodes)) break;
-      path = page.next === undefined ? null : new URL(page.next).pathname + new URL(page.next).search;
+      path = page.next === undefined ? null : this.pathOf(page.next);
     }
     return all;
   }

@@ -34,12 +34,16 @@ export class RecordingProxy {
   abandoned = 0;
   private readonly server: Server;
 
-  private constructor(private readonly upstream: URL) {
+  private constructor(
+    private readonly upstream: URL,
+    /** a path the service is served under here, as a web server in front of it does (devstack's `/baremetal`) */
+    private readonly prefix: string,
+  ) {
     this.server = createServer((req, res) => this.forward(req, res));
   }
 
-  static async start(upstream: string): Promise<RecordingProxy> {
-    const proxy = new RecordingProxy(new URL(upstream));
+  static async start(upstream: string, options: { prefix?: string } = {}): Promise<RecordingProxy> {
+    const proxy = new RecordingProxy(new URL(upstream), options.prefix ?? "");
     await new Promise<void>((resolve) => proxy.server.listen(0, "127.0.0.1", resolve));
     proxy.url = `http://127.0.0.1:${(proxy.server.address() as AddressInfo).port}`;
     return proxy;
@@ -47,6 +51,11 @@ export class RecordingProxy {
 
   private forward(req: IncomingMessage, res: ServerResponse): void {
     const token = req.headers["x-auth-token"];
+    const path = req.url ?? "/";
+    if (!path.startsWith(`${this.prefix}/`)) {
+      res.writeHead(404).end(`not under ${this.prefix}/`);
+      return;
+    }
     const record: RecordedRequest = {
       method: req.method ?? "GET",
       path: req.url ?? "/",
@@ -62,7 +71,7 @@ export class RecordingProxy {
         host: this.upstream.hostname,
         port: this.upstream.port,
         method: req.method,
-        path: req.url,
+        path: path.slice(this.prefix.length),
         headers: req.headers,
       },
       (answer) => {
