@@ -67,7 +67,7 @@ describe("Operations: metrics and request ids", () => {
         await Promise.all(
           Array.from({ length: 50 }, async (_, j) => {
             const res = await fetch(
-              `${labelled.base}/fenced/made-up-${i + j}/lease-1/ironic/v1/nodes/00000000-0000-4000-8000-000000000001`,
+              `${labelled.base}/fenced/made-up-${i + j}/lease-1-${"0".repeat(32)}/ironic/v1/nodes/00000000-0000-4000-8000-000000000001`,
               { method: "PATCH", headers: { "content-type": "application/json" }, body: "[]" },
             );
             expect(res.status).to.equal(409);

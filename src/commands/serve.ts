@@ -3,7 +3,6 @@ import { parseArgs } from "node:util";
 import { existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { createApp } from "../api/app.js";
-import { IronicOrigin } from "../api/fenced/upstream.js";
 import { FENCED_LIMITS } from "../api/routes/fenced-ironic.js";
 import { bridgeServices } from "./bridge-services.js";
 import { bridgeServer } from "../api/http/server.js";
@@ -21,7 +20,7 @@ import { IRONIC_AUTH_USAGE, httpUrlFlag, integerFlag, flagsOrThrow } from "./io.
 import { RingKindName } from "../domain/ring.js";
 import { TraitRulesFile } from "../traits/inspection.js";
 import { DEFAULT_OWNERSHIP, OwnershipFile, OwnershipRegistry } from "../traits/ownership.js";
-import { logger, redactSecrets } from "../log.js";
+import { logger } from "../log.js";
 import { loadShardCatalog } from "../shards/definitions.js";
 import type { ShardDefinitionFile } from "../contracts/shards.js";
 import { openStore } from "../store/open.js";
@@ -123,13 +122,6 @@ export async function serveCommand(argv: string[]): Promise<void> {
     concurrency: integerFlag("fenced-concurrency", values["fenced-concurrency"], 1, 100_000)!,
     deadlineMs: integerFlag("fenced-deadline", values["fenced-deadline"], 1, 3600)! * 1000,
   };
-  if (values.ironic !== undefined) {
-    try {
-      new IronicOrigin(values.ironic);
-    } catch (error) {
-      throw new ConfigError(`serve: --ironic ${redactSecrets(values.ironic)}: ${(error as Error).message}`);
-    }
-  }
   const inspector = {
     rules:
       values["trait-rules"] === undefined ? [] : readJsonConfig(values["trait-rules"], TraitRulesFile).rules,
