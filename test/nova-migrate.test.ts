@@ -74,10 +74,12 @@ const takenIn = (log: NovaLogLine[], since: number) =>
   });
 
 /**
- * What nova's cell database and placement say of the nodes, looked at every POLL_MS: at
+ * What nova's cell database and placement's say of the nodes, looked at every POLL_MS: at
  * each look every node must have exactly one compute node record (never deleted, never
- * replaced: the same row id) and its resource provider (uuid = node uuid; generations only
- * grow). Each change of a node's host is recorded with when it was seen.
+ * replaced: the same row id) and its resource provider (uuid = node uuid), never replaced
+ * either (placement's row id: a provider deleted and made again between two looks has a new
+ * one, so no look can miss it). Each change of a node's host is recorded with when it was
+ * seen, and its provider's generation at every look, as seen.
  */
 class NovaWatch {
   looks = 0;
@@ -85,7 +87,8 @@ class NovaWatch {
   readonly moves: Array<{ uuid: string; from: string; to: string; at: number }> = [];
   readonly host = new Map<string, string>();
   private readonly rowId = new Map<string, number>();
-  readonly generation = new Map<string, { first: number; last: number }>();
+  private readonly providerId = new Map<string, number>();
+  readonly generations = new Map<string, number[]>();
   private stopped = false;
   private readonly loop: Promise<void>;
 
@@ -107,10 +110,7 @@ class NovaWatch {
   async look(): Promise<void> {
     const at = Date.now();
     const rows = this.cloud.novaComputeNodes();
-    const { resource_providers: rps } = await this.cloud.placementGet("/resource_providers");
-    const generations = new Map(
-      (rps as Array<{ uuid: string; generation: number }>).map((rp) => [rp.uuid, rp.generation]),
-    );
+    const providers = new Map(this.cloud.placementProviders().map((p) => [p.uuid, p]));
     this.looks++;
     const when = new Date(at).toISOString();
     for (const uuid of this.nodes) {
@@ -128,12 +128,17 @@ class NovaWatch {
       const was = this.host.get(uuid);
       if (was !== undefined && was !== host) this.moves.push({ uuid, from: was, to: host, at });
       this.host.set(uuid, host);
-      const generation = generations.get(uuid);
-      const seen = this.generation.get(uuid);
-      if (generation === undefined) this.problems.push(`${when} ${uuid}: no resource provider`);
-      else if (seen !== undefined && generation < seen.last)
-        this.problems.push(`${when} ${uuid}: provider generation ${seen.last} -> ${generation} (recreated)`);
-      else this.generation.set(uuid, { first: seen?.first ?? generation, last: generation });
+      const provider = providers.get(uuid);
+      if (provider === undefined) {
+        this.problems.push(`${when} ${uuid}: no resource provider`);
+        continue;
+      }
+      if ((this.providerId.get(uuid) ?? provider.id) !== provider.id)
+        this.problems.push(
+          `${when} ${uuid}: provider ${this.providerId.get(uuid)} replaced by ${provider.id}`,
+        );
+      this.providerId.set(uuid, provider.id);
+      this.generations.set(uuid, [...(this.generations.get(uuid) ?? []), provider.generation]);
     }
   }
 
@@ -615,7 +620,12 @@ describe("migrate from nova's ring to shards with nova 34 (real nova-computes, I
           novaHostOf.get(uuid),
           to,
         ]);
-        expect(watch.generation.get(uuid)!.last).to.be.at.least(watch.generation.get(uuid)!.first);
+        // Placement counts a provider's writes: a look that saw fewer than an earlier one saw
+        // another provider (or placement broke its own rule).
+        const generations = watch.generations.get(uuid)!;
+        expect(generations, `${uuid}'s provider generation at each look`).to.deep.equal(
+          [...generations].sort((a, b) => a - b),
+        );
       }
     } finally {
       await watch.stop();
