@@ -2,7 +2,7 @@ import { expect } from "chai";
 import { BridgeClient } from "../src/agent/bridge-client.js";
 import { bridgeApp } from "./helpers/app.js";
 import { ShardCatalog } from "../src/shards/definitions.js";
-import { backendsUnderTest, useApp } from "./helpers/backends.js";
+import { backendsUnderTest, storeNowMs, useApp } from "./helpers/backends.js";
 import { call, TEST_TOKENS, testAuthority, uuid, wholeNode } from "./helpers/http.js";
 
 for (const backend of backendsUnderTest()) {
@@ -152,6 +152,7 @@ for (const backend of backendsUnderTest()) {
     });
 
     it("records heartbeats and lists agents: last seen, up, shards held", async () => {
+      const before = await storeNowMs(ctx.store);
       const beat = await call(
         `${ctx.base}/v1/agents/compute-0/heartbeat`,
         "POST",
@@ -159,7 +160,10 @@ for (const backend of backendsUnderTest()) {
         as("compute-0"),
       );
       expect(beat.status).to.equal(200);
-      expect(Date.parse(beat.body.last_seen)).to.be.closeTo(Date.now(), 5000);
+      expect(Date.parse(beat.body.last_seen), "last seen by the store's clock").to.be.within(
+        before,
+        await storeNowMs(ctx.store),
+      );
       expect(
         (await call(`${ctx.base}/v1/agents/compute-0/heartbeat`, "POST", { shards: [] }, as("compute-1")))
           .status,

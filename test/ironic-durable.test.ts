@@ -1,7 +1,9 @@
 import { expect } from "chai";
+import { randomUUID } from "node:crypto";
 import { IronicClient } from "../src/ironic/client.js";
 import { DEFAULT_OWNER_TTL_MS } from "../src/ironic/delivery.js";
 import { toBridgeNodes } from "../src/ironic/sync.js";
+import { IRONIC_PARTITIONS, partitionOf } from "../src/outbox/port.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { callSteps, ironicTraits, stepDeltas, stepsInOrder, untilBridgeDrained } from "./helpers/delivery.js";
 import { postWebhook } from "./helpers/http.js";
@@ -10,6 +12,21 @@ import { TestRedisServer } from "./helpers/redis-server.js";
 
 /** Seconds a bridge owns its part of the queue: a dead one's part is taken over after this long. */
 const OWNER_TTL_S = 4;
+
+/**
+ * Uuids for `count` nodes, dealt in turn to the partitions of each bridge (`owned`, one
+ * list a bridge), so that each has changes to deliver. Left to Ironic's random uuids, the
+ * eight nodes of a case fall all in the other bridge's partitions in one run of 256 (half
+ * the partitions each), and the bridge to kill never has a call in flight to wait for.
+ */
+function uuidsAcross(owned: number[][], count: number): string[] {
+  const uuids: string[] = [];
+  while (uuids.length < count) {
+    const uuid = randomUUID();
+    if (owned[uuids.length % owned.length]!.includes(partitionOf(uuid, IRONIC_PARTITIONS))) uuids.push(uuid);
+  }
+  return uuids;
+}
 
 /**
  * The issue's case: `serve` processes on one Redis deliver trait changes to the real
@@ -57,15 +74,18 @@ describe("Durable delivery to Ironic: kill -9 of a bridge with deliveries pendin
     running.push(bridge);
     return bridge;
   };
-  /** Two bridges, each owning some partitions. */
+  /** Two bridges, each owning some partitions and together all (`shares`: a's, then b's). */
   const twoBridges = async (ownerTtlS: number | null = OWNER_TTL_S) => {
     const a = await serve(ownerTtlS);
     const b = await serve(ownerTtlS);
-    await until("both bridges own partitions", async () => {
-      const [da, db] = [await delivery(a), await delivery(b)];
-      return da.this_bridge.partitions.length > 0 && db.this_bridge.partitions.length > 0;
+    let shares: number[][] = [];
+    await until("both bridges own partitions, all of them between them", async () => {
+      shares = [(await delivery(a)).this_bridge.partitions, (await delivery(b)).this_bridge.partitions];
+      const all = Array.from({ length: IRONIC_PARTITIONS }, (_, p) => p).join();
+      const between = shares.flat().sort((x, y) => x - y);
+      return shares.every((partitions) => partitions.length > 0) && between.join() === all;
     });
-    return { a, b };
+    return { a, b, shares };
   };
   /** Once `bridge` has calls in flight to the frozen Ironic: the partitions it owns. */
   const stuckPartitions = async (bridge: BridgeProcess): Promise<number[]> => {
@@ -108,10 +128,19 @@ describe("Durable delivery to Ironic: kill -9 of a bridge with deliveries pendin
     return ((await answer.json()) as { traits: Array<{ name: string }> }).traits.map((t) => t.name).sort();
   };
 
-  /** Nodes in Ironic, loaded into the bridge, each with step 1 delivered (Ironic running). */
-  async function prepared(bridge: BridgeProcess, names: string[]): Promise<string[]> {
+  /**
+   * Nodes in Ironic (with `uuids` when given), loaded into the bridge, each with step 1
+   * delivered (Ironic running).
+   */
+  async function prepared(bridge: BridgeProcess, names: string[], uuids?: string[]): Promise<string[]> {
     const nodes = await Promise.all(
-      names.map((name) => createIronicNode(ironic.endpoint, { name, shard: "rack-a" })),
+      names.map((name, i) =>
+        createIronicNode(ironic.endpoint, {
+          name,
+          shard: "rack-a",
+          ...(uuids !== undefined && { uuid: uuids[i]! }),
+        }),
+      ),
     );
     const loaded = await fetch(`${bridge.url}/v1/nodes/bulk`, {
       method: "POST",
@@ -164,10 +193,11 @@ describe("Durable delivery to Ironic: kill -9 of a bridge with deliveries pendin
   });
 
   it("on the other bridge: it takes the dead one's partitions and delivers every change in order", async () => {
-    const { a, b } = await twoBridges();
+    const { a, b, shares } = await twoBridges();
     const nodes = await prepared(
       a,
       [1, 2, 3, 4, 5, 6, 7, 8].map((i) => `takeover-${i}`),
+      uuidsAcross(shares, 8),
     );
     ironic.freeze();
     // Steps through both bridges, alternately: the queue is one.
@@ -213,10 +243,11 @@ describe("Durable delivery to Ironic: kill -9 of a bridge with deliveries pendin
 
   it("takeover, measured from the bridges' logs: the other bridge owns the dead one's partitions within the owner TTL + 1 s, then delivers at Ironic's direct rate", async () => {
     const ttlMs = DEFAULT_OWNER_TTL_MS;
-    const { a, b } = await twoBridges(null);
+    const { a, b, shares } = await twoBridges(null);
     const nodes = await prepared(
       a,
       Array.from({ length: 24 }, (_, i) => `measured-${i}`),
+      uuidsAcross(shares, 24),
     );
     const direct = await directRate(nodes, 4, 8);
     ironic.freeze();
@@ -253,10 +284,11 @@ describe("Durable delivery to Ironic: kill -9 of a bridge with deliveries pendin
 
   it("restarted on its own address, a bridge takes its own partitions back at once (the lease rules give its name a new token); a second process cannot take that name while it lives", async () => {
     const ttlMs = DEFAULT_OWNER_TTL_MS;
-    const { a, b } = await twoBridges(null);
+    const { a, b, shares } = await twoBridges(null);
     const nodes = await prepared(
       a,
       Array.from({ length: 12 }, (_, i) => `own-${i}`),
+      uuidsAcross(shares, 12),
     );
     const worker = (await delivery(a)).this_bridge.worker as string;
     ironic.freeze();

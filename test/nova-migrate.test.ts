@@ -66,11 +66,20 @@ const reportsIn = (log: NovaLogLine[], since: number) =>
     return m !== null && l.at >= since ? [{ at: l.at, pid: l.pid, uuid: m[1]! }] : [];
   });
 
+/** Each "ComputeNode UUID moving from OLD to NEW" in nova's log (a nova-compute taking a node's record), at or after `since`. */
+const takenIn = (log: NovaLogLine[], since: number) =>
+  log.flatMap((l) => {
+    const m = /^ComputeNode (\S+) moving from (\S+) to (\S+)$/.exec(l.message);
+    return m !== null && l.at >= since ? [{ at: l.at, uuid: m[1]!, from: m[2]!, to: m[3]! }] : [];
+  });
+
 /**
- * What nova's cell database and placement say of the nodes, looked at every POLL_MS: at
+ * What nova's cell database and placement's say of the nodes, looked at every POLL_MS: at
  * each look every node must have exactly one compute node record (never deleted, never
- * replaced: the same row id) and its resource provider (uuid = node uuid; generations only
- * grow). Each change of a node's host is recorded with when it was seen.
+ * replaced: the same row id) and its resource provider (uuid = node uuid), never replaced
+ * either (placement's row id: a provider deleted and made again between two looks has a new
+ * one, so no look can miss it). Each change of a node's host is recorded with when it was
+ * seen, and its provider's generation at every look, as seen.
  */
 class NovaWatch {
   looks = 0;
@@ -78,7 +87,8 @@ class NovaWatch {
   readonly moves: Array<{ uuid: string; from: string; to: string; at: number }> = [];
   readonly host = new Map<string, string>();
   private readonly rowId = new Map<string, number>();
-  readonly generation = new Map<string, { first: number; last: number }>();
+  private readonly providerId = new Map<string, number>();
+  readonly generations = new Map<string, number[]>();
   private stopped = false;
   private readonly loop: Promise<void>;
 
@@ -100,10 +110,7 @@ class NovaWatch {
   async look(): Promise<void> {
     const at = Date.now();
     const rows = this.cloud.novaComputeNodes();
-    const { resource_providers: rps } = await this.cloud.placementGet("/resource_providers");
-    const generations = new Map(
-      (rps as Array<{ uuid: string; generation: number }>).map((rp) => [rp.uuid, rp.generation]),
-    );
+    const providers = new Map(this.cloud.placementProviders().map((p) => [p.uuid, p]));
     this.looks++;
     const when = new Date(at).toISOString();
     for (const uuid of this.nodes) {
@@ -121,12 +128,17 @@ class NovaWatch {
       const was = this.host.get(uuid);
       if (was !== undefined && was !== host) this.moves.push({ uuid, from: was, to: host, at });
       this.host.set(uuid, host);
-      const generation = generations.get(uuid);
-      const seen = this.generation.get(uuid);
-      if (generation === undefined) this.problems.push(`${when} ${uuid}: no resource provider`);
-      else if (seen !== undefined && generation < seen.last)
-        this.problems.push(`${when} ${uuid}: provider generation ${seen.last} -> ${generation} (recreated)`);
-      else this.generation.set(uuid, { first: seen?.first ?? generation, last: generation });
+      const provider = providers.get(uuid);
+      if (provider === undefined) {
+        this.problems.push(`${when} ${uuid}: no resource provider`);
+        continue;
+      }
+      if ((this.providerId.get(uuid) ?? provider.id) !== provider.id)
+        this.problems.push(
+          `${when} ${uuid}: provider ${this.providerId.get(uuid)} replaced by ${provider.id}`,
+        );
+      this.providerId.set(uuid, provider.id);
+      this.generations.set(uuid, [...(this.generations.get(uuid) ?? []), provider.generation]);
     }
   }
 
@@ -171,6 +183,8 @@ describe("migrate from nova's ring to shards with nova 34 (real nova-computes, I
   const old = new Map<string, Service>();
   let supervisors: AgentProcess[] = [];
   let plan: PlanFile;
+  /** From when (nova's log) every report of a node is its old host's: nova's ring settled */
+  let ringSettledAt: number;
   let planText: string;
   let planPath: string;
   /** nova's host for each node, as the old ring left it */
@@ -370,6 +384,7 @@ describe("migrate from nova's ring to shards with nova 34 (real nova-computes, I
       120_000,
     );
     await mapped;
+    ringSettledAt = full;
     const records = cloud.novaComputeNodes().filter((c) => nodes.includes(c.uuid));
     expect(
       records
@@ -442,7 +457,6 @@ describe("migrate from nova's ring to shards with nova 34 (real nova-computes, I
   it("prepare, run, stop and force down, apply, nova's side, verify: every node moves once, to its shard's nova-compute, nothing lost", async () => {
     const api = await novaApi!;
     const watch = new NovaWatch(cloud, nodes);
-    const watchedFrom = Date.now();
     try {
       const prepared = await migrate("prepare", planPath);
       expect(prepared.status, prepared.stderr).to.equal(0);
@@ -545,11 +559,16 @@ describe("migrate from nova's ring to shards with nova 34 (real nova-computes, I
       await watch.stop();
 
       // Who reported each node, from nova's log: the old host, then its shard's, never back.
+      // Since nova's ring settled (before: each node reported there by its old host alone),
+      // not since the watch began: an old nova-compute reports a node every
+      // NOVA_UPDATE_INTERVAL_S, and on a quiet machine the new ones were up and the old ones
+      // stopped before it had (seen: the new host alone).
       const hostOfPid = new Map([
         ...[...old].map(([host, s]) => [s.pid, host] as const),
         ...[...newPid].map(([host, pid]) => [pid, host] as const),
       ]);
-      const reports = reportsIn(readNovaLog(cloud.novaComputeLog), watchedFrom);
+      const log = readNovaLog(cloud.novaComputeLog);
+      const reports = reportsIn(log, ringSettledAt);
       const reporters = new Map(
         nodes.map((uuid) => [
           uuid,
@@ -582,17 +601,31 @@ describe("migrate from nova's ring to shards with nova 34 (real nova-computes, I
       expect(watch.problems, "looks where a node lacked exactly one record or its provider").to.deep.equal(
         [],
       );
+      const taken = takenIn(log, ringSettledAt);
       for (const uuid of nodes) {
         const to = shardHost.get(uuid)!;
+        const move = `${novaHostOf.get(uuid)} -> ${to}`;
         expect(
           watch.moves.filter((m) => m.uuid === uuid).map((m) => `${m.from} -> ${m.to}`),
           `${uuid}'s host changes`,
-        ).to.deep.equal([`${novaHostOf.get(uuid)} -> ${to}`]);
+        ).to.deep.equal([move]);
+        // Each time a shard's nova-compute took the node's record, by its own log line: once,
+        // from the old host (the node nova-manage moved: never). Only takes to the new
+        // hosts: old ones still took their share of the first one's records as they joined.
+        expect(
+          taken.filter((t) => t.uuid === uuid && !AGENTS.includes(t.to)).map((t) => `${t.from} -> ${t.to}`),
+          `${uuid} taken by a shard's nova-compute (nova's log)`,
+        ).to.deep.equal(byManage.some((n) => n.uuid === uuid) ? [] : [move]);
         expect(reporters.get(uuid), `who reported ${uuid}, in order`).to.deep.equal([
           novaHostOf.get(uuid),
           to,
         ]);
-        expect(watch.generation.get(uuid)!.last).to.be.at.least(watch.generation.get(uuid)!.first);
+        // Placement counts a provider's writes: a look that saw fewer than an earlier one saw
+        // another provider (or placement broke its own rule).
+        const generations = watch.generations.get(uuid)!;
+        expect(generations, `${uuid}'s provider generation at each look`).to.deep.equal(
+          [...generations].sort((a, b) => a - b),
+        );
       }
     } finally {
       await watch.stop();

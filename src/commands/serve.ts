@@ -64,7 +64,8 @@ export const SERVE_USAGE = `  serve    run the bridge
                                     shard leases' default TTL): after a bridge dies, another takes its part over
                                     within about this long, and the same bridge restarted on the same --bind and
                                     --port at once; an Ironic call times out after a quarter of it
-             --ironic-concurrency N Ironic calls in flight at once from this bridge (default 8)
+             --ironic-concurrency N Ironic calls in flight at once from this bridge, at most (default 8;
+                                    fewer while calls go unanswered)
              --ironic-queue-max N   changes (one commit's for one node) the queue holds before it folds further
                                     changes per node and trait, last one winning (default 100000)
              --ironic-notifications URL

@@ -26,6 +26,7 @@ export const IronicDelivery = z.discriminatedUnion("configured", [
       partitions: z.array(count),
       ...Batches,
       calls_in_flight: count,
+      calls_allowed: count,
     }),
     undeliverable: z.array(
       z.strictObject({ node: z.string(), changes: z.array(z.string()), reason: z.string(), at: time }),

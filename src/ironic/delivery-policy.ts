@@ -37,3 +37,22 @@ export function judgeFailure(error: unknown, attempt: number, policy: RetryPolic
 /** The partitions one of `live` delivery workers should own: an even share, rounded up. */
 export const fairShare = (partitions: number, live: number): number =>
   Math.ceil(partitions / Math.max(1, live));
+
+/**
+ * How many Ironic calls a bridge lets be in flight at once after one more call ended, TCP's
+ * way: `max` (--ironic-concurrency) while Ironic answers; each call left without an answer
+ * (its timeout, a lost connection) halves it, down to one; each answer adds 1/window (about
+ * one call more per window's worth of answers), back up to `max`. Calls start while fewer
+ * than `callsAllowed(window)` are in flight.
+ *
+ * A call is abandoned at its timeout, a quarter of the owner TTL (the order rule, see
+ * IronicQueueDelivery.mayCall), but Ironic still runs what it received, ahead of the retry:
+ * at a fixed count, an Ironic that takes longer than the timeout to answer that many calls
+ * has every call abandoned and sent again, and nothing lands.
+ */
+export function nextWindow(window: number, max: number, answered: boolean): number {
+  return answered ? Math.min(max, window + 1 / window) : Math.max(1, window / 2);
+}
+
+/** The calls a window lets be in flight. */
+export const callsAllowed = (window: number): number => Math.floor(window);

@@ -12,7 +12,14 @@ import {
   type Settlement,
 } from "../outbox/port.js";
 import { IronicClient, IronicError } from "./client.js";
-import { DEFAULT_RETRY_POLICY, fairShare, judgeFailure, type RetryPolicy } from "./delivery-policy.js";
+import {
+  DEFAULT_RETRY_POLICY,
+  callsAllowed,
+  fairShare,
+  judgeFailure,
+  nextWindow,
+  type RetryPolicy,
+} from "./delivery-policy.js";
 import { KeystoneError, type IronicAuth } from "./keystone.js";
 import { applyDelta } from "./sink.js";
 
@@ -26,7 +33,10 @@ export interface IronicDeliveryOptions {
    * of it (see mayCall); a bridge not heard from for two thirds of it no longer counts.
    */
   ownerTtlMs?: number;
-  /** Ironic calls in flight at once from this bridge, over all its partitions (default 8) */
+  /**
+   * Ironic calls in flight at once from this bridge, over all its partitions, at most
+   * (default 8); fewer while calls go unanswered (nextWindow)
+   */
   concurrency?: number;
   /** how often owned partitions are read for new changes (default 100 ms) */
   pollMs?: number;
@@ -65,6 +75,8 @@ export interface WorkerStats {
   given_up: number;
   /** Ironic calls in flight */
   calls_in_flight: number;
+  /** the calls it lets be in flight now: the concurrency, or fewer after calls went unanswered */
+  calls_allowed: number;
 }
 
 export interface DeliveryStats {
@@ -164,6 +176,8 @@ export class IronicQueueDelivery {
   /** partitions handed over in the last balancing round: not competed for until the next */
   private resting = new Set<number>();
   private inFlight = 0;
+  /** how many calls may be in flight (nextWindow): the concurrency until a call goes unanswered */
+  private window: number;
   private readonly counts = { delivered: 0, retried: 0, given_up: 0 };
   private timers: { poll?: NodeJS.Timeout; balance?: NodeJS.Timeout } = {};
   private stopping = false;
@@ -185,6 +199,7 @@ export class IronicQueueDelivery {
       attempts: 1,
     });
     this.concurrency = options.concurrency ?? 8;
+    this.window = this.concurrency;
     this.pollMs = options.pollMs ?? 100;
     this.readAhead = options.readAhead ?? 1000;
     this.standbyPollMs = options.standbyPollMs ?? 500;
@@ -234,6 +249,7 @@ export class IronicQueueDelivery {
         partitions: partitions.sort((a, b) => a - b),
         ...this.counts,
         calls_in_flight: this.inFlight,
+        calls_allowed: callsAllowed(this.window),
       },
     };
   }
@@ -411,10 +427,10 @@ export class IronicQueueDelivery {
     if (runs.length === 0) return;
     const now = performance.now();
     this.turn = (this.turn + 1) % runs.length;
-    for (let i = 0; i < runs.length && this.inFlight < this.concurrency; i++) {
+    for (let i = 0; i < runs.length && this.inFlight < callsAllowed(this.window); i++) {
       const run = runs[(this.turn + i) % runs.length]!;
       for (const [node, work] of run.nodes) {
-        if (this.inFlight >= this.concurrency) return;
+        if (this.inFlight >= callsAllowed(this.window)) return;
         if (work.busy || work.notBefore > now) continue;
         if (work.changes.length === 0)
           run.nodes.delete(node); // its quiet time is over
@@ -423,13 +439,21 @@ export class IronicQueueDelivery {
     }
   }
 
-  /** Deliver one node's changes in order until it has none, must wait, or the run stops. */
+  /**
+   * Deliver one node's changes in order until it has none, must wait, the run stops, or
+   * the window has narrowed below the calls in flight (pump takes the node up again).
+   */
   private drain(run: PartitionRun, node: string, work: NodeWork): void {
     work.busy = true;
     this.inFlight++;
     const drained = (async () => {
       try {
-        while (!run.stopped && work.changes.length > 0 && (await this.deliverHead(run, node, work)));
+        while (
+          !run.stopped &&
+          work.changes.length > 0 &&
+          this.inFlight <= callsAllowed(this.window) &&
+          (await this.deliverHead(run, node, work))
+        );
       } finally {
         work.busy = false;
         this.inFlight--;
@@ -453,11 +477,16 @@ export class IronicQueueDelivery {
         if (!(await this.mayCall(run))) return false;
         try {
           await applyDelta(this.ironic, node, change.deltas[work.progress]!);
+          this.window = nextWindow(this.window, this.concurrency, true);
         } catch (error) {
           work.attempts++;
           // No answer (a timeout, a lost connection): Ironic may run the request later.
           // Keystone refusing a token or failing: nothing was sent that Ironic could run.
-          if (!(error instanceof IronicError) && !(error instanceof KeystoneError)) work.unsure = true;
+          if (error instanceof IronicError) this.window = nextWindow(this.window, this.concurrency, true);
+          else if (!(error instanceof KeystoneError)) {
+            work.unsure = true;
+            this.window = nextWindow(this.window, this.concurrency, false);
+          }
           const verdict = judgeFailure(error, work.attempts, this.retry);
           if (verdict.kind === "give_up") {
             work.givenUp = verdict.reason;
@@ -471,6 +500,7 @@ export class IronicQueueDelivery {
             attempt: work.attempts,
             retry_in_ms: verdict.afterMs,
             error: verdict.why,
+            calls_allowed: callsAllowed(this.window),
           });
           work.notBefore = performance.now() + verdict.afterMs;
           return false;

@@ -264,6 +264,16 @@ export function useBackend(backend: BackendUnderTest, options?: FreshOptions): {
   return context;
 }
 
+/**
+ * The store's clock now, ms of the epoch (a lease read answers it). Tests bracket what the
+ * store records between two readings rather than compare it with this process's
+ * Date.now(): the embedded store's clock is monotonic from its start (src/lease/clock.ts)
+ * and parts from the wall clock by as much as the wall clock is stepped.
+ */
+export async function storeNowMs(store: Store): Promise<number> {
+  return Math.floor((await store.read("clock-reading")).atUs / 1000);
+}
+
 /** Additionally serve the fresh store over HTTP before each test. */
 export function useApp(
   backend: BackendUnderTest,

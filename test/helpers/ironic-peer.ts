@@ -122,7 +122,7 @@ export async function startIronic(options: { inspector?: boolean } = {}): Promis
 /** Create a fake-hardware node in Ironic (API 1.82), answering its uuid. */
 export async function createIronicNode(
   endpoint: string,
-  fields: { name: string; shard?: string; inspect_interface?: string },
+  fields: { name: string; uuid?: string; shard?: string; inspect_interface?: string },
 ): Promise<string> {
   const res = await fetch(`${endpoint}/v1/nodes`, {
     method: "POST",

@@ -43,6 +43,14 @@ export interface NovaComputeNode {
   createdAt: string;
 }
 
+/** A resource provider as placement's database holds it. */
+export interface PlacementProvider {
+  /** placement's row id: a provider deleted and made again under the same uuid has a new one */
+  id: number;
+  uuid: string;
+  generation: number;
+}
+
 /**
  * A private OpenStack of today's releases on this machine: keystone 30 (Fernet tokens, a
  * service user for nova, Ironic, placement and shardbridge, the catalog), Ironic 39 (API
@@ -74,6 +82,8 @@ export interface OpenStackCloud {
   novaComputeNodes(): NovaComputeNode[];
   /** GET a placement path: its JSON */
   placementGet(path: string): Promise<any>;
+  /** placement's resource provider records, read from its database */
+  placementProviders(): PlacementProvider[];
   /** nova-compute's log lines (every process that ran with `novaConf`) */
   novaComputeLog: string;
   stop(): Promise<void>;
@@ -224,6 +234,7 @@ export async function startCloud(): Promise<OpenStackCloud> {
       ),
     ]);
     const novaDb = databases.name("nova");
+    const placementDb = databases.name("placement");
     return {
       ironic,
       placement,
@@ -265,6 +276,10 @@ export async function startCloud(): Promise<OpenStackCloud> {
         if (!res.ok) throw new Error(`placement GET ${path}: ${res.status} ${await res.text()}`);
         return res.json();
       },
+      placementProviders: () =>
+        mariadbRows("SELECT id, uuid, generation FROM resource_providers ORDER BY id", placementDb).map(
+          ([id, uuid, generation]) => ({ id: Number(id), uuid: uuid!, generation: Number(generation) }),
+        ),
       stop,
     };
   } catch (error) {
