@@ -343,7 +343,13 @@ describe("shardbridge run: a command only while its host holds the lease (real b
       let diedAt: number | undefined;
       let reapedAt: number | undefined;
       const reaping = setInterval(() => {
-        const stat = existsSync(`/proc/${left}`) ? readFileSync(`/proc/${left}/stat`, "latin1") : null;
+        // Read, not checked then read: init may reap it in between (ENOENT).
+        let stat: string | null = null;
+        try {
+          stat = readFileSync(`/proc/${left}/stat`, "latin1");
+        } catch {
+          stat = null;
+        }
         if (stat === null || / [ZX] /.test(stat.slice(stat.lastIndexOf(")")))) diedAt ??= Date.now();
         if (stat === null) reapedAt ??= Date.now();
       }, 5);
