@@ -1,0 +1,134 @@
+import { expect } from "chai";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { BridgeClient } from "../src/agent/bridge-client.js";
+import { UNDEFINED_MAX_WAIT_MS } from "../src/agent/undefined-shard.js";
+import { AgentProcess, type AgentEvent } from "./helpers/agent-process.js";
+import { referenceAgent, startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
+import { running } from "./helpers/processes.js";
+import { TestRedisServer } from "./helpers/redis-server.js";
+
+const TTL_MS = 2000;
+const SHARD = "rack-l";
+const HOSTS = ["compute-0", "compute-1"];
+/** A counter's value in a bridge's /metrics (0 when absent). */
+async function metric(bridge: BridgeProcess, series: string): Promise<number> {
+  const text = await (await fetch(`${bridge.url}/metrics`)).text();
+  const line = text.split("\n").find((l) => l.startsWith(`${series} `));
+  return line === undefined ? 0 : Number(line.slice(series.length + 1));
+}
+
+const logged = (process: AgentProcess, message: string) => process.events.filter((e) => e.ev === message);
+
+/** The first of `processes` to log an event `match` takes after their `from` events: it and the event. */
+function firstTo(
+  processes: AgentProcess[],
+  match: (e: AgentEvent) => boolean,
+  withinMs: number,
+  from: number[] = processes.map(() => 0),
+): Promise<{ process: AgentProcess; event: AgentEvent }> {
+  return Promise.race(
+    processes.map((p, i) => p.waitFor(match, withinMs, from[i]).then((event) => ({ process: p, event }))),
+  );
+}
+
+/**
+ * Issue #45: a store that comes back empty stopped every agent of an API-defined shard for
+ * good. Now the bridges notice it (the definitions' mark), log it once, count it, and give
+ * the store the definitions back (from memory, or their backup file); the agents and `run`
+ * stay up through it, and one is active again. Real processes: redis-server killed -9 and
+ * started again empty, `shardbridge serve`, `agent` and `run`; who ran when is read from
+ * the process table and the children's own records.
+ */
+describe("A store that comes back empty: bridges, agents and run stay and recover (real processes)", function () {
+  this.timeout(120_000);
+  let dir: string;
+  let redis: TestRedisServer | undefined;
+  const bridges: BridgeProcess[] = [];
+  const processes: AgentProcess[] = [];
+
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), "sb-store-loss-"));
+  });
+  afterEach(async function () {
+    // A failed test's processes' own account, to read beside the assertion.
+    if (this.currentTest?.state === "failed")
+      for (const p of [...processes, ...bridges.map((b) => b.serve)])
+        console.log(`      ${p.name}: ${p.events.map((e) => e.ev).join(", ")}`);
+    await Promise.all(processes.splice(0).map((p) => p.kill()));
+    await Promise.all(bridges.splice(0).map((b) => b.stop()));
+    await redis?.stop();
+    redis = undefined;
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const bridge = async (store: string, backup: string | null, tokens?: BridgeProcess["tokens"]) => {
+    const started = await startBridge({
+      shards: [],
+      agents: HOSTS,
+      store,
+      args: backup === null ? [] : ["--definitions-backup", join(dir, backup)],
+      ...(tokens && { tokens }),
+    });
+    bridges.push(started);
+    return started;
+  };
+  const define = (on: BridgeProcess) =>
+    new BridgeClient(on.url, on.tokenFor("admin")).defineShard(SHARD, {
+      lease_ttl_ms: TTL_MS,
+      agents: HOSTS,
+    });
+  const agent = (id: string, on: BridgeProcess) => {
+    const started = referenceAgent(id, SHARD, on);
+    processes.push(started);
+    return started;
+  };
+  /** Each is still the process it was started as: running, never exited. */
+  const expectStayedUp = (stayed: AgentProcess[]) => {
+    for (const p of stayed) {
+      expect(p.child.exitCode, `${p.name} exited`).to.equal(null);
+      expect(running(p.child.pid!), `${p.name} in the process table`).to.equal(true);
+      expect(logged(p, "fatal"), `${p.name}'s fatal lines`).to.deep.equal([]);
+    }
+  };
+
+  it("embedded store without a backup: the agents stand by through 404 shard.undefined, asking less and less often, until it is defined again", async () => {
+    const only = await bridge("memory", null);
+    await define(only);
+    const agents = HOSTS.map((id) => agent(id, only));
+    // Both were answered for the shard: only then is a 404 for it a passing state to them.
+    const holder = await firstTo(agents, (e) => e.ev === "active", 20_000);
+    await agents.find((a) => a !== holder.process)!.waitFor((e) => e.ev === "standby", 10_000);
+
+    await only.restart();
+    const upAt = performance.now();
+    // Each says it once, whatever the number of refusals.
+    await Promise.all(agents.map((a) => a.waitFor((e) => e.ev === "shard-undefined", 10_000)));
+    const outageMs = 3 * UNDEFINED_MAX_WAIT_MS;
+    await new Promise((r) => setTimeout(r, outageMs - (performance.now() - upAt)));
+    const refusals = await metric(
+      only,
+      'shardbridge_http_requests_total{route="/v1/shards/:shard/lease",method="POST",status="404"}',
+    );
+    // Waits from 500 ms doubling to 5 s, each at least half its length (jitter): in 15 s an
+    // agent asks at most 4 times before its waits reach 2.5 s, then once per 2.5 s at most.
+    const most = 4 + Math.ceil(outageMs / (UNDEFINED_MAX_WAIT_MS / 2));
+    console.log(
+      `      ${refusals} acquires refused (404) in ${outageMs} ms, two agents (a poll each 0.25-0.5 s: 60-120)`,
+    );
+    expect(refusals).to.be.within(2, 2 * most);
+    expectStayedUp(agents);
+    for (const a of agents) expect(logged(a, "shard-undefined"), `${a.name} said it once`).to.have.length(1);
+
+    const from = agents.map((a) => a.events.length);
+    await define(only);
+    const definedAt = performance.now();
+    const back = await firstTo(agents, (e) => e.ev === "active", 30_000, from);
+    const tookMs = back.event.seenAt - definedAt;
+    console.log(`      active ${Math.round(tookMs)} ms after the shard was defined again`);
+    expect(tookMs).to.be.below(UNDEFINED_MAX_WAIT_MS + 1000);
+    expect(logged(back.process, "shard-defined-again")).to.have.length(1);
+    expectStayedUp(agents);
+  });
+});
