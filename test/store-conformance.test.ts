@@ -287,8 +287,12 @@ for (const backend of [...backendsUnderTest(), redisClusterUnderTest()]) {
     });
 
     describe("shard definitions", () => {
+      const everything = { mark: null, version: -1 };
+      const records = (entries: Map<string, { record: string | null }>) =>
+        [...entries].map(([name, e]) => [name, e.record]).sort();
+
       it("stores, lists and removes records by shard, the version rising with every write", async () => {
-        const versions = [await store.definitions.version()];
+        const versions = [(await store.definitions.read(everything)).version];
         const write = async (name: string, record: string | null) => {
           const { existed, version } = await store.definitions.write(name, record);
           versions.push(version);
@@ -297,17 +301,85 @@ for (const backend of [...backendsUnderTest(), redisClusterUnderTest()]) {
         expect(await write("rack-a", '{"lease_ttl_ms":9000}')).to.equal(false);
         expect(await write("rack-a", '{"lease_ttl_ms":8000}')).to.equal(true);
         expect(await write("rack-b", "{}")).to.equal(false);
-        const listed = await store.definitions.list();
-        expect(listed.version).to.equal(versions[3]);
-        expect([...listed.records].sort()).to.deep.equal([
+        const listed = await store.definitions.read(everything);
+        expect(listed).to.include({ version: versions[3], whole: true });
+        expect(records(listed.entries)).to.deep.equal([
           ["rack-a", '{"lease_ttl_ms":8000}'],
           ["rack-b", "{}"],
         ]);
+        expect(listed.entries.get("rack-a")!.version).to.equal(versions[2]);
         expect(await write("rack-a", null)).to.equal(true);
         expect(await write("rack-a", null)).to.equal(false);
-        expect([...(await store.definitions.list()).records.keys()]).to.deep.equal(["rack-b"]);
-        expect(await store.definitions.version()).to.equal(versions[5]);
+        // A removed shard keeps its entry, without a record, at its removal's version.
+        const after = await store.definitions.read(everything);
+        expect(records(after.entries)).to.deep.equal([
+          ["rack-a", null],
+          ["rack-b", "{}"],
+        ]);
+        expect(after.entries.get("rack-a")!.version).to.equal(versions[5]);
+        expect(after.version).to.equal(versions[5]);
         for (let i = 1; i < versions.length; i++) expect(versions[i]).to.be.greaterThan(versions[i - 1]!);
+      });
+
+      it("reads only what changed since a version; a store that lost its data answers everything under a new mark", async () => {
+        await store.definitions.write("rack-a", "{}");
+        await store.definitions.write("rack-b", "{}");
+        const first = await store.definitions.read(everything);
+        const seen = { mark: first.mark, version: first.version };
+        expect((await store.definitions.read(seen)).entries.size).to.equal(0);
+        await store.definitions.write("rack-c", '{"lease_ttl_ms":3000}');
+        await store.definitions.write("rack-a", null);
+        const changed = await store.definitions.read(seen);
+        expect(changed.whole).to.equal(false);
+        expect(records(changed.entries)).to.deep.equal([
+          ["rack-a", null],
+          ["rack-c", '{"lease_ttl_ms":3000}'],
+        ]);
+        const now = { mark: changed.mark, version: changed.version };
+        // A version above the store's (its replica missed writes) answers everything.
+        const ahead = await store.definitions.read({ ...now, version: now.version + 1 });
+        expect(ahead.whole).to.equal(true);
+        expect(ahead.entries.size).to.equal(3);
+
+        const emptied = await backend.loseEverything(store);
+        const lost = await emptied.definitions.read(now);
+        expect(lost).to.include({ whole: true, version: 0 });
+        expect(lost.mark).to.not.equal(now.mark);
+        expect(lost.entries.size).to.equal(0);
+        // The new mark stays: the next reader is told nothing changed.
+        const again = await emptied.definitions.read({ mark: lost.mark, version: 0 });
+        expect(again).to.include({ whole: false, mark: lost.mark });
+      });
+
+      it("restores a kept copy: the newest entry of each shard wins in any order, a newer removal or write stays", async () => {
+        await store.definitions.write("rack-a", '{"description":"old"}');
+        await store.definitions.write("rack-b", "{}");
+        const older = (await store.definitions.read(everything)).entries;
+        await store.definitions.write("rack-a", '{"description":"new"}');
+        await store.definitions.write("rack-b", null);
+        await store.definitions.write("rack-c", "{}");
+        const newer = (await store.definitions.read(everything)).entries;
+
+        let emptied = await backend.loseEverything(store);
+        expect(await emptied.definitions.restore(newer)).to.deep.equal({ restored: 3 });
+        expect(await emptied.definitions.restore(older)).to.deep.equal({ restored: 0 });
+        const expected = records(newer);
+        expect(records((await emptied.definitions.read(everything)).entries)).to.deep.equal(expected);
+
+        emptied = await backend.loseEverything(emptied);
+        expect(await emptied.definitions.restore(older)).to.deep.equal({ restored: 2 });
+        expect(await emptied.definitions.restore(newer)).to.deep.equal({ restored: 3 });
+        const restored = await emptied.definitions.read(everything);
+        expect(records(restored.entries)).to.deep.equal(expected);
+        expect(restored.version).to.equal(Math.max(...[...newer.values()].map((e) => e.version)));
+
+        // Written after the loss: newer than any copy taken before it, so no copy undoes it.
+        emptied = await backend.loseEverything(emptied);
+        await emptied.definitions.write("rack-b", '{"description":"again"}');
+        expect(await emptied.definitions.restore(newer)).to.deep.equal({ restored: 2 });
+        expect((await emptied.definitions.read(everything)).entries.get("rack-b")!.record).to.equal(
+          '{"description":"again"}',
+        );
       });
     });
 

@@ -1,17 +1,29 @@
 import { expect } from "chai";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { BridgeClient } from "../src/agent/bridge-client.js";
 import { UNDEFINED_MAX_WAIT_MS } from "../src/agent/undefined-shard.js";
+import { DEFINITIONS_REFRESH_MS } from "../src/shards/stored-definitions.js";
 import { AgentProcess, type AgentEvent } from "./helpers/agent-process.js";
 import { referenceAgent, startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { running } from "./helpers/processes.js";
+import { until } from "./helpers/until.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
+import { lives, runFixture, watchChildren } from "./helpers/run-records.js";
 
 const TTL_MS = 2000;
 const SHARD = "rack-l";
 const HOSTS = ["compute-0", "compute-1"];
+/** What the bridge logs, once, when it finds the store came back without its shard definitions. */
+const EMPTIED = "store came back empty: its shard definitions are not those this bridge read before";
+/**
+ * A store that starts empty grants no lease for one TTL, by its own clock (a Redis's
+ * uptime in whole seconds: up to 1 s more, see boot_us in clock-server.lua); then a
+ * standby asks again within a poll. `slack` covers the requests and the bridge's refresh.
+ */
+const STORE_HOLD_MS = TTL_MS + 1000;
+
 /** A counter's value in a bridge's /metrics (0 when absent). */
 async function metric(bridge: BridgeProcess, series: string): Promise<number> {
   const text = await (await fetch(`${bridge.url}/metrics`)).text();
@@ -92,6 +104,88 @@ describe("A store that comes back empty: bridges, agents and run stay and recove
       expect(logged(p, "fatal"), `${p.name}'s fatal lines`).to.deep.equal([]);
     }
   };
+
+  it("redis killed -9 and started again empty: two bridges give the definition back, two agents stay up, one is active again", async () => {
+    redis = await TestRedisServer.start();
+    const one = await bridge(redis.url, "one.json");
+    const two = await bridge(redis.url, "two.json", one.tokens);
+    await define(one);
+    const agents = [agent("compute-0", one), agent("compute-1", two)];
+    const before = await firstTo(agents, (e) => e.ev === "active", 20_000);
+    const standby = agents.find((a) => a !== before.process)!;
+    await standby.waitFor((e) => e.ev === "standby", 10_000);
+
+    const from = agents.map((a) => a.events.length);
+    await redis.restart();
+    const upAt = performance.now();
+    const after = await firstTo(agents, (e) => e.ev === "active", 30_000, from);
+    const tookMs = after.event.seenAt - upAt;
+    console.log(
+      `      active again ${Math.round(tookMs)} ms after redis-server was up again (ttl ${TTL_MS} ms)`,
+    );
+    expect(tookMs).to.be.below(STORE_HOLD_MS + DEFINITIONS_REFRESH_MS + 1000);
+    expect(after.event.token as number).to.be.greaterThan(before.event.token as number);
+    expectStayedUp(agents);
+
+    // The definition is back in the store itself, and nobody wrote it but the bridges.
+    const admin = redis.client();
+    const record = await admin.hget("sb:{definitions}:records", SHARD);
+    admin.disconnect();
+    expect(JSON.parse(record!)).to.deep.include({ lease_ttl_ms: TTL_MS, agents: HOSTS });
+    // Each bridge noticed, once (a few looks later still once); the store took it once.
+    await new Promise((r) => setTimeout(r, 2 * DEFINITIONS_REFRESH_MS));
+    for (const b of [one, two]) {
+      expect(logged(b.serve, EMPTIED), "the error line, once").to.have.length(1);
+      expect(logged(b.serve, EMPTIED)[0]!.level).to.equal("error");
+      expect(await metric(b, 'shardbridge_store_losses_total{part="definitions"}')).to.equal(1);
+    }
+    const restored = await Promise.all(
+      [one, two].map((b) => metric(b, "shardbridge_shard_definitions_restored_total")),
+    );
+    expect(restored.reduce((a, b) => a + b)).to.equal(1);
+  });
+
+  it("embedded store, the bridge killed -9 and started again: its backup gives the definition back, and `run` starts the child again", async () => {
+    const only = await bridge("memory", "memory.json");
+    await define(only);
+    const records = join(dir, "records.txt");
+    writeFileSync(records, "");
+    const watch = watchChildren(records);
+    try {
+      const supervisors = HOSTS.map((host) => runFixture(host, SHARD, only, records));
+      processes.push(...supervisors);
+      await firstTo(supervisors, (e) => e.ev === "child-started", 20_000);
+
+      const from = supervisors.map((s) => s.events.length);
+      await only.restart();
+      const upAt = performance.now();
+      const again = await firstTo(supervisors, (e) => e.ev === "child-started", 30_000, from);
+      const tookMs = again.event.seenAt - upAt;
+      console.log(`      a child runs again ${Math.round(tookMs)} ms after the bridge answered again`);
+      // The embedded store holds every shard for one TTL from its start (no second rounding).
+      expect(tookMs).to.be.below(TTL_MS + DEFINITIONS_REFRESH_MS + 1000);
+      expectStayedUp(supervisors);
+      expect(watch.overlaps, "instants with two children running").to.deep.equal([]);
+      await until(
+        "the second child's own record",
+        async () => lives(records).length,
+        (n) => n === 2,
+        3000,
+      );
+
+      const shown = await new BridgeClient(only.url, only.tokenFor("admin")).shardDefinitions();
+      expect(shown.definitions.find((d) => d.name === SHARD)).to.deep.include({
+        source: "store",
+        agents: HOSTS,
+      });
+      const noticed = logged(only.serve, EMPTIED);
+      expect(noticed, "the line, once").to.have.length(1);
+      expect(noticed[0]!.level, "the embedded store starts empty by design").to.equal("warn");
+      expect(await metric(only, 'shardbridge_store_losses_total{part="definitions"}')).to.equal(1);
+    } finally {
+      watch.stop();
+    }
+  });
 
   it("embedded store without a backup: the agents stand by through 404 shard.undefined, asking less and less often, until it is defined again", async () => {
     const only = await bridge("memory", null);

@@ -94,6 +94,7 @@ export function createApp(services: BridgeServices, { authority, ironicUrl }: Ap
   app.disable("x-powered-by");
   const metrics = new BridgeMetrics(store);
   if (ironic !== undefined) metrics.watchIronic(ironic);
+  metrics.watchStoreLosses(definitions);
   app.use(metrics.middleware());
   // A strong hash of every answer, for caching nobody does here: not worth its cost per renew.
   app.set("etag", false);
@@ -181,6 +182,7 @@ export function createApp(services: BridgeServices, { authority, ironicUrl }: Ap
       close: () => {
         ui.close();
         waits.close();
+        definitions.stop();
       },
       messageClasses,
       // A body is invited only from a caller whose bearer token is known, or to the fenced

@@ -8,6 +8,7 @@ import { ShardCatalog } from "../shards/definitions.js";
 import { LeaseWaits } from "../shards/lease-waits.js";
 import { legacyPoolLoader } from "../shards/queries.js";
 import { StoredDefinitions } from "../shards/stored-definitions.js";
+import type { DefinitionsBackup } from "../shards/definitions-backup.js";
 import type { Store } from "../store/store.js";
 import type { TraitRule } from "../traits/inspection.js";
 import { OwnershipRegistry } from "../traits/ownership.js";
@@ -25,6 +26,8 @@ export interface BridgeServiceOptions {
   ironic?: IronicQueueDelivery;
   /** the legacy ring pool: ring kind, rebuild period, service down time, clock */
   legacy?: LegacyPoolOptions & { serviceDownMs?: number };
+  /** the file this bridge keeps the store's shard definitions in (serve --definitions-backup) */
+  definitionsBackup?: DefinitionsBackup;
 }
 
 /**
@@ -39,12 +42,13 @@ export function bridgeServices(
     inspector = { rules: [], ownership: new OwnershipRegistry() },
     ironic,
     legacy = {},
+    definitionsBackup,
   }: BridgeServiceOptions = {},
 ): BridgeServices {
   const serviceDownMs = legacy.serviceDownMs ?? SERVICE_DOWN_TIME_MS;
   // Read now, then on its timer: a caller that must have them before the first request
   // (serve) awaits refresh(), which shares this read.
-  const definitions = new StoredDefinitions(store, catalog).start();
+  const definitions = new StoredDefinitions(store, catalog, definitionsBackup).start();
   void definitions.refresh().catch(() => undefined); // the timer retries and logs
   return {
     store,

@@ -1,22 +1,48 @@
-import type { DefinitionBackend } from "./port.js";
+import { randomUUID } from "node:crypto";
+import type { DefinitionBackend, DefinitionEntry, DefinitionsRead, DefinitionsSeen } from "./port.js";
 
-/** Definitions in this process's memory (the embedded store); each write is one synchronous step. */
+/**
+ * Definitions in this process's memory (the embedded store); each write is one
+ * synchronous step. `nowUs`: the clock versions are taken from (wall time, as Redis's
+ * TIME: a bridge restarted on an empty embedded store stamps its writes above those of
+ * the process before it, which its backup file may bring back).
+ */
 export class MemoryDefinitions implements DefinitionBackend {
-  private readonly records = new Map<string, string>();
+  private readonly entries = new Map<string, DefinitionEntry>();
   private current = 0;
+  /** new with every process: an embedded store always starts empty */
+  private readonly mark: string = randomUUID();
 
-  async version(): Promise<number> {
-    return this.current;
-  }
+  constructor(private readonly nowUs: () => number = () => Date.now() * 1000) {}
 
-  async list(): Promise<{ version: number; records: Map<string, string> }> {
-    return { version: this.current, records: new Map(this.records) };
+  async read(seen: DefinitionsSeen): Promise<DefinitionsRead> {
+    const whole = seen.mark !== this.mark || seen.version > this.current;
+    const entries = new Map<string, DefinitionEntry>();
+    for (const [name, entry] of this.entries)
+      if (whole || entry.version > seen.version) entries.set(name, { ...entry });
+    return { version: this.current, mark: this.mark, whole, entries };
   }
 
   async write(name: string, record: string | null): Promise<{ existed: boolean; version: number }> {
-    const existed = this.records.has(name);
-    if (record === null) this.records.delete(name);
-    else this.records.set(name, record);
-    return { existed, version: ++this.current };
+    const existed = this.entries.get(name)?.record != null;
+    this.current = Math.max(this.current + 1, Math.floor(this.nowUs()));
+    this.entries.set(name, { version: this.current, record });
+    return { existed, version: this.current };
+  }
+
+  async restore(copy: ReadonlyMap<string, DefinitionEntry>): Promise<{ restored: number }> {
+    let restored = 0;
+    for (const [name, entry] of copy) {
+      const held = this.entries.get(name);
+      if (held !== undefined && held.version >= entry.version) continue;
+      this.entries.set(name, { ...entry });
+      this.current = Math.max(this.current, entry.version);
+      restored++;
+    }
+    return { restored };
+  }
+
+  async volatility(): Promise<string | null> {
+    return "the embedded store lives in this bridge's process: it starts empty with every start";
   }
 }

@@ -18,10 +18,12 @@ export interface KeyLayout {
    */
   leases: { shards: string; grantedTo(agent: string): string };
   /**
-   * Shard definitions written through the API, under their own tag: name -> record (a
-   * hash) and a version bumped by every write (definitions-write.lua), one slot.
+   * Shard definitions written through the API, under their own tag, one slot: name ->
+   * record (a hash, the live ones), name -> version of its last write (a sorted set, the
+   * removed ones too), the version of the last write, and the mark an empty store is
+   * given (src/definitions/port.ts).
    */
-  definitions: { records: string; version: string };
+  definitions: { records: string; version: string; changes: string; mark: string };
   /**
    * The node registry lives under one hash tag, `{nodes}`, so that moving a node between
    * shards is one atomic script on one slot (nodes-common.lua draws the keys under
@@ -113,6 +115,8 @@ export function keyLayout(namespace = "sb"): KeyLayout {
     definitions: {
       records: `${namespace}:{definitions}:records`,
       version: `${namespace}:{definitions}:version`,
+      changes: `${namespace}:{definitions}:changes`,
+      mark: `${namespace}:{definitions}:mark`,
     },
     nodes: {
       prefix: `${nodes}:`,

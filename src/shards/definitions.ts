@@ -55,9 +55,16 @@ export class ShardCatalog {
     return this.files.has(shard) ? "file" : this.stored.has(shard) ? "store" : null;
   }
 
-  /** Replace the store's definitions with those read from it now. */
-  useStored(definitions: Iterable<ShardDefinitionFile>): void {
-    this.stored = new Map([...definitions].map((d) => [d.name, d]));
+  /** Replace the store's definitions with those read from it now (every one). */
+  useStored(definitions: Map<string, ShardDefinitionFile>): void {
+    this.stored = definitions;
+  }
+
+  /** Take the store's definitions that changed: each shard's as read now, null for one removed. */
+  storedChanged(changes: ReadonlyMap<string, ShardDefinitionFile | null>): void {
+    for (const [name, definition] of changes)
+      if (definition === null) this.stored.delete(name);
+      else this.stored.set(name, definition);
   }
 
   /** Whether `migrate apply` is still filling the shard from nova's ring (see ShardDefinitionFile.filling). */
