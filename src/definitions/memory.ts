@@ -2,6 +2,13 @@ import { randomUUID } from "node:crypto";
 import type { DefinitionBackend, DefinitionEntry, DefinitionsRead, DefinitionsSeen } from "./port.js";
 
 /**
+ * The wall clock to the microsecond, as Redis's TIME: Date.now() alone has milliseconds,
+ * and a write in the same millisecond as a copy's newest entry would rank below it.
+ */
+const wallUs = (): number =>
+  Math.max(Date.now() * 1000, Math.floor((performance.timeOrigin + performance.now()) * 1000));
+
+/**
  * Definitions in this process's memory (the embedded store); each write is one
  * synchronous step. `nowUs`: the clock versions are taken from (wall time, as Redis's
  * TIME: a bridge restarted on an empty embedded store stamps its writes above those of
@@ -13,7 +20,7 @@ export class MemoryDefinitions implements DefinitionBackend {
   /** new with every process: an embedded store always starts empty */
   private readonly mark: string = randomUUID();
 
-  constructor(private readonly nowUs: () => number = () => Date.now() * 1000) {}
+  constructor(private readonly nowUs: () => number = wallUs) {}
 
   async read(seen: DefinitionsSeen): Promise<DefinitionsRead> {
     const whole = seen.mark !== this.mark || seen.version > this.current;
