@@ -383,6 +383,18 @@ for (const backend of [...backendsUnderTest(), redisClusterUnderTest()]) {
       });
     });
 
+    describe("the node registry's mark", () => {
+      it("is left by the first caller and read by the next; a store that lost its data gets a new one", async () => {
+        const first = await store.nodes.backend.mark();
+        expect(first.created).to.equal(true);
+        expect(await store.nodes.backend.mark()).to.deep.equal({ mark: first.mark, created: false });
+        const emptied = await backend.loseEverything(store);
+        const after = await emptied.nodes.backend.mark();
+        expect(after.created).to.equal(true);
+        expect(after.mark).to.not.equal(first.mark);
+      });
+    });
+
     describe("agent liveness", () => {
       it("records heartbeats by store time and lists agents with their age", async () => {
         const first = await store.heartbeat("compute-b");

@@ -138,6 +138,7 @@ describe("A store that comes back empty: bridges, agents and run stay and recove
       expect(logged(b.serve, EMPTIED), "the error line, once").to.have.length(1);
       expect(logged(b.serve, EMPTIED)[0]!.level).to.equal("error");
       expect(await metric(b, 'shardbridge_store_losses_total{part="definitions"}')).to.equal(1);
+      expect(await metric(b, 'shardbridge_store_losses_total{part="nodes"}')).to.equal(1);
     }
     const restored = await Promise.all(
       [one, two].map((b) => metric(b, "shardbridge_shard_definitions_restored_total")),

@@ -7,7 +7,8 @@ import { LegacyPool, type LegacyPoolOptions } from "../ring/pool.js";
 import { ShardCatalog } from "../shards/definitions.js";
 import { LeaseWaits } from "../shards/lease-waits.js";
 import { legacyPoolLoader } from "../shards/queries.js";
-import { StoredDefinitions } from "../shards/stored-definitions.js";
+import { DEFINITIONS_REFRESH_MS, StoredDefinitions } from "../shards/stored-definitions.js";
+import { NodesMark } from "../store/nodes-mark.js";
 import type { DefinitionsBackup } from "../shards/definitions-backup.js";
 import type { Store } from "../store/store.js";
 import type { TraitRule } from "../traits/inspection.js";
@@ -54,6 +55,8 @@ export function bridgeServices(
     store,
     catalog,
     definitions,
+    // Looked at as often as the definitions: a store that lost its nodes is noticed as soon.
+    nodesMark: new NodesMark(store).start(DEFINITIONS_REFRESH_MS),
     traits: new TraitService(store.traits, store.nodes, inspector.ownership, {
       toIronic: ironic !== undefined,
       onApplied: () => ironic?.nudge(),

@@ -11,6 +11,7 @@ import { z } from "zod";
 import { IronicClient } from "../ironic/client.js";
 import { DEFAULT_OWNER_TTL_MS, IronicQueueDelivery } from "../ironic/delivery.js";
 import { workerIdentity } from "../ironic/worker-identity.js";
+import { resyncAfterLoss, storeSyncTarget, syncNodes } from "../ironic/sync.js";
 import { ironicAuthFromEnv } from "../ironic/keystone.js";
 import { NotificationListener } from "../inspection/notification-listener.js";
 import { ironicInventorySource } from "../inspection/watcher.js";
@@ -151,7 +152,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
   if (volatility !== null && store.kind === "redis")
     logger.warn(
       `store: ${volatility}: a restart of it loses every lease, node and shard definition; ` +
-        "leases wait one TTL, nodes come back by ironic-sync, shard definitions " +
+        "leases wait one TTL, nodes come back from Ironic (--ironic) or ironic-sync, shard definitions " +
         "from the bridges (see docs/OPERATIONS.md)",
     );
   const backupPath = values["definitions-backup"];
@@ -201,15 +202,21 @@ export async function serveCommand(argv: string[]): Promise<void> {
   await services.definitions.refresh();
   await services.definitions.saveBackupAtStart();
   const traits = services.traits;
+  const ironicClient = values.ironic === undefined ? undefined : new IronicClient(values.ironic, ironicAuth);
+  // A store that lost its nodes gets them back from Ironic, shard keys and all.
+  if (ironicClient !== undefined)
+    resyncAfterLoss(services.nodesMark, () =>
+      syncNodes(storeSyncTarget(store, services.definitions, traits), () => ironicClient.nodes()),
+    );
   const listener =
-    notifications === undefined
+    notifications === undefined || ironicClient === undefined
       ? undefined
       : new NotificationListener({
           url: notifications,
           exchange: values["ironic-notifications-exchange"]!,
           topic: values["ironic-notifications-topic"]!,
           queue: values["ironic-notifications-queue"]!,
-          source: ironicInventorySource(new IronicClient(values.ironic!, ironicAuth)),
+          source: ironicInventorySource(ironicClient),
           rules: inspector.rules,
           traits,
         }).start();

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { nodeRecord, type BareMetalNode } from "../domain/node.js";
 import { OrderedSet } from "./ordered-set.js";
 import {
@@ -201,6 +202,16 @@ export class MemoryNodes implements NodeBackend {
 
   async placeVersions(places: ReadonlyArray<string | null>): Promise<number[]> {
     return this.versionsOf(places);
+  }
+
+  /** new with every process: the embedded store always starts empty */
+  private readonly ownMark = randomUUID();
+  private marked = false;
+
+  async mark(): Promise<{ mark: string; created: boolean }> {
+    const created = !this.marked;
+    this.marked = true;
+    return { mark: this.ownMark, created };
   }
 
   /** How many nodes (for tests proving a refusal stored nothing). */

@@ -92,6 +92,13 @@ export interface NodeBackend {
    * kept as long as its version stays.
    */
   placeVersions(places: ReadonlyArray<string | null>): Promise<number[]>;
+  /**
+   * The registry's mark: a random id left on it by the first caller that finds none
+   * (`created`: this call left it). A registry that lost its data (a Redis restarted
+   * without persistence) has lost its mark too, and the next caller leaves a new one:
+   * a bridge that finds another mark than before knows the nodes are gone.
+   */
+  mark(): Promise<{ mark: string; created: boolean }>;
 }
 
 /** Whether two nodes hold the same values. */

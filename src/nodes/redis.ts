@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import type { RedisClient } from "../redis/connect.js";
 import type { BareMetalNode } from "../domain/node.js";
 import type { KeyLayout } from "../redis/keys.js";
@@ -134,6 +135,13 @@ export class RedisNodes implements NodeBackend {
     if (places.length === 0) return [];
     const versions = await this.redis.hmget(this.keys.placeVersions, ...places.map((p) => p ?? ""));
     return versions.map((v) => Number(v ?? 0));
+  }
+
+  async mark(): Promise<{ mark: string; created: boolean }> {
+    // New for every call: a registry that lost its mark never gets back one seen before.
+    const fresh = randomUUID();
+    const held = (await this.redis.set(this.keys.mark, fresh, "NX", "GET")) as string | null;
+    return held === null ? { mark: fresh, created: true } : { mark: held, created: false };
   }
 
   async poolVersion(): Promise<number> {

@@ -34,6 +34,8 @@ export interface KeyLayout {
     bucket(uuid: string): string;
     counts: string;
     placeVersions: string;
+    /** the registry's mark (NodeBackend.mark) */
+    mark: string;
     /** the layout before indexed buckets, migrated at connect (see RedisNodes.migrate) */
     legacy: {
       data: string;
@@ -123,6 +125,7 @@ export function keyLayout(namespace = "sb"): KeyLayout {
       bucket: (uuid) => `${nodes}:d:${bucketOf(uuid)}`,
       counts: `${nodes}:c`,
       placeVersions: `${nodes}:pv`,
+      mark: `${nodes}:mark`,
       legacy: {
         data: `${nodes}:data`,
         place: `${nodes}:place`,

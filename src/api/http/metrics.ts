@@ -123,12 +123,13 @@ export class BridgeMetrics {
   }
 
   /**
-   * A store that lost its data, as this bridge noticed it (src/shards/stored-definitions.ts):
-   * each part's losses, and the shard definitions it gave back.
+   * A store that lost its data, as this bridge noticed it (src/shards/stored-definitions.ts,
+   * src/store/nodes-mark.ts): each part's losses, and the shard definitions it gave back.
    */
-  watchStoreLosses(definitions: {
-    readonly counts: { readonly losses: number; readonly restored: number };
-  }): void {
+  watchStoreLosses(
+    definitions: { readonly counts: { readonly losses: number; readonly restored: number } },
+    nodes: { readonly losses: number },
+  ): void {
     const registers = [this.registry];
     new Counter({
       name: "shardbridge_store_losses_total",
@@ -138,6 +139,7 @@ export class BridgeMetrics {
       collect() {
         this.reset();
         this.inc({ part: "definitions" }, definitions.counts.losses);
+        this.inc({ part: "nodes" }, nodes.losses);
       },
     });
     new Counter({
