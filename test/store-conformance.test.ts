@@ -342,13 +342,18 @@ for (const backend of [...backendsUnderTest(), redisClusterUnderTest()]) {
         expect(ahead.entries.size).to.equal(3);
 
         const emptied = await backend.loseEverything(store);
+        const before = await backend.state(emptied);
         const lost = await emptied.definitions.read(now);
         expect(lost).to.include({ whole: true, version: 0 });
         expect(lost.mark).to.not.equal(now.mark);
         expect(lost.entries.size).to.equal(0);
-        // The new mark stays: the next reader is told nothing changed.
+        expect(await backend.state(emptied), "a read writes nothing").to.equal(before);
+        // Its next reader is told nothing changed; its next write leaves a new mark.
         const again = await emptied.definitions.read({ mark: lost.mark, version: 0 });
         expect(again).to.include({ whole: false, mark: lost.mark });
+        await emptied.definitions.write("rack-d", "{}");
+        const written = await emptied.definitions.read({ mark: lost.mark, version: 0 });
+        expect(written.mark).to.be.a("string").and.not.equal(now.mark);
       });
 
       it("restores a kept copy: the newest entry of each shard wins in any order, a newer removal or write stays", async () => {
@@ -384,14 +389,26 @@ for (const backend of [...backendsUnderTest(), redisClusterUnderTest()]) {
     });
 
     describe("the node registry's mark", () => {
-      it("is left by the first caller and read by the next; a store that lost its data gets a new one", async () => {
+      it("is left by the first upsert and kept; a store that lost its data has none until its next upsert leaves a new one", async () => {
+        const node = (uuid: string) => ({
+          uuid,
+          name: null,
+          shard: null,
+          conductor_group: "",
+          instance_host: null,
+        });
+        expect(await store.nodes.backend.mark()).to.equal(null);
+        await store.nodes.backend.upsert([node("7b0e1d2c-b4a5-4697-8877-66554433bb01")]);
         const first = await store.nodes.backend.mark();
-        expect(first.created).to.equal(true);
-        expect(await store.nodes.backend.mark()).to.deep.equal({ mark: first.mark, created: false });
+        expect(first).to.be.a("string");
+        await store.nodes.backend.upsert([node("7b0e1d2c-b4a5-4697-8877-66554433bb02")]);
+        expect(await store.nodes.backend.mark()).to.equal(first);
         const emptied = await backend.loseEverything(store);
-        const after = await emptied.nodes.backend.mark();
-        expect(after.created).to.equal(true);
-        expect(after.mark).to.not.equal(first.mark);
+        expect(await emptied.nodes.backend.mark()).to.equal(null);
+        await emptied.nodes.backend.upsert([node("7b0e1d2c-b4a5-4697-8877-66554433bb01")]);
+        expect(await emptied.nodes.backend.mark())
+          .to.be.a("string")
+          .and.not.equal(first);
       });
     });
 

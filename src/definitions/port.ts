@@ -10,10 +10,10 @@
  * store that lost them, newest version per shard winning, without bringing back one that
  * was removed after the copy was taken.
  *
- * The definitions also carry a mark: a random id the first reader or writer of an empty
- * store leaves there. It goes when the store loses its data, and a new one replaces it, so
- * a bridge that finds another mark than the one it read before knows the store came back
- * empty since (src/shards/stored-definitions.ts).
+ * The definitions also carry a mark: a random id the first write to an empty store leaves
+ * there. It goes when the store loses its data, and the next write leaves a new one, so a
+ * bridge that finds another mark than the one it read before (or none) knows the store
+ * came back empty since (src/shards/stored-definitions.ts).
  */
 
 /** One shard's entry: its last write's version, and its record (null: removed). */
@@ -22,7 +22,7 @@ export interface DefinitionEntry {
   record: string | null;
 }
 
-/** What a reader last read: the store's mark and version then (null and -1: nothing yet). */
+/** What a reader last read: the store's mark (null: none) and version then (-1: nothing yet). */
 export interface DefinitionsSeen {
   mark: string | null;
   version: number;
@@ -32,10 +32,12 @@ export interface DefinitionsSeen {
 export interface DefinitionsRead {
   /** the version of the last write (0 before the first) */
   version: number;
-  mark: string;
+  /** null: none (nothing written since the store began) */
+  mark: string | null;
   /**
    * true: `entries` is every entry the store holds (its mark is not the one the reader
-   * saw, or its version is below the one the reader saw); false: only those written since
+   * saw, its version is below the one the reader saw, or an older bridge wrote without a
+   * version per shard); false: only those written since
    */
   whole: boolean;
   entries: Map<string, DefinitionEntry>;
@@ -44,11 +46,10 @@ export interface DefinitionsRead {
 export interface DefinitionBackend {
   /**
    * The entries written since `seen` (none when nothing changed: one small read), or
-   * every entry when the store is not the one `seen` describes. Leaves a mark on a store
-   * that has none.
+   * every entry when the store is not the one `seen` describes. Writes nothing.
    */
   read(seen: DefinitionsSeen): Promise<DefinitionsRead>;
-  /** store (record) or remove (null) one shard's record; answers whether one was there before */
+  /** store (record) or remove (null) one shard's record, and a mark where there is none; answers whether one was there before */
   write(name: string, record: string | null): Promise<{ existed: boolean; version: number }>;
   /**
    * Merge `entries` (a copy a bridge kept) into the store in one step: each is taken only

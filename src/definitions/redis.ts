@@ -32,12 +32,11 @@ export class RedisDefinitions implements DefinitionBackend {
     const reply = (await runScript(this.redis, "definitions-read", this.keyList, [
       seen.mark ?? "",
       String(seen.version),
-      freshMark(),
     ])) as string[];
     const entries = new Map<string, DefinitionEntry>();
     for (let i = 3; i < reply.length; i += 3)
       entries.set(reply[i]!, { version: Number(reply[i + 1]), record: reply[i + 2] || null });
-    return { version: Number(reply[0]), mark: reply[1]!, whole: Number(reply[2]) === 1, entries };
+    return { version: Number(reply[0]), mark: reply[1] || null, whole: Number(reply[2]) === 1, entries };
   }
 
   async write(name: string, record: string | null): Promise<{ existed: boolean; version: number }> {

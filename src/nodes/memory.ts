@@ -100,6 +100,7 @@ export class MemoryNodes implements NodeBackend {
       const stored = this.byUuid.get(expected.uuid);
       if (stored === undefined || !sameNode(stored, expected)) return null;
     }
+    this.ownMark ??= randomUUID();
     return nodes.map((node) => {
       const old = this.byUuid.get(node.uuid);
       // A node sent again as it is (a sync sends the whole fleet each time) changes
@@ -204,14 +205,11 @@ export class MemoryNodes implements NodeBackend {
     return this.versionsOf(places);
   }
 
-  /** new with every process: the embedded store always starts empty */
-  private readonly ownMark = randomUUID();
-  private marked = false;
+  /** left by the first upsert (see NodeBackend.mark): new with every process, as the store */
+  private ownMark: string | null = null;
 
-  async mark(): Promise<{ mark: string; created: boolean }> {
-    const created = !this.marked;
-    this.marked = true;
-    return { mark: this.ownMark, created };
+  async mark(): Promise<string | null> {
+    return this.ownMark;
   }
 
   /** How many nodes (for tests proving a refusal stored nothing). */

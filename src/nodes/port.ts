@@ -93,12 +93,12 @@ export interface NodeBackend {
    */
   placeVersions(places: ReadonlyArray<string | null>): Promise<number[]>;
   /**
-   * The registry's mark: a random id left on it by the first caller that finds none
-   * (`created`: this call left it). A registry that lost its data (a Redis restarted
-   * without persistence) has lost its mark too, and the next caller leaves a new one:
-   * a bridge that finds another mark than before knows the nodes are gone.
+   * The registry's mark: a random id the first upsert into an empty registry leaves; null
+   * before. A registry that lost its data (a Redis restarted without persistence) has lost
+   * its mark too, and its next upsert leaves a new one: a bridge that finds another mark
+   * than before, or none, knows the nodes it read are gone. Reading it writes nothing.
    */
-  mark(): Promise<{ mark: string; created: boolean }>;
+  mark(): Promise<string | null>;
 }
 
 /** Whether two nodes hold the same values. */

@@ -57,7 +57,8 @@ export class RedisNodes implements NodeBackend {
     const previous: PreviousPlace[] = [];
     const guard = expected === undefined ? "" : encodeNode(expected);
     for (let i = 0; i < nodes.length; i += NODES_PER_SCRIPT) {
-      const args: string[] = [guard];
+      // A mark new for every call: a registry that lost its mark never gets back one seen before.
+      const args: string[] = [guard, randomUUID()];
       for (const node of nodes.slice(i, i + NODES_PER_SCRIPT)) args.push(node.uuid, encodeNode(node));
       // Per node: "~" when new, else its old shard ("" = unsharded); 0 when the guard failed.
       const answer = (await this.script("nodes-upsert", args)) as string[] | 0;
@@ -137,11 +138,8 @@ export class RedisNodes implements NodeBackend {
     return versions.map((v) => Number(v ?? 0));
   }
 
-  async mark(): Promise<{ mark: string; created: boolean }> {
-    // New for every call: a registry that lost its mark never gets back one seen before.
-    const fresh = randomUUID();
-    const held = (await this.redis.set(this.keys.mark, fresh, "NX", "GET")) as string | null;
-    return held === null ? { mark: fresh, created: true } : { mark: held, created: false };
+  async mark(): Promise<string | null> {
+    return this.redis.get(this.keys.mark);
   }
 
   async poolVersion(): Promise<number> {

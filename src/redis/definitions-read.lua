@@ -1,16 +1,12 @@
 --! keys 4
 -- definitions-read(KEYS[1]=records hash, KEYS[2]=version, KEYS[3]=changes sorted set,
--- KEYS[4]=mark; ARGV: the mark and version the reader saw last, a mark for a store
--- without one): what changed since, in one step. A store without a mark (new, or back
--- empty) is given the reader's; a mark other than the reader's, or a version below the
--- one it saw (a failover to a replica that missed writes), answers every entry; so does
--- a version no entry of the changes carries: a write of an older bridge, which keeps none.
--- Answers {version, mark, whole (0/1), then name, version, record ('' removed) per entry}.
-local mark = redis.call('GET', KEYS[4])
-if not mark then
-  mark = ARGV[3]
-  redis.call('SET', KEYS[4], mark)
-end
+-- KEYS[4]=mark; ARGV: the mark ('' none) and version the reader saw last): what changed
+-- since, in one step, writing nothing. A mark other than the reader's (a store back empty
+-- has none until its next write), or a version below the one it saw (a failover to a
+-- replica that missed writes), answers every entry; so does a version no entry of the
+-- changes carries: a write of an older bridge, which keeps none.
+-- Answers {version, mark ('' none), whole (0/1), then name, version, record ('' removed) per entry}.
+local mark = redis.call('GET', KEYS[4]) or ''
 local version = tonumber(redis.call('GET', KEYS[2])) or 0
 local seen = tonumber(ARGV[2])
 if mark == ARGV[1] and version == seen then

@@ -5,23 +5,35 @@ import type { Store } from "./store.js";
 
 /**
  * Notices a node registry that came back empty (a Redis restarted without persistence):
- * its mark (NodeBackend.mark) is not the one this bridge read before. Logged as an error
- * once per loss and counted (/metrics); `lost` is emitted then, for whoever can bring the
+ * its mark (NodeBackend.mark) is not the one this bridge read before, or it has none.
+ * Logged as an error once per loss and counted (/metrics); `lost` is emitted then, for whoever can bring the
  * nodes back (serve --ironic reads them from Ironic again). Read once a `periodMs`, one
  * small command.
  */
 export class NodesMark extends EventEmitter<{ lost: [] }> {
   private seen: string | null = null;
+  /** the check under way: checks follow each other, so an older reading never lands last */
+  private checking: Promise<void> = Promise.resolve();
   /** losses noticed (for /metrics) */
   losses = 0;
 
   constructor(private readonly store: Store) {
     super();
+    // A registry's first upsert leaves its mark: read it at once, not up to a period later,
+    // so a loss right after is noticed too.
+    store.nodes.onUpsert = () => {
+      if (this.seen === null) void this.check().catch(() => undefined);
+    };
   }
 
-  /** Read the mark; a mark other than the last one read is a loss. */
-  async check(): Promise<void> {
-    const { mark } = await fromStore(() => this.store.nodes.backend.mark());
+  /** Read the mark, after any read under way; a mark other than the last one read (or none after one) is a loss. */
+  check(): Promise<void> {
+    this.checking = this.checking.catch(() => undefined).then(() => this.read());
+    return this.checking;
+  }
+
+  private async read(): Promise<void> {
+    const mark = await fromStore(() => this.store.nodes.backend.mark());
     const before = this.seen;
     this.seen = mark;
     if (before === null || before === mark) return;
