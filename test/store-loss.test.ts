@@ -19,8 +19,9 @@ const HOSTS = ["compute-0", "compute-1"];
 const EMPTIED = "store came back empty: its shard definitions are not those this bridge read before";
 /**
  * A store that starts empty grants no lease for one TTL, by its own clock (a Redis's
- * uptime in whole seconds: up to 1 s more, see boot_us in clock-server.lua); then a
- * standby asks again within a poll. `slack` covers the requests and the bridge's refresh.
+ * uptime in whole seconds: up to 1 s more, see boot_us in clock-server.lua). The bounds
+ * below add the bridges' look at the store (DEFINITIONS_REFRESH_MS) and 1 s for the
+ * standbys' requests to land.
  */
 const STORE_HOLD_MS = TTL_MS + 1000;
 
