@@ -247,6 +247,28 @@ describe("Shard definitions when the store loses its data", function () {
     expect(refused).to.be.instanceOf(ConfigError);
   });
 
+  it("says when Redis keeps neither an append-only file nor RDB snapshots (what serve warns of at start)", async () => {
+    server = await TestRedisServer.start(); // started with --save "" --appendonly no
+    const store = await openStore(server.url);
+    opened.push(store);
+    expect(await store.definitions.volatility()).to.match(/neither an append-only file .* nor RDB snapshots/);
+    const admin = server.client();
+    try {
+      await admin.config("SET", "save", "3600 1");
+      expect(await store.definitions.volatility(), "with RDB snapshots").to.equal(null);
+      await admin.config("SET", "save", "");
+      await admin.config("SET", "appendonly", "yes");
+      expect(await store.definitions.volatility(), "with an append-only file").to.equal(null);
+    } finally {
+      admin.disconnect();
+    }
+    expect(
+      await memoryUnderTest()
+        .fresh()
+        .then((m) => m.definitions.volatility()),
+    ).to.match(/embedded store/);
+  });
+
   it("a write reads back only what changed, not every definition (3,000 defined)", async () => {
     server = await TestRedisServer.start();
     const bridge = await bridgeOn(server.url);

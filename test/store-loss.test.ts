@@ -144,6 +144,10 @@ describe("A store that comes back empty: bridges, agents and run stay and recove
     // Each bridge noticed, once (a few looks later still once); the store took it once.
     await new Promise((r) => setTimeout(r, 2 * DEFINITIONS_REFRESH_MS));
     for (const b of [one, two]) {
+      // It said at start that this Redis (no AOF, no RDB) would lose everything on a restart.
+      expect(
+        b.serve.events.filter((e) => /neither an append-only file/.test(e.ev) && e.level === "warn"),
+      ).to.have.length(1);
       expect(logged(b.serve, EMPTIED), "the error line, once").to.have.length(1);
       expect(logged(b.serve, EMPTIED)[0]!.level).to.equal("error");
       expect(await metric(b, 'shardbridge_store_losses_total{part="definitions"}')).to.equal(1);
