@@ -24,7 +24,7 @@ build: dist/.built
 	@mkdir -p .state && umask 077 && node -e 'process.stdout.write(require("node:crypto").randomBytes(24).toString("hex") + "\n")' > $@
 
 run: build .state/dev-inspector-secret
-	SHARDBRIDGE_INSPECTOR_SECRET="$$(cat .state/dev-inspector-secret)" node dist/cli.js serve --dev-tokens .state/dev-tokens.json --trait-rules examples/trait-rules.json --ownership examples/ownership.json
+	SHARDBRIDGE_INSPECTOR_SECRET="$$(cat .state/dev-inspector-secret)" node dist/cli.js serve --dev-tokens .state/dev-tokens.json --definitions-backup .state/shard-definitions.json --trait-rules examples/trait-rules.json --ownership examples/ownership.json
 
 typecheck: $(DEPS)
 	npx tsc -p tsconfig.json --noEmit

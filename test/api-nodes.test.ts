@@ -43,7 +43,8 @@ for (const backend of backendsUnderTest()) {
       expect(gone.status).to.equal(404);
       expect(gone.body.errors[0].code).to.equal("shardbridge.node.not_found");
       expect((await call(`${ctx.base}/v1/nodes/${id}`, "DELETE")).status).to.equal(404);
-      expect(await backend.storedKeys(ctx.store)).to.equal(0);
+      // Nothing of the node is left; on Redis, the registry's mark stays (NodeBackend.mark).
+      expect(await backend.storedKeys(ctx.store)).to.equal(backend.name === "memory" ? 0 : 1);
     });
 
     it("keeps every node in exactly one place when it changes shard", async () => {

@@ -3,7 +3,7 @@ import { fileURLToPath } from "node:url";
 import { BridgeClient } from "../src/agent/bridge-client.js";
 import { AgentProcess } from "./helpers/agent-process.js";
 import { postWebhook } from "./helpers/http.js";
-import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
+import { referenceAgent, startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
 
 /**
@@ -28,17 +28,14 @@ for (const storeKind of ["memory", "redis"] as const) {
 
     it("fails over after kill -9 within TTL + 1 s, and hands over on SIGTERM within 1 s", async () => {
       if (storeKind === "redis") redis = await TestRedisServer.start();
-      bridge = await startBridge({
+      const served = await startBridge({
         shards: [{ name: "rack", lease_ttl_ms: TTL_MS }],
         agents: ["compute-0", "compute-1"],
         ...(redis && { store: redis.url }),
       });
-      const { url, tokensFile } = bridge;
+      bridge = served;
       const agent = (id: string) => {
-        const p = AgentProcess.cli(id, [
-          ...["agent", "--id", id, "--shard", "rack"],
-          ...["--bridge", url, "--tokens-file", tokensFile],
-        ]);
+        const p = referenceAgent(id, "rack", served);
         agents.push(p);
         return p;
       };
@@ -159,10 +156,7 @@ describe("End to end: the reference agent consumes its shard's trait feed", func
     await admin.bulkUpsert([
       { uuid: node, name: null, shard: "rack", conductor_group: "", instance_host: null },
     ]);
-    agent = AgentProcess.cli("compute-0", [
-      ...["agent", "--id", "compute-0", "--shard", "rack"],
-      ...["--bridge", bridge.url, "--tokens-file", bridge.tokensFile],
-    ]);
+    agent = referenceAgent("compute-0", "rack", bridge);
     await agent.waitFor((e) => e.ev === "active", 15_000);
     const inspectorToken = bridge.tokenFor("inspector");
     expect(

@@ -1,6 +1,9 @@
 import { exampleInspector, readExample, withoutVendor } from "./helpers/examples.js";
 import { AgentProcess } from "./helpers/agent-process.js";
 import { startBridge } from "./helpers/bridge-process.js";
+import { TestRedisServer } from "./helpers/redis-server.js";
+import { until } from "./helpers/until.js";
+import { BridgeClient } from "../src/agent/bridge-client.js";
 import { expect } from "chai";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -94,6 +97,40 @@ describe("Ironic: trait sink and inventory sync against the real Ironic API", fu
       expect(((await got.json()) as { shard: string }).shard).to.equal("rack-z");
     } finally {
       await bridge.stop();
+    }
+  });
+
+  it("serve --ironic: a Redis that comes back empty gets its nodes back from Ironic, with no operator", async () => {
+    const uuid = await createIronicNode(ironic.endpoint, { name: "resync-a", shard: "rack-r" });
+    const redis = await TestRedisServer.start();
+    const bridge = await startBridge({
+      shards: [],
+      agents: [],
+      store: redis.url,
+      args: ["--ironic", ironic.endpoint],
+    });
+    try {
+      const admin = new BridgeClient(bridge.url, bridge.tokenFor("admin"));
+      await admin.bulkUpsert(toBridgeNodes(await client.nodes()));
+      const carries = (nodes: Array<{ uuid: string; shard: string | null }>) =>
+        nodes.some((n) => n.uuid === uuid && n.shard === "rack-r");
+      expect(carries(await admin.allNodes())).to.equal(true);
+
+      await redis.restart(); // kill -9, started again empty
+      const back = await until(
+        "the node back from Ironic",
+        () => admin.allNodes().catch(() => []),
+        (nodes) => carries(nodes),
+        30_000,
+      );
+      expect(back.length).to.equal((await client.nodes()).length);
+      const said = bridge.serve.events.filter((e) => e.ev === "nodes read again from Ironic");
+      expect(said).to.have.length(1);
+      const metrics = await (await fetch(`${bridge.url}/metrics`)).text();
+      expect(metrics).to.match(/^shardbridge_store_losses_total\{part="nodes"\} 1$/m);
+    } finally {
+      await bridge.stop();
+      await redis.stop();
     }
   });
 

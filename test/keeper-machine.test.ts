@@ -20,6 +20,13 @@ import { seededRandom } from "../src/random.js";
 
 const CONFIG: KeeperConfig = { ttlMs: 6000, standbyPollMs: 500 };
 const GRANTED: LeaseOutcome = { ok: true, holder: "a", token: 7, ttlMs: 6000, sinceUs: 0 };
+/** a standby that waits at the bridge, and the refusal it waits behind */
+const WAITING: KeeperConfig = { ...CONFIG, waitMs: 30_000 };
+const HELD: LeaseOutcome = {
+  ok: false,
+  reason: "held",
+  current: { holder: "b", token: 5, ttlMs: 4000, sinceUs: 0 },
+};
 
 /** The machine driven by hand: clocks set per event, actions collected. */
 class Driven {
@@ -64,12 +71,6 @@ class Driven {
 }
 
 describe("Keeper machine (pure): a standby that waits at the bridge (waitMs)", () => {
-  const WAITING: KeeperConfig = { ...CONFIG, waitMs: 30_000 };
-  const HELD: LeaseOutcome = {
-    ok: false,
-    reason: "held",
-    current: { holder: "b", token: 5, ttlMs: 4000, sinceUs: 0 },
-  };
   /** started and refused once (its first acquire is a plain one): now it asks with a wait */
   const refusedOnce = () => {
     const k = new Driven();
@@ -116,6 +117,39 @@ describe("Keeper machine (pure): a standby that waits at the bridge (waitMs)", (
     const old = k.sent();
     k.advance(2).on({ kind: "acquired", attempt: old.attempt, sent: old.sent, outcome: HELD }, WAITING);
     expect(k.timer("step")!.atMono, "a jittered poll").to.equal(k.mono + 375);
+  });
+});
+
+describe("Keeper machine (pure): a failed acquire the driver says to wait after", () => {
+  it("asks again after that wait, not a poll, and says whom it stands behind again once answered", () => {
+    const k = new Driven();
+    k.on({ kind: "start" }, WAITING);
+    k.on({ kind: "step" }, WAITING);
+    const first = k.sent();
+    k.advance(2).on({ kind: "acquired", attempt: first.attempt, sent: first.sent, outcome: HELD }, WAITING);
+    expect(k.reports()).to.deep.equal(["standby"]);
+    k.on({ kind: "step" }, WAITING);
+    const waiting = k.sent();
+    expect(waiting).to.include({ waitMs: 30_000 });
+
+    // The bridge no longer knows the shard: the driver asks for 4 s.
+    const gone = { kind: "failed", attempt: waiting.attempt, op: "acquire", error: "404" } as const;
+    k.advance(3).on({ ...gone, retryAfterMs: 4000 }, WAITING);
+    expect(k.reports()).to.deep.equal(["store-error"]);
+    expect(k.timer("step")!.atMono).to.equal(k.mono + 4000);
+    // Its next acquire does not wait at the bridge: it is answered at once, and the
+    // standby reported again although holder and reason are the same as before.
+    k.advance(4000).on({ kind: "step" }, WAITING);
+    const back = k.sent();
+    expect(back).to.include({ waitMs: 0 });
+    k.advance(2).on({ kind: "acquired", attempt: back.attempt, sent: back.sent, outcome: HELD }, WAITING);
+    expect(k.reports()).to.deep.equal(["standby"]);
+
+    // Without a wait from the driver, a failure is followed by a standby's jittered poll.
+    k.on({ kind: "step" }, WAITING);
+    const again = k.sent();
+    k.advance(2).on({ kind: "failed", attempt: again.attempt, op: "acquire", error: "503" }, WAITING);
+    expect(k.timer("step")!.atMono).to.equal(k.mono + 375);
   });
 });
 

@@ -40,7 +40,7 @@ describe("Lua scripts declare themselves (src/redis/script-files.ts)", () => {
   it("every shipped script loads with both clocks: the lease scripts flagged for Redis 7, the rest as written", () => {
     for (const clock of ["server", "virtual"] as const) {
       const texts = scriptTexts(clock);
-      expect(texts.size).to.equal(17);
+      expect(texts.size).to.equal(19);
       for (const name of ["acquire", "renew", "release", "fence", "read"] as const) {
         expect(texts.get(name)!.lua.startsWith("#!lua\n"), name).to.equal(true);
         expect(texts.get(name)!.keys).to.equal(1);

@@ -2,73 +2,20 @@ import { expect } from "chai";
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { BridgeClient } from "../src/agent/bridge-client.js";
 import { AgentProcess, type AgentEvent } from "./helpers/agent-process.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
-import { running, watchOverlaps } from "./helpers/processes.js";
+import { running } from "./helpers/processes.js";
 import { until } from "./helpers/until.js";
+import { RUN_CHILD, lives, runFixture, watchChildren, type ChildLife } from "./helpers/run-records.js";
 import { ChildCgroup } from "../src/run/cgroup.js";
 import { GroupMembers } from "../src/run/group-members.js";
 import { maxGraceMs } from "../src/run/supervisor.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
 import { SHARDBRIDGE } from "./helpers/cli.js";
 
-const CHILD = fileURLToPath(new URL("./fixtures/run-child.sh", import.meta.url));
 const TTL_MS = 2000;
 const SHARD = "rack-r";
-
-interface ChildLife {
-  pid: number;
-  token: number;
-  startNs: bigint;
-  lastWriteNs: bigint;
-}
-
-/** A record's time: nanoseconds since the epoch, 19 digits until 2286. */
-const NS = /^\d{19}$/;
-
-/**
- * The children's own records: who started under which token, and their last write.
- * Whole lines only: a child may be writing one as the file is read, and a line cut short
- * ("start PID TOKEN 17963") once sorted a child started "in 1970" first and printed a
- * handover of 1,796,360,824,730 ms.
- */
-function lives(records: string): ChildLife[] {
-  const byPid = new Map<number, ChildLife>();
-  const text = readFileSync(records, "utf8");
-  for (const line of text.slice(0, text.lastIndexOf("\n") + 1).split("\n")) {
-    const [kind, pid, token, ns] = line.split(" ");
-    if (ns === undefined || !NS.test(ns)) continue;
-    if (kind === "start")
-      byPid.set(Number(pid), {
-        pid: Number(pid),
-        token: Number(token),
-        startNs: BigInt(ns),
-        lastWriteNs: BigInt(ns),
-      });
-    const life = byPid.get(Number(pid));
-    if (kind === "write" && life !== undefined) life.lastWriteNs = BigInt(ns);
-  }
-  return [...byPid.values()].sort((a, b) => (a.startNs < b.startNs ? -1 : 1));
-}
-
-/** `shardbridge run` for `host` on `bridge`, guarding the fixture child that records its life in `records`. */
-function runFixture(
-  host: string,
-  bridge: BridgeProcess,
-  records: string,
-  extra: Record<string, string> = {},
-): AgentProcess {
-  return AgentProcess.cli(
-    host,
-    [
-      ...["run", "--id", host, "--shard", SHARD, "--bridge", bridge.url],
-      ...["--tokens-file", bridge.tokensFile, "--", CHILD],
-    ],
-    { RUN_RECORDS: records, ...extra },
-  );
-}
 
 /** Whether this host lets a process make a cgroup of its own (cgroup v2, writable). */
 function cgroupsWritable(): boolean {
@@ -77,10 +24,6 @@ function cgroupsWritable(): boolean {
   probe.remove();
   return true;
 }
-
-/** The children the records name, watched every 10 ms: never two running at once. */
-const watchChildren = (records: string) =>
-  watchOverlaps(() => lives(records).map((l) => ({ pid: l.pid, label: String(l.token) })));
 
 describe("GroupMembers: whether a process group still runs (real processes)", () => {
   it("a group whose only process is a zombie has ended, though kill -0 still finds it", async () => {
@@ -137,7 +80,7 @@ describe("shardbridge run: a command only while its host holds the lease (real b
   });
 
   const supervise = (host: string, extra: Record<string, string> = {}) => {
-    const s = runFixture(host, bridge, records, extra);
+    const s = runFixture(host, SHARD, bridge, records, extra);
     supervisors.push(s);
     return s;
   };
@@ -447,16 +390,19 @@ describe("shardbridge run: a command only while its host holds the lease (real b
     const base = ["--bridge", bridge.url, "--tokens-file", bridge.tokensFile];
     const cases: Array<[string[], RegExp]> = [
       [["--id", "host-a", "--shard", SHARD, ...base], /give the command to run after --/],
-      [["--id", "host-a", "--shard", "no-such-shard", ...base, "--", CHILD], /knows no shard no-such-shard/],
       [
-        ["--id", "host-a", "--shard", SHARD, "--grace", "5000", ...base, "--", CHILD],
+        ["--id", "host-a", "--shard", "no-such-shard", ...base, "--", RUN_CHILD],
+        /knows no shard no-such-shard/,
+      ],
+      [
+        ["--id", "host-a", "--shard", SHARD, "--grace", "5000", ...base, "--", RUN_CHILD],
         /--grace 5000 ms is more than the lease leaves \(417 ms/,
       ],
       [
-        ["--id", "host-c", "--shard", SHARD, ...base, "--token", bridge.tokenOf("host-a"), "--", CHILD],
+        ["--id", "host-c", "--shard", SHARD, ...base, "--token", bridge.tokenOf("host-a"), "--", RUN_CHILD],
         /may not serve shard/,
       ],
-      [["--id", "host-a", "--shard", "Bad Shard!", ...base, "--", CHILD], /shard/],
+      [["--id", "host-a", "--shard", "Bad Shard!", ...base, "--", RUN_CHILD], /shard/],
     ];
     for (const [args, message] of cases) {
       const result = run(...args);
@@ -489,7 +435,7 @@ describe("shardbridge run through bridge and Redis restarts (real redis-server)"
     records = join(bridge.dir, "records.txt");
     writeFileSync(records, "");
     watch = watchChildren(records);
-    for (const host of ["host-a", "host-b"]) supervisors.push(runFixture(host, bridge, records));
+    for (const host of ["host-a", "host-b"]) supervisors.push(runFixture(host, SHARD, bridge, records));
     // The store is new: it grants the shard one TTL after its start.
     await Promise.race(supervisors.map((s) => s.waitFor((e) => e.ev === "child-started", 15_000)));
   });
@@ -530,7 +476,7 @@ describe("shardbridge run through bridge and Redis restarts (real redis-server)"
     for (const s of supervisors) await s.kill();
     await untilNoneRunning();
     await bridge.serve.kill();
-    supervisors = ["host-a", "host-b"].map((host) => runFixture(host, bridge, records));
+    supervisors = ["host-a", "host-b"].map((host) => runFixture(host, SHARD, bridge, records));
     await supervisors[0]!.waitFor((e) => e.ev === "bridge-unreachable", 15_000);
     await new Promise((r) => setTimeout(r, 1000));
     for (const s of supervisors)

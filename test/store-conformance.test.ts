@@ -287,13 +287,14 @@ for (const backend of [...backendsUnderTest(), redisClusterUnderTest()]) {
     });
 
     describe("shard definitions", () => {
+      const everything = { mark: null, version: -1 };
+      const records = (entries: Map<string, { record: string | null }>) =>
+        [...entries].map(([name, e]) => [name, e.record]).sort();
+
       it("stores, lists and removes records by shard, the version rising with every write", async () => {
-        const versions = [await store.definitions.version()];
+        const versions = [(await store.definitions.read(everything)).version];
         const write = async (name: string, record: string | null) => {
-          const written =
-            record === null
-              ? await store.definitions.remove(name, name.toLowerCase())
-              : await store.definitions.write(name, name.toLowerCase(), record);
+          const written = await store.definitions.write(name, name.toLowerCase(), record);
           if ("caseTwin" in written) throw new Error(`refused: ${written.caseTwin}`);
           versions.push(written.version);
           return written.existed;
@@ -301,16 +302,23 @@ for (const backend of [...backendsUnderTest(), redisClusterUnderTest()]) {
         expect(await write("rack-a", '{"lease_ttl_ms":9000}')).to.equal(false);
         expect(await write("rack-a", '{"lease_ttl_ms":8000}')).to.equal(true);
         expect(await write("rack-b", "{}")).to.equal(false);
-        const listed = await store.definitions.list();
-        expect(listed.version).to.equal(versions[3]);
-        expect([...listed.records].sort()).to.deep.equal([
+        const listed = await store.definitions.read(everything);
+        expect(listed).to.include({ version: versions[3], whole: true });
+        expect(records(listed.entries)).to.deep.equal([
           ["rack-a", '{"lease_ttl_ms":8000}'],
           ["rack-b", "{}"],
         ]);
+        expect(listed.entries.get("rack-a")!.version).to.equal(versions[2]);
         expect(await write("rack-a", null)).to.equal(true);
         expect(await write("rack-a", null)).to.equal(false);
-        expect([...(await store.definitions.list()).records.keys()]).to.deep.equal(["rack-b"]);
-        expect(await store.definitions.version()).to.equal(versions[5]);
+        // A removed shard keeps its entry, without a record, at its removal's version.
+        const after = await store.definitions.read(everything);
+        expect(records(after.entries)).to.deep.equal([
+          ["rack-a", null],
+          ["rack-b", "{}"],
+        ]);
+        expect(after.entries.get("rack-a")!.version).to.equal(versions[5]);
+        expect(after.version).to.equal(versions[5]);
         for (let i = 1; i < versions.length; i++) expect(versions[i]).to.be.greaterThan(versions[i - 1]!);
       });
 
@@ -328,11 +336,104 @@ for (const backend of [...backendsUnderTest(), redisClusterUnderTest()]) {
         const again = await store.definitions.write("RaCk-x", "rack-x", "{}");
         expect(again).to.deep.equal({ caseTwin: written[0] });
         expect(await backend.state(store), "a refusal writes nothing").to.equal(before);
-        expect([...(await store.definitions.list()).records.keys()]).to.deep.equal(written);
+        const live = records((await store.definitions.read(everything)).entries).filter(
+          ([, r]) => r !== null,
+        );
+        expect(live.map(([name]) => name)).to.deep.equal(written);
         // The same name is replaced as before; once it is removed, another spelling may be defined.
         expect(await store.definitions.write(written[0]!, "rack-x", "{}")).to.include({ existed: true });
-        expect(await store.definitions.remove(written[0]!, "rack-x")).to.include({ existed: true });
+        expect(await store.definitions.write(written[0]!, "rack-x", null)).to.include({ existed: true });
         expect(await store.definitions.write("RACK-x", "rack-x", "{}")).to.include({ existed: false });
+      });
+
+      it("reads only what changed since a version; a store that lost its data answers everything under a new mark", async () => {
+        await store.definitions.write("rack-a", "rack-a", "{}");
+        await store.definitions.write("rack-b", "rack-b", "{}");
+        const first = await store.definitions.read(everything);
+        const seen = { mark: first.mark, version: first.version };
+        expect((await store.definitions.read(seen)).entries.size).to.equal(0);
+        await store.definitions.write("rack-c", "rack-c", '{"lease_ttl_ms":3000}');
+        await store.definitions.write("rack-a", "rack-a", null);
+        const changed = await store.definitions.read(seen);
+        expect(changed.whole).to.equal(false);
+        expect(records(changed.entries)).to.deep.equal([
+          ["rack-a", null],
+          ["rack-c", '{"lease_ttl_ms":3000}'],
+        ]);
+        const now = { mark: changed.mark, version: changed.version };
+        // A version above the store's (its replica missed writes) answers everything.
+        const ahead = await store.definitions.read({ ...now, version: now.version + 1 });
+        expect(ahead.whole).to.equal(true);
+        expect(ahead.entries.size).to.equal(3);
+
+        const emptied = await backend.loseEverything(store);
+        const before = await backend.state(emptied);
+        const lost = await emptied.definitions.read(now);
+        expect(lost).to.include({ whole: true, version: 0 });
+        expect(lost.mark).to.not.equal(now.mark);
+        expect(lost.entries.size).to.equal(0);
+        expect(await backend.state(emptied), "a read writes nothing").to.equal(before);
+        // Its next reader is told nothing changed; its next write leaves a new mark.
+        const again = await emptied.definitions.read({ mark: lost.mark, version: 0 });
+        expect(again).to.include({ whole: false, mark: lost.mark });
+        await emptied.definitions.write("rack-d", "rack-d", "{}");
+        const written = await emptied.definitions.read({ mark: lost.mark, version: 0 });
+        expect(written.mark).to.be.a("string").and.not.equal(now.mark);
+      });
+
+      it("restores a kept copy: the newest entry of each shard wins in any order, a newer removal or write stays", async () => {
+        await store.definitions.write("rack-a", "rack-a", '{"description":"old"}');
+        await store.definitions.write("rack-b", "rack-b", "{}");
+        const older = (await store.definitions.read(everything)).entries;
+        await store.definitions.write("rack-a", "rack-a", '{"description":"new"}');
+        await store.definitions.write("rack-b", "rack-b", null);
+        await store.definitions.write("rack-c", "rack-c", "{}");
+        const newer = (await store.definitions.read(everything)).entries;
+
+        let emptied = await backend.loseEverything(store);
+        expect(await emptied.definitions.restore(newer)).to.deep.equal({ restored: 3 });
+        expect(await emptied.definitions.restore(older)).to.deep.equal({ restored: 0 });
+        const expected = records(newer);
+        expect(records((await emptied.definitions.read(everything)).entries)).to.deep.equal(expected);
+
+        emptied = await backend.loseEverything(emptied);
+        expect(await emptied.definitions.restore(older)).to.deep.equal({ restored: 2 });
+        expect(await emptied.definitions.restore(newer)).to.deep.equal({ restored: 3 });
+        const restored = await emptied.definitions.read(everything);
+        expect(records(restored.entries)).to.deep.equal(expected);
+        expect(restored.version).to.equal(Math.max(...[...newer.values()].map((e) => e.version)));
+
+        // Written after the loss: newer than any copy taken before it, so no copy undoes it.
+        emptied = await backend.loseEverything(emptied);
+        await emptied.definitions.write("rack-b", "rack-b", '{"description":"again"}');
+        expect(await emptied.definitions.restore(newer)).to.deep.equal({ restored: 2 });
+        expect((await emptied.definitions.read(everything)).entries.get("rack-b")!.record).to.equal(
+          '{"description":"again"}',
+        );
+      });
+    });
+
+    describe("the node registry's mark", () => {
+      it("is left by the first upsert and kept; a store that lost its data has none until its next upsert leaves a new one", async () => {
+        const node = (uuid: string) => ({
+          uuid,
+          name: null,
+          shard: null,
+          conductor_group: "",
+          instance_host: null,
+        });
+        expect(await store.nodes.backend.mark()).to.equal(null);
+        await store.nodes.backend.upsert([node("7b0e1d2c-b4a5-4697-8877-66554433bb01")]);
+        const first = await store.nodes.backend.mark();
+        expect(first).to.be.a("string");
+        await store.nodes.backend.upsert([node("7b0e1d2c-b4a5-4697-8877-66554433bb02")]);
+        expect(await store.nodes.backend.mark()).to.equal(first);
+        const emptied = await backend.loseEverything(store);
+        expect(await emptied.nodes.backend.mark()).to.equal(null);
+        await emptied.nodes.backend.upsert([node("7b0e1d2c-b4a5-4697-8877-66554433bb01")]);
+        expect(await emptied.nodes.backend.mark())
+          .to.be.a("string")
+          .and.not.equal(first);
       });
     });
 

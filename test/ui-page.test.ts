@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import type { Page } from "playwright-core";
 import { AgentProcess } from "./helpers/agent-process.js";
-import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
+import { referenceAgent, startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { openBrowser } from "./helpers/browser.js";
 import { call } from "./helpers/http.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
@@ -49,10 +49,7 @@ describe("The status page, in a real browser", function () {
     bridgeA = await startBridge({ shards, agents: ["compute-0", "compute-1"], store: redis.url });
     bridgeB = await startBridge({ shards, agents: [], store: redis.url, tokens: bridgeA.tokens });
     for (const id of ["compute-0", "compute-1"]) {
-      const agent = AgentProcess.cli(id, [
-        ...["agent", "--id", id, "--shard", "rack"],
-        ...["--bridge", bridgeB.url, "--tokens-file", bridgeB.tokensFile],
-      ]);
+      const agent = referenceAgent(id, "rack", bridgeB);
       agents.push(agent);
       // compute-0 first, so it is the one active
       if (id === "compute-0") await agent.waitFor((e) => e.ev === "active", 15_000);

@@ -37,14 +37,19 @@ export class BridgeError extends Error {
 
 /**
  * A refusal that retrying will not change: the bridge does not know this agent's token
- * (401), the token may not act here (403), or the shard is not one it leases (404
- * shardbridge.shard.undefined: a typo'd name, see serve --allow-undefined-shards).
+ * (401), or the token may not act here (403).
  */
 export function isPermanentRefusal(error: unknown): error is BridgeError {
-  return (
-    error instanceof BridgeError &&
-    (error.status === 401 || error.status === 403 || error.code === "shardbridge.shard.undefined")
-  );
+  return error instanceof BridgeError && (error.status === 401 || error.status === 403);
+}
+
+/**
+ * The bridge does not lease the shard (404 shardbridge.shard.undefined): a typo'd name
+ * (see serve --allow-undefined-shards), or a shard whose definition the store lost and
+ * no bridge gave back yet (see UndefinedShard).
+ */
+export function isShardUndefined(error: unknown): error is BridgeError {
+  return error instanceof BridgeError && error.code === "shardbridge.shard.undefined";
 }
 
 /** A lease an agent holds: which shard, as whom, under which token. */

@@ -87,8 +87,20 @@ export type KeeperEvent =
    */
   | { kind: "acquired"; attempt: number; sent: SentAt; outcome: LeaseOutcome; waitedMs?: number }
   | { kind: "renewed"; attempt: number; sent: SentAt; outcome: LeaseOutcome }
-  /** no answer in time, or the request failed */
-  | { kind: "failed"; attempt: number; op: "acquire" | "renew"; error: string; cause?: unknown }
+  /**
+   * No answer in time, or the request failed. `retryAfterMs`: a failed acquire the driver
+   * was told to wait this long after (its own back-off: a shard the bridge no longer
+   * knows), instead of a standby's poll; the standby then reports whom it stands behind
+   * again once answered.
+   */
+  | {
+      kind: "failed";
+      attempt: number;
+      op: "acquire" | "renew";
+      error: string;
+      cause?: unknown;
+      retryAfterMs?: number;
+    }
   | { kind: "stop" };
 
 /** What an agent reports; `LeaseKeeper` emits these as they are. */
@@ -469,7 +481,14 @@ function step(
         report: { kind: "store-error", op: event.op, error: event.error, cause: event.cause },
       });
       if (event.op === "acquire") {
-        if (state.phase === "standby") pollLater(config, now, out);
+        if (state.phase !== "standby") return state;
+        if (event.retryAfterMs === undefined) {
+          pollLater(config, now, out);
+          return state;
+        }
+        armStep(out, now.mono + event.retryAfterMs * unitsOf(config));
+        const { phase, token, ttlMs, deadlineMono, deadlineWall, attempt } = state;
+        return keeperState(phase, token, ttlMs, deadlineMono, deadlineWall, attempt, null);
       } else if (state.phase === "active") {
         // Try again soon; the deadline stops the agent if no retry gets through in time.
         armStep(

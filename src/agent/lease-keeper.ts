@@ -57,6 +57,11 @@ export interface LeaseKeeperOptions {
   wallNow?: () => number;
   /** uniform [0,1) for jitter, drawn only when the rules use a draw; injectable for reproducible runs */
   random?: () => number;
+  /**
+   * How long to wait after an acquire that failed with `cause` before the next (ms), or
+   * undefined for a standby's poll: the agent's own back-off (see UndefinedShard).
+   */
+  retryAfterMs?: (cause: unknown) => number | undefined;
 }
 
 export type KeeperState = KeeperPhase;
@@ -247,14 +252,17 @@ export class LeaseKeeper extends EventEmitter<KeeperEvents> {
               }
             : { kind: "renewed", attempt: action.attempt, sent: action.sent, outcome },
         ),
-      (error: unknown) =>
+      (error: unknown) => {
+        const retryAfterMs = action.op === "acquire" ? this.options.retryAfterMs?.(error) : undefined;
         this.dispatch({
           kind: "failed",
           attempt: action.attempt,
           op: action.op,
           error: String(error),
           cause: error,
-        }),
+          ...(retryAfterMs !== undefined && { retryAfterMs }),
+        });
+      },
     );
   }
 
@@ -285,6 +293,7 @@ export function bridgeKeeper(
   shard: string,
   agent: string,
   standbyPollMs?: number,
+  retryAfterMs?: (cause: unknown) => number | undefined,
   waitMs = STANDBY_WAIT_MS,
 ): LeaseKeeper {
   return new LeaseKeeper({
@@ -294,5 +303,6 @@ export function bridgeKeeper(
     ttlMs: LEASE_TTL_MAX_MS,
     waitMs,
     ...(standbyPollMs !== undefined && { standbyPollMs }),
+    ...(retryAfterMs !== undefined && { retryAfterMs }),
   });
 }

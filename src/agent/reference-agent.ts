@@ -2,6 +2,7 @@ import { logger } from "../log.js";
 import { BridgeClient, isPermanentRefusal } from "./bridge-client.js";
 import { bridgeKeeper } from "./lease-keeper.js";
 import { logTransition } from "./transition-log.js";
+import { UNDEFINED_MAX_WAIT_MS, UndefinedShard } from "./undefined-shard.js";
 
 export interface ReferenceAgentOptions {
   id: string;
@@ -27,8 +28,14 @@ export interface ReferenceAgentOptions {
 export function runReferenceAgent(options: ReferenceAgentOptions): { stop: () => Promise<void> } {
   const { id, shard } = options;
   const client = new BridgeClient(options.bridge, options.token);
-  const keeper = bridgeKeeper(client, shard, id, options.standbyPollMs);
+  const undefinedShard = new UndefinedShard();
+  const keeper = bridgeKeeper(client, shard, id, options.standbyPollMs, (cause) =>
+    undefinedShard.retryAfterMs(cause),
+  );
   const log = logger.child({ agent: id, shard });
+  const answered = () => {
+    if (undefinedShard.answered()) log.info("shard-defined-again");
+  };
 
   const listNodes = async () => {
     const token = keeper.token();
@@ -82,31 +89,38 @@ export function runReferenceAgent(options: ReferenceAgentOptions): { stop: () =>
   };
 
   keeper.on("active", (e) => {
+    answered();
     logTransition(log, { message: "active", token: e.token, ttl_ms: e.ttlMs });
     void listNodes();
   });
-  keeper.on("standby", (e) =>
+  keeper.on("standby", (e) => {
+    answered();
     log.info("standby", {
       holder: e.current?.holder ?? null,
       reason: e.reason,
       ttl_ms: e.current?.ttlMs ?? null,
       // a store holding the shard after a restart or failover says when to ask again
       ...(e.retryAfterMs !== undefined && { retry_after_ms: e.retryAfterMs }),
-    }),
-  );
+    });
+  });
   keeper.on("lost", (e) =>
     logTransition(log, { message: "lost", token: e.token, reason: e.reason, detail: e.detail }),
   );
   keeper.on("released", (e) => logTransition(log, { message: "released", token: e.token }));
   keeper.on("store-error", (e) => {
-    // A wrong token, a shard this agent may not serve or one the bridge does not lease
+    // A wrong token, a shard this agent may not serve or one the bridge never leased
     // will not fix itself by retrying: say it once, plainly, and stop (exit 2).
-    if (isPermanentRefusal(e.cause)) {
+    const undefinedNow = undefinedShard.verdict(e.cause);
+    if (isPermanentRefusal(e.cause) || undefinedNow === "fatal") {
       log.error("fatal", { op: e.op, error: e.error });
       void keeper.stop().then(() => process.exit(2));
       return;
     }
-    log.warn("bridge-error", { op: e.op, error: e.error });
+    // A shard it served that the bridge no longer knows: the store lost its definition.
+    // Said once; the agent stands by and asks again, less and less often.
+    if (undefinedNow === "first")
+      log.error("shard-undefined", { error: e.error, retry_max_ms: UNDEFINED_MAX_WAIT_MS });
+    if (undefinedNow === null) log.warn("bridge-error", { op: e.op, error: e.error });
   });
 
   const beat = () =>

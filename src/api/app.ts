@@ -4,6 +4,7 @@ import { logger } from "../log.js";
 import { logRequest, requestIdOf } from "./http/request-log.js";
 import type { ShardCatalog } from "../shards/definitions.js";
 import type { StoredDefinitions } from "../shards/stored-definitions.js";
+import type { NodesMark } from "../store/nodes-mark.js";
 import { definitionRoutes } from "./routes/shard-definitions.js";
 import type { Store } from "../store/store.js";
 import type { AgentNodeLists } from "../shards/agent-nodes.js";
@@ -45,6 +46,8 @@ export interface BridgeServices {
   catalog: ShardCatalog;
   /** the store's shard definitions, joined to the catalog's and kept fresh */
   definitions: StoredDefinitions;
+  /** the mark of the store's nodes, looked at to notice a store that lost them */
+  nodesMark: NodesMark;
   traits: TraitService;
   /** bodies decoded off the event loop, the inspection rules applied there */
   decoder: DecodePool;
@@ -99,6 +102,7 @@ export function createApp(
   app.disable("x-powered-by");
   const metrics = new BridgeMetrics(store, (shard) => catalog.get(shard) !== undefined);
   if (ironic !== undefined) metrics.watchIronic(ironic);
+  metrics.watchStoreLosses(definitions, services.nodesMark);
   app.use(metrics.middleware());
   // A strong hash of every answer, for caching nobody does here: not worth its cost per renew.
   app.set("etag", false);
@@ -189,6 +193,8 @@ export function createApp(
       close: () => {
         ui.close();
         waits.close();
+        definitions.stop();
+        services.nodesMark.stop();
       },
       messageClasses,
       // A body is invited only from a caller whose bearer token is known: anyone else is

@@ -7,7 +7,9 @@ import { LegacyPool, type LegacyPoolOptions } from "../ring/pool.js";
 import { ShardCatalog } from "../shards/definitions.js";
 import { LeaseWaits } from "../shards/lease-waits.js";
 import { legacyPoolLoader } from "../shards/queries.js";
-import { StoredDefinitions } from "../shards/stored-definitions.js";
+import { DEFINITIONS_REFRESH_MS, StoredDefinitions } from "../shards/stored-definitions.js";
+import { NodesMark } from "../store/nodes-mark.js";
+import type { DefinitionsBackup } from "../shards/definitions-backup.js";
 import type { Store } from "../store/store.js";
 import type { TraitRule } from "../traits/inspection.js";
 import { OwnershipRegistry } from "../traits/ownership.js";
@@ -25,6 +27,8 @@ export interface BridgeServiceOptions {
   ironic?: IronicQueueDelivery;
   /** the legacy ring pool: ring kind, rebuild period, service down time, clock */
   legacy?: LegacyPoolOptions & { serviceDownMs?: number };
+  /** the file this bridge keeps the store's shard definitions in (serve --definitions-backup) */
+  definitionsBackup?: DefinitionsBackup;
 }
 
 /**
@@ -39,17 +43,20 @@ export function bridgeServices(
     inspector = { rules: [], ownership: new OwnershipRegistry() },
     ironic,
     legacy = {},
+    definitionsBackup,
   }: BridgeServiceOptions = {},
 ): BridgeServices {
   const serviceDownMs = legacy.serviceDownMs ?? SERVICE_DOWN_TIME_MS;
   // Read now, then on its timer: a caller that must have them before the first request
   // (serve) awaits refresh(), which shares this read.
-  const definitions = new StoredDefinitions(store, catalog).start();
+  const definitions = new StoredDefinitions(store, catalog, definitionsBackup).start();
   void definitions.refresh().catch(() => undefined); // the timer retries and logs
   return {
     store,
     catalog,
     definitions,
+    // Looked at as often as the definitions: a store that lost its nodes is noticed as soon.
+    nodesMark: new NodesMark(store).start(DEFINITIONS_REFRESH_MS),
     traits: new TraitService(store.traits, store.nodes, inspector.ownership, {
       toIronic: ironic !== undefined,
       onApplied: () => ironic?.nudge(),

@@ -1,8 +1,7 @@
 import { parseArgs } from "node:util";
 import { BridgeClient } from "../agent/bridge-client.js";
-import { BULK_MAX_NODES } from "../domain/node.js";
 import { IronicClient, type IronicNode } from "../ironic/client.js";
-import { toBridgeNodes } from "../ironic/sync.js";
+import { syncNodes } from "../ironic/sync.js";
 import { ironicAuthFromEnv } from "../ironic/keystone.js";
 import { ConfigError } from "../config.js";
 import { BRIDGE_FLAG, BRIDGE_USAGE, IRONIC_AUTH_USAGE, httpUrlFlag, tokenFlag } from "./io.js";
@@ -42,30 +41,16 @@ export async function ironicSyncCommand(argv: string[]): Promise<void> {
  * Copy Ironic's nodes (as `readIronic` lists them) into the bridge, keeping the instance
  * hosts the bridge was told, BULK_MAX_NODES per request; answers the counts.
  */
-export async function syncFromIronic(
+export function syncFromIronic(
   bridge: BridgeClient,
   readIronic: () => Promise<IronicNode[]>,
 ): Promise<{ nodes: number; created: number; updated: number }> {
-  // The definitions' version before Ironic is read: if it moves before a write, a
-  // migration may have written newer shard keys than this sync read (see below).
-  const { version } = await bridge.shardDefinitions();
-  // Ironic knows a node's instance but not its host: keep the host the bridge was told.
-  const instanceHost = new Map((await bridge.allNodes()).map((n) => [n.uuid, n.instance_host]));
-  const nodes = toBridgeNodes(await readIronic(), instanceHost);
-  let created = 0;
-  let updated = 0;
-  for (let i = 0; i < nodes.length; i += BULK_MAX_NODES) {
-    // `migrate apply` writes its keys to Ironic, then changes the shard definitions, then
-    // writes the bridge: a sync that read Ironic before those keys must not write its older
-    // ones over the bridge's. Its definitions version moved meanwhile: stop, write no more.
-    if ((await bridge.shardDefinitions()).version !== version)
-      throw new Error(
-        `shard definitions changed while this sync read Ironic (a migration may be under way): ` +
-          `${i} of ${nodes.length} nodes written, the rest not; run ironic-sync again`,
-      );
-    const answer = await bridge.bulkUpsert(nodes.slice(i, i + BULK_MAX_NODES));
-    created += answer.created;
-    updated += answer.updated;
-  }
-  return { nodes: nodes.length, created, updated };
+  return syncNodes(
+    {
+      definitionsVersion: async () => (await bridge.shardDefinitions()).version,
+      instanceHosts: async () => new Map((await bridge.allNodes()).map((n) => [n.uuid, n.instance_host])),
+      upsert: (nodes) => bridge.bulkUpsert(nodes),
+    },
+    readIronic,
+  );
 }

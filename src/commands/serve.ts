@@ -1,7 +1,7 @@
 import type { Server } from "node:http";
 import { parseArgs } from "node:util";
 import { existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
-import { dirname } from "node:path";
+import { dirname, join } from "node:path";
 import { createApp } from "../api/app.js";
 import { FENCED_LIMITS } from "../api/routes/fenced-ironic.js";
 import { bridgeServices } from "./bridge-services.js";
@@ -12,6 +12,7 @@ import { z } from "zod";
 import { IronicClient } from "../ironic/client.js";
 import { DEFAULT_OWNER_TTL_MS, IronicQueueDelivery } from "../ironic/delivery.js";
 import { workerIdentity } from "../ironic/worker-identity.js";
+import { resyncAfterLoss, storeSyncTarget, syncNodes } from "../ironic/sync.js";
 import { ironicAuthFromEnv } from "../ironic/keystone.js";
 import { NotificationListener } from "../inspection/notification-listener.js";
 import { ironicInventorySource } from "../inspection/watcher.js";
@@ -23,6 +24,8 @@ import { DEFAULT_OWNERSHIP, OwnershipFile, OwnershipRegistry } from "../traits/o
 import { logger } from "../log.js";
 import { loadShardCatalog } from "../shards/definitions.js";
 import type { ShardDefinitionFile } from "../contracts/shards.js";
+import { DefinitionsBackup } from "../shards/definitions-backup.js";
+import { describeSpec } from "../redis/connect.js";
 import { openStore } from "../store/open.js";
 import { onStopSignal } from "./signals.js";
 
@@ -36,6 +39,11 @@ export const SERVE_USAGE = `  serve    run the bridge
                              or redis+cluster://HOST:PORT[,HOST:PORT...] (env SHARDBRIDGE_STORE); passwords
                              from SHARDBRIDGE_REDIS_PASSWORD and SHARDBRIDGE_SENTINEL_PASSWORD, never the spec
              --shards DIR    shard definitions, one NAME.json each (env SHARDBRIDGE_SHARDS, default ./shards)
+             --definitions-backup FILE
+                             keep the shard definitions written through the API in FILE too (written whole,
+                             atomically, after every change), so that a store that comes back empty gets them
+                             back from the bridge (env SHARDBRIDGE_DEFINITIONS_BACKUP; default under systemd's
+                             StateDirectory: $STATE_DIRECTORY/shard-definitions.json; elsewhere none)
              --allow-undefined-shards
                              grant leases on any valid shard name; by default only on a shard that a definition
                              names or a node carries (others: 404 shardbridge.shard.undefined)
@@ -88,6 +96,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
       bind: { type: "string", default: process.env.SHARDBRIDGE_BIND ?? "127.0.0.1" },
       store: { type: "string", default: process.env.SHARDBRIDGE_STORE ?? "memory" },
       shards: { type: "string", default: process.env.SHARDBRIDGE_SHARDS ?? "shards" },
+      "definitions-backup": { type: "string", default: definitionsBackupDefault() },
       "allow-undefined-shards": { type: "boolean", default: false },
       tokens: { type: "string", default: process.env.SHARDBRIDGE_TOKENS_FILE },
       "dev-tokens": { type: "string" },
@@ -154,6 +163,23 @@ export async function serveCommand(argv: string[]): Promise<void> {
         "use --store redis://… for more than one bridge",
     );
   }
+  const volatility = await store.definitions.volatility();
+  if (volatility !== null && store.kind === "redis")
+    logger.warn(
+      `store: ${volatility}: a restart of it loses every lease, node and shard definition; ` +
+        "leases wait one TTL, nodes come back from Ironic (--ironic) or ironic-sync, shard definitions " +
+        "from the bridges (see docs/OPERATIONS.md)",
+    );
+  const backupPath = values["definitions-backup"];
+  const definitionsBackup =
+    backupPath === undefined || backupPath === ""
+      ? undefined
+      : new DefinitionsBackup(backupPath, describeSpec(values.store!));
+  if (definitionsBackup === undefined && volatility !== null)
+    logger.warn(
+      "no --definitions-backup: shard definitions written through the API survive the store's loss only " +
+        "while a running bridge still holds them",
+    );
   // The bridge's own calls to Ironic (delivery, inventory reads) share one auth; the fenced
   // endpoint uses none of it.
   const ironicAuth = values.ironic === undefined ? undefined : ironicAuthFromEnv();
@@ -179,19 +205,33 @@ export async function serveCommand(argv: string[]): Promise<void> {
       worker: ironic.worker,
       owner_ttl_s: delivery.ownerTtlMs / 1000,
     });
-  const services = bridgeServices(store, { catalog, inspector, legacy, ...(ironic && { ironic }) });
-  // The definitions other bridges wrote to the store are in force before the first request.
+  const services = bridgeServices(store, {
+    catalog,
+    inspector,
+    legacy,
+    ...(ironic && { ironic }),
+    ...(definitionsBackup && { definitionsBackup }),
+  });
+  // The definitions other bridges wrote to the store are in force before the first request
+  // (and those of the backup file given back to a store that lost them).
   await services.definitions.refresh();
+  await services.definitions.saveBackupAtStart();
   const traits = services.traits;
+  const ironicClient = values.ironic === undefined ? undefined : new IronicClient(values.ironic, ironicAuth);
+  // A store that lost its nodes gets them back from Ironic, shard keys and all.
+  if (ironicClient !== undefined)
+    resyncAfterLoss(services.nodesMark, () =>
+      syncNodes(storeSyncTarget(store, services.definitions, traits), () => ironicClient.nodes()),
+    );
   const listener =
-    notifications === undefined
+    notifications === undefined || ironicClient === undefined
       ? undefined
       : new NotificationListener({
           url: notifications,
           exchange: values["ironic-notifications-exchange"]!,
           topic: values["ironic-notifications-topic"]!,
           queue: values["ironic-notifications-queue"]!,
-          source: ironicInventorySource(new IronicClient(values.ironic!, ironicAuth)),
+          source: ironicInventorySource(ironicClient),
           rules: inspector.rules,
           traits,
         }).start();
@@ -243,6 +283,17 @@ export async function serveCommand(argv: string[]): Promise<void> {
     // Ironic calls in flight end within a quarter of the owner TTL before the hand-over.
     setTimeout(() => process.exit(0), 5000 + (ironic === undefined ? 0 : delivery.ownerTtlMs / 4)).unref();
   });
+}
+
+/**
+ * The backup file of the store's shard definitions when none is named: in the state
+ * directory systemd gives the unit (StateDirectory=, see examples/systemd), else none.
+ */
+function definitionsBackupDefault(): string | undefined {
+  const fromEnv = process.env.SHARDBRIDGE_DEFINITIONS_BACKUP;
+  if (fromEnv !== undefined) return fromEnv;
+  const state = process.env.STATE_DIRECTORY?.split(":")[0];
+  return state === undefined || state === "" ? undefined : join(state, "shard-definitions.json");
 }
 
 /**

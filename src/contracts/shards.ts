@@ -112,3 +112,24 @@ export type ShardDefinitionFile = z.output<typeof ShardDefinitionFile>;
 export const ShardDefinitionBody = ShardDefinitionFile.omit({ name: true }).extend({
   agents: boundShardAgents(ShardAgents).check(uniqueAgents).optional(),
 });
+
+/**
+ * A bridge's backup of the store's shard definitions (serve --definitions-backup): what it
+ * last read, every shard's last write, removals included (`record` null), so that a store
+ * that lost them is given them back (src/shards/definitions-backup.ts). `record` is the
+ * stored body as the bridge that wrote it sent it: kept as it is, read by the bridges.
+ */
+export const DefinitionsBackupFile = z.strictObject({
+  format: z.literal("shardbridge.definitions-backup.v1"),
+  /** the store it was read from (no password), and when */
+  store: z.string(),
+  saved_at: z.string(),
+  /** the store's mark and version when read (src/definitions/port.ts) */
+  mark: z.string().nullable(),
+  version: z.int().min(-1),
+  definitions: z.record(
+    ShardName,
+    z.strictObject({ version: z.int().min(0), record: z.record(z.string(), z.unknown()).nullable() }),
+  ),
+});
+export type DefinitionsBackupFile = z.infer<typeof DefinitionsBackupFile>;

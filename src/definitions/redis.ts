@@ -1,72 +1,100 @@
+import { randomUUID } from "node:crypto";
 import type { RedisClient } from "../redis/connect.js";
 import type { KeyLayout } from "../redis/keys.js";
-import { runScript, runScriptAcked } from "../redis/scripts.js";
-import type { DefinitionBackend, DefinitionWrite, DefinitionWritten } from "./port.js";
+import { volatilityOf } from "../redis/persistence.js";
+import { runScript, runScriptAcked, type ScriptName } from "../redis/scripts.js";
+import type {
+  DefinitionBackend,
+  DefinitionEntry,
+  DefinitionWrite,
+  DefinitionsRead,
+  DefinitionsSeen,
+} from "./port.js";
 
 /**
- * Shard definitions in Redis (keys under `{definitions}`). On a replicated store a write
- * is answered as done only once a replica has it, as lease writes are: a definition that
- * a failover forgets (a shard's `filling` mark among them) would change who is in nova's
- * legacy pool behind the operator's back.
+ * A mark for a store that has none: new for every call, so a store that lost its mark
+ * never gets back one a bridge saw before (not even from the bridge that first set it).
+ */
+const freshMark = (): string => randomUUID();
+
+/**
+ * Shard definitions in Redis (keys under `{definitions}`, one slot). On a replicated store
+ * a write is answered as done only once a replica has it, as lease writes are: a
+ * definition that a failover forgets (a shard's `filling` mark among them) would change
+ * who is in nova's legacy pool behind the operator's back.
  */
 export class RedisDefinitions implements DefinitionBackend {
+  /** what definitions-read takes */
+  private readonly readKeys: string[];
+  /** what the writes take: the read's, and each live name by its key */
+  private readonly writeKeys: string[];
+
   constructor(
     private readonly redis: RedisClient,
-    private readonly keys: KeyLayout["definitions"],
+    keys: KeyLayout["definitions"],
     private readonly acks: { replicas: number; timeoutMs: number } | null,
-  ) {}
-
-  async version(): Promise<number> {
-    return Number((await this.redis.get(this.keys.version)) ?? 0);
+  ) {
+    this.readKeys = [keys.records, keys.version, keys.changes, keys.mark];
+    this.writeKeys = [...this.readKeys, keys.names];
   }
 
-  async list(): Promise<{ version: number; records: Map<string, string> }> {
-    // One transaction, so the records are the ones the version names.
-    const [[, version], [, records]] = (await this.redis
-      .multi()
-      .get(this.keys.version)
-      .hgetall(this.keys.records)
-      .exec()) as [[null, string | null], [null, Record<string, string>]];
-    return { version: Number(version ?? 0), records: new Map(Object.entries(records)) };
+  async read(seen: DefinitionsSeen): Promise<DefinitionsRead> {
+    const reply = (await runScript(this.redis, "definitions-read", this.readKeys, [
+      seen.mark ?? "",
+      String(seen.version),
+    ])) as string[];
+    const entries = new Map<string, DefinitionEntry>();
+    for (let i = 3; i < reply.length; i += 3)
+      entries.set(reply[i]!, { version: Number(reply[i + 1]), record: reply[i + 2] || null });
+    return { version: Number(reply[0]), mark: reply[1] || null, whole: Number(reply[2]) === 1, entries };
   }
 
-  write(name: string, key: string, record: string): Promise<DefinitionWrite> {
-    return this.run(name, [name, record, key]);
+  async write(name: string, key: string, record: string | null): Promise<DefinitionWrite> {
+    // A refusal writes nothing: no replica needs to have it (refused before the WAIT counts).
+    const [existed, version] = (await this.run(
+      "definitions-write",
+      [name, record ?? "", freshMark(), key],
+      name,
+      (reply) => (reply as [number, unknown])[0] === -1,
+    )) as [number, number | string];
+    if (existed === -1) return { caseTwin: String(version) };
+    return { existed: existed === 1, version: Number(version) };
   }
 
-  async remove(name: string, key: string): Promise<DefinitionWritten> {
-    // A removal is never refused: only a record's write can meet a name equal but for case.
-    return (await this.run(name, [name, "", key])) as DefinitionWritten;
+  async restore(copy: ReadonlyMap<string, DefinitionEntry>): Promise<{ restored: number }> {
+    const args: string[] = [freshMark()];
+    for (const [name, { version, record }] of copy) args.push(name, String(version), record ?? "");
+    return { restored: Number(await this.run("definitions-restore", args, `${copy.size} definitions`)) };
   }
 
-  private async run(name: string, args: string[]): Promise<DefinitionWrite> {
-    const keys = [this.keys.records, this.keys.version, this.keys.names];
-    if (this.acks === null)
-      return outcomeOf((await runScript(this.redis, "definitions-write", keys, args)) as ScriptReply);
+  volatility(): Promise<string | null> {
+    return volatilityOf(this.redis);
+  }
+
+  /**
+   * A write script, acknowledged by a replica on a replicated store (but for a reply
+   * `wroteNothing` says is a refusal); `what` names it in the error.
+   */
+  private async run(
+    name: ScriptName,
+    args: string[],
+    what: string,
+    wroteNothing: (reply: unknown) => boolean = () => false,
+  ): Promise<unknown> {
+    if (this.acks === null) return runScript(this.redis, name, this.writeKeys, args);
     const { reply, acked } = await runScriptAcked(
       this.redis,
-      "definitions-write",
-      keys,
+      name,
+      this.writeKeys,
       args,
       this.acks.replicas,
       this.acks.timeoutMs,
     );
-    const outcome = outcomeOf(reply as ScriptReply);
-    // A refusal wrote nothing: no replica needs to have it.
-    if ("caseTwin" in outcome) return outcome;
-    if (acked < this.acks.replicas)
+    if (acked < this.acks.replicas && !wroteNothing(reply))
       throw new Error(
-        `no replica acknowledged the definition of shard ${name} within ${this.acks.timeoutMs} ms: ` +
+        `no replica acknowledged the write of ${what} within ${this.acks.timeoutMs} ms: ` +
           "it may be lost in a failover; write it again",
       );
-    return outcome;
+    return reply;
   }
-}
-
-/** definitions-write.lua's answer: {existed (0/1), version}, or {-1, the name equal to this one but for case}. */
-type ScriptReply = [number, number | string];
-
-function outcomeOf([existed, version]: ScriptReply): DefinitionWrite {
-  if (existed === -1) return { caseTwin: String(version) };
-  return { existed: existed === 1, version: Number(version) };
 }

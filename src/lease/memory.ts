@@ -6,10 +6,11 @@ import {
   type OutcomeOf,
   type ShardLeaseState,
   type StoreClockReading,
+  type LeaseView,
   type StoreLineage,
 } from "./machine.js";
 import { sortAgents } from "./agents.js";
-import { processClockUs, type ClockUs } from "./clock.js";
+import { processClockUs, wallClockUs, type ClockUs } from "./clock.js";
 import type {
   AcquireInput,
   AgentSeen,
@@ -67,6 +68,8 @@ export class MemoryBackend implements LeaseBackend {
   private readonly unlisted = new Set<string>();
 
   private readonly bootUs: number;
+  /** the clock answers tell their times by (see told) */
+  private readonly wallUs: ClockUs;
 
   /**
    * `bootUs`: when this store's state began, default now. Leases on shards it has no
@@ -79,8 +82,36 @@ export class MemoryBackend implements LeaseBackend {
     private readonly clockUs: ClockUs = processClockUs,
     bootUs?: number,
     private readonly lineage: () => StoreLineage | undefined = () => undefined,
+    /**
+     * The clock answers tell their times by (see told): for the process clock, the wall
+     * clock; a clock handed in (the simulator's, a test's virtual one) is its own wall.
+     */
+    wallUs: ClockUs = clockUs === processClockUs ? wallClockUs : clockUs,
   ) {
     this.bootUs = bootUs ?? clockUs();
+    this.wallUs = wallUs;
+  }
+
+  /**
+   * An answer's times (its `atUs`, a lease's `sinceUs`) on the wall clock: how long ago
+   * each was by the store's clock, counted back from the wall clock's now. Leases run on
+   * the store's clock; only what an answer tells is moved. A lease view the answer shares
+   * with the table is copied, never changed.
+   */
+  private told<T extends StoreTime & { sinceUs?: number; current?: LeaseView | null }>(answer: T): T {
+    const shift = Math.floor(this.wallUs()) - answer.atUs;
+    if (shift === 0) return answer;
+    answer.atUs += shift;
+    if (answer.sinceUs !== undefined) answer.sinceUs += shift;
+    const current = answer.current;
+    if (current !== undefined && current !== null)
+      answer.current = {
+        holder: current.holder,
+        token: current.token,
+        ttlMs: current.ttlMs,
+        sinceUs: current.sinceUs + shift,
+      };
+    return answer;
   }
 
   private apply<Op extends LeaseOperation>(shard: string, op: Op): Promise<OutcomeOf<Op> & StoreTime> {
@@ -93,7 +124,7 @@ export class MemoryBackend implements LeaseBackend {
     });
     // atUs first: `{ ...outcome, atUs }` would give every outcome a hidden class of its own
     // (see docs/ARCHITECTURE.md, One event loop), and every read of it a cache miss.
-    return Promise.resolve({ atUs, ...outcome });
+    return Promise.resolve(this.told({ atUs, ...outcome }));
   }
 
   async acquire({ shard, agent, ttlMs, keyDigest = "" }: AcquireInput) {
@@ -149,22 +180,25 @@ export class MemoryBackend implements LeaseBackend {
       else for (const shard of heard.serves) served.add(shard);
     const recorded = [...served].sort();
     this.lastSeen.set(agent, { us: nowUs, serves: recorded });
-    return Promise.resolve({ agent, lastSeenMs: nowMs, ageMs: 0, serves: [...recorded] });
+    const lastSeenMs = Math.floor(this.wallUs() / 1000);
+    return Promise.resolve({ agent, lastSeenMs, ageMs: 0, serves: [...recorded] });
   }
 
-  private seen(agent: string, { us, serves }: { us: number; serves: string[] }, nowMs: number): AgentSeen {
-    const lastSeenMs = Math.floor(us / 1000);
-    return { agent, lastSeenMs, ageMs: nowMs - lastSeenMs, serves: [...serves] };
+  /** `agent`'s record as told now: its age by the store's clock, its time on the wall clock (see told). */
+  private seen(agent: string, { us, serves }: { us: number; serves: string[] }, nowUs: number): AgentSeen {
+    const ageMs = Math.floor(nowUs / 1000) - Math.floor(us / 1000);
+    const lastSeenMs = Math.floor(this.wallUs() / 1000) - ageMs;
+    return { agent, lastSeenMs, ageMs, serves: [...serves] };
   }
 
   agents(): Promise<AgentSeen[]> {
-    const nowMs = Math.floor(this.clockUs() / 1000);
-    return Promise.resolve(sortAgents([...this.lastSeen].map(([agent, r]) => this.seen(agent, r, nowMs))));
+    const nowUs = this.clockUs();
+    return Promise.resolve(sortAgents([...this.lastSeen].map(([agent, r]) => this.seen(agent, r, nowUs))));
   }
 
   async agent(agent: string): Promise<AgentSeen | null> {
     const record = this.lastSeen.get(agent);
-    return record === undefined ? null : this.seen(agent, record, Math.floor(this.clockUs() / 1000));
+    return record === undefined ? null : this.seen(agent, record, this.clockUs());
   }
 
   async forgetAgent(agent: string): Promise<boolean> {

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { nodeRecord, type BareMetalNode } from "../domain/node.js";
 import { OrderedSet } from "./ordered-set.js";
 import {
@@ -99,6 +100,7 @@ export class MemoryNodes implements NodeBackend {
       const stored = this.byUuid.get(expected.uuid);
       if (stored === undefined || !sameNode(stored, expected)) return null;
     }
+    this.ownMark ??= randomUUID();
     return nodes.map((node) => {
       const old = this.byUuid.get(node.uuid);
       // A node sent again as it is (a sync sends the whole fleet each time) changes
@@ -201,6 +203,13 @@ export class MemoryNodes implements NodeBackend {
 
   async placeVersions(places: ReadonlyArray<string | null>): Promise<number[]> {
     return this.versionsOf(places);
+  }
+
+  /** left by the first upsert (see NodeBackend.mark): new with every process, as the store */
+  private ownMark: string | null = null;
+
+  async mark(): Promise<string | null> {
+    return this.ownMark;
   }
 
   /** How many nodes (for tests proving a refusal stored nothing). */

@@ -92,6 +92,13 @@ export interface NodeBackend {
    * kept as long as its version stays.
    */
   placeVersions(places: ReadonlyArray<string | null>): Promise<number[]>;
+  /**
+   * The registry's mark: a random id the first upsert into an empty registry leaves; null
+   * before. A registry that lost its data (a Redis restarted without persistence) has lost
+   * its mark too, and its next upsert leaves a new one: a bridge that finds another mark
+   * than before, or none, knows the nodes it read are gone. Reading it writes nothing.
+   */
+  mark(): Promise<string | null>;
 }
 
 /** Whether two nodes hold the same values. */

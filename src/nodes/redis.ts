@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import type { RedisClient } from "../redis/connect.js";
 import type { BareMetalNode } from "../domain/node.js";
 import type { KeyLayout } from "../redis/keys.js";
@@ -56,7 +57,8 @@ export class RedisNodes implements NodeBackend {
     const previous: PreviousPlace[] = [];
     const guard = expected === undefined ? "" : encodeNode(expected);
     for (let i = 0; i < nodes.length; i += NODES_PER_SCRIPT) {
-      const args: string[] = [guard];
+      // A mark new for every call: a registry that lost its mark never gets back one seen before.
+      const args: string[] = [guard, randomUUID()];
       for (const node of nodes.slice(i, i + NODES_PER_SCRIPT)) args.push(node.uuid, encodeNode(node));
       // Per node: "~" when new, else its old shard ("" = unsharded); 0 when the guard failed.
       const answer = (await this.script("nodes-upsert", args)) as string[] | 0;
@@ -134,6 +136,10 @@ export class RedisNodes implements NodeBackend {
     if (places.length === 0) return [];
     const versions = await this.redis.hmget(this.keys.placeVersions, ...places.map((p) => p ?? ""));
     return versions.map((v) => Number(v ?? 0));
+  }
+
+  async mark(): Promise<string | null> {
+    return this.redis.get(this.keys.mark);
   }
 
   async poolVersion(): Promise<number> {

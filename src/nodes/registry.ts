@@ -35,6 +35,12 @@ function movesInto(nodes: BareMetalNode[], previous: PreviousPlace[]): ShardMove
  * every bad field before anything is written) and hands canonical nodes to a backend.
  */
 export class NodeRegistry {
+  /**
+   * Told after each upsert that went through: a new registry's first one leaves its mark
+   * (NodeBackend.mark), which whoever watches for a lost registry reads at once.
+   */
+  onUpsert: () => void = () => undefined;
+
   constructor(readonly backend: NodeBackend) {}
 
   /** Create or replace one node: `body` is the whole node (see NodeInput). */
@@ -50,6 +56,7 @@ export class NodeRegistry {
     }
     const node: BareMetalNode = { ...input, uuid: path.uuid };
     const previous = (await fromStore(() => this.backend.upsert([node])))!;
+    this.onUpsert();
     return { node, created: previous[0]!.created, moved: movesInto([node], previous) };
   }
 
@@ -69,7 +76,9 @@ export class NodeRegistry {
       // Nothing changes: nothing is written.
       if (sameNode(node, current)) return { node, moved: [] };
       const previous = await fromStore(() => this.backend.upsert([node], current));
-      if (previous !== null) return { node, moved: movesInto([node], previous) };
+      if (previous === null) continue;
+      this.onUpsert();
+      return { node, moved: movesInto([node], previous) };
     }
     throw new Error(`node ${path.uuid}: ${MAX_PATCH_ATTEMPTS} concurrent changes in a row, gave up`);
   }
@@ -79,6 +88,7 @@ export class NodeRegistry {
     nodes: BareMetalNode[],
   ): Promise<{ created: number; updated: number; moved: ShardMove[] }> {
     const previous = (await fromStore(() => this.backend.upsert(nodes)))!;
+    this.onUpsert();
     const fresh = previous.filter((p) => p.created).length;
     return { created: fresh, updated: previous.length - fresh, moved: movesInto(nodes, previous) };
   }

@@ -21,11 +21,13 @@ export interface KeyLayout {
    */
   leases: { shards: string; grantedTo(agent: string): string };
   /**
-   * Shard definitions written through the API, under their own tag: name -> record (a
-   * hash), a version bumped by every write, and each name by its key (lower-cased: one
-   * shard to nova and Ironic; definitions-write.lua), one slot.
+   * Shard definitions written through the API, under their own tag, one slot: name ->
+   * record (a hash, the live ones), name -> version of its last write (a sorted set, the
+   * removed ones too), the version of the last write, each name by its key (lower-cased:
+   * one shard to nova and Ironic; definitions-write.lua), and the mark an empty store is
+   * given (src/definitions/port.ts).
    */
-  definitions: { records: string; version: string; names: string };
+  definitions: { records: string; version: string; names: string; changes: string; mark: string };
   /**
    * The node registry lives under one hash tag, `{nodes}`, so that moving a node between
    * shards is one atomic script on one slot (nodes-common.lua draws the keys under
@@ -36,6 +38,8 @@ export interface KeyLayout {
     bucket(uuid: string): string;
     counts: string;
     placeVersions: string;
+    /** the registry's mark (NodeBackend.mark) */
+    mark: string;
     /** the layout before indexed buckets, migrated at connect (see RedisNodes.migrate) */
     legacy: {
       data: string;
@@ -119,12 +123,15 @@ export function keyLayout(namespace = "sb"): KeyLayout {
       records: `${namespace}:{definitions}:records`,
       version: `${namespace}:{definitions}:version`,
       names: `${namespace}:{definitions}:names`,
+      changes: `${namespace}:{definitions}:changes`,
+      mark: `${namespace}:{definitions}:mark`,
     },
     nodes: {
       prefix: `${nodes}:`,
       bucket: (uuid) => `${nodes}:d:${bucketOf(uuid)}`,
       counts: `${nodes}:c`,
       placeVersions: `${nodes}:pv`,
+      mark: `${nodes}:mark`,
       legacy: {
         data: `${nodes}:data`,
         place: `${nodes}:place`,

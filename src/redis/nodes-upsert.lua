@@ -1,19 +1,21 @@
 --! keys 2
 --! include nodes-common
--- nodes-upsert(KEYS: counts, versions; ARGV: prefix, guard, then pairs uuid, record):
+-- nodes-upsert(KEYS: counts, versions; ARGV: prefix, guard, mark, then pairs uuid, record):
 -- insert or replace each node, moving it between places and indexes in the same step
 -- (it is never in two places, nor in none). Answers, per node, '~' when it is new, else
 -- its old shard ('' = unsharded). The guard, when not '', is the record the one node
 -- must still have (a compare-and-set for a read-modify-write): else nothing is written
--- and the answer is 0.
+-- and the answer is 0. `mark` is left as the registry's mark where it has none (a new
+-- registry, or one that lost its data: see NodeBackend.mark).
 local counts = KEYS[1]
 local guard = ARGV[2]
-if guard ~= '' and redis.call('HGET', data_key(ARGV[3]), ARGV[3]) ~= guard then
+if guard ~= '' and redis.call('HGET', data_key(ARGV[4]), ARGV[4]) ~= guard then
   return 0
 end
+redis.call('SET', P .. 'mark', ARGV[3], 'NX')
 
 local previous, pool_changed, touched = {}, false, {}
-for i = 3, #ARGV, 2 do
+for i = 4, #ARGV, 2 do
   local uuid, record = ARGV[i], ARGV[i + 1]
   local dk = data_key(uuid)
   local old = redis.call('HGET', dk, uuid)

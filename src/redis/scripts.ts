@@ -31,6 +31,8 @@ const SCRIPT_NAMES = [
   "ironic-stats",
   "ironic-workers",
   "definitions-write",
+  "definitions-read",
+  "definitions-restore",
 ] as const;
 export type ScriptName = (typeof SCRIPT_NAMES)[number];
 

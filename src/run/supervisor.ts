@@ -3,6 +3,7 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { BridgeClient } from "../agent/bridge-client.js";
 import { bridgeKeeper } from "../agent/lease-keeper.js";
+import { UNDEFINED_MAX_WAIT_MS, UndefinedShard } from "../agent/undefined-shard.js";
 import { logTransition } from "../agent/transition-log.js";
 import { renewDeadlineMs } from "../domain/lease.js";
 import { logger } from "../log.js";
@@ -66,7 +67,12 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
   const { id, shard } = options;
   const log = logger.child({ agent: id, shard });
   const client = new BridgeClient(options.bridge, options.token);
-  const keeper = bridgeKeeper(client, shard, id, options.standbyPollMs);
+  // `run` checked at start that the bridge knows the shard: from then on, a bridge that
+  // does not is one whose store lost the definition, a state that passes.
+  const undefinedShard = new UndefinedShard(true);
+  const keeper = bridgeKeeper(client, shard, id, options.standbyPollMs, (cause) =>
+    undefinedShard.retryAfterMs(cause),
+  );
   const nowMs = () => performance.now();
   // The grace is also bounded by what is left before a standby may be granted the lease: a
   // supervisor that notices its loss late (frozen with its child, starved, its host
@@ -204,7 +210,11 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
     void group.exited.then((exit) => onChildExit(group, token, exit));
   };
 
+  const answered = () => {
+    if (undefinedShard.answered()) log.info("shard-defined-again");
+  };
   keeper.on("active", ({ token, ttlMs, fenceKey }) => {
+    answered();
     logTransition(log, { message: "active", token, ttl_ms: ttlMs });
     granted = { token, fenceKey };
     // A child of an earlier lease may still be stopping: it must be gone first.
@@ -213,13 +223,22 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
     });
   });
   keeper.on("renewed", () => arm());
-  keeper.on("standby", (e) => log.info("standby", { holder: e.current?.holder ?? null, reason: e.reason }));
+  keeper.on("standby", (e) => {
+    answered();
+    log.info("standby", { holder: e.current?.holder ?? null, reason: e.reason });
+  });
   keeper.on("lost", ({ token, reason, detail }) => {
     logTransition(log, { message: "lost", token, reason, detail });
     void stopChild(`lease lost: ${reason}`);
   });
   keeper.on("released", ({ token }) => logTransition(log, { message: "released", token }));
-  keeper.on("store-error", ({ op, error }) => log.warn("store-error", { op, error }));
+  keeper.on("store-error", ({ op, error, cause }) => {
+    // The store lost the shard's definition: nothing runs, said once, asked again less often.
+    const undefinedNow = undefinedShard.verdict(cause);
+    if (undefinedNow === "first")
+      log.error("shard-undefined", { error, retry_max_ms: UNDEFINED_MAX_WAIT_MS });
+    else if (undefinedNow === null) log.warn("store-error", { op, error });
+  });
   keeper.start();
 
   return { done, stop: () => void finish(0) };

@@ -83,33 +83,53 @@ export class ShardCatalog {
   }
 
   /**
-   * Replace the store's definitions with those read from it now. One a file shadows (the
-   * same name, or one equal but for case: the file's is this bridge's) is left out and
-   * answered, so the caller can say so.
+   * Replace the store's definitions with those read from it now (every one). One a file
+   * shadows (the same name, or one equal but for case: the file's is this bridge's) is
+   * left out and answered, so the caller can say so.
    */
-  useStored(definitions: Iterable<ShardDefinitionFile>): ShardDefinitionFile[] {
-    const shadowed: ShardDefinitionFile[] = [];
+  useStored(definitions: ReadonlyMap<string, ShardDefinitionFile>): ShardDefinitionFile[] {
     this.stored = new Map();
-    for (const definition of definitions) {
-      const file = this.byKey.get(shardKey(definition.name))?.find((d) => d.source === "file");
+    this.index();
+    return this.storedChanged(definitions);
+  }
+
+  /**
+   * Take the store's definitions that changed: each shard's as read now, null for one
+   * removed. Answers those a file shadows, left out (see useStored). One step per change,
+   * not per definition: a write among thousands stays cheap.
+   */
+  storedChanged(changes: ReadonlyMap<string, ShardDefinitionFile | null>): ShardDefinitionFile[] {
+    const shadowed: ShardDefinitionFile[] = [];
+    for (const [name, definition] of changes) {
+      if (this.stored.delete(name)) this.unindex(name);
+      if (definition === null) continue;
+      const file = this.byKey.get(shardKey(name))?.find((d) => d.source === "file");
       if (file !== undefined) {
-        if (file.name !== definition.name) shadowed.push(definition);
+        if (file.name !== name) shadowed.push(definition);
         continue;
       }
-      this.stored.set(definition.name, definition);
+      this.stored.set(name, definition);
+      this.indexOne(name, "store");
     }
-    this.index();
     return shadowed;
   }
 
   private index(): void {
     this.byKey = new Map();
-    const add = (name: string, source: DefinitionSource) => {
-      const key = shardKey(name);
-      this.byKey.set(key, [...(this.byKey.get(key) ?? []), { name, source }]);
-    };
-    for (const name of this.files.keys()) add(name, "file");
-    for (const name of this.stored.keys()) add(name, "store");
+    for (const name of this.files.keys()) this.indexOne(name, "file");
+    for (const name of this.stored.keys()) this.indexOne(name, "store");
+  }
+
+  private indexOne(name: string, source: DefinitionSource): void {
+    const key = shardKey(name);
+    this.byKey.set(key, [...(this.byKey.get(key) ?? []), { name, source }]);
+  }
+
+  private unindex(name: string): void {
+    const key = shardKey(name);
+    const left = (this.byKey.get(key) ?? []).filter((d) => !(d.name === name && d.source === "store"));
+    if (left.length === 0) this.byKey.delete(key);
+    else this.byKey.set(key, left);
   }
 
   /** Whether `migrate apply` is still filling the shard from nova's ring (see ShardDefinitionFile.filling). */

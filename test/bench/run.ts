@@ -22,6 +22,7 @@ const benches: Record<string, () => Promise<void>> = {
   ring: ringBench,
   scale: async () => (await import("./scale.bench.js")).scaleBench(),
   sim: simBench,
+  definitions: async () => (await import("./definitions.bench.js")).definitionsBench(),
 };
 const only = process.argv.slice(2);
 

@@ -101,3 +101,11 @@ export async function startBridge(options: {
     },
   };
 }
+
+/** `shardbridge agent` (the reference agent) as `id` for `shard` on `bridge`, with its tokens file. */
+export function referenceAgent(id: string, shard: string, bridge: BridgeProcess): AgentProcess {
+  return AgentProcess.cli(id, [
+    ...["agent", "--id", id, "--shard", shard],
+    ...["--bridge", bridge.url, "--tokens-file", bridge.tokensFile],
+  ]);
+}

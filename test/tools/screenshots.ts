@@ -12,7 +12,7 @@ import { reportHtml } from "../../src/sim/html.js";
 import { parseScenario } from "../../src/sim/scenario.js";
 import { simulate } from "../../src/sim/simulate.js";
 import { AgentProcess } from "../helpers/agent-process.js";
-import { startBridge } from "../helpers/bridge-process.js";
+import { referenceAgent, startBridge } from "../helpers/bridge-process.js";
 import { openBrowser } from "../helpers/browser.js";
 import { call, wholeNode } from "../helpers/http.js";
 
@@ -46,10 +46,7 @@ async function statusPage(): Promise<void> {
     const bulk = await call(`${bridge.url}/v1/nodes/bulk`, "POST", { nodes }, admin);
     if (bulk.status !== 200) throw new Error(`bulk: ${JSON.stringify(bulk.body)}`);
     const agent = (id: string, shard: string) => {
-      const p = AgentProcess.cli(id, [
-        ...["agent", "--id", id, "--shard", shard],
-        ...["--bridge", bridge.url, "--tokens-file", bridge.tokensFile],
-      ]);
+      const p = referenceAgent(id, shard, bridge);
       agents.push(p);
       return p;
     };

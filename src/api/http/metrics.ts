@@ -126,6 +126,37 @@ export class BridgeMetrics {
     });
   }
 
+  /**
+   * A store that lost its data, as this bridge noticed it (src/shards/stored-definitions.ts,
+   * src/store/nodes-mark.ts): each part's losses, and the shard definitions it gave back.
+   */
+  watchStoreLosses(
+    definitions: { readonly counts: { readonly losses: number; readonly restored: number } },
+    nodes: { readonly losses: number },
+  ): void {
+    const registers = [this.registry];
+    new Counter({
+      name: "shardbridge_store_losses_total",
+      help: "Times this bridge found the store had lost its data (came back empty, or a failover lost writes), by part",
+      labelNames: ["part"],
+      registers,
+      collect() {
+        this.reset();
+        this.inc({ part: "definitions" }, definitions.counts.losses);
+        this.inc({ part: "nodes" }, nodes.losses);
+      },
+    });
+    new Counter({
+      name: "shardbridge_shard_definitions_restored_total",
+      help: "Shard definitions (removals too) this bridge gave back to a store that had lost them",
+      registers,
+      collect() {
+        this.reset();
+        this.inc(definitions.counts.restored);
+      },
+    });
+  }
+
   /** Acquires waiting at this bridge for a lease another holds (`wait_ms`): its standbys. */
   watchLeaseWaits(waits: { readonly waiting: number }): void {
     new Gauge({
