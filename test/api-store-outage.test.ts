@@ -36,6 +36,25 @@ describe("Store outage over HTTP", function () {
     expect(lease.body.errors[0].code).to.equal("shardbridge.store.unavailable");
     expect((await call(`${base}/readyz`, "GET", undefined, null)).status).to.equal(503);
     expect((await call(`${base}/v1/nodes`, "GET")).status).to.equal(503);
+    // An agent's first node list (no earlier list to go by): 503, and nothing left unhandled —
+    // a promise of it no one awaited once crashed the bridge (Node ends on an unhandled
+    // rejection), taking every shard's renews with it.
+    const unhandled: unknown[] = [];
+    const note = (reason: unknown) => unhandled.push(reason);
+    process.on("unhandledRejection", note);
+    try {
+      const list = await call(
+        `${base}/v1/agents/compute-0/nodes?token=`,
+        "GET",
+        undefined,
+        TEST_TOKENS.agent("compute-0"),
+      );
+      expect(list.status, JSON.stringify(list.body)).to.equal(503);
+      await new Promise((r) => setTimeout(r, 100));
+    } finally {
+      process.off("unhandledRejection", note);
+    }
+    expect(unhandled.map(String)).to.deep.equal([]);
 
     await server.restart();
     const deadline = Date.now() + 10_000;

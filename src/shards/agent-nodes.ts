@@ -167,7 +167,9 @@ export class AgentNodeLists {
         store,
         agent,
         guessed.granted,
-        instance.first.then((first) => first.versions),
+        // Made only where it is read: a promise nobody awaits whose store call fails is an
+        // unhandled rejection, which ends the process (an agent's first list in an outage did).
+        guessed.granted.length === 0 ? undefined : instance.first.then((first) => first.versions),
       ),
       countsOf(store, guessed.counted),
       instance.first, // read before any version below
