@@ -141,9 +141,9 @@ describe("A store that comes back empty: bridges, agents and run stay and recove
     const record = await admin.hget("sb:{definitions}:records", SHARD);
     admin.disconnect();
     expect(JSON.parse(record!)).to.deep.include({ lease_ttl_ms: TTL_MS, agents: HOSTS });
-    // Each bridge noticed: within a look at the store after it answered again, a look that
-    // may first wait out a command the kill left unanswered (its timeout, 2 s), and 1 s more.
-    // Then, a few looks later, still once; and the store took the definition back once.
+    // Each bridge noticed, at a look at the store after it answered again (a look may first
+    // wait out a command the kill left unanswered: its timeout, 2 s; and 1 s more). Then, a
+    // few looks later, still once; and the store took the definition back once.
     for (const b of [one, two])
       await b.serve.waitFor((e) => e.ev === EMPTIED, 2 * DEFINITIONS_REFRESH_MS + 2000 + 1000);
     await new Promise((r) => setTimeout(r, 2 * DEFINITIONS_REFRESH_MS));
