@@ -255,6 +255,82 @@ describe("Fenced Ironic endpoint: only the live holder's writes reach the real I
     await release("host-a", grant);
   });
 
+  it("judges a write's body as Ironic will read it: a patch the fence cannot read is refused, the one it read is what Ironic gets", async () => {
+    const grant = await acquire("host-a");
+    const from = proxy.requests.length;
+    const patch = (path: string, body: string) =>
+      rawRequest("PATCH", `${new URL(through(grant)).pathname}${path}`, body);
+    // Python's json takes NaN (Ironic's patch would pass), JSON.parse does not: refused, not let through.
+    const sneaked =
+      '[{"op":"replace","path":"/shard","value":"rack-other"},{"op":"add","path":"/extra/n","value":NaN}]';
+    for (const body of [
+      sneaked,
+      '{"op":"replace","path":"/shard","value":"x"}',
+      '[{"path":"/shard"}]',
+      "[1]",
+    ]) {
+      const answer = await patch(`/v1/nodes/${mine}`, body);
+      expect(answer.status, body).to.equal(409);
+      expect(JSON.parse(answer.body).errors[0].code, body).to.equal("shardbridge.lease.fenced");
+    }
+    // A whole-document operation touches the shard too.
+    expect((await patch(`/v1/nodes/${mine}`, '[{"op":"replace","path":"","value":{}}]')).status).to.equal(
+      409,
+    );
+    expect(writesSince(from), "none reached Ironic").to.deep.equal([]);
+    // The patch it read, written again, is what Ironic receives.
+    const spaced = ' [ { "op" : "add", "path" : "/extra/judged", "value" : 1.50 } ] ';
+    expect((await patch(`/v1/nodes/${mine}`, spaced)).status).to.equal(200);
+    expect(writesSince(from).map((r) => r.body)).to.deep.equal([
+      JSON.stringify([{ op: "add", path: "/extra/judged", value: 1.5 }]),
+    ]);
+    // A portgroup named, not by its uuid: forwarded by the uuid the check read.
+    const made = await fetch(`${peer.peer.endpoint}/v1/portgroups`, {
+      method: "POST",
+      headers: IRONIC,
+      body: JSON.stringify({ node_uuid: mine, name: "pg-fenced", address: "52:54:00:fe:00:10" }),
+    });
+    const group = ((await made.json()) as any).uuid as string;
+    const at = proxy.requests.length;
+    expect(
+      (await patch("/v1/portgroups/pg-fenced", '[{"op":"add","path":"/extra/by","value":"x"}]')).status,
+    ).to.equal(200);
+    expect(writesSince(at).map((r) => r.path)).to.deep.equal([`/v1/portgroups/${group}`]);
+    await fetch(`${peer.peer.endpoint}/v1/portgroups/${group}`, { method: "DELETE", headers: IRONIC });
+  });
+
+  it("keeps the caller's cookie and encoding, and Ironic's cookies, on their own side", async () => {
+    const grant = await acquire("host-a");
+    const from = proxy.requests.length;
+    // node:http, not fetch: fetch will not send a Connection header of the caller's choosing.
+    const answer = await new Promise<{ status: number; body: string }>((resolve, reject) =>
+      request(
+        `${through(grant)}/v1/nodes/${mine}`,
+        {
+          headers: {
+            ...IRONIC,
+            cookie: "shardbridge_page=secret",
+            "accept-encoding": "gzip",
+            connection: "x-private",
+            "x-private": "1",
+          },
+        },
+        (res) => {
+          let body = "";
+          res.on("data", (chunk: Buffer) => (body += chunk.toString("utf8")));
+          res.on("end", () => resolve({ status: res.statusCode!, body }));
+        },
+      )
+        .on("error", reject)
+        .end(),
+    );
+    expect(answer.status).to.equal(200);
+    const asked = proxy.requests.slice(from);
+    expect(asked).to.have.length(1);
+    expect(asked[0]!.headers).to.not.have.any.keys("cookie", "accept-encoding", "x-private");
+    expect(JSON.parse(answer.body)).to.include({ uuid: mine });
+  });
+
   it("cannot be steered: a path that reads as another node, another resource or another server is refused", async () => {
     const grant = await acquire("host-a");
     const before = await markOf(theirs);
@@ -484,6 +560,14 @@ describe("Fenced Ironic endpoint: only the live holder's writes reach the real I
               .end(),
           ),
         );
+      // A caller without the lease is refused at the lease, taking no place: it cannot crowd holders out.
+      const guess = await fetch(
+        `${through({ token: grant.token, fenceKey: "0".repeat(32) })}/v1/nodes/${mine}`,
+        {
+          headers: IRONIC,
+        },
+      );
+      expect(guess.status).to.equal(409);
       const over = await fetch(`${through(grant)}/v1/nodes/${mine}`, { headers: IRONIC });
       expect(over.status).to.equal(503);
       expect(((await over.json()) as any).errors[0].code).to.equal("shardbridge.fenced.busy");
@@ -499,6 +583,23 @@ describe("Fenced Ironic endpoint: only the live holder's writes reach the real I
       5000,
     );
     await release("host-a", grant);
+  });
+
+  it("cuts a holder's write whose body trickles in at the write's deadline (its lease), freeing its place", async () => {
+    const grant = await acquire("host-a");
+    const started = performance.now();
+    const status = await new Promise<number | "closed">((resolve) => {
+      const sent = request(`${through(grant)}/v1/nodes/${mine}`, {
+        method: "PATCH",
+        headers: { ...IRONIC, "content-length": "100" },
+      });
+      sent.on("response", (res) => resolve(res.statusCode!));
+      sent.on("error", () => resolve("closed"));
+      sent.write('[{"op":"add",'); // and nothing more
+    });
+    expect(status).to.be.oneOf([504, "closed"]);
+    // Bounded by the claim: the lease had at most its TTL left.
+    expect(performance.now() - started, "ms the trickling write was held").to.be.below(TTL_MS + 2000);
   });
 
   it("rewrites links to the scheme the client used: https behind a balancer that says so", async () => {

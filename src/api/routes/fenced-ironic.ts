@@ -6,8 +6,10 @@ import { fenceServing } from "../../shards/revocation.js";
 import type { ShardCatalog } from "../../shards/definitions.js";
 import type { Store } from "../../store/store.js";
 import { LinkRewrite } from "../fenced/link-rewrite.js";
+import { judgedObject, judgedPatch, touching, type Judged } from "../fenced/judge.js";
 import {
   parseFencedUrl,
+  pathOf,
   withNode,
   writeSubject,
   type FencedPathRefusal,
@@ -237,12 +239,30 @@ class IronicAnswered extends Error {
   }
 }
 
-/** The caller's headers to pass on: its own credentials and microversion, never a hop-by-hop one. */
-function forwardedHeaders(req: IncomingMessage): Record<string, string | string[]> {
-  const headers: Record<string, string | string[]> = {};
-  for (const [name, value] of Object.entries(req.headers))
-    if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
-  return headers;
+/**
+ * Headers that stay on their side of the endpoint: a caller's cookie (the status page's
+ * session, same origin) is not Ironic's, nor Ironic's cookies the bridge's origin's; an
+ * encoding asked for would keep the fence from reading Ironic's answers (its look-ups, the
+ * links it rewrites), so Ironic is asked for none.
+ */
+const CALLER_ONLY = new Set(["cookie", "accept-encoding"]);
+const IRONIC_ONLY = new Set(["set-cookie"]);
+
+/** `headers` less the hop-by-hop ones (those `Connection` names too) and `kept`, to pass on. */
+function passedOn(
+  headers: Record<string, string | string[] | undefined>,
+  kept: ReadonlySet<string>,
+): Record<string, string | string[]> {
+  const named = new Set(
+    String(headers.connection ?? "")
+      .split(",")
+      .map((name) => name.trim().toLowerCase()),
+  );
+  const out: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(headers))
+    if (value !== undefined && !HOP_BY_HOP.has(name) && !kept.has(name) && !named.has(name))
+      out[name] = value;
+  return out;
 }
 
 /** Whether the request has a body to pass on (a GET rarely does; Node's parser says so by these headers). */
@@ -268,34 +288,6 @@ class BodyTooLarge extends Error {
     super(`request body is over the limit of ${limit} bytes`);
   }
 }
-
-/** One operation of a JSON patch (RFC 6902), as far as the fence reads it. */
-interface PatchOp {
-  path?: unknown;
-  from?: unknown;
-  value?: unknown;
-}
-
-/** A body's JSON patch operations; none when it is not a patch (Ironic refuses it itself). */
-function patchOps(body: Buffer): PatchOp[] {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(body.toString("utf8"));
-  } catch {
-    return [];
-  }
-  return Array.isArray(parsed)
-    ? parsed.filter((op): op is PatchOp => typeof op === "object" && op !== null)
-    : [];
-}
-
-/** The operations that change `field` or what is below it (`/field`, `/field/…`; a move or copy from it too). */
-const touching = (ops: readonly PatchOp[], field: string) =>
-  ops.filter((op) =>
-    [op.path, op.from].some(
-      (path) => typeof path === "string" && (path === `/${field}` || path.startsWith(`/${field}/`)),
-    ),
-  );
 
 /**
  * The fenced Ironic endpoint: a reverse proxy to the one Ironic of `serve --ironic URL`
@@ -365,7 +357,7 @@ export function fencedIronic(context: {
       throw signal.aborted ? signal.reason : unreachable(error);
     }
     if (status === 401 || status === 403 || status === 404)
-      throw new IronicAnswered({ status, headers: answerHeaders, body });
+      throw new IronicAnswered({ status, headers: passedOn(answerHeaders, IRONIC_ONLY), body });
     if (status !== 200) throw fenced(`could not read ${path} at Ironic (${status})`);
     try {
       return JSON.parse(body.toString("utf8")) as Record<string, unknown>;
@@ -391,9 +383,31 @@ export function fencedIronic(context: {
     return found.uuid;
   };
 
-  /** A body read here to judge the write (small: see judgedBodyBytes). */
-  const judgedBody = async (req: IncomingMessage, res: ServerResponse): Promise<Buffer> =>
-    joinChunks(await readRequestChunks(req, res, limits.judgedBodyBytes, "any"));
+  /**
+   * A body read here to judge the write (small: see judgedBodyBytes), within the request's
+   * deadline: a caller trickling it is cut off there, as a slow Ironic is.
+   */
+  const judgedBody = async (
+    req: IncomingMessage,
+    res: ServerResponse,
+    signal: AbortSignal,
+  ): Promise<Buffer> => {
+    const cut = () => req.destroy();
+    signal.addEventListener("abort", cut, { once: true });
+    try {
+      return joinChunks(await readRequestChunks(req, res, limits.judgedBodyBytes, "any"));
+    } catch (error) {
+      throw signal.aborted ? signal.reason : error;
+    } finally {
+      signal.removeEventListener("abort", cut);
+    }
+  };
+
+  /** A judged body's verdict: what it reads as, or a refusal naming why. */
+  const judged = <T>(verdict: Judged<T>): { read: T; bytes: Buffer } => {
+    if (!verdict.ok) throw fenced(verdict.reason);
+    return verdict;
+  };
 
   /**
    * Refuse unless the write is about a node of `target.shard` and changes nothing of
@@ -417,46 +431,48 @@ export function fencedIronic(context: {
         );
       case "node": {
         // A patch may not move the node out of the shard (Ironic: a shard is not to be changed).
-        const body = method === "PATCH" ? await judgedBody(req, res) : null;
-        if (body !== null && touching(patchOps(body), "shard").length > 0)
+        const patch = method === "PATCH" ? judged(judgedPatch(await judgedBody(req, res, signal))) : null;
+        if (patch !== null && touching(patch.read, "shard").length > 0)
           throw fenced(`a patch of node ${subject.node} may not change its shard`);
         const uuid = await nodeInShard(subject.node, shard, caller, signal);
-        return { path: withNode(segments, uuid), body };
+        return { path: withNode(segments, uuid), body: patch?.bytes ?? null };
       }
       case "create": {
-        const body = await judgedBody(req, res);
-        let node: unknown;
-        try {
-          node = (JSON.parse(body.toString("utf8")) as Record<string, unknown>)[subject.owned.created];
-        } catch {
-          node = undefined;
-        }
+        const entry = judged(judgedObject(await judgedBody(req, res, signal)));
+        const node = entry.read[subject.owned.created];
         if (typeof node !== "string" || node === "")
           throw fenced(
             `a new ${subject.owned.collection} entry must name its node in "${subject.owned.created}", a node of this shard`,
           );
         await nodeInShard(node, shard, caller, signal);
-        return { path: target.path, body };
+        return { path: target.path, body: entry.bytes };
       }
       case "owned": {
-        const body = method === "PATCH" ? await judgedBody(req, res) : null;
+        const patch = method === "PATCH" ? judged(judgedPatch(await judgedBody(req, res, signal))) : null;
         const { collection, stored } = subject.owned;
+        // Moved to another node by the patch: that node must be the shard's too. One move,
+        // to a node named: each asks Ironic once more.
+        const moves = touching(patch?.read ?? [], stored);
+        const move = moves[0];
+        if (
+          moves.length > 1 ||
+          (move !== undefined && (move.path !== `/${stored}` || typeof move.value !== "string"))
+        )
+          throw fenced(`a patch may only move ${collection} ${subject.id} to one other node of this shard`);
         const found = await lookUp(
           `/v1/${collection}/${encodeURIComponent(subject.id)}`,
-          `?fields=${stored}`,
+          `?fields=uuid,${stored}`,
           caller,
           signal,
         );
         const node = found[stored];
         if (typeof node !== "string") throw fenced(`${collection} ${subject.id} belongs to no node`);
+        if (typeof found.uuid !== "string")
+          throw fenced(`Ironic did not say ${collection} ${subject.id}'s uuid`);
         await nodeInShard(node, shard, caller, signal);
-        // Moved to another node by the patch: that node must be the shard's too.
-        for (const op of touching(patchOps(body ?? Buffer.alloc(0)), stored)) {
-          if (op.path !== `/${stored}` || typeof op.value !== "string")
-            throw fenced(`a patch may only move ${collection} ${subject.id} to another node of this shard`);
-          await nodeInShard(op.value, shard, caller, signal);
-        }
-        return { path: target.path, body };
+        if (move !== undefined) await nodeInShard(move.value as string, shard, caller, signal);
+        // By the uuid the check read: a name cannot be made to mean another entry meanwhile.
+        return { path: pathOf(["v1", ...collection.split("/"), found.uuid]), body: patch?.bytes ?? null };
       }
     }
   };
@@ -468,7 +484,7 @@ export function fencedIronic(context: {
     signal: AbortSignal,
   ): Promise<RawAnswer> => {
     const method = req.method!;
-    const caller = forwardedHeaders(req);
+    const caller = passedOn(req.headers, CALLER_ONLY);
     let path = target.path;
     let judged: Buffer | null = null;
     if (MUTATING.has(method)) {
@@ -525,9 +541,7 @@ export function fencedIronic(context: {
   /** Ironic's answer on its way to the caller, links rewritten to this endpoint as the caller reached it. */
   const relay = (req: IncomingMessage, target: FencedTarget, got: IncomingMessage): RawAnswer => {
     const base = `${clientScheme(req)}://${req.headers.host ?? ""}${target.base}`;
-    const headers: Record<string, string | string[]> = {};
-    for (const [name, value] of Object.entries(got.headers))
-      if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
+    const headers = passedOn(got.headers, IRONIC_ONLY);
     if (typeof headers.location === "string")
       headers.location = headers.location.split(ironic.linkBase).join(base);
     const body = new LinkRewrite(ironicLinks, Buffer.from(base));
@@ -547,25 +561,13 @@ export function fencedIronic(context: {
       { pathField: "path", logPath: redactSecrets(url.split("?")[0]!) },
       async () => {
         if (!parsed.ok) throw pathRefused(parsed.refusal);
-        if (inFlight >= limits.concurrency)
-          throw new HttpError(
-            [
-              {
-                status: 503,
-                code: "shardbridge.fenced.busy",
-                title: "Fenced endpoint busy",
-                detail: `${limits.concurrency} requests are in flight through the fenced endpoint: retry`,
-              },
-            ],
-            { "retry-after": "1" },
-          );
-        inFlight++;
         const deadline = new AbortController();
         const arrived = performance.now();
         let deadlineMs = limits.deadlineMs;
         let timer = setTimeout(() => deadline.abort(timedOut(deadlineMs)), deadlineMs);
+        let slotted = false;
         res.once("close", () => {
-          inFlight--;
+          if (slotted) inFlight--;
           clearTimeout(timer);
           // The caller left before its answer was out: so does the request to Ironic.
           if (!res.writableFinished) deadline.abort(callerLeft());
@@ -583,6 +585,23 @@ export function fencedIronic(context: {
           throw notTheLease(target.shard);
         }
         const label = context.metrics.knownShardLabel(target.shard);
+        // Counted only once the lease is shown: callers without one cost a look at the store
+        // each, and cannot keep a holder's requests out.
+        if (res.closed) throw callerLeft();
+        if (inFlight >= limits.concurrency)
+          throw new HttpError(
+            [
+              {
+                status: 503,
+                code: "shardbridge.fenced.busy",
+                title: "Fenced endpoint busy",
+                detail: `${limits.concurrency} requests are in flight through the fenced endpoint: retry`,
+              },
+            ],
+            { "retry-after": "1" },
+          );
+        inFlight++;
+        slotted = true;
         // Invited to send its body only now (see BridgeApp.mayContinue): the lease is shown.
         if (req.headers.expect?.toLowerCase() === "100-continue") res.writeContinue();
         if (MUTATING.has(method)) {

@@ -1,4 +1,11 @@
-import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import {
+  createServer,
+  request,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from "node:http";
 import type { AddressInfo } from "node:net";
 
 /** One request as it reached the recording proxy, and what the upstream answered. */
@@ -10,6 +17,10 @@ export interface RecordedRequest {
   token: string | null;
   /** its Authorization header, or null when it had none */
   authorization: string | null;
+  /** every header it came with */
+  headers: IncomingHttpHeaders;
+  /** its body, as it reached the service */
+  body: string;
   status: number;
 }
 
@@ -61,8 +72,11 @@ export class RecordingProxy {
       path: req.url ?? "/",
       token: typeof token === "string" ? token : null,
       authorization: req.headers.authorization ?? null,
+      headers: req.headers,
+      body: "",
       status: 0,
     };
+    req.on("data", (chunk: Buffer) => (record.body += chunk.toString("utf8")));
     res.once("close", () => {
       if (!res.writableFinished) this.abandoned++;
     });
