@@ -1,4 +1,5 @@
 import type { BareMetalNode } from "../domain/node.js";
+import { parseIronicEndpoint } from "./endpoint.js";
 import { staticAuth, type IronicAuth } from "./keystone.js";
 
 /** The microversion this bridge speaks: 1.82 brings the node `shard` field. */
@@ -61,16 +62,14 @@ export class IronicClient {
     options: IronicClientOptions = {},
   ) {
     // fetch refuses a URL that carries credentials: they are sent as Basic instead.
-    const url = new URL(endpoint);
-    this.origin = url.origin;
-    this.basePath = url.pathname.replace(/\/+$/, "");
+    const { origin, basePath, credentials } = parseIronicEndpoint(endpoint);
+    this.origin = origin;
+    this.basePath = basePath;
     this.basic =
-      url.username === "" && url.password === ""
+      credentials === null
         ? {}
         : {
-            authorization: `Basic ${Buffer.from(
-              `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`,
-            ).toString("base64")}`,
+            authorization: `Basic ${Buffer.from(`${credentials.user}:${credentials.password}`).toString("base64")}`,
           };
     this.timeoutMs = options.timeoutMs ?? 10_000;
     this.attempts = options.attempts ?? 6;

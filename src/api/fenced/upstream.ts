@@ -1,35 +1,22 @@
 import { request as httpRequest, type ClientRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
+import { parseIronicEndpoint, type IronicEndpoint } from "../../ironic/endpoint.js";
 
 /**
  * The one Ironic the fenced endpoint forwards to, from `serve --ironic URL`, and nothing
  * else: every request goes to this origin, at this base path, whatever the caller's path
  * says. Credentials in the URL (`http://user:pass@ironic/` for Ironic's http_basic) are the
  * bridge's own: dropped here, so they never ride on a caller's request (the bridge's own
- * calls to Ironic take theirs from `OS_*`, see ironic/keystone.ts).
+ * calls to Ironic send them, see ironic/client.ts).
  */
 export class IronicOrigin {
-  /** `http:` or `https:` */
-  readonly protocol: string;
-  readonly hostname: string;
-  readonly port: number;
-  /** the path Ironic's API is served under ("" at the root), no trailing slash */
-  readonly basePath: string;
+  private readonly endpoint: IronicEndpoint;
   /** where Ironic's links point: scheme, host and base path, no credentials */
   readonly linkBase: string;
-  /** whether the configured URL carried credentials (dropped: see above) */
-  readonly hadCredentials: boolean;
 
   constructor(configured: string) {
-    const url = new URL(configured);
-    if (url.protocol !== "http:" && url.protocol !== "https:")
-      throw new Error(`${url.protocol} is not http: or https:`);
-    this.protocol = url.protocol;
-    this.hostname = url.hostname.replace(/^\[|\]$/g, "");
-    this.port = url.port === "" ? (url.protocol === "https:" ? 443 : 80) : Number(url.port);
-    this.basePath = url.pathname.replace(/\/+$/, "");
-    this.hadCredentials = url.username !== "" || url.password !== "";
-    this.linkBase = `${url.protocol}//${url.host}${this.basePath}`;
+    this.endpoint = parseIronicEndpoint(configured);
+    this.linkBase = `${this.endpoint.origin}${this.endpoint.basePath}`;
   }
 
   /**
@@ -44,13 +31,14 @@ export class IronicOrigin {
     headers: Record<string, string | string[]>,
     signal: AbortSignal,
   ): ClientRequest {
-    const send = this.protocol === "https:" ? httpsRequest : httpRequest;
+    const { protocol, hostname, port, basePath } = this.endpoint;
+    const send = protocol === "https:" ? httpsRequest : httpRequest;
     return send({
-      protocol: this.protocol,
-      hostname: this.hostname,
-      port: this.port,
+      protocol,
+      hostname,
+      port,
       method,
-      path: `${this.basePath}${path}${query}`,
+      path: `${basePath}${path}${query}`,
       headers,
       signal,
       // One connection per request: Ironic's answer is streamed to one caller, and a kept
