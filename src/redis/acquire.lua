@@ -27,8 +27,11 @@ end
 -- id (a restarted process must fence out its older incarnation). The token is above every
 -- earlier one and at least the clock, so tokens keep increasing even after a restart
 -- that lost this key.
+-- The key's digest is kept with its token: a lease granted by a script that knows no key
+-- (an older bridge on the same store) leaves the field of the lease before it, which then
+-- names that lease's token and passes no fence of this one.
 local token = math.max(last + 1, now)
 local granted = { holder = agent, token = token, exp = now + ttl * 1000, since = now }
 redis.call('HSET', key, 'holder', agent, 'token', str(token), 'exp', str(granted.exp), 'since', str(now),
-  'last', str(token), 'renewed', '0', 'key', digest, unpack(lineage_fields(lineage, known)))
+  'last', str(token), 'renewed', '0', 'key', str(token) .. ':' .. digest, unpack(lineage_fields(lineage, known)))
 return reply(1, '', granted, now)

@@ -15,7 +15,7 @@ if not cur then
   return reply(0, 'expired', cur, now)
 end
 -- A wrong key is told as a wrong token: either way the caller is not the live lease.
-if cur.token ~= token or (digest ~= '' and redis.call('HGET', key, 'key') ~= digest) then
+if cur.token ~= token or (digest ~= '' and redis.call('HGET', key, 'key') ~= str(token) .. ':' .. digest) then
   return reply(0, 'stale_token', cur, now)
 end
 return reply(1, '', cur, now)

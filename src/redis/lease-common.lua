@@ -3,7 +3,7 @@
 -- KEYS[1] is the shard's lease hash: holder, token, exp (expiry, store us), since (when
 -- this lease began, store us), renewed ('1' once its holder renewed it), last (the
 -- highest token ever minted for the shard; kept when the lease is released), key (the
--- SHA-256 of the lease's fence key, '' for none; read by fence only), lineage
+-- lease's token, ':' and the SHA-256 of its fence key, '' for none; read by fence only), lineage
 -- (the store lineage that last granted or renewed) and hold (store us: nothing granted,
 -- renewed or fenced through before it).
 local key = KEYS[1]
