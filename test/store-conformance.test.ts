@@ -381,6 +381,23 @@ for (const backend of [...backendsUnderTest(), redisClusterUnderTest()]) {
         expect(written.mark).to.be.a("string").and.not.equal(now.mark);
       });
 
+      it("restores no record whose name is a live one's but for case: the store's spelling stays, nothing else written", async () => {
+        await store.definitions.write("rack-y", "rack-y", '{"description":"kept"}');
+        const copy = (await store.definitions.read(everything)).entries;
+        const emptied = await backend.loseEverything(store);
+        // Written after the loss in another case, then a copy of before comes back.
+        expect(await emptied.definitions.write("RACK-Y", "rack-y", "{}")).to.include({ existed: false });
+        expect(await emptied.definitions.restore(copy)).to.deep.equal({ restored: 0 });
+        const live = records((await emptied.definitions.read(everything)).entries).filter(
+          ([, r]) => r !== null,
+        );
+        expect(live).to.deep.equal([["RACK-Y", "{}"]]);
+        // And the index still knows the live spelling: the copy's is refused as a write too.
+        expect(await emptied.definitions.write("rack-y", "rack-y", "{}")).to.deep.equal({
+          caseTwin: "RACK-Y",
+        });
+      });
+
       it("restores a kept copy: the newest entry of each shard wins in any order, a newer removal or write stays", async () => {
         await store.definitions.write("rack-a", "rack-a", '{"description":"old"}');
         await store.definitions.write("rack-b", "rack-b", "{}");

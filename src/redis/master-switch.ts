@@ -96,9 +96,9 @@ const plainAddress = (address: string | undefined): string => (address ?? "").re
  * For a command cut off by a switch, to be sent again to the new master.
  */
 export async function readyBy(client: Redis, untilMs: number): Promise<boolean> {
-  if (client.status === "ready") return true;
   const waitMs = untilMs - performance.now();
   if (waitMs <= 0) return false;
+  if (client.status === "ready") return true;
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<boolean>((resolve) => {
     timer = setTimeout(() => resolve(false), waitMs);

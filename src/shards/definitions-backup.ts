@@ -59,7 +59,7 @@ export class DefinitionsBackup {
    */
   save(copy: () => DefinitionsCopy): Promise<void> {
     this.pending = copy;
-    this.writing ??= this.drain().finally(() => (this.writing = null));
+    this.writing ??= this.drain();
     return this.writing;
   }
 
@@ -81,9 +81,19 @@ export class DefinitionsBackup {
     return `${JSON.stringify(head).slice(0, -1)},"definitions":{${parts.join(",")}}}\n`;
   }
 
+  /**
+   * Write what is pending until nothing is. Done is said (`writing` cleared) in the same
+   * step that finds nothing pending: a save() a moment later starts a new drain, where
+   * clearing it afterwards (a `finally`) would leave that save's copy unwritten.
+   */
   private async drain(): Promise<void> {
-    while (this.pending !== null) {
-      const text = this.text(this.pending());
+    for (;;) {
+      const pending = this.pending;
+      if (pending === null) {
+        this.writing = null;
+        return;
+      }
+      const text = this.text(pending());
       this.pending = null;
       try {
         await mkdir(dirname(this.path), { recursive: true });
@@ -91,6 +101,7 @@ export class DefinitionsBackup {
         if (this.failing) logger.info("shard definitions backup written again", { file: this.path });
         this.failing = false;
       } catch (error) {
+        this.writing = null;
         if (!this.failing)
           logger.warn("shard definitions backup not written", { file: this.path, error: String(error) });
         this.failing = true;
