@@ -64,11 +64,12 @@ export interface NovaInstance {
 
 /**
  * A private OpenStack of today's releases on this machine: keystone 30 (Fernet tokens, a
- * service user for nova, Ironic, placement and shardbridge, the catalog), Ironic 39 (API
- * and conductor in one process, fake-hardware, built-in `agent` inspection, notifications
- * to RabbitMQ), placement 16, nova-conductor 34, each on its own MariaDB database and the
- * run's own RabbitMQ vhost; Ironic and placement validate real keystone tokens. nova-compute is not started here: a test runs it (under `shardbridge
- * run`) with `novaConf`, the lines an operator writes for it.
+ * service user for nova, Ironic, placement, glance, neutron and shardbridge, the catalog),
+ * Ironic 39 (API and conductor in one process, fake-hardware, built-in `agent` inspection,
+ * notifications to RabbitMQ), placement 16, nova-conductor 34, each on its own MariaDB
+ * database and the run's own RabbitMQ vhost; Ironic and placement validate real keystone
+ * tokens. nova-compute is not started here: a test runs it (under `shardbridge run`) with
+ * `novaConf`, the lines an operator writes for it.
  */
 export interface OpenStackCloud {
   ironic: string;
