@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The Python virtual environment of the OpenStack peers the tests run (nova, Ironic,
-# placement, keystone, openstacksdk), built from test/openstack/requirements.txt and kept
-# between runs: its folder is named by the requirements' hash, so a changed pin builds a
-# new one. Another pin's environment is removed once nothing used it for a week (each
-# use touches its marker): a second checkout on other pins may be running its tests in
-# it. `make test` and .ci/run call it; the tests find the folder with `--path`.
+# placement, keystone, glance, neutron, openstacksdk), built from
+# test/openstack/requirements.txt and kept between runs: its folder is named by the
+# requirements' hash, so a changed pin builds a new one. Another pin's environment is
+# removed once nothing used it for a week (each use touches its marker): a second checkout
+# on other pins may be running its tests in it. `make test` and .ci/run call it; the tests
+# find the folder with `--path`.
 #
 #   scripts/openstack-venv.sh          build it when missing; print its folder
 #   scripts/openstack-venv.sh --path   print its folder only (built or not)
@@ -48,7 +49,7 @@ if ! "$python" -c 'import ensurepip' >/dev/null 2>&1; then
 fi
 
 started=$SECONDS
-echo "openstack-venv: building $venv from test/openstack/requirements.txt (about 2 minutes, 500 MB)" >&2
+echo "openstack-venv: building $venv from test/openstack/requirements.txt (about 3 minutes, 650 MB)" >&2
 rm -rf "$venv"
 mkdir -p "$(dirname "$venv")"
 "$python" -m venv "$venv"

@@ -1,21 +1,20 @@
 import { expect } from "chai";
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { AgentProcess } from "./helpers/agent-process.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { runShardbridge } from "./helpers/cli.js";
 import { postWebhook } from "./helpers/http.js";
-import { running, watchOverlaps } from "./helpers/processes.js";
+import { watchOverlaps } from "./helpers/processes.js";
 import {
   ironicApi,
   NOVA_UPDATE_INTERVAL_S,
   sharedCloud,
-  type NovaComputeNode,
   type OpenStackCloud,
 } from "./helpers/openstack/cloud.js";
 import { enrollAvailable } from "./helpers/openstack/nodes.js";
-import { superviseNovaCompute } from "./helpers/openstack/nova-compute.js";
-import { readNovaLog, reportedAllAt, requestsSent } from "./helpers/openstack/nova-log.js";
+import { SupervisedShard } from "./helpers/openstack/nova-compute.js";
+import { readNovaLog, requestsSent } from "./helpers/openstack/nova-log.js";
+import { expectSameRecords, providers, shardRecords } from "./helpers/openstack/records.js";
 import { RecordingProxy } from "./helpers/openstack/recording-proxy.js";
 import { KeystoneAuth } from "../src/ironic/keystone.js";
 
@@ -23,13 +22,6 @@ const SHARD = "rack-n";
 const HOST = `${SHARD}-ironic`;
 const TTL_MS = 2000;
 const EXAMPLES = new URL("../examples/", import.meta.url);
-
-/** A resource provider as placement has it: its generation and traits. */
-interface Provider {
-  uuid: string;
-  generation: number;
-  traits: string[];
-}
 
 /**
  * nova-compute 34, unmodified, under two `shardbridge run` supervisors (host-a, host-b:
@@ -46,129 +38,8 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
   let toIronic: RecordingProxy;
   let nodes: string[] = [];
   let others: string[] = [];
-  let supervisors: AgentProcess[] = [];
+  let shard: SupervisedShard;
   let watch: ReturnType<typeof watchOverlaps> | null = null;
-
-  /** Every nova-compute pid any record names: a supervisor's child-started, or a line of nova's log. */
-  const novaComputePids = (): Array<{ pid: number; label: string }> => {
-    const pids = new Map<number, string>();
-    for (const s of supervisors)
-      for (const e of s.events)
-        if (e.ev === "child-started") pids.set(Number(e.pid), `${s.name} token ${e.token}`);
-    for (const line of readNovaLog(cloud.novaComputeLog))
-      if (!pids.has(line.pid)) pids.set(line.pid, "nova's log");
-    return [...pids].map(([pid, label]) => ({ pid, label }));
-  };
-
-  const supervise = (host: string): AgentProcess => {
-    const s = superviseNovaCompute(cloud, bridge, host, SHARD);
-    supervisors.push(s);
-    return s;
-  };
-
-  const providers = async (): Promise<Provider[]> => {
-    const { resource_providers: rps } = await cloud.placementGet("/resource_providers");
-    return Promise.all(
-      (rps as Array<{ uuid: string; generation: number }>).map(async (rp) => ({
-        uuid: rp.uuid,
-        generation: rp.generation,
-        traits: (
-          (await cloud.placementGet(`/resource_providers/${rp.uuid}/traits`)).traits as string[]
-        ).sort(),
-      })),
-    );
-  };
-
-  /**
-   * The pid of the nova-compute a supervisor started (its child-started record), and the
-   * fenced endpoint it was given (its environment: the log never shows the lease's key).
-   */
-  const childPid = async (
-    s: AgentProcess,
-    withinMs: number,
-  ): Promise<{ pid: number; token: string; startedAt: number; endpoint: string }> => {
-    const e = await s.waitFor((ev) => ev.ev === "child-started", withinMs);
-    const environ = readFileSync(`/proc/${Number(e.pid)}/environ`, "utf8").split("\0");
-    const variable = "OS_IRONIC__ENDPOINT_OVERRIDE=";
-    const endpoint = environ.find((v) => v.startsWith(variable))?.slice(variable.length) ?? "";
-    return { pid: Number(e.pid), token: String(e.token), startedAt: Date.now(), endpoint };
-  };
-
-  /** Until nova-compute `pid` has reported every node of the shard (nova's own log); when, in ms of the epoch. */
-  const untilReported = async (pid: number, since: number, timeoutMs: number): Promise<number> => {
-    const deadline = performance.now() + timeoutMs;
-    for (;;) {
-      const at = reportedAllAt(readNovaLog(cloud.novaComputeLog), pid, nodes, since);
-      if (at !== null) return at;
-      if (performance.now() > deadline)
-        throw new Error(
-          `nova-compute ${pid} did not report all ${nodes.length} nodes within ${timeoutMs} ms`,
-        );
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  };
-
-  /** After a fault at `faultAt`: the standby's nova-compute, started and reported every node (both times printed). */
-  const takeover = async (fault: string, standby: AgentProcess, faultAt: number) => {
-    const next = await childPid(standby, TTL_MS + 2000);
-    const reportedAt = await untilReported(next.pid, faultAt, 90_000);
-    console.log(
-      `      ${fault}: the standby's nova-compute started ${next.startedAt - faultAt} ms after, ` +
-        `had reported all ${nodes.length} nodes ${reportedAt - faultAt} ms after`,
-    );
-    return next;
-  };
-
-  /** Both supervisors up; the active one's nova-compute has reported every node. */
-  const pair = async () => {
-    const a = supervise("host-a");
-    const b = supervise("host-b");
-    const active = await Promise.race(
-      [a, b].map((s) => s.waitFor((e) => e.ev === "child-started", 30_000).then(() => s)),
-    );
-    const child = await childPid(active, 1);
-    await untilReported(child.pid, 0, 90_000);
-    return { active, standby: active === a ? b : a, child };
-  };
-
-  /** nova's and placement's records of the shard, to compare before and after a fault. */
-  const records = async () => ({
-    services: cloud.novaServices().filter((s) => s.host === HOST),
-    computeNodes: cloud.novaComputeNodes().map(({ id, uuid, host, deleted, createdAt }: NovaComputeNode) => ({
-      id,
-      uuid,
-      host,
-      deleted,
-      createdAt,
-    })),
-    providers: await providers(),
-  });
-
-  /**
-   * The shard's records after a failover are the ones before it: one service record for the
-   * host (the same row), the same compute nodes (ids, uuids, creation times, none deleted),
-   * the same resource providers (none recreated: placement's generation only grows).
-   */
-  const expectSameRecords = (
-    before: Awaited<ReturnType<typeof records>>,
-    after: Awaited<ReturnType<typeof records>>,
-  ) => {
-    expect(
-      after.services.map((s) => [s.id, s.uuid, s.deleted]),
-      "nova's service records for the host",
-    ).to.deep.equal(before.services.map((s) => [s.id, s.uuid, false]));
-    expect(after.services).to.have.length(1);
-    expect(after.computeNodes, "nova's compute nodes").to.deep.equal(before.computeNodes);
-    expect(after.providers.map((p) => p.uuid).sort(), "placement's providers").to.deep.equal(
-      before.providers.map((p) => p.uuid).sort(),
-    );
-    for (const p of after.providers) {
-      const was = before.providers.find((q) => q.uuid === p.uuid)!;
-      expect(p.generation, `provider ${p.uuid}'s generation (a recreated one starts again)`).to.be.at.least(
-        was.generation,
-      );
-    }
-  };
 
   before(async () => {
     cloud = await sharedCloud();
@@ -192,6 +63,7 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
         ...["--ownership", new URL("ownership.json", EXAMPLES).pathname],
       ],
     });
+    shard = new SupervisedShard(cloud, bridge, SHARD, nodes, TTL_MS);
     const sync = await runShardbridge(
       [
         ...[
@@ -213,29 +85,17 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
     await toIronic?.stop();
   });
   beforeEach(() => {
-    watch = watchOverlaps(novaComputePids);
+    watch = watchOverlaps(() => shard.novaComputePids());
   });
   afterEach(async () => {
-    for (const s of supervisors) {
-      try {
-        process.kill(-s.child.pid!, "SIGCONT");
-      } catch {
-        // gone
-      }
-      await s.kill();
-    }
     // What the supervisors started must be gone before the next case starts its own.
-    const deadline = performance.now() + 10_000;
-    while (novaComputePids().some((p) => running(p.pid)) && performance.now() < deadline)
-      await new Promise((r) => setTimeout(r, 50));
-    const left = novaComputePids().filter((p) => running(p.pid));
-    supervisors = [];
+    const left = await shard.stopAll();
     watch?.stop();
     expect(left, "nova-compute processes left behind by a killed supervisor").to.deep.equal([]);
   });
 
   it("the active nova-compute reports exactly its shard's nodes, with an inspection's traits on their providers", async () => {
-    const { child } = await pair();
+    const { child } = await shard.pair();
     // An inspection through the bridge: its traits reach Ironic by the bridge's delivery,
     // and nova copies Ironic's traits to the provider at its next update.
     const data = JSON.parse(readFileSync(new URL("inspection-result.json", EXAMPLES), "utf8"));
@@ -271,7 +131,7 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
     const ironicMs = Date.now() - sentAt;
     expect(inIronic, "the inspection's traits in Ironic").to.include.members(found);
     const onProvider = await untilHolds(
-      async () => (await providers()).find((p) => p.uuid === nodes[0])?.traits ?? [],
+      async () => (await providers(cloud)).find((p) => p.uuid === nodes[0])?.traits ?? [],
       // Measured 20-25 s on a quiet machine (nova copies Ironic's traits at a resource
       // update, and the first updates after start are busy): a loaded one needs more.
       (5 * NOVA_UPDATE_INTERVAL_S + 10) * 1000,
@@ -281,7 +141,7 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
     );
     expect(onProvider).to.include.members([...found, "COMPUTE_NODE", "OWNER_NOVA"]);
 
-    const { services, computeNodes, providers: rps } = await records();
+    const { services, computeNodes, providers: rps } = await shardRecords(cloud, HOST);
     expect(services.map((s) => [s.host, s.deleted])).to.deep.equal([[HOST, false]]);
     expect(
       computeNodes
@@ -305,7 +165,7 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
   });
 
   it("the fenced endpoint hands Ironic nova-compute's own token untouched and adds none: without one, Ironic's 401", async () => {
-    const { child } = await pair();
+    const { child } = await shard.pair();
     const fenced = child.endpoint;
     const sha256 = (token: string) => createHash("sha256").update(token).digest("hex");
     const sent = requestsSent(readNovaLog(cloud.novaComputeLog), child.pid, 0).filter((r) =>
@@ -399,19 +259,19 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
   });
 
   it("kill -9 of the active supervisor: the standby's nova-compute takes over the same records and reports every node", async () => {
-    const { active, standby } = await pair();
-    const before = await records();
+    const { active, standby } = await shard.pair();
+    const before = await shardRecords(cloud, HOST);
     active.signal("SIGKILL");
-    await takeover("kill -9", standby, Date.now());
-    expectSameRecords(before, await records());
+    await shard.takeover("kill -9", standby, Date.now());
+    expectSameRecords(before, await shardRecords(cloud, HOST));
     expect(watch!.overlaps, "instants with two nova-computes for the shard").to.deep.equal([]);
   });
 
   it("SIGSTOP of the active supervisor alone: its watchdog kills nova-compute before the standby's starts", async () => {
-    const { active, standby } = await pair();
-    const before = await records();
+    const { active, standby } = await shard.pair();
+    const before = await shardRecords(cloud, HOST);
     active.signal("SIGSTOP");
-    await takeover("SIGSTOP", standby, Date.now());
+    await shard.takeover("SIGSTOP", standby, Date.now());
     active.signal("SIGCONT");
     await active.waitFor((e) => e.ev === "lost", 5000);
     await new Promise((r) => setTimeout(r, 1000));
@@ -419,7 +279,7 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
       active.events.filter((e) => e.ev === "child-started"),
       "a second child of the woken supervisor",
     ).to.have.length(1);
-    expectSameRecords(before, await records());
+    expectSameRecords(before, await shardRecords(cloud, HOST));
     expect(watch!.overlaps).to.deep.equal([]);
   });
 
@@ -431,11 +291,11 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
    */
   for (const supervisorLagMs of [0, 1000])
     it(`the whole group frozen past the TTL, resumed after the failover${supervisorLagMs > 0 ? `, nova-compute ${supervisorLagMs} ms before its supervisor` : ""}: what the old nova-compute sends before it dies`, async () => {
-      const { active, standby, child } = await pair();
-      const before = await records();
+      const { active, standby, child } = await shard.pair();
+      const before = await shardRecords(cloud, HOST);
       process.kill(-active.child.pid!, "SIGSTOP");
       process.kill(-child.pid, "SIGSTOP");
-      await takeover("host frozen", standby, Date.now());
+      await shard.takeover("host frozen", standby, Date.now());
       // Let the old one's periodic tasks fall due while frozen.
       await new Promise((r) => setTimeout(r, NOVA_UPDATE_INTERVAL_S * 1000));
       const resumedAt = Date.now();
@@ -468,20 +328,20 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
         expect(w.url, "the old nova-compute's Ironic calls go through its own (stale) fence").to.include(
           `/lease-${child.token}-`,
         );
-      expectSameRecords(before, await records());
+      expectSameRecords(before, await shardRecords(cloud, HOST));
     });
 
   it("SIGTERM to the active supervisor: nova-compute stopped, the lease handed back, the standby's starts at once", async () => {
-    const { active, standby } = await pair();
-    const before = await records();
+    const { active, standby } = await shard.pair();
+    const before = await shardRecords(cloud, HOST);
     active.signal("SIGTERM");
-    await takeover("SIGTERM", standby, Date.now());
+    await shard.takeover("SIGTERM", standby, Date.now());
     await active.exited();
     expect(
       active.events.map((e) => e.ev),
       "handed back, not run out",
     ).to.include("released");
-    expectSameRecords(before, await records());
+    expectSameRecords(before, await shardRecords(cloud, HOST));
     expect(watch!.overlaps).to.deep.equal([]);
   });
 });

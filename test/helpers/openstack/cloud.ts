@@ -6,8 +6,11 @@ import { freePort } from "../redis-server.js";
 import { mariadbRows, TestDatabases } from "./mariadb.js";
 import { TestVhost } from "./rabbitmq.js";
 import { answers, conf, setUp } from "./conf.js";
+import { registerImage, startGlance } from "./glance.js";
 import { IRONIC_HEADERS, ironicAnswers, startIronic } from "./ironic.js";
 import { Keystone } from "./keystone.js";
+import { neutronAnswers, startNeutron } from "./neutron.js";
+import { startNovaApi, type NovaApi } from "./nova-api.js";
 import { Service } from "./service.js";
 import { openstackBin } from "./venv.js";
 
@@ -51,13 +54,30 @@ export interface PlacementProvider {
   generation: number;
 }
 
+/** An instance record of nova's cell database (deleted ones too). */
+export interface NovaInstance {
+  id: number;
+  uuid: string;
+  host: string | null;
+  /** for Ironic, the node's uuid */
+  node: string | null;
+  vmState: string;
+  taskState: string | null;
+  /** nova's power state: 1 running, 4 shutdown, 0 nostate */
+  powerState: number | null;
+  deleted: boolean;
+  createdAt: string;
+  launchedAt: string | null;
+}
+
 /**
  * A private OpenStack of today's releases on this machine: keystone 30 (Fernet tokens, a
- * service user for nova, Ironic, placement and shardbridge, the catalog), Ironic 39 (API
- * and conductor in one process, fake-hardware, built-in `agent` inspection, notifications
- * to RabbitMQ), placement 16, nova-conductor 34, each on its own MariaDB database and the
- * run's own RabbitMQ vhost; Ironic and placement validate real keystone tokens. nova-compute is not started here: a test runs it (under `shardbridge
- * run`) with `novaConf`, the lines an operator writes for it.
+ * service user for nova, Ironic, placement, glance, neutron and shardbridge, the catalog),
+ * Ironic 39 (API and conductor in one process, fake-hardware, built-in `agent` inspection,
+ * notifications to RabbitMQ), placement 16, nova-conductor 34, each on its own MariaDB
+ * database and the run's own RabbitMQ vhost; Ironic and placement validate real keystone
+ * tokens. nova-compute is not started here: a test runs it (under `shardbridge run`) with
+ * `novaConf`, the lines an operator writes for it.
  */
 export interface OpenStackCloud {
   ironic: string;
@@ -89,7 +109,31 @@ export interface OpenStackCloud {
   stop(): Promise<void>;
 }
 
-export async function startCloud(): Promise<OpenStackCloud> {
+/**
+ * A cloud that boots instances on Ironic's nodes, as nova does for an operator: the cloud
+ * above, and nova-api (the compute API behind keystone's authtoken), nova-scheduler
+ * (placement's allocation candidates), glance 33 (one small image in a file store) and
+ * neutron 29 (ML2, no agents: servers boot with `"networks": "none"`, and nova still asks
+ * neutron for their ports); Ironic tells nova of power changes (`[nova]`, as deployed).
+ */
+export interface BootingCloud extends OpenStackCloud {
+  /** the compute API, called as the cloud's admin */
+  compute: NovaApi;
+  glance: string;
+  neutron: string;
+  /** the image servers boot from (glance's id) */
+  image: string;
+  /** `nova-manage cell_v2 discover_hosts --by-service`: map the compute services that registered */
+  discoverHosts(): Promise<void>;
+  /** nova's instance records (deleted ones too) */
+  novaInstances(): NovaInstance[];
+}
+
+export function startCloud(): Promise<OpenStackCloud>;
+export function startCloud(options: { boot: true }): Promise<BootingCloud>;
+export async function startCloud({ boot = false }: { boot?: boolean } = {}): Promise<
+  OpenStackCloud | BootingCloud
+> {
   const run = `sbt_${process.pid}_${randomBytes(3).toString("hex")}`;
   const dir = mkdtempSync(join(tmpdir(), "sb-openstack-"));
   const databases = new TestDatabases(run);
@@ -107,6 +151,11 @@ export async function startCloud(): Promise<OpenStackCloud> {
     const ironic = `http://127.0.0.1:${ironicPort}`;
     const placement = `http://127.0.0.1:${placementPort}`;
     const keystone = new Keystone({ dir: join(dir, "keystone"), port: keystonePort, databases });
+    // The services only a cloud that boots runs: where each will answer.
+    const [glancePort, neutronPort, computePort] = [await freePort(), await freePort(), await freePort()];
+    const glance = `http://127.0.0.1:${glancePort}`;
+    const neutron = `http://127.0.0.1:${neutronPort}`;
+    const compute = `http://127.0.0.1:${computePort}/v2.1`;
 
     // Each service's set-up (database sync, start) runs beside the others'; each one's
     // files name the keystone users it authenticates as, made once keystone is up.
@@ -116,7 +165,11 @@ export async function startCloud(): Promise<OpenStackCloud> {
       } finally {
         if (keystone.service !== null) services.push(keystone.service);
       }
-      await keystone.populate({ baremetal: ironic, placement });
+      await keystone.populate({
+        baremetal: ironic,
+        placement,
+        ...(boot && { image: glance, network: neutron, compute }),
+      });
     })();
 
     // Ironic 39: one process (API + conductor), no RPC bus, notifications on the vhost.
@@ -127,6 +180,11 @@ export async function startCloud(): Promise<OpenStackCloud> {
       vhost,
       host: `${run}-conductor`,
       keystone,
+      // Power changes of a node with an instance reach nova (os-server-external-events), as
+      // a deployed Ironic is set up to; a cloud without nova-api has none to tell.
+      ...(boot && {
+        extra: { nova: { send_power_notifications: true, ...keystone.passwordAuth("ironic") } },
+      }),
     }).then((service) => {
       services.push(service);
       return service;
@@ -188,6 +246,16 @@ export async function startCloud(): Promise<OpenStackCloud> {
         // The same user for Ironic; the endpoint comes from `shardbridge run`
         // (OS_IRONIC__ENDPOINT_OVERRIDE): the fenced one.
         ironic: keystone.passwordAuth("nova"),
+        // nova-api validates its callers' tokens (its paste pipeline's authtoken).
+        keystone_authtoken: keystone.authtoken("nova"),
+        // nova-compute lists an instance's ports as nova's service user (its admin client).
+        ...(boot && { neutron: keystone.passwordAuth("nova") }),
+        // One scheduler process; among nodes of equal weight a random one, as nova advises
+        // for Ironic, so boots sent together do not all claim the same node first.
+        ...(boot && {
+          scheduler: { workers: 1 },
+          filter_scheduler: { shuffle_best_same_weighed_hosts: true },
+        }),
       }),
     );
     const novaUp = (async () => {
@@ -202,19 +270,47 @@ export async function startCloud(): Promise<OpenStackCloud> {
       await manage(["cell_v2", "map_cell0", "--database_connection", cell0]);
       await manage(["cell_v2", "create_cell", "--name", "cell1"]);
       await manage(["db", "sync"]);
-      services.push(
-        Service.start(
-          "nova-conductor",
-          openstackBin("nova-conductor"),
-          ["--config-file", novaConf],
-          join(dir, "nova", "conductor.out"),
-          { OS_DEFAULT__HOST: `${run}-conductor` },
-        ),
-      );
+      for (const binary of boot ? ["nova-conductor", "nova-scheduler"] : ["nova-conductor"])
+        services.push(
+          Service.start(
+            binary,
+            openstackBin(binary),
+            ["--config-file", novaConf],
+            join(dir, "nova", `${binary.slice("nova-".length)}.out`),
+            { OS_DEFAULT__HOST: `${run}-${binary.slice("nova-".length)}` },
+          ),
+        );
+      if (!boot) return null;
+      const api = await startNovaApi({ novaConf, keystone }, join(dir, "nova", "api"), computePort);
+      services.push(api.service);
+      return api;
     })();
 
+    // glance and neutron, each on its own database, tokens from keystone.
+    const glanceUp = !boot
+      ? null
+      : startGlance({ dir: join(dir, "glance"), port: glancePort, databases, keystone }).then((service) => {
+          services.push(service);
+          return service;
+        });
+    const neutronUp = !boot
+      ? null
+      : startNeutron({ dir: join(dir, "neutron"), port: neutronPort, databases, vhost, keystone }).then(
+          (service) => {
+            services.push(service);
+            return service;
+          },
+        );
+
     // Every set-up ended (none left running into `stop`), the first failure thrown.
-    const settled = await Promise.allSettled([keystoneUp, ironicUp, placementUp, novaUp]);
+    const settled = await Promise.allSettled([
+      keystoneUp,
+      ironicUp,
+      placementUp,
+      novaUp,
+      glanceUp,
+      neutronUp,
+    ]);
     for (const s of settled) if (s.status === "rejected") throw s.reason;
     const [ironicService, placementService] = [await ironicUp, await placementUp];
     const ironicHeaders = async () => ({
@@ -235,7 +331,7 @@ export async function startCloud(): Promise<OpenStackCloud> {
     ]);
     const novaDb = databases.name("nova");
     const placementDb = databases.name("placement");
-    return {
+    const common: OpenStackCloud = {
       ironic,
       placement,
       keystone,
@@ -282,6 +378,50 @@ export async function startCloud(): Promise<OpenStackCloud> {
         ),
       stop,
     };
+    const api = await novaUp;
+    if (!boot || api === null) return common;
+    const token = await keystone.adminToken("project");
+    await Promise.all([
+      (await glanceUp)!.until(() => answers(`${glance}/versions`), 60_000),
+      (await neutronUp)!.until(() => neutronAnswers(neutron, token), 60_000),
+    ]);
+    const booting: BootingCloud = {
+      ...common,
+      compute: api,
+      glance,
+      neutron,
+      // A few bytes are a whole image to a fake deploy, which never writes one to a disk.
+      image: await registerImage(
+        glance,
+        token,
+        "bm-image",
+        new TextEncoder().encode("shardbridge test image\n"),
+      ),
+      discoverHosts: () =>
+        setUp(
+          "nova-manage cell_v2 discover_hosts",
+          openstackBin("nova-manage"),
+          ["--config-file", novaConf, "cell_v2", "discover_hosts", "--by-service"],
+          join(dir, "nova", "manage.log"),
+        ),
+      novaInstances: () =>
+        mariadbRows(
+          "SELECT id, uuid, host, node, vm_state, task_state, power_state, deleted, created_at, launched_at FROM instances ORDER BY id",
+          novaDb,
+        ).map(([id, uuid, host, node, vmState, taskState, powerState, deleted, createdAt, launchedAt]) => ({
+          id: Number(id),
+          uuid: uuid!,
+          host: host ?? null,
+          node: node ?? null,
+          vmState: vmState!,
+          taskState: taskState ?? null,
+          powerState: powerState == null ? null : Number(powerState),
+          deleted: deleted !== "0",
+          createdAt: createdAt!,
+          launchedAt: launchedAt ?? null,
+        })),
+    };
+    return booting;
   } catch (error) {
     await stop();
     throw error;

@@ -4,28 +4,28 @@ import { join } from "node:path";
 import { KeystoneAuth, type KeystoneCredentials } from "../../../src/ironic/keystone.js";
 import { answers, conf, setUp } from "./conf.js";
 import type { TestDatabases } from "./mariadb.js";
-import { Service } from "./service.js";
+import type { Service } from "./service.js";
 import { openstackBin } from "./venv.js";
+import { serveWsgi } from "./wsgi.js";
 
 /** The service users the cloud makes, as operators do: each with the `service` role in project `service`. */
-export const SERVICE_USERS = ["nova", "ironic", "placement", "shardbridge"] as const;
+export const SERVICE_USERS = ["nova", "ironic", "placement", "glance", "neutron", "shardbridge"] as const;
 export type ServiceUser = (typeof SERVICE_USERS)[number];
 
-const REGION = "RegionOne";
+/** The catalog's services, by type: the name each is registered under. */
+const CATALOG_NAMES = {
+  baremetal: "ironic",
+  placement: "placement",
+  image: "glance",
+  network: "neutron",
+  compute: "nova",
+} as const;
+/** Where each service of the catalog answers (a cloud that boots no instance has no image, network or compute). */
+export type CatalogEndpoints = { baremetal: string; placement: string } & Partial<
+  Record<keyof typeof CATALOG_NAMES, string>
+>;
 
-/**
- * keystone's WSGI application under cheroot. keystone reads its options from sys.argv as
- * well as its files (oslo.config), so cheroot's own arguments must not reach it: the
- * application is loaded with an empty argv and served by cheroot's server class.
- */
-const SERVE = `
-import sys
-port = int(sys.argv[1])
-sys.argv = sys.argv[:1]
-from keystone.wsgi.api import application
-from cheroot.wsgi import Server
-Server(("127.0.0.1", port), application, numthreads=4).safe_start()
-`;
+const REGION = "RegionOne";
 
 export interface KeystoneOptions {
   /** its folder: keystone.conf, key repositories, logs */
@@ -107,13 +107,9 @@ export class Keystone {
     ]);
     // Started only after bootstrap: of the starts that overlapped the two, one refused the
     // admin's first calls (403 on GET /v3/roles); 2-3 s is not worth a flaky start.
-    this.service = Service.start(
-      "keystone",
-      openstackBin("python"),
-      ["-c", SERVE, String(port)],
-      join(dir, "out.log"),
-      { OS_KEYSTONE_CONFIG_DIR: dir },
-    );
+    this.service = serveWsgi("keystone", "keystone.wsgi.api", port, join(dir, "out.log"), {
+      OS_KEYSTONE_CONFIG_DIR: dir,
+    });
     await this.service.until(() => answers(this.authUrl), 60_000);
   }
 
@@ -155,10 +151,10 @@ export class Keystone {
 
   /**
    * What a cloud's services need: project `service`, a user for each service with the
-   * `service` role there, and the catalog's baremetal and placement endpoints (public and
-   * internal, RegionOne).
+   * `service` role there, and the catalog's endpoints of `endpoints` (public and internal,
+   * RegionOne).
    */
-  async populate(endpoints: { baremetal: string; placement: string }): Promise<void> {
+  async populate(endpoints: CatalogEndpoints): Promise<void> {
     // Independent calls side by side (keystone serves 4 at once): ~20 calls one after
     // another took 3.5 s here.
     const [{ project }, { roles }] = await Promise.all([
@@ -176,13 +172,13 @@ export class Keystone {
       this.userIds.set(name, user.id);
       await this.api("PUT", `/projects/${this.projectId}/users/${user.id}/roles/${role}`);
     });
-    const catalog = (["baremetal", "placement"] as const).map(async (type) => {
-      const name = type === "baremetal" ? "ironic" : "placement";
+    const catalog = Object.entries(endpoints).map(async ([type, url]) => {
+      const name = CATALOG_NAMES[type as keyof typeof CATALOG_NAMES];
       const { service } = await this.api("POST", "/services", { service: { type, name } });
       await Promise.all(
         ["public", "internal"].map((iface) =>
           this.api("POST", "/endpoints", {
-            endpoint: { service_id: service.id, interface: iface, url: endpoints[type], region_id: REGION },
+            endpoint: { service_id: service.id, interface: iface, url, region_id: REGION },
           }),
         ),
       );

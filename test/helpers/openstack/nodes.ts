@@ -20,27 +20,38 @@ async function inTurns<T, R>(items: T[], each: (item: T) => Promise<R>): Promise
   return results;
 }
 
+/** Until every node of `uuids` has `value` in `field` in Ironic. */
+async function untilEvery(
+  cloud: Ironic,
+  uuids: string[],
+  field: "provision_state" | "power_state",
+  value: string,
+  timeoutMs: number,
+): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  const wanted = new Set(uuids);
+  for (;;) {
+    const { nodes } = await ironicApi(cloud, "GET", `/v1/nodes?fields=uuid,${field}`);
+    const pending = (nodes as Array<{ uuid: string } & Record<typeof field, string | null>>).filter(
+      (n) => wanted.has(n.uuid) && n[field] !== value,
+    );
+    if (pending.length === 0) return;
+    if (performance.now() > deadline)
+      throw new Error(
+        `nodes not ${value}: ${JSON.stringify(pending.slice(0, 10))} (${pending.length} in all)`,
+      );
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
 /** Until every node of `uuids` is in `state` in Ironic. */
-export async function untilProvisionState(
+export function untilProvisionState(
   cloud: Ironic,
   uuids: string[],
   state: string,
   timeoutMs = 60_000 + uuids.length * 500,
 ): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  const wanted = new Set(uuids);
-  for (;;) {
-    const { nodes } = await ironicApi(cloud, "GET", "/v1/nodes?fields=uuid,provision_state");
-    const pending = (nodes as Array<{ uuid: string; provision_state: string }>).filter(
-      (n) => wanted.has(n.uuid) && n.provision_state !== state,
-    );
-    if (pending.length === 0) return;
-    if (performance.now() > deadline)
-      throw new Error(
-        `nodes not ${state}: ${JSON.stringify(pending.slice(0, 10))} (${pending.length} in all)`,
-      );
-    await new Promise((r) => setTimeout(r, 200));
-  }
+  return untilEvery(cloud, uuids, "provision_state", state, timeoutMs);
 }
 
 /**
@@ -74,4 +85,16 @@ export async function enrollAvailable(
   );
   await untilProvisionState(cloud, uuids, "available");
   return uuids;
+}
+
+/**
+ * Power the nodes on through Ironic's API, as an operator does before nova may use them:
+ * fake-hardware's power starts unknown (None), which nova reports as reserved, so the
+ * scheduler finds no allocation candidate on them. Until Ironic says each is on.
+ */
+export async function powerOn(cloud: Ironic, uuids: string[]): Promise<void> {
+  await inTurns(uuids, (uuid) =>
+    ironicApi(cloud, "PUT", `/v1/nodes/${uuid}/states/power`, { target: "power on" }),
+  );
+  await untilEvery(cloud, uuids, "power_state", "power on", 30_000);
 }

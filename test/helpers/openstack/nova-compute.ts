@@ -1,9 +1,11 @@
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { AgentProcess } from "../agent-process.js";
 import type { BridgeProcess } from "../bridge-process.js";
 import { SHARDBRIDGE } from "../cli.js";
+import { running } from "../processes.js";
 import type { OpenStackCloud } from "./cloud.js";
+import { readNovaLog, reportedAllAt } from "./nova-log.js";
 import { openstackBin } from "./venv.js";
 
 /**
@@ -30,4 +32,126 @@ export function superviseNovaCompute(
     ],
     { ...env, OS_DEFAULT__STATE_PATH: state },
   );
+}
+
+/** A nova-compute a supervisor started: its pid, lease token, when this process saw it start, its fenced endpoint. */
+export interface NovaComputeChild {
+  pid: number;
+  token: string;
+  /** ms of the epoch */
+  startedAt: number;
+  endpoint: string;
+}
+
+/**
+ * The nova-computes of one shard of `nodes`, each under a `shardbridge run` supervisor of
+ * its own (one host each, as on machines of their own), and what their records say: the
+ * supervisors' JSON lines, nova-compute's log (each line carries its pid), the kernel's.
+ */
+export class SupervisedShard {
+  supervisors: AgentProcess[] = [];
+
+  constructor(
+    private readonly cloud: OpenStackCloud,
+    private readonly bridge: BridgeProcess,
+    readonly shard: string,
+    readonly nodes: string[],
+    private readonly ttlMs: number,
+  ) {}
+
+  /** A supervisor for `host`, started. */
+  supervise(host: string): AgentProcess {
+    const s = superviseNovaCompute(this.cloud, this.bridge, host, this.shard);
+    this.supervisors.push(s);
+    return s;
+  }
+
+  /** Every nova-compute pid any record names: a supervisor's child-started, or a line of nova's log. */
+  novaComputePids(): Array<{ pid: number; label: string }> {
+    const pids = new Map<number, string>();
+    for (const s of this.supervisors)
+      for (const e of s.events)
+        if (e.ev === "child-started") pids.set(Number(e.pid), `${s.name} token ${e.token}`);
+    for (const line of readNovaLog(this.cloud.novaComputeLog))
+      if (!pids.has(line.pid)) pids.set(line.pid, "nova's log");
+    return [...pids].map(([pid, label]) => ({ pid, label }));
+  }
+
+  /**
+   * The nova-compute a supervisor started (its child-started record), and the fenced
+   * endpoint it was given (its environment: the log never shows the lease's key).
+   */
+  async child(s: AgentProcess, withinMs: number, from = 0): Promise<NovaComputeChild> {
+    const e = await s.waitFor((ev) => ev.ev === "child-started", withinMs, from);
+    const environ = readFileSync(`/proc/${Number(e.pid)}/environ`, "utf8").split("\0");
+    const variable = "OS_IRONIC__ENDPOINT_OVERRIDE=";
+    const endpoint = environ.find((v) => v.startsWith(variable))?.slice(variable.length) ?? "";
+    return { pid: Number(e.pid), token: String(e.token), startedAt: Date.now(), endpoint };
+  }
+
+  /** Until nova-compute `pid` has reported every node of the shard (nova's own log); when, in ms of the epoch. */
+  async untilReported(pid: number, since: number, timeoutMs: number): Promise<number> {
+    const deadline = performance.now() + timeoutMs;
+    for (;;) {
+      const at = reportedAllAt(readNovaLog(this.cloud.novaComputeLog), pid, this.nodes, since);
+      if (at !== null) return at;
+      if (performance.now() > deadline)
+        throw new Error(
+          `nova-compute ${pid} did not report all ${this.nodes.length} nodes within ${timeoutMs} ms`,
+        );
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  /**
+   * After a fault at `faultAt` (ms of the epoch): the standby's nova-compute, started within
+   * the TTL and 2 s, and when it had reported every node (both times printed).
+   */
+  async takeover(
+    fault: string,
+    standby: AgentProcess,
+    faultAt: number,
+    reportWithinMs = 90_000,
+  ): Promise<NovaComputeChild & { reportedAt: number }> {
+    const next = await this.child(standby, this.ttlMs + 2000);
+    const reportedAt = await this.untilReported(next.pid, faultAt, reportWithinMs);
+    console.log(
+      `      ${fault}: the standby's nova-compute started ${next.startedAt - faultAt} ms after, ` +
+        `had reported all ${this.nodes.length} nodes ${reportedAt - faultAt} ms after`,
+    );
+    return { ...next, reportedAt };
+  }
+
+  /** Supervisors for `hosts` up; the active one's nova-compute has reported every node. */
+  async pair(hosts: [string, string] = ["host-a", "host-b"]) {
+    const [a, b] = hosts.map((h) => this.supervise(h)) as [AgentProcess, AgentProcess];
+    const active = await Promise.race(
+      [a, b].map((s) => s.waitFor((e) => e.ev === "child-started", 30_000).then(() => s)),
+    );
+    const child = await this.child(active, 1);
+    const reportedAt = await this.untilReported(child.pid, 0, 90_000);
+    return { active, standby: active === a ? b : a, child, reportedAt };
+  }
+
+  /**
+   * Kill every supervisor (woken first, if stopped) and wait up to 10 s for what they
+   * started to be gone: the nova-computes still running then (none, when the supervisors
+   * did their work).
+   */
+  async stopAll(): Promise<Array<{ pid: number; label: string }>> {
+    for (const s of this.supervisors) {
+      try {
+        process.kill(-s.child.pid!, "SIGCONT");
+      } catch {
+        // gone
+      }
+      await s.kill();
+    }
+    const deadline = performance.now() + 10_000;
+    while (this.novaComputePids().some((p) => running(p.pid)) && performance.now() < deadline)
+      await new Promise((r) => setTimeout(r, 50));
+    const left = this.novaComputePids().filter((p) => running(p.pid));
+    this.supervisors = [];
+    return left;
+  }
 }
