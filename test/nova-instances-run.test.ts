@@ -4,7 +4,16 @@ import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { runShardbridge } from "./helpers/cli.js";
 import { watchOverlaps } from "./helpers/processes.js";
 import { until } from "./helpers/until.js";
-import { ironicApi, startCloud, type BootingCloud, type NovaInstance } from "./helpers/openstack/cloud.js";
+import { startCloud, type BootingCloud } from "./helpers/openstack/cloud.js";
+import {
+  ACTION_DEADLINE_MS,
+  Instances,
+  MICROVERSION,
+  RESOURCE_CLASS,
+  settled,
+  type InstanceRecords,
+  type ServerView,
+} from "./helpers/openstack/instances.js";
 import { IronicEvents } from "./helpers/openstack/ironic-events.js";
 import { enrollAvailable, powerOn, untilProvisionState } from "./helpers/openstack/nodes.js";
 import { SupervisedShard } from "./helpers/openstack/nova-compute.js";
@@ -14,33 +23,8 @@ import { expectSameRecords, shardRecords } from "./helpers/openstack/records.js"
 const SHARD = "rack-i";
 const HOST = `${SHARD}-ironic`;
 const TTL_MS = 2000;
-/** The compute API's version the test speaks: `"networks": "none"` (2.37), a node asked for by name (2.74). */
-const MICROVERSION = "2.90";
-/** The nodes' resource class (enrollAvailable's `baremetal`), as placement names it. */
-const RESOURCE_CLASS = "CUSTOM_BAREMETAL";
-/**
- * How long an action nova accepted may take to finish once a nova-compute that can do it
- * runs: a deadline that says "never", not a measure (nova's ironic driver itself waits up
- * to 120 s for a power state: [ironic] api_max_retries x api_retry_interval).
- */
-const ACTION_DEADLINE_MS = 120_000;
 /** What the standby's start may take beyond one TTL and nova-compute's own start measured in this run. */
 const TAKEOVER_MARGIN_MS = 5000;
-
-/** A server as the compute API shows it to an admin. */
-interface ServerView {
-  id: string;
-  status: string;
-  host: string | null;
-  node: string | null;
-  vmState: string;
-  taskState: string | null;
-  powerState: number;
-  created: string;
-  launchedAt: string | null;
-  /** nova's word on an ERROR: why (absent otherwise) */
-  fault?: string;
-}
 
 /**
  * Instances on Ironic's nodes through a failover of `shardbridge run`: nova 34 (api,
@@ -69,124 +53,18 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
   /** nova-compute's own start in this run: its process started to every node reported (ms) */
   let novaStartMs = 0;
 
-  const server = async (id: string): Promise<ServerView> => {
-    const { server: s } = await cloud.compute.call("GET", `/servers/${id}`, MICROVERSION);
-    return {
-      id: s.id,
-      status: s.status,
-      host: s["OS-EXT-SRV-ATTR:host"],
-      node: s["OS-EXT-SRV-ATTR:hypervisor_hostname"],
-      vmState: s["OS-EXT-STS:vm_state"],
-      taskState: s["OS-EXT-STS:task_state"],
-      powerState: s["OS-EXT-STS:power_state"],
-      created: s.created,
-      launchedAt: s["OS-SRV-USG:launched_at"],
-      ...(s.fault !== undefined && { fault: `${s.fault.message} ${s.fault.details ?? ""}`.slice(0, 2000) }),
-    };
-  };
-
-  /** Poll the server every 100 ms until `done` holds, within ACTION_DEADLINE_MS; an ERROR fails at once, with nova's fault. */
+  const instances = () => new Instances(cloud);
   const untilServer = (id: string, what: string, done: (s: ServerView) => boolean) =>
-    until(
-      `server ${id} ${what}`,
-      async () => {
-        const s = await server(id);
-        if (s.status === "ERROR") throw new Error(`server ${id} went ERROR (not ${what}): ${s.fault}`);
-        return s;
-      },
-      done,
-      ACTION_DEADLINE_MS,
-      100,
-    );
-
-  /** Settled: no task under way. */
-  const settled = (status: string) => (s: ServerView) => s.status === status && s.taskState === null;
-
-  /** Boot a server of the flavor and image, without networks (`node`: on that node, by name, 2.74); its id. */
-  const boot = async (name: string, node?: string): Promise<string> => {
-    const { server: s } = await cloud.compute.call("POST", "/servers", MICROVERSION, {
-      server: {
-        name,
-        imageRef: cloud.image,
-        flavorRef: flavor,
-        networks: "none",
-        ...(node !== undefined && { hypervisor_hostname: node }),
-      },
-    });
-    return s.id as string;
-  };
-
-  /** An action on a server (reboot, os-stop, os-start): nova's answer, 202 when it took it. */
-  const act = (id: string, body: unknown) =>
-    cloud.compute.send("POST", `/servers/${id}/action`, MICROVERSION, body);
-
-  /** The events of the server's last action of `name` as nova recorded them: each one's result, and why when it failed. */
-  const lastAction = async (id: string, name: string) => {
-    const { instanceActions } = (await cloud.compute.call(
-      "GET",
-      `/servers/${id}/os-instance-actions`,
-      MICROVERSION,
-    )) as { instanceActions: Array<{ action: string; request_id: string; start_time: string }> };
-    const latest = instanceActions
-      .filter((a) => a.action === name)
-      .sort((a, b) => a.start_time.localeCompare(b.start_time))
-      .at(-1);
-    if (latest === undefined) return null;
-    const { instanceAction } = await cloud.compute.call(
-      "GET",
-      `/servers/${id}/os-instance-actions/${latest.request_id}`,
-      MICROVERSION,
-    );
-    const { events } = instanceAction as {
-      events: Array<{ event: string; result: string | null; details?: string }>;
-    };
-    return events.map(({ event, result, details }) => ({ event, result, ...(details && { details }) }));
-  };
-
-  /** Placement's allocations of a server (a consumer): provider -> resources. */
-  const allocations = async (id: string): Promise<Record<string, Record<string, number>>> => {
-    const { allocations: held } = await cloud.placementGet(`/allocations/${id}`);
-    return Object.fromEntries(
-      Object.entries(held as Record<string, { resources: Record<string, number> }>).map(([rp, a]) => [
-        rp,
-        a.resources,
-      ]),
-    );
-  };
-
-  /** Ironic's node: who it is deployed for, and its states. */
-  const ironicNode = async (uuid: string) => {
-    const n = await ironicApi(
-      cloud,
-      "GET",
-      `/v1/nodes/${uuid}?fields=uuid,instance_uuid,provision_state,power_state`,
-    );
-    return {
-      uuid: n.uuid as string,
-      instance: n.instance_uuid as string | null,
-      provision: n.provision_state as string,
-      power: n.power_state as string | null,
-    };
-  };
-
-  /** Every record of the servers: the compute API's, nova's database rows, placement's allocations, Ironic's nodes. */
-  const instanceRecords = async (ids: string[]) => {
-    const rows = cloud.novaInstances();
-    return Promise.all(
-      ids.map(async (id) => {
-        const api = await server(id);
-        return {
-          api,
-          db: rows.find((r) => r.uuid === id) as NovaInstance,
-          allocations: await allocations(id),
-          ironic: await ironicNode(api.node!),
-        };
-      }),
-    );
-  };
+    instances().untilServer(id, what, done);
+  const boot = (name: string, node?: string) => instances().boot(name, flavor, node);
+  const act = (id: string, body: unknown) => instances().act(id, body);
+  const lastAction = (id: string, name: string) => instances().lastAction(id, name);
+  const allocations = (id: string) => instances().allocations(id);
+  const ironicNode = (uuid: string) => instances().ironicNode(uuid);
+  const instanceRecords = (ids: string[]) => instances().records(ids);
 
   /** A server as it is after the boot: ACTIVE on the shard's host, on a node of the shard deployed for it. */
-  const expectServing = (r: Awaited<ReturnType<typeof instanceRecords>>[number]) => {
+  const expectServing = (r: InstanceRecords) => {
     expect(r.api, "the compute API's view").to.include({ status: "ACTIVE", host: HOST, taskState: null });
     expect(nodes, "its node, of the shard").to.include(r.api.node);
     expect(r.db, "nova's instance row").to.include({
@@ -252,19 +130,7 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
       SHARD,
     );
     await powerOn(cloud, nodes);
-    const { flavor: f } = await cloud.compute.call("POST", "/flavors", MICROVERSION, {
-      flavor: { name: "bm.baremetal", vcpus: 1, ram: 1024, disk: 10 },
-    });
-    flavor = f.id;
-    // As baremetal flavors are set: one node of the class, nothing of the standard classes.
-    await cloud.compute.call("POST", `/flavors/${flavor}/os-extra_specs`, MICROVERSION, {
-      extra_specs: {
-        [`resources:${RESOURCE_CLASS}`]: "1",
-        "resources:VCPU": "0",
-        "resources:MEMORY_MB": "0",
-        "resources:DISK_GB": "0",
-      },
-    });
+    flavor = await instances().baremetalFlavor();
     bridge = await startBridge({
       shards: [{ name: SHARD, lease_ttl_ms: TTL_MS }],
       agents: ["host-a", "host-b"],
@@ -283,15 +149,7 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
     // The host's compute service is in the cell: map it (an operator's step after a new compute).
     await cloud.discoverHosts();
     const bootAt = performance.now();
-    // One boot placed before the next is sent: placement 16 on this stack let two claims
-    // sent together both take a node's one unit (both PUT /allocations answered 204),
-    // which no test here is about.
-    for (const i of [0, 1, 2, 3]) {
-      const id = await boot(`vm-${i}`);
-      await untilServer(id, "placed", (s) => s.node !== null);
-      servers.push(id);
-    }
-    for (const id of servers) await untilServer(id, "ACTIVE", settled("ACTIVE"));
+    servers = await instances().bootSerially(["vm-0", "vm-1", "vm-2", "vm-3"], flavor);
     const bootMs = performance.now() - bootAt;
     // nova-compute's own start with the four instances, the baseline of the kill -9 bound:
     // a clean handover (the lease handed back, no TTL waited out), the new process's start
