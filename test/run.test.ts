@@ -116,6 +116,9 @@ describe("shardbridge run: a command only while its host holds the lease (real b
   it("gives the child the shard, its token and nova's options in its environment", async () => {
     const { active } = await pair();
     const started = await active.waitFor((e) => e.ev === "child-started", 5000);
+    // run --unfenced (the bridge fronts no Ironic) says so beside every child it starts.
+    const unfenced = await active.waitFor((e) => e.ev === "child-unfenced", 5000);
+    expect(unfenced.token, "the unfenced child's token").to.equal(started.token);
     await new Promise((r) => setTimeout(r, 200));
     const line = readFileSync(records, "utf8")
       .split("\n")
@@ -403,6 +406,11 @@ describe("shardbridge run: a command only while its host holds the lease (real b
         /may not serve shard/,
       ],
       [["--id", "host-a", "--shard", "Bad Shard!", ...base, "--", RUN_CHILD], /shard/],
+      // This bridge fronts no Ironic: a child would call it unfenced, which only --unfenced allows.
+      [
+        ["--id", "host-a", "--shard", SHARD, ...base, "--", RUN_CHILD],
+        /fronts no Ironic \(serve --ironic\), so .* would call Ironic unfenced: start the bridge with --ironic, or give --unfenced/,
+      ],
     ];
     for (const [args, message] of cases) {
       const result = run(...args);

@@ -25,6 +25,8 @@ ${BRIDGE_USAGE}             --token T       this agent's bearer token (env SHARD
              --host NAME     nova's [DEFAULT]host for the child, the same on every host (default SHARD-ironic)
              --grace MS      TERM-to-KILL time when the lease is lost (default and maximum: TTL/3 - 250 ms)
              --restart       run COMMAND again when it exits while the lease is held (default: release and exit)
+             --unfenced      start COMMAND even when the bridge fronts no Ironic (serve without --ironic): its
+                             Ironic calls then go straight to Ironic, unchecked against the lease (logged)
 ${STANDBY_POLL_USAGE}                  The child gets SHARDBRIDGE_SHARD, SHARDBRIDGE_TOKEN, SHARDBRIDGE_AGENT, OS_DEFAULT__HOST,
                   OS_IRONIC__SHARD and, when the bridge fronts an Ironic, OS_IRONIC__ENDPOINT_OVERRIDE (its
                   fenced endpoint under the child's token). It heartbeats declaring the shard every 10 s,
@@ -41,6 +43,7 @@ async function prepare(argv: string[]) {
       host: { type: "string" },
       grace: { type: "string" },
       restart: { type: "boolean", default: false },
+      unfenced: { type: "boolean", default: false },
     },
   });
   if (positionals.length === 0) throw new ConfigError("run: give the command to run after --");
@@ -74,6 +77,13 @@ async function prepare(argv: string[]) {
     throw new ConfigError(
       `run: --grace ${graceMs} ms is more than the lease leaves (${most} ms: TTL ${info.lease_ttl_ms} ms, ` +
         "the child must be gone before a standby can be granted the lease)",
+    );
+  // A nova-compute given no fenced endpoint calls Ironic with its own credentials, and a
+  // frozen old host's calls would land beside its successor's: never by accident.
+  if (info.ironic_endpoint === null && !values.unfenced)
+    throw new ConfigError(
+      `run: the bridge at ${bridge} fronts no Ironic (serve --ironic), so ${positionals[0]} would call Ironic ` +
+        "unfenced: start the bridge with --ironic, or give --unfenced to run it so",
     );
   return {
     id,

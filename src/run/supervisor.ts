@@ -207,6 +207,11 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
       command: options.command[0],
       cgroup: group.cgroup?.dir ?? null,
     });
+    if (options.ironicEndpoint === undefined)
+      log.warn("child-unfenced", {
+        token,
+        why: "run --unfenced: the bridge fronts no Ironic, so the child's Ironic calls are not checked against the lease",
+      });
     void group.exited.then((exit) => onChildExit(group, token, exit));
   };
 
