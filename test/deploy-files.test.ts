@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url";
 import { parseAllDocuments } from "yaml";
 import { parseTokens } from "../src/api/http/auth.js";
 import { parseOrThrow } from "../src/domain/validation.js";
-import { maxGraceMs } from "../src/run/supervisor.js";
+import { DEFAULT_STOP_GRACE_MS } from "../src/run/supervisor.js";
 import { ShardDefinitionFile } from "../src/contracts/shards.js";
 import { runShardbridge } from "./helpers/cli.js";
 
@@ -203,16 +203,20 @@ describe("Kubernetes and kolla-ansible examples", function () {
       ).to.equal(true);
   });
 
-  it("terminationGracePeriodSeconds outlasts run's grace (at most TTL/3 - 250 ms) with 2 s to release", () => {
+  it("terminationGracePeriodSeconds and TimeoutStopSec outlast run's stop grace with 2 s to release", () => {
     const set = find("StatefulSet", "nova-compute-ironic-rack-a");
-    const shard = flagValue(set.spec.template.spec.containers[0].command, "--shard")!;
-    const ttl = parseOrThrow(
-      ShardDefinitionFile,
-      JSON.parse(find("ConfigMap", "shardbridge-shards").data[`${shard}.json`]),
-    ).lease_ttl_ms;
+    const command: string[] = set.spec.template.spec.containers[0].command;
+    const stopGraceMs = command.includes("--stop-grace")
+      ? Number(flagValue(command, "--stop-grace"))
+      : DEFAULT_STOP_GRACE_MS;
     const periodMs = set.spec.template.spec.terminationGracePeriodSeconds * 1000;
-    expect(maxGraceMs(ttl)).to.be.below(ttl / 3);
-    expect(periodMs, `TTL ${ttl} ms`).to.be.above(ttl / 3 + 2000);
+    expect(periodMs, `the pod's period, run's stop grace ${stopGraceMs} ms`).to.be.above(stopGraceMs + 2000);
+    const unit = readFileSync(join(ROOT, "examples/nova-compute/shardbridge-nova-compute@.service"), "utf8");
+    const timeoutS = Number(/^TimeoutStopSec=(\d+)$/m.exec(unit)?.[1]);
+    const unitGraceMs = Number(/--stop-grace (\d+)/.exec(unit)?.[1] ?? DEFAULT_STOP_GRACE_MS);
+    expect(timeoutS * 1000, `the unit's TimeoutStopSec, run's stop grace ${unitGraceMs} ms`).to.be.above(
+      unitGraceMs + 2000,
+    );
   });
 
   const KOLLA = "examples/kolla-ansible";

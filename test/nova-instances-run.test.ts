@@ -11,6 +11,7 @@ import {
   MICROVERSION,
   RESOURCE_CLASS,
   settled,
+  type ActionEvent,
   type InstanceRecords,
   type ServerView,
 } from "./helpers/openstack/instances.js";
@@ -19,12 +20,19 @@ import { enrollAvailable, powerOn, untilProvisionState } from "./helpers/opensta
 import { SupervisedShard } from "./helpers/openstack/nova-compute.js";
 import { readNovaLog } from "./helpers/openstack/nova-log.js";
 import { expectSameRecords, shardRecords } from "./helpers/openstack/records.js";
+import { DEFAULT_STOP_GRACE_MS } from "../src/run/supervisor.js";
 
 const SHARD = "rack-i";
 const HOST = `${SHARD}-ironic`;
 const TTL_MS = 2000;
-/** What the standby's start may take beyond one TTL and nova-compute's own start measured in this run. */
-const TAKEOVER_MARGIN_MS = 5000;
+/**
+ * How long the new nova-compute may take to report every node after a fault: a deadline
+ * that says "never", not a measure. What shardbridge answers for — the standby's
+ * nova-compute started within one TTL and 2 s of the fault — SupervisedShard.takeover holds;
+ * the rest is nova's own start-up (measured in `before`, printed per takeover, and by
+ * `make bench nova`), which this machine's load stretches.
+ */
+const REPORTED_DEADLINE_MS = 120_000;
 
 /**
  * Instances on Ironic's nodes through a failover of `shardbridge run`: nova 34 (api,
@@ -88,10 +96,11 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
 
   /**
    * `signal` to the active supervisor (SIGKILL: its nova-compute follows by pdeathsig and
-   * its group; SIGTERM: it stops nova-compute and hands the lease back); the standby's
-   * nova-compute started within the TTL and 2 s and reported every node within
-   * `reportWithinMs` of the signal. The signalled host's supervisor is started again, as
-   * systemd would, and stands by. `after` runs as soon as the signal is sent.
+   * its group; SIGTERM: it TERMs nova-compute, keeps the lease while nova finishes what it
+   * has begun, and hands the lease back once it exited); the standby's nova-compute
+   * started within the TTL and 2 s of the kill or of the old one's exit, and reported every
+   * node within `reportWithinMs` of the signal. The signalled host's supervisor is started
+   * again, as systemd would, and stands by. `after` runs as soon as the signal is sent.
    */
   const failover = async (
     signal: "SIGKILL" | "SIGTERM",
@@ -99,8 +108,21 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
     after?: (signalledAt: number) => Promise<void>,
   ) => {
     const signalledAt = Date.now();
+    const from = active.events.length;
     active.signal(signal);
     await after?.(signalledAt);
+    if (signal === "SIGTERM") {
+      // nova's graceful stop, bounded by run's stop grace (a deadline, not a measure).
+      const stopped = await active.waitFor(
+        (e) => e.ev === "child-stopped",
+        DEFAULT_STOP_GRACE_MS + 10_000,
+        from,
+      );
+      expect(stopped, "nova-compute's graceful stop").to.include({ killed: false });
+      console.log(
+        `      SIGTERM: the old nova-compute finished and exited ${stopped.term_to_gone_ms} ms after its TERM`,
+      );
+    }
     const next = await shard.takeover(
       signal === "SIGKILL" ? "kill -9" : signal,
       standby,
@@ -115,9 +137,9 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
     return { signalledAt, next };
   };
 
-  /** kill -9 of the active supervisor: every node reported within one TTL, nova-compute's own start and the margin. */
+  /** kill -9 of the active supervisor. */
   const killActive = (after?: (killedAt: number) => Promise<void>) =>
-    failover("SIGKILL", TTL_MS + novaStartMs + TAKEOVER_MARGIN_MS, after);
+    failover("SIGKILL", REPORTED_DEADLINE_MS, after);
 
   before(async () => {
     const began = performance.now();
@@ -142,7 +164,11 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
       cloud.bridgeEnv,
     );
     expect(sync.status, sync.stderr).to.equal(0);
-    shard = new SupervisedShard(cloud, bridge, SHARD, nodes, TTL_MS);
+    // run sends again the reboots a start of nova-compute preempts, as the cloud's admin.
+    shard = new SupervisedShard(cloud, bridge, SHARD, nodes, TTL_MS, {
+      args: ["--resend-preempted", "--nova-api", cloud.compute.url],
+      env: cloud.keystone.adminOpenrc(),
+    });
     watch = watchOverlaps(() => shard.novaComputePids());
     const first = await shard.pair();
     [active, standby] = [first.active, first.standby];
@@ -286,30 +312,81 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
     );
   });
 
-  it("a hard reboot sent 60-100 ms after kill -9 of the active run: the instance stays ACTIVE where it was, never cycled twice (what became of the reboot is printed)", async () => {
-    const target = servers[3]!;
+  /** The reboots sent during an outage, by fault: their node, and from when Ironic's record of it is read. */
+  const outageReboots: Array<{ fault: string; server: string; node: string; since: number }> = [];
+
+  /**
+   * `fault` of the active host, and a hard reboot of `target` sent 60-100 ms after it:
+   * nova-api takes it (202) while the host's nova-compute is gone or frozen. The standby's
+   * nova-compute start-up clears the reboot's task state and fails the queued request as
+   * preempted (nova 34's own behaviour); `run --resend-preempted` on the new active sends it
+   * once more. Whichever way it went, nova records one successful reboot after the fault.
+   */
+  const rebootThroughOutage = async (
+    fault: "kill -9" | "SIGTERM" | "SIGSTOP of the host",
+    target: string,
+  ) => {
     const [before] = await instanceRecords([target]);
     const node = before!.api.node!;
     const since = Date.now();
     let sentAfterMs = 0;
     let answer = { status: 0, text: "" };
-    const { signalledAt: killedAt, next } = await killActive(async (killedAt) => {
-      await new Promise((r) => setTimeout(r, killedAt + 60 + Math.random() * 40 - Date.now()));
-      sentAfterMs = Date.now() - killedAt;
+    const sendReboot = async (faultAt: number) => {
+      await new Promise((r) => setTimeout(r, faultAt + 60 + Math.random() * 40 - Date.now()));
+      sentAfterMs = Date.now() - faultAt;
       answer = await act(target, { reboot: { type: "HARD" } });
-    });
-    const settledView = await untilServer(target, "settled", (s) => s.taskState === null);
-    const settledMs = Date.now() - killedAt;
-    const [after] = await instanceRecords([target]);
-    const action = await lastAction(target, "reboot");
-    // What the standby's nova-compute said of the instance (its own pid's lines).
-    const said = readNovaLog(cloud.novaComputeLog)
-      .filter((l) => l.pid === next.pid && l.message.includes(target))
-      .filter((l) => /transitional state|preempted/.test(l.message))
-      .map((l) => `${l.level} ${l.message.replace(/\s+/g, " ").slice(0, 240)}`);
-    const cycles = ironicEvents.powerActions(node, since).map((e) => e.toPower);
+    };
+    const overlapsBefore = watch!.overlaps.length;
+    let faultAt: number;
+    let next: Awaited<ReturnType<SupervisedShard["takeover"]>>;
+    if (fault === "SIGSTOP of the host") {
+      // The whole host frozen (supervisor, watchdog, nova-compute), woken after the failover:
+      // the old supervisor finds its lease gone and KILLs its nova-compute at once.
+      const started = active.events.filter((e) => e.ev === "child-started").at(-1)!;
+      const childPid = Number(started.pid);
+      faultAt = Date.now();
+      process.kill(-active.child.pid!, "SIGSTOP");
+      process.kill(-childPid, "SIGSTOP");
+      await sendReboot(faultAt);
+      next = await shard.takeover(fault, standby, faultAt, REPORTED_DEADLINE_MS);
+      const from = active.events.length;
+      process.kill(-childPid, "SIGCONT");
+      process.kill(-active.child.pid!, "SIGCONT");
+      await active.waitFor((e) => e.ev === "child-stopped", 30_000, from);
+      [active, standby] = [standby, active];
+      await standby.waitFor((e) => e.ev === "standby", 30_000, from);
+    } else {
+      ({ signalledAt: faultAt, next } = await (fault === "kill -9"
+        ? killActive(sendReboot)
+        : failover("SIGTERM", REPORTED_DEADLINE_MS, sendReboot)));
+    }
+    expect(answer.status, `nova-api's answer to the reboot sent during the outage: ${answer.text}`).to.equal(
+      202,
+    );
 
-    expect(after!.api, "the compute API's view").to.include({ status: "ACTIVE", host: HOST, node });
+    // Until nova records a reboot of the server that succeeded, sent at or after the fault.
+    const rebootsSince = async () => {
+      const mine = (await instances().actions(target)).filter(
+        (a) => a.action === "reboot" && Date.parse(`${a.startTime}Z`) >= since - 1000,
+      );
+      return Promise.all(
+        mine.map(async (a) => ({ ...a, events: await instances().events(target, a.requestId) })),
+      );
+    };
+    const succeeded = (r: Awaited<ReturnType<typeof rebootsSince>>[number]) =>
+      r.events.some((e) => e.event === "compute_reboot_instance" && e.result === "Success");
+    const reboots = await until(
+      "a reboot carried out",
+      rebootsSince,
+      (rs) => rs.some(succeeded),
+      ACTION_DEADLINE_MS,
+      200,
+    );
+    const doneMs = Date.now() - faultAt;
+    const settledView = await untilServer(target, "settled", settled("ACTIVE"));
+    const [after] = await instanceRecords([target]);
+
+    expect(settledView, "the compute API's view").to.include({ status: "ACTIVE", host: HOST, node });
     expect([after!.db.id, after!.db.createdAt, after!.db.deleted], "the same row").to.deep.equal([
       before!.db.id,
       before!.db.createdAt,
@@ -317,13 +394,76 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
     ]);
     expect(after!.ironic, "Ironic's node").to.deep.equal(before!.ironic);
     expect(after!.allocations, "placement's allocation").to.deep.equal(before!.allocations);
-    expect(cycles.length, `Ironic's power actions on its node (${JSON.stringify(cycles)})`).to.be.at.most(1);
-    expect(watch!.overlaps, "instants with two nova-computes for the shard").to.deep.equal([]);
+    // Either the new nova-compute ran the queued reboot itself (it reached nova-api after the
+    // start-up's clearing), or the start-up preempted it and run sent it once more.
+    const resent = active.events.filter((e) => e.ev === "preempted-action-resent" && e.server === target);
+    if (reboots.length === 1) {
+      expect(resent, "run's resends of a reboot nova ran itself").to.deep.equal([]);
+    } else {
+      expect(
+        reboots.length,
+        `nova's reboots of the server since the fault: ${JSON.stringify(reboots)}`,
+      ).to.equal(2);
+      const [preempted, again] = reboots as [(typeof reboots)[number], (typeof reboots)[number]];
+      expect(preempted.events, "the reboot nova took during the outage").to.have.length(1);
+      const [event] = preempted.events as [ActionEvent];
+      expect(event.event, "the reboot nova took during the outage").to.equal("compute_reboot_instance");
+      // Preempted by the new nova-compute's start-up (nova's conflict on the cleared task
+      // state), or begun and never finished by the old one, frozen and resumed after the
+      // lease moved (its Ironic calls refused by the fence, then KILLed).
+      if (event.result === null)
+        expect(fault, "a reboot begun and never finished").to.equal("SIGSTOP of the host");
+      else
+        expect(event.details, `why it failed (${event.result})`).to.match(
+          /Expected: \{'task_state': \[.*'rebooting_hard'.*\]\}\. Actual: \{'task_state': None\}/,
+        );
+      expect(
+        resent.map((e) => [e.preempted_request, e.request, e.type]),
+        "run's record of the resend",
+      ).to.deep.equal([[preempted.requestId, again.requestId, "HARD"]]);
+      expect(succeeded(again), "the reboot run sent again succeeded").to.equal(true);
+    }
+    if (fault !== "SIGSTOP of the host")
+      expect(
+        watch!.overlaps.slice(overlapsBefore),
+        "instants with two nova-computes for the shard",
+      ).to.deep.equal([]);
+    outageReboots.push({ fault, server: target, node, since });
+    // What the new nova-compute said of the server at its start (its own pid's lines).
+    const said = readNovaLog(cloud.novaComputeLog)
+      .filter((l) => l.pid === next.pid && l.message.includes(target))
+      .filter((l) => /transitional state|Conflict updating/.test(l.message))
+      .map((l) => `${l.level} ${l.message.replace(/\s+/g, " ").slice(0, 200)}`);
     console.log(
-      `      a hard reboot sent ${sentAfterMs} ms after kill -9: nova-api answered ${answer.status}; the server ` +
-        `${settledView.status} with no task ${settledMs} ms after the kill; Ironic's power actions on its node: ` +
-        `${JSON.stringify(cycles)}; nova's record of the reboot: ${JSON.stringify(action)}; ` +
-        `the standby's nova-compute said:\n        ${said.join("\n        ") || "(nothing of it)"}`,
+      `      a hard reboot sent ${sentAfterMs} ms after ${fault}: nova-api answered ${answer.status}; ` +
+        (reboots.length === 1 ? "nova ran it, no resend" : "cut off by the failover, sent again by run") +
+        `; done ${doneMs} ms after the fault (the standby's nova-compute started ${next.startedAt - faultAt} ms after, ` +
+        `reported every node ${next.reportedAt - next.startedAt} ms after its start; ${novaStartMs} ms in before's clean handover); ` +
+        `the new nova-compute said:\n        ${said.join("\n        ") || "(nothing of it)"}`,
     );
+  };
+
+  it("a hard reboot sent 60-100 ms after kill -9 of the active run is carried out: sent again by run when nova's start-up preempted it", async () => {
+    await rebootThroughOutage("kill -9", servers[3]!);
+  });
+
+  it("a hard reboot sent 60-100 ms after SIGTERM to the active run is carried out", async () => {
+    await rebootThroughOutage("SIGTERM", servers[0]!);
+  });
+
+  it("a hard reboot sent 60-100 ms after the active host froze (SIGSTOP of its groups, SIGCONT after the failover) is carried out", async () => {
+    await rebootThroughOutage("SIGSTOP of the host", servers[1]!);
+  });
+
+  it("each reboot sent during an outage cycled its node's power exactly once (Ironic's own record, read last)", async () => {
+    expect(
+      outageReboots.map((r) => r.fault),
+      "the outages run",
+    ).to.deep.equal(["kill -9", "SIGTERM", "SIGSTOP of the host"]);
+    for (const r of outageReboots)
+      expect(
+        ironicEvents.powerActions(r.node, r.since).map((e) => [e.type, e.toPower]),
+        `Ironic's power actions on the node of the server rebooted during ${r.fault}`,
+      ).to.deep.equal([["baremetal.node.power_set.end", "rebooting"]]);
   });
 });

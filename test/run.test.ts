@@ -10,7 +10,7 @@ import { until } from "./helpers/until.js";
 import { RUN_CHILD, lives, runFixture, watchChildren, type ChildLife } from "./helpers/run-records.js";
 import { ChildCgroup } from "../src/run/cgroup.js";
 import { GroupMembers } from "../src/run/group-members.js";
-import { maxGraceMs } from "../src/run/supervisor.js";
+import { DEFAULT_STOP_GRACE_MS } from "../src/run/supervisor.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
 import { SHARDBRIDGE } from "./helpers/cli.js";
 
@@ -230,9 +230,10 @@ describe("shardbridge run: a command only while its host holds the lease (real b
       expect(active.child.exitCode).to.equal(0);
       expect(active.events.map((e) => e.ev)).to.include("released");
       expect(active.events.find((e) => e.ev === "stopping")).to.include({ signal });
-      // Stopped while the lease is held: the child gets the whole grace the margin allows.
+      // Stopped while the lease is held: the child gets the stop grace, the lease kept meanwhile.
       expect(active.events.find((e) => e.ev === "child-stopped")).to.include({
-        grace_ms: maxGraceMs(TTL_MS),
+        grace_ms: DEFAULT_STOP_GRACE_MS,
+        killed: false,
       });
       await untilLives(2);
       const all = expectOneAtATime();
@@ -250,6 +251,36 @@ describe("shardbridge run: a command only while its host holds the lease (real b
       ).to.be.below(TTL_MS / 3);
       expect(startedMs, "its child started once it was granted").to.be.at.least(grantedMs);
     });
+
+  it("SIGTERM to the active whose child takes 3 TTLs to finish: the lease is kept meanwhile, the standby's child starts only after it exited", async () => {
+    const drainMs = 3 * TTL_MS;
+    const { active, standby } = await pair({ RUN_DRAIN_MS: String(drainMs) });
+    await standby.waitFor((e) => e.ev === "standby", 5000);
+    active.signal("SIGTERM");
+    await standby.waitFor((e) => e.ev === "child-started", drainMs + TTL_MS + 5000);
+    await active.exited();
+    await untilLives(2);
+    const [first, second] = expectOneAtATime() as [ChildLife, ChildLife];
+    const term = /^term (\d+) (\d+)$/m.exec(readFileSync(records, "utf8"))!;
+    expect(Number(term[1]), "the TERMed child").to.equal(first.pid);
+    // The first child went on working past the TTL after its TERM: the lease was renewed
+    // meanwhile (a lease run out would have let the standby's child start beside it).
+    const workedAfterTermMs = Number(first.lastWriteNs - BigInt(term[2]!)) / 1e6;
+    expect(workedAfterTermMs, "the child's work after its TERM").to.be.above(TTL_MS);
+    expect(
+      second.startNs > first.lastWriteNs,
+      "the standby's child started after the first's last write",
+    ).to.equal(true);
+    expect(
+      active.events.map((e) => e.ev),
+      "handed back, not run out",
+    ).to.include("released");
+    expect(active.events.find((e) => e.ev === "child-stopped")).to.include({ killed: false });
+    console.log(
+      `      the TERMed child worked ${workedAfterTermMs.toFixed(0)} ms more under the kept lease; the standby's ` +
+        `child started ${(Number(second.startNs - first.lastWriteNs) / 1e6).toFixed(0)} ms after its last write`,
+    );
+  });
 
   it("a child that exits by itself: the lease is released, the supervisor exits with its code, the standby takes over", async () => {
     const once = join(bridge.dir, "exit-once");

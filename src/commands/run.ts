@@ -5,6 +5,8 @@ import { BridgeClient, BridgeError } from "../agent/bridge-client.js";
 import { AgentId, ShardName, hostNameProblem, novaHostFor } from "../domain/names.js";
 import { maxGraceMs, runSupervised } from "../run/supervisor.js";
 import { ConfigError } from "../config.js";
+import { KeystoneAuth, keystoneCredentialsFromEnv } from "../ironic/keystone.js";
+import { ComputeApi } from "../nova/compute-api.js";
 import {
   AGENT_FLAGS,
   BRIDGE_USAGE,
@@ -24,9 +26,16 @@ ${BRIDGE_USAGE}             --token T       this agent's bearer token (env SHARD
              --tokens-file F take it from a tokens file (the agent entry for --id)
              --host NAME     nova's [DEFAULT]host for the child, the same on every host (default SHARD-ironic)
              --grace MS      TERM-to-KILL time when the lease is lost (default and maximum: TTL/3 - 250 ms)
+             --stop-grace MS TERM-to-KILL time when run itself is stopped (SIGTERM, SIGHUP) while it holds the
+                             lease, which it keeps renewing meanwhile so that COMMAND finishes what it has begun
+                             (default 60000, nova's graceful_shutdown_timeout; cut to --grace if the lease is lost)
              --restart       run COMMAND again when it exits while the lease is held (default: release and exit)
              --unfenced      start COMMAND even when the bridge fronts no Ironic (serve without --ironic): its
                              Ironic calls then go straight to Ironic, unchecked against the lease (logged)
+             --resend-preempted  after each start of COMMAND, send once more every reboot nova accepted for the
+                             host's servers that nova-compute's own start-up cancelled (logged); needs --nova-api
+                             and an admin's Keystone credentials in the standard OS_* variables (kept from the child)
+             --nova-api URL  the compute API's endpoint (env SHARDBRIDGE_NOVA_API), e.g. http://nova.internal:8774/v2.1
 ${STANDBY_POLL_USAGE}                  The child gets SHARDBRIDGE_SHARD, SHARDBRIDGE_TOKEN, SHARDBRIDGE_AGENT, OS_DEFAULT__HOST,
                   OS_IRONIC__SHARD and, when the bridge fronts an Ironic, OS_IRONIC__ENDPOINT_OVERRIDE (its
                   fenced endpoint under the child's token). It heartbeats declaring the shard every 10 s,
@@ -42,8 +51,11 @@ async function prepare(argv: string[]) {
       ...AGENT_FLAGS,
       host: { type: "string" },
       grace: { type: "string" },
+      "stop-grace": { type: "string" },
       restart: { type: "boolean", default: false },
       unfenced: { type: "boolean", default: false },
+      "resend-preempted": { type: "boolean", default: false },
+      "nova-api": { type: "string", default: process.env.SHARDBRIDGE_NOVA_API },
     },
   });
   if (positionals.length === 0) throw new ConfigError("run: give the command to run after --");
@@ -60,6 +72,8 @@ async function prepare(argv: string[]) {
       `run: nova's [DEFAULT] host for shard ${shard} would be ${JSON.stringify(serviceHost)}, which ${hostProblem}: give --host`,
     );
   const graceMs = integerFlag("grace", values.grace, 0, 600_000);
+  const stopGraceMs = integerFlag("stop-grace", values["stop-grace"], 0, 3_600_000);
+  const computeApi = values["resend-preempted"] ? resendApi(values["nova-api"]) : undefined;
   const pollMs = standbyPollMs(values["standby-poll"]);
   const token = agentToken(id, values.token, values["tokens-file"]);
   const client = new BridgeClient(bridge, token);
@@ -92,8 +106,10 @@ async function prepare(argv: string[]) {
     token,
     serviceHost,
     graceMs,
+    ...(stopGraceMs !== undefined && { stopGraceMs }),
     restart: values.restart!,
     command: positionals,
+    ...(computeApi !== undefined && { computeApi }),
     ...(pollMs !== undefined && { standbyPollMs: pollMs }),
     ...(info.ironic_endpoint !== null && {
       ironicEndpoint: (leaseToken: number, fenceKey: string) =>
@@ -103,6 +119,21 @@ async function prepare(argv: string[]) {
         ).href,
     }),
   };
+}
+
+/** The compute API `--resend-preempted` calls, as the admin the OS_* variables name. */
+function resendApi(endpoint: string | undefined): ComputeApi {
+  if (endpoint === undefined)
+    throw new ConfigError(
+      "run: --resend-preempted needs --nova-api URL (or SHARDBRIDGE_NOVA_API): the compute API",
+    );
+  const url = httpUrlFlag("nova-api", endpoint, "SHARDBRIDGE_NOVA_API");
+  const credentials = keystoneCredentialsFromEnv(process.env);
+  if (credentials === null)
+    throw new ConfigError(
+      "run: --resend-preempted needs Keystone credentials of an admin in the OS_* variables (OS_AUTH_URL and the rest)",
+    );
+  return new ComputeApi(url, new KeystoneAuth(credentials));
 }
 
 /**

@@ -60,6 +60,8 @@ export class ChildGroup {
   private readonly child: ChildProcess;
   private readonly members: GroupMembers;
   private stopping: Promise<StopReport> | null = null;
+  /** when a stop KILLs what is left (nowMs's clock) */
+  private killAtMs = Infinity;
 
   constructor(
     command: string[],
@@ -107,15 +109,17 @@ export class ChildGroup {
   /**
    * TERM the whole group (and whatever else is in its cgroup), KILL all of it after
    * `graceMs` if anything is left, and answer once no process of it remains. Called
-   * again, answers the same stop.
+   * again, answers the same stop, KILLing sooner if the new grace ends first (a graceful
+   * stop whose lease was lost meanwhile).
    */
   stop(graceMs: number): Promise<StopReport> {
+    this.killAtMs = Math.min(this.killAtMs, this.nowMs() + graceMs);
     this.stopping ??= (async () => {
       const termAtMs = this.nowMs();
       signalGroup(this.pgid, "SIGTERM");
       for (const pid of this.cgroup?.pids() ?? []) signalPid(pid, "SIGTERM");
       // The group decides, not the leader: a grandchild may hold on after it is gone.
-      while (this.alive() && this.nowMs() - termAtMs < graceMs) await sleep(LOOK_MS);
+      while (this.alive() && this.nowMs() < this.killAtMs) await sleep(LOOK_MS);
       const killed = this.alive();
       if (killed) {
         signalGroup(this.pgid, "SIGKILL");

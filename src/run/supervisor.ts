@@ -9,6 +9,8 @@ import { renewDeadlineMs } from "../domain/lease.js";
 import { logger } from "../log.js";
 import { ChildCgroup } from "./cgroup.js";
 import { ChildGroup, exitStatus, type ChildExit } from "./child.js";
+import type { ComputeApi } from "../nova/compute-api.js";
+import { PreemptedResend } from "./preempted-resend.js";
 
 /**
  * Time kept back from the TTL/3 margin for the KILL to land and the group to be reaped:
@@ -26,6 +28,13 @@ export const HEARTBEAT_MS = 10_000;
  * the margin between the holder's deadline (2/3 TTL) and the earliest expiry (TTL), less
  * the slack. For the 6 s default: 1,750 ms.
  */
+/**
+ * The default TERM-to-KILL time when `run` itself is stopped while it holds the lease:
+ * oslo.service's graceful_shutdown_timeout, the time nova-compute gives itself to finish
+ * what it has begun.
+ */
+export const DEFAULT_STOP_GRACE_MS = 60_000;
+
 export function maxGraceMs(ttlMs: number): number {
   return Math.max(0, ttlMs - renewDeadlineMs(ttlMs) - KILL_SLACK_MS);
 }
@@ -38,8 +47,10 @@ export interface RunOptions {
   token: string;
   /** nova-compute's [DEFAULT]host: the same on every host that may run the shard's child */
   serviceHost: string;
-  /** ms between TERM and KILL; at most maxGraceMs(ttl) */
+  /** ms between TERM and KILL when the lease is lost; at most maxGraceMs(ttl) */
   graceMs: number | undefined;
+  /** ms between TERM and KILL when run itself stops while holding the lease (default DEFAULT_STOP_GRACE_MS) */
+  stopGraceMs?: number;
   /** run the command again when it exits while the lease is still held */
   restart: boolean;
   command: string[];
@@ -47,6 +58,19 @@ export interface RunOptions {
   ironicEndpoint?: (token: number, fenceKey: string) => string;
   /** while another holds the lease, ask at most this often (the keeper's default: 500 ms) */
   standbyPollMs?: number;
+  /** `--resend-preempted`: the compute API through which the reboots a start cancelled are sent again */
+  computeApi?: ComputeApi;
+}
+
+/**
+ * The child's environment without the Keystone credentials `run` itself was given
+ * (OS_AUTH_URL, OS_PASSWORD, ...): nova-compute reads its own from nova.conf, and oslo's
+ * environment options (OS_GROUP__OPTION, two underscores) stay.
+ */
+export function withoutOurCredentials(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return Object.fromEntries(
+    Object.entries(env).filter(([name]) => !/^OS_/.test(name) || name.includes("__")),
+  );
 }
 
 const WATCHDOG = fileURLToPath(new URL("./watchdog.sh", import.meta.url));
@@ -89,21 +113,25 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
   );
   const feed = (line: string) => watchdog.stdin!.write(`${line}\n`);
 
-  /** the running child and the token it was started under */
-  let child: { group: ChildGroup; token: number } | null = null;
-  /** the fence key of the lease granted under `token`: the child's Ironic endpoint names both */
-  let granted: { token: number; fenceKey: string | null } | null = null;
+  /** the running child, the token it was started under, and its watch of cancelled reboots */
+  let child: { group: ChildGroup; token: number; resend: PreemptedResend | null } | null = null;
+  /** the lease granted under `token`: its fence key (the child's Ironic endpoint names both), when (ms of the epoch) */
+  let granted: { token: number; fenceKey: string | null; atMs: number } | null = null;
   /** a child being stopped: nothing new starts until it is gone */
   let stopping: Promise<unknown> = Promise.resolve();
   let finishing = false;
   let resolveDone!: (status: number) => void;
   const done = new Promise<number>((resolve) => (resolveDone = resolve));
 
+  /** a child given a graceful stop (run itself stopping) while the lease is still held and renewed */
+  let draining: ChildGroup | null = null;
+
   const arm = () => {
     const left = keeper.msLeft();
-    if (child === null || left === null) return;
-    const cgroup = child.group.cgroup === null ? "" : ` ${child.group.cgroup.dir}`;
-    feed(`arm ${child.group.pgid} ${Math.max(1, Math.floor(left + graceFor()))}${cgroup}`);
+    const group = child?.group ?? draining;
+    if (group === null || group === undefined || left === null) return;
+    const cgroup = group.cgroup === null ? "" : ` ${group.cgroup.dir}`;
+    feed(`arm ${group.pgid} ${Math.max(1, Math.floor(left + graceFor()))}${cgroup}`);
   };
 
   /** The child's own cgroup, where this host lets us make one; said once when it does not. */
@@ -118,12 +146,29 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
     return null;
   };
 
-  const stopChild = (why: string): Promise<unknown> => {
-    if (child === null) return stopping;
-    const { group, token } = child;
+  /**
+   * Stop the child: within what the lease leaves (graceFor) when it is lost, or, when
+   * `graceful` and the lease is still held, within the stop grace while the keeper goes on
+   * renewing — nova-compute finishes what it has begun (a reboot, a deploy) before the
+   * lease is handed over; should the lease be lost meanwhile, the grace is cut to what it
+   * leaves.
+   */
+  const stopChild = (why: string, graceful = false): Promise<unknown> => {
+    if (child === null) {
+      if (draining !== null) {
+        log.warn("child-stop-hurried", { why, grace_ms: Math.round(graceFor()) });
+        void draining.stop(graceFor());
+      }
+      return stopping;
+    }
+    const { group, token, resend } = child;
+    resend?.stop();
     child = null;
-    const graceMs = graceFor();
+    const drain = graceful && keeper.token() === token;
+    const graceMs = drain ? (options.stopGraceMs ?? DEFAULT_STOP_GRACE_MS) : graceFor();
+    if (drain) draining = group;
     stopping = group.stop(graceMs).then((stopped) => {
+      if (draining === group) draining = null;
       feed("disarm");
       log.info("child-stopped", {
         why,
@@ -153,7 +198,7 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
     if (finishing) return;
     finishing = true;
     clearInterval(heartbeats);
-    await stopChild("supervisor stopping");
+    await stopChild("supervisor stopping", true);
     await keeper.stop();
     watchdog.stdin!.end();
     resolveDone(status);
@@ -161,6 +206,7 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
 
   const onChildExit = (group: ChildGroup, token: number, exit: ChildExit) => {
     if (group.stopRequested || finishing) return; // ours: stopChild reports it
+    child?.resend?.stop();
     child = null;
     log.info("child-exited", { token, pid: group.pid, exit: exitStatus(exit) });
     // Whatever it left behind in its group or cgroup goes too, before the lease moves on.
@@ -187,7 +233,7 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
       return;
     }
     const env: NodeJS.ProcessEnv = {
-      ...process.env,
+      ...(options.computeApi === undefined ? process.env : withoutOurCredentials(process.env)),
       SHARDBRIDGE_SHARD: shard,
       SHARDBRIDGE_TOKEN: String(token),
       SHARDBRIDGE_AGENT: id,
@@ -199,7 +245,18 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
       }),
     };
     const group = new ChildGroup(options.command, env, `[${shard} token ${token}]`, nowMs, cgroupFor(token));
-    child = { group, token };
+    const resend =
+      options.computeApi === undefined
+        ? null
+        : new PreemptedResend({
+            api: options.computeApi,
+            host: options.serviceHost,
+            log,
+            holds: () => keeper.token() === token && child?.group === group,
+            grantedAtMs: granted?.token === token ? granted.atMs : Date.now(),
+          });
+    child = { group, token, resend };
+    void resend?.watch();
     arm();
     log.info("child-started", {
       token,
@@ -221,7 +278,7 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
   keeper.on("active", ({ token, ttlMs, fenceKey }) => {
     answered();
     logTransition(log, { message: "active", token, ttl_ms: ttlMs });
-    granted = { token, fenceKey };
+    granted = { token, fenceKey, atMs: Date.now() };
     // A child of an earlier lease may still be stopping: it must be gone first.
     void stopping.then(() => {
       if (!finishing && keeper.token() === token && child === null) startChild(token);

@@ -129,6 +129,18 @@ export class Keystone {
     };
   }
 
+  /** The admin's openrc on project admin: the OS_* variables an operator sources before calling OpenStack. */
+  adminOpenrc(): Record<string, string> {
+    return {
+      OS_AUTH_URL: this.authUrl,
+      OS_USERNAME: "admin",
+      OS_PASSWORD: this.passwords.get("admin")!,
+      OS_PROJECT_NAME: "admin",
+      OS_USER_DOMAIN_NAME: "Default",
+      OS_PROJECT_DOMAIN_NAME: "Default",
+    };
+  }
+
   /** The bootstrap admin's token, kept and renewed: system-scoped (Ironic's admin) or on project admin (placement's). */
   async adminToken(scope: "system" | "project"): Promise<string> {
     let auth = this.admins.get(scope);

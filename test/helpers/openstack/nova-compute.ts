@@ -11,7 +11,8 @@ import { openstackBin } from "./venv.js";
 /**
  * `shardbridge run --id HOST --shard SHARD -- nova-compute` in a session of its own (so a
  * test can stop or kill the whole group), with the cloud's nova.conf and a state folder of
- * the host's own, as on a machine of its own; `env` more of nova's options (OS_SECTION__OPTION).
+ * the host's own, as on a machine of its own; `env` more of nova's options (OS_SECTION__OPTION)
+ * or run's own, `args` more of run's flags.
  */
 export function superviseNovaCompute(
   cloud: OpenStackCloud,
@@ -19,6 +20,7 @@ export function superviseNovaCompute(
   host: string,
   shard: string,
   env: NodeJS.ProcessEnv = {},
+  args: string[] = [],
 ): AgentProcess {
   const state = join(cloud.dir, host);
   mkdirSync(state, { recursive: true });
@@ -27,7 +29,7 @@ export function superviseNovaCompute(
     "setsid",
     [
       ...[SHARDBRIDGE.command, ...SHARDBRIDGE.args, "run", "--id", host, "--shard", shard],
-      ...["--bridge", bridge.url, "--tokens-file", bridge.tokensFile, "--"],
+      ...["--bridge", bridge.url, "--tokens-file", bridge.tokensFile, ...args, "--"],
       ...[openstackBin("nova-compute"), "--config-file", cloud.novaConf],
     ],
     { ...env, OS_DEFAULT__STATE_PATH: state },
@@ -57,11 +59,13 @@ export class SupervisedShard {
     readonly shard: string,
     readonly nodes: string[],
     private readonly ttlMs: number,
+    /** what every supervisor is given beyond the shard's flags: run's flags, its environment */
+    private readonly run: { args?: string[]; env?: NodeJS.ProcessEnv } = {},
   ) {}
 
   /** A supervisor for `host`, started. */
   supervise(host: string): AgentProcess {
-    const s = superviseNovaCompute(this.cloud, this.bridge, host, this.shard);
+    const s = superviseNovaCompute(this.cloud, this.bridge, host, this.shard, this.run.env, this.run.args);
     this.supervisors.push(s);
     return s;
   }

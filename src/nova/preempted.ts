@@ -1,0 +1,136 @@
+/**
+ * Which of a server's instance actions nova-compute's own start-up cancelled, and what to
+ * send again for it. Pure: the records as the compute API shows them, and the clock.
+ *
+ * Why: nova-api takes a reboot (answers 202, sets the task state `rebooting` or
+ * `rebooting_hard`) and casts it to the host's queue in RabbitMQ. When that host's
+ * nova-compute is replaced (a failover) before it took the message, the new process's
+ * start-up (`ComputeManager._init_instance`) finds the task state on a running instance and
+ * clears it ("Instance in transitional state (rebooting_hard) at start-up and power state is
+ * (1), clearing task state"); the queued reboot then reaches it and fails the task-state
+ * check (`UnexpectedTaskStateError`: "Conflict updating instance ... Expected:
+ * {'task_state': ['rebooting_hard', ...]}. Actual: {'task_state': None}"). The user had a
+ * 202 and nothing happened. nova 34 clears the same way `pausing` and `unpausing` (which
+ * nova's ironic driver does not implement), and `reboot_started(_hard)` (a reboot the
+ * old process had begun: its outcome is unknown). It retries by itself a reboot pending
+ * or caught with the power off, a stop (`powering-off`) and a start (`powering-on`), and
+ * restarts a delete; it sets a boot or rebuild caught in flight to ERROR.
+ *
+ * The rule: a reboot is sent again when it is the server's latest action, its compute
+ * event failed with exactly that conflict (expected a reboot's task states, found none),
+ * the failure is recent, and the server is active with no task now; or when it was begun,
+ * never finished, by the old host's process after the lease had moved (the fence refused
+ * its calls). "Latest" makes it once: the resend is a newer action, and a user's own newer
+ * action supersedes it.
+ */
+
+/** An instance action of a server, as `GET /servers/{id}/os-instance-actions` lists it. */
+export interface InstanceAction {
+  action: string;
+  requestId: string;
+  /** nova's time: UTC, no zone (2026-12-06T07:12:03.000000) */
+  startTime: string;
+}
+
+/** One event of an instance action (microversion 2.84: `details` to an admin). */
+export interface InstanceActionEvent {
+  event: string;
+  /** "Success", "Error", or null while under way */
+  result: string | null;
+  startTime: string;
+  finishTime: string | null;
+  details: string | null;
+}
+
+/** A server now, as `GET /servers/detail` shows it. */
+export interface ServerState {
+  id: string;
+  vmState: string;
+  taskState: string | null;
+}
+
+export type RebootType = "HARD" | "SOFT";
+
+export type Verdict =
+  /** cancelled by a start-up: send it again */
+  | { kind: "resend"; requestId: string; rebootType: RebootType }
+  /** begun by a process that is gone, never finished, its task cleared: whether it ran is unknown */
+  | { kind: "unknown"; requestId: string }
+  /** no compute has answered it yet: look again */
+  | { kind: "pending"; requestId: string }
+  /** nothing to do for this action */
+  | { kind: "none" };
+
+/** The event nova-compute records for a reboot. */
+export const REBOOT_EVENT = "compute_reboot_instance";
+
+/** How old a cancelled reboot may be and still be sent again (older ones are an operator's call). */
+export const PREEMPTED_MAX_AGE_MS = 10 * 60_000;
+
+/**
+ * How far apart two hosts' clocks may be (NTP keeps them within milliseconds): a reboot
+ * begun this long after the lease was granted to the new host was begun by a process the
+ * fence already refused.
+ */
+export const CLOCK_SKEW_MS = 1000;
+
+/**
+ * nova's UnexpectedTaskStateError on a reboot whose task state was cleared: the states it
+ * expected (a reboot's), and None found.
+ */
+const CLEARED = /Expected: \{'task_state': \[([^\]]*)\]\}\. Actual: \{'task_state': None\}/;
+
+/** nova's time (UTC without a zone, or with one) in ms of the epoch; NaN when unreadable. */
+export function novaTimeMs(time: string): number {
+  return Date.parse(/[zZ]|[+-]\d\d:?\d\d$/.test(time) ? time : `${time}Z`);
+}
+
+/** The reboot's type from the task states nova expected: a hard reboot's list names `rebooting_hard`. */
+export function rebootTypeOf(expected: string): RebootType | null {
+  if (expected.includes("'rebooting_hard'")) return "HARD";
+  if (expected.includes("'rebooting'")) return "SOFT";
+  return null;
+}
+
+/**
+ * What to do about `latest`, the server's newest action, given its events, the server as
+ * it is now, and `nowMs` (ms of the epoch).
+ */
+export function preemptedVerdict(
+  server: ServerState,
+  latest: InstanceAction | undefined,
+  events: readonly InstanceActionEvent[],
+  nowMs: number,
+  /** when this host was granted the lease its nova-compute runs under (ms of the epoch) */
+  grantedAtMs: number,
+): Verdict {
+  if (latest === undefined || latest.action !== "reboot") return { kind: "none" };
+  const { requestId } = latest;
+  const event = events.find((e) => e.event === REBOOT_EVENT);
+  if (event === undefined) return { kind: "pending", requestId };
+  if (event.result === null) {
+    // Under way on a compute now: its task state says so.
+    if (server.taskState !== null) return { kind: "pending", requestId };
+    // Begun by a process that is gone, its task state cleared by the new one's start-up.
+    // Begun after this host was granted the lease, it was the old host's nova-compute,
+    // frozen and resumed, whose Ironic calls the fence refused: it never reached the node.
+    // nova records no reboot's type but in the task state that start-up cleared: HARD, what
+    // is asked of a server that does not answer. Begun before, it may have power cycled the
+    // node: whether it did is unknown.
+    const begunAfterGrant = novaTimeMs(event.startTime) >= grantedAtMs + CLOCK_SKEW_MS;
+    const recent = nowMs - novaTimeMs(event.startTime) <= PREEMPTED_MAX_AGE_MS;
+    if (begunAfterGrant && recent && server.vmState === "active")
+      return { kind: "resend", requestId, rebootType: "HARD" };
+    return { kind: "unknown", requestId };
+  }
+  if (event.result !== "Error" || event.finishTime === null) return { kind: "none" };
+  const cleared = CLEARED.exec(event.details ?? "");
+  const rebootType = cleared === null ? null : rebootTypeOf(cleared[1]!);
+  if (rebootType === null) return { kind: "none" };
+  const age = nowMs - novaTimeMs(event.finishTime);
+  if (!(age <= PREEMPTED_MAX_AGE_MS)) return { kind: "none" };
+  // nova-api refuses a reboot of a server with a task under way (409), and one resent while
+  // a user's action is running would be a second one.
+  if (server.vmState !== "active" || server.taskState !== null) return { kind: "none" };
+  return { kind: "resend", requestId, rebootType };
+}

@@ -1,0 +1,134 @@
+import type { Logger } from "winston";
+import { ComputeApiError, type ComputeApi } from "../nova/compute-api.js";
+import { PREEMPTED_MAX_AGE_MS, preemptedVerdict, type Verdict } from "../nova/preempted.js";
+
+/** How often the host's servers are read while the watch runs. */
+export const RESEND_POLL_MS = 2000;
+/**
+ * How long after the child's start the watch runs: the reboots nova-compute's start-up
+ * cancels fail as soon as it consumes its queue, seconds after the start; this leaves room
+ * for a slow start (nova's own init of thousands of instances) without watching for ever.
+ */
+export const RESEND_WATCH_MS = 180_000;
+
+export interface ResendOptions {
+  api: ComputeApi;
+  /** nova's [DEFAULT]host of the child: the servers looked at are this host's */
+  host: string;
+  log: Logger;
+  /** whether the lease the child runs under is still held: nothing is sent once it is not */
+  holds: () => boolean;
+  /** when the lease was granted to this host (ms of the epoch) */
+  grantedAtMs: number;
+  /** ms of the epoch */
+  now?: () => number;
+  sleep?: (ms: number) => Promise<void>;
+  pollMs?: number;
+  watchMs?: number;
+}
+
+/**
+ * After `run` starts nova-compute on a takeover: the reboots nova accepted for this host's
+ * servers that the new nova-compute's start-up cancelled (src/nova/preempted.ts), each
+ * sent once more through the compute API and logged (`preempted-action-resent`). Reboots
+ * whose outcome nobody can know (begun by the process that died, before the lease moved)
+ * are logged, not sent (`preempted-action-unknown`), as are those never answered by the
+ * watch's end. `watch()` runs until `stop()`, the lease is no longer held, or
+ * RESEND_WATCH_MS after it began.
+ */
+export class PreemptedResend {
+  /** what was decided per server, by the action it was decided for */
+  private readonly decided = new Map<string, string>();
+  /** actions still waiting for a compute's answer: server -> request id */
+  private readonly pending = new Map<string, string>();
+  private stopped = false;
+
+  constructor(private readonly options: ResendOptions) {}
+
+  stop(): void {
+    this.stopped = true;
+  }
+
+  /** Watch until stopped, the lease is gone or the watch's time is up. */
+  async watch(): Promise<void> {
+    const { log } = this.options;
+    const now = this.options.now ?? Date.now;
+    const sleep = this.options.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
+    const until = now() + (this.options.watchMs ?? RESEND_WATCH_MS);
+    let failures = 0;
+    while (!this.stopped && this.options.holds() && now() < until) {
+      try {
+        await this.look(now());
+        failures = 0;
+      } catch (error) {
+        // nova-api or keystone down for a while: said once per run of failures, tried again.
+        if (failures++ === 0) log.warn("preempted-watch-error", { error: String(error) });
+      }
+      await sleep(this.options.pollMs ?? RESEND_POLL_MS);
+    }
+    for (const [server, requestId] of this.pending)
+      log.warn("preempted-action-unresolved", {
+        server,
+        request: requestId,
+        why: "nova accepted a reboot for this server that no nova-compute answered while run watched: check it",
+      });
+  }
+
+  /** One look at the host's servers changed within the age a cancelled reboot may have. */
+  private async look(nowMs: number): Promise<void> {
+    const { api, host } = this.options;
+    const servers = await api.serversOf(host, nowMs - PREEMPTED_MAX_AGE_MS);
+    for (const server of servers) {
+      if (this.stopped || !this.options.holds()) return;
+      if (server.vmState !== "active") continue;
+      const latest = await api.latestAction(server.id);
+      if (latest === undefined || this.decided.get(server.id) === latest.requestId) continue;
+      const events = latest.action === "reboot" ? await api.events(server.id, latest.requestId) : [];
+      const verdict = preemptedVerdict(server, latest, events, nowMs, this.options.grantedAtMs);
+      if (verdict.kind === "none") {
+        // Final for this action (done, failed otherwise, not a reboot): looked at again only
+        // once the server has a newer one.
+        this.pending.delete(server.id);
+        this.decided.set(server.id, latest.requestId);
+      } else await this.act(server.id, verdict);
+    }
+  }
+
+  private async act(server: string, verdict: Exclude<Verdict, { kind: "none" }>): Promise<void> {
+    const { log } = this.options;
+    if (verdict.kind === "pending") {
+      this.pending.set(server, verdict.requestId);
+      return;
+    }
+    this.pending.delete(server);
+    this.decided.set(server, verdict.requestId);
+    if (verdict.kind === "unknown") {
+      log.warn("preempted-action-unknown", {
+        server,
+        request: verdict.requestId,
+        why: "a reboot begun by the nova-compute that was replaced never finished: whether it ran is unknown; not sent again",
+      });
+      return;
+    }
+    if (!this.options.holds()) return;
+    try {
+      const request = await this.options.api.reboot(server, verdict.rebootType);
+      log.info("preempted-action-resent", {
+        server,
+        action: "reboot",
+        type: verdict.rebootType,
+        preempted_request: verdict.requestId,
+        request,
+      });
+    } catch (error) {
+      // A 409 (locked, or a task began meanwhile) is nova's answer to keep: not tried again.
+      if (!(error instanceof ComputeApiError)) this.decided.delete(server);
+      log.warn("preempted-action-not-resent", {
+        server,
+        action: "reboot",
+        preempted_request: verdict.requestId,
+        error: String(error),
+      });
+    }
+  }
+}

@@ -1,0 +1,151 @@
+import { expect } from "chai";
+import fc from "fast-check";
+import {
+  CLOCK_SKEW_MS,
+  PREEMPTED_MAX_AGE_MS,
+  novaTimeMs,
+  preemptedVerdict,
+  REBOOT_EVENT,
+  type InstanceActionEvent,
+  type ServerState,
+} from "../src/nova/preempted.js";
+
+/*
+ * Which reboots nova-compute's start-up cancelled (src/nova/preempted.ts), on the records
+ * the compute API shows. The details are nova 34's words (UnexpectedTaskStateError, as
+ * nova-instances-run.test.ts reads them from a real nova after a failover).
+ */
+
+const NOW = Date.parse("2026-12-06T07:30:00Z");
+/** the new host granted the lease: after the reboot was asked, before its start-up cleared it */
+const GRANTED = Date.parse("2026-12-06T07:29:52Z");
+const idle: ServerState = { id: "s", vmState: "active", taskState: null };
+const reboot = { action: "reboot", requestId: "req-1", startTime: "2026-12-06T07:29:50.000000" };
+const cleared = (expected: string): InstanceActionEvent => ({
+  event: REBOOT_EVENT,
+  result: "Error",
+  startTime: "2026-12-06T07:29:55.000000",
+  finishTime: "2026-12-06T07:29:55.000000",
+  details:
+    `Conflict updating instance 0b7c0d1e-1f3a-4a53-9f0e-6a1c2d3e4f50. Expected: {'task_state': [${expected}]}. ` +
+    "Actual: {'task_state': None}",
+});
+/** A time as nova writes it: UTC, no zone. */
+const novaTime = (ms: number) => new Date(ms).toISOString().replace("Z", "");
+const HARD = "'rebooting_hard', 'reboot_pending_hard', 'reboot_started_hard'";
+const SOFT = "'rebooting', 'reboot_pending', 'reboot_started'";
+
+describe("reboots nova-compute's start-up cancelled (pure)", () => {
+  it("a hard or soft reboot failed on a cleared task state is sent again, of its own type", () => {
+    expect(preemptedVerdict(idle, reboot, [cleared(HARD)], NOW, GRANTED)).to.deep.equal({
+      kind: "resend",
+      requestId: "req-1",
+      rebootType: "HARD",
+    });
+    expect(preemptedVerdict(idle, reboot, [cleared(SOFT)], NOW, GRANTED)).to.deep.include({
+      rebootType: "SOFT",
+    });
+  });
+
+  it("nothing for a reboot that succeeded, failed for another reason, or is not the latest action", () => {
+    const done = { ...cleared(HARD), result: "Success", details: null };
+    expect(preemptedVerdict(idle, reboot, [done], NOW, GRANTED).kind).to.equal("none");
+    const otherError = { ...cleared(HARD), details: "Timeout waiting for the node to power on" };
+    expect(preemptedVerdict(idle, reboot, [otherError], NOW, GRANTED).kind).to.equal("none");
+    // A conflict on another field (a delete under way, say) is no cleared reboot.
+    const deleting = {
+      ...cleared(HARD),
+      details:
+        "Conflict updating instance x. Expected: {'task_state': ['rebooting_hard']}. Actual: {'task_state': 'deleting'}",
+    };
+    expect(preemptedVerdict(idle, reboot, [deleting], NOW, GRANTED).kind).to.equal("none");
+    const stop = { ...reboot, action: "stop" };
+    expect(preemptedVerdict(idle, stop, [cleared(HARD)], NOW, GRANTED).kind).to.equal("none");
+    expect(preemptedVerdict(idle, undefined, [], NOW, GRANTED).kind).to.equal("none");
+  });
+
+  it("nothing while the server has a task or is not active: nova-api would refuse it, or it would be a second one", () => {
+    for (const server of [
+      { ...idle, taskState: "rebooting_hard" },
+      { ...idle, vmState: "stopped" },
+      { ...idle, vmState: "error" },
+    ])
+      expect(
+        preemptedVerdict(server, reboot, [cleared(HARD)], NOW, GRANTED).kind,
+        JSON.stringify(server),
+      ).to.equal("none");
+  });
+
+  it("nothing for a reboot cancelled longer ago than the age an operator would still want it done", () => {
+    const finished = novaTimeMs(cleared(HARD).finishTime!);
+    expect(
+      preemptedVerdict(idle, reboot, [cleared(HARD)], finished + PREEMPTED_MAX_AGE_MS, GRANTED).kind,
+    ).to.equal("resend");
+    expect(
+      preemptedVerdict(idle, reboot, [cleared(HARD)], finished + PREEMPTED_MAX_AGE_MS + 1, GRANTED).kind,
+    ).to.equal("none");
+  });
+
+  it("pending while no compute answered, or one runs it; unknown when begun before the lease moved by a process that is gone", () => {
+    expect(preemptedVerdict(idle, reboot, [], NOW, GRANTED)).to.deep.equal({
+      kind: "pending",
+      requestId: "req-1",
+    });
+    const begun: InstanceActionEvent = {
+      event: REBOOT_EVENT,
+      result: null,
+      startTime: "2026-12-06T07:29:50.000000",
+      finishTime: null,
+      details: null,
+    };
+    const running = { ...idle, taskState: "reboot_started_hard" };
+    expect(preemptedVerdict(running, reboot, [begun], NOW, GRANTED).kind).to.equal("pending");
+    expect(preemptedVerdict(idle, reboot, [begun], NOW, GRANTED).kind).to.equal("unknown");
+    // Begun within the clocks' skew of the grant: which host began it cannot be told.
+    const atGrant = { ...begun, startTime: novaTime(GRANTED + CLOCK_SKEW_MS - 1) };
+    expect(preemptedVerdict(idle, reboot, [atGrant], NOW, GRANTED).kind).to.equal("unknown");
+  });
+
+  it("a reboot begun after the lease moved, never finished, was the old host's fenced process: sent again", () => {
+    const resumed: InstanceActionEvent = {
+      event: REBOOT_EVENT,
+      result: null,
+      startTime: novaTime(GRANTED + CLOCK_SKEW_MS),
+      finishTime: null,
+      details: null,
+    };
+    expect(preemptedVerdict(idle, reboot, [resumed], NOW, GRANTED)).to.deep.equal({
+      kind: "resend",
+      requestId: "req-1",
+      rebootType: "HARD",
+    });
+    // ... unless a compute runs it now, or the server is no longer active.
+    const running = { ...idle, taskState: "reboot_started_hard" };
+    expect(preemptedVerdict(running, reboot, [resumed], NOW, GRANTED).kind).to.equal("pending");
+    const stopped = { ...idle, vmState: "stopped" };
+    expect(preemptedVerdict(stopped, reboot, [resumed], NOW, GRANTED).kind).to.equal("unknown");
+  });
+
+  it("reads nova's times as UTC, with or without a zone", () => {
+    expect(novaTimeMs("2026-12-06T07:29:55.000000")).to.equal(Date.parse("2026-12-06T07:29:55Z"));
+    expect(novaTimeMs("2026-12-06T07:29:55+00:00")).to.equal(Date.parse("2026-12-06T07:29:55Z"));
+    expect(Number.isNaN(novaTimeMs("soon"))).to.equal(true);
+  });
+
+  it("sends only what it can name: any other detail text or unreadable time is never a resend", () => {
+    fc.assert(
+      fc.property(fc.string(), fc.string(), (details, finishTime) => {
+        const verdict = preemptedVerdict(
+          idle,
+          reboot,
+          [{ event: REBOOT_EVENT, result: "Error", startTime: finishTime, finishTime, details }],
+          NOW,
+          GRANTED,
+        );
+        if (verdict.kind !== "resend") return true;
+        return /Actual: \{'task_state': None\}/.test(details) && Number.isFinite(novaTimeMs(finishTime));
+      }),
+      { numRuns: 5000 },
+    );
+  });
+});
