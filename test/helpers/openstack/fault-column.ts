@@ -59,6 +59,8 @@ export interface FaultColumn {
   windowChanges: RecordChange[];
   /** from the return to settled; null: not within settleWithinMs */
   settledAfterMs: number | null;
+  /** when no reboot ran in the window: those sent after the return (every retryEveryMs from it) until one ran */
+  sentAfterReturn: RebootSent[];
   /** from the return to the reboot done, when it was not in the window (null: not after either) */
   doneAfterReturnMs: number | null;
   /** Ironic's power actions on the node from the return to the end */
@@ -120,13 +122,20 @@ export async function measureFault(
 
   const returnedAt = Date.now();
   await subject.restore();
-  // The reboot after the return: watched beside the settling, so its time is its own.
+  // The reboot after the return, when none ran in the window: watched beside the settling,
+  // so its time is its own, and sent again every retryEveryMs while none has run (what
+  // nova did with those sent before is in the records: a reboot done counts from here).
   let doneAfterReturnMs: number | null = null;
+  const sentAfterReturn: RebootSent[] = [];
   const settleEnd = returnedAt + windows.settleWithinMs;
   const rebootWatch = (async () => {
+    let lastSent = returnedAt;
     while (doneAfterMs === null && doneAfterReturnMs === null && Date.now() < settleEnd) {
       if (await isDone(returnedAt)) doneAfterReturnMs = Date.now() - returnedAt;
-      else await sleep(LOOK_MS);
+      else if (Date.now() - lastSent >= windows.retryEveryMs) {
+        lastSent = Date.now();
+        sentAfterReturn.push({ afterMs: lastSent - returnedAt, status: (await reboot()).status });
+      } else await sleep(LOOK_MS);
     }
   })();
   const settledAt = await subject.untilSettled(returnedAt, windows.settleWithinMs);
@@ -149,6 +158,7 @@ export async function measureFault(
     windowChanges,
     settledAfterMs: settledAt === null ? null : settledAt - returnedAt,
     doneAfterReturnMs,
+    sentAfterReturn,
     powerAfterReturn: power(windowClosedAt, endedAt),
     afterReturn: RecordWatch.count(returnChanges),
     returnChanges,
@@ -206,12 +216,17 @@ export function faultRows(columns: readonly FaultColumn[]): string[][] {
     row("after the host returns: settled after", (c) =>
       c.settledAfterMs === null ? `not within ${seconds(w.settleWithinMs)}` : `${c.settledAfterMs} ms`,
     ),
-    row("after the return: the reboot done after", (c) =>
+    row("after the return: a reboot done, from the return", (c) =>
       c.doneAfterMs !== null
         ? "(done in the window)"
         : c.doneAfterReturnMs === null
           ? `not within ${seconds(w.settleWithinMs)}`
           : `${c.doneAfterReturnMs} ms`,
+    ),
+    row(
+      `after the return: reboots sent (every ${seconds(w.retryEveryMs)} from it while none done): answers`,
+      (c) =>
+        c.doneAfterMs !== null ? "-" : `${c.sentAfterReturn.length}: ${answers(c.sentAfterReturn) || "none"}`,
     ),
     row("after the return: Ironic's power actions on its node", (c) => powerList(c.powerAfterReturn)),
     row("after the return: records moved / duplicated / deleted / made again", (c) =>
