@@ -22,11 +22,13 @@ import { printTable } from "./bench/stats.js";
 /**
  * What nova 34 does without shards, on the fault nova-instances-run.test.ts puts
  * `shardbridge run` through: three nova-computes without `[ironic] shard` (nova's hash
- * ring), six fake-hardware nodes, four servers placed by the scheduler, kill -9 of a
- * nova-compute that serves one; a hard reboot of its instance sent right after and again
+ * ring), six fake-hardware nodes, four servers (three placed by the scheduler, the fourth
+ * asked onto the least used host, so every run has one host with one instance and one free
+ * node: see ringScenario), kill -9 of that nova-compute; a hard reboot of its instance sent right after and again
  * every 10 s while none has run, over a window of nova's own bound (service_down_time
  * 60 s, the cloud's nova.conf and nova's default, two update intervals and 20 s); then the
- * nova-compute started again, until the ring settles.
+ * nova-compute started again, until the ring settles, the reboot sent every 10 s from the
+ * return while none has run.
  *
  * The ring's figures are what nova does, whatever it does: this file asserts only what
  * keeps the measurement honest (the servers booted where nova's records say, the watch of

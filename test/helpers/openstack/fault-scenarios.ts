@@ -3,7 +3,7 @@ import { startBridge, type BridgeProcess } from "../bridge-process.js";
 import { runShardbridge } from "../cli.js";
 import { NOVA_UPDATE_INTERVAL_S, type BootingCloud } from "./cloud.js";
 import type { FaultSubject, FaultWindows } from "./fault-column.js";
-import { Instances } from "./instances.js";
+import { Instances, settled } from "./instances.js";
 import { enrollAvailable, powerOn } from "./nodes.js";
 import { SupervisedShard } from "./nova-compute.js";
 import { NovaRing, ringUuids } from "./nova-ring.js";
@@ -71,9 +71,10 @@ async function sixNodes(
 
 /**
  * nova's ring with instances: three nova-computes without a shard, two nodes each by nova's
- * ring, four servers placed by the scheduler. The host killed holds one instance and one
- * node without (when the scheduler left such a host; else one with two instances): its
- * first instance is the one rebooted.
+ * ring, four servers. Three are placed by the scheduler; the fourth is asked (by node, 2.74)
+ * onto a free node of the host with the fewest, so that every run has the same spread, two,
+ * one and one: the host killed is one with one instance and one node without, so both what
+ * nova does with an instance's node and with a free node show. Its instance is rebooted.
  */
 export async function ringScenario(cloud: BootingCloud): Promise<FaultScenario> {
   const began = performance.now();
@@ -85,7 +86,16 @@ export async function ringScenario(cloud: BootingCloud): Promise<FaultScenario> 
     // The hosts mapped to the cell, as an operator does for new computes (the scheduler and
     // the compute API find a service by host through its mapping).
     await cloud.discoverHosts();
-    const servers = await new Instances(cloud).bootSerially(SERVERS, flavor);
+    const instances = new Instances(cloud);
+    const placed = await instances.bootSerially(SERVERS.slice(0, 3), flavor);
+    const hostOfNode = new Map(cloud.novaComputeNodes().map((c) => [c.uuid, c.host]));
+    const used = new Set(cloud.novaInstances().flatMap((i) => (i.deleted ? [] : [i.node])));
+    const load = (host: string) => [...used].filter((n) => n !== null && hostOfNode.get(n) === host).length;
+    const emptiest = [...RING_HOSTS].sort((a, b) => load(a) - load(b))[0]!;
+    const free = nodes.find((n) => hostOfNode.get(n) === emptiest && !used.has(n))!;
+    const fourth = await instances.boot(SERVERS[3]!, flavor, free);
+    await instances.untilServer(fourth, "ACTIVE", settled("ACTIVE"));
+    const servers = [...placed, fourth];
     const rows = cloud.novaInstances().filter((i) => servers.includes(i.uuid));
     const count = (host: string) => rows.filter((r) => r.host === host).length;
     const killed =
@@ -159,13 +169,13 @@ export async function shardScenario(cloud: BootingCloud): Promise<FaultScenario>
           takeover.catch(() => undefined);
         },
         restore: async () => {
-          const next = await takeover!;
+          // The standby took over (long before the window's end: one TTL and a start).
+          await takeover!;
           const gone = active;
           await gone.exited();
           active = standby;
           standby = s.supervise(gone.name);
           await standby.waitFor((e) => e.ev === "standby", 30_000);
-          void next;
         },
         untilSettled: async (since, withinMs) => {
           const { pid } = await takeover!;
