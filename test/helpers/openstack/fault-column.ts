@@ -69,6 +69,8 @@ export interface FaultColumn {
   returnChanges: RecordChange[];
   serverAtEnd: ServerView;
   actionAtEnd: ActionEvent[] | null;
+  /** nova's records of every reboot sent, at the end: how many a nova-compute ran to success, failed, never started */
+  reboots: { success: number; error: number; neverRan: number };
 }
 
 /**
@@ -143,6 +145,20 @@ export async function measureFault(
   await sleep(windows.quietMs);
   await watch.caughtUp();
   const endedAt = Date.now();
+  // nova's instance action of each reboot sent (the server had none before the kill), and
+  // what became of it: its compute_reboot_instance event's result, or none (never ran).
+  const rebootActions = (await instances.actions(target.server))
+    .filter((a) => a.action === "reboot")
+    .slice(-(sent.length + sentAfterReturn.length));
+  const reboots = { success: 0, error: 0, neverRan: 0 };
+  for (const a of rebootActions) {
+    const ran = (await instances.events(target.server, a.requestId)).find(
+      (e) => e.event === "compute_reboot_instance",
+    );
+    if (ran?.result === "Success") reboots.success++;
+    else if (ran?.result === "Error") reboots.error++;
+    else reboots.neverRan++;
+  }
   const windowChanges = watch.between(killedAt, windowClosedAt);
   const returnChanges = watch.between(windowClosedAt, endedAt);
   return {
@@ -164,6 +180,7 @@ export async function measureFault(
     returnChanges,
     serverAtEnd: await instances.server(target.server),
     actionAtEnd: await instances.lastAction(target.server, "reboot"),
+    reboots,
   };
 }
 
@@ -239,6 +256,9 @@ export function faultRows(columns: readonly FaultColumn[]): string[][] {
       (c) => `${c.afterReturn["provider-changed"]} / ${c.afterReturn["provider-recreated"]}`,
     ),
     row("after the return: instance records moved", (c) => String(c.afterReturn["instance-moved"])),
+    row("nova's records of every reboot sent, at the end: succeeded / failed / never ran", (c) =>
+      [c.reboots.success, c.reboots.error, c.reboots.neverRan].join(" / "),
+    ),
     row(
       "the server at the end (status, task; nova's last reboot events)",
       (c) =>
