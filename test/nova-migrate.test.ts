@@ -16,9 +16,9 @@ import { ironicAnswers, startIronic } from "./helpers/openstack/ironic.js";
 import { TestDatabases } from "./helpers/openstack/mariadb.js";
 import { enrollAvailable } from "./helpers/openstack/nodes.js";
 import { startNovaApi, type NovaApi } from "./helpers/openstack/nova-api.js";
-import { readNovaLog, type NovaLogLine } from "./helpers/openstack/nova-log.js";
+import { readNovaLog, reportsIn, ringsOf, takenIn } from "./helpers/openstack/nova-log.js";
 import { Service } from "./helpers/openstack/service.js";
-import { superviseNovaCompute } from "./helpers/openstack/nova-compute.js";
+import { NO_FUZZY_DELAY, superviseNovaCompute } from "./helpers/openstack/nova-compute.js";
 import { openstackBin } from "./helpers/openstack/venv.js";
 
 const execFileAsync = promisify(execFile);
@@ -30,13 +30,6 @@ const PER_AGENT = 3;
 const SERVICE_DOWN_TIME_MS = 60_000;
 /** Between two looks at nova's cell database and placement. */
 const POLL_MS = 100;
-
-/**
- * For the nova-computes the test starts: their periodic tasks (the resource update among
- * them) start at once, not after nova's random delay of up to 60 s (periodic_fuzzy_delay),
- * which a freshly started service would otherwise add before its first periodic update.
- */
-const NO_FUZZY_DELAY = { OS_DEFAULT__PERIODIC_FUZZY_DELAY: "0" };
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -50,28 +43,6 @@ async function until<T>(what: string, ready: () => T | null, timeoutMs: number, 
     await sleep(everyMs);
   }
 }
-
-/** Each "Hash ring members are {...}" line of nova-compute `pid` (its ring, rebuilt at each resource update). */
-const ringsOf = (log: NovaLogLine[], pid: number) =>
-  log.flatMap((l) =>
-    l.pid === pid && l.message.startsWith("Hash ring members are ")
-      ? [{ at: l.at, members: [...l.message.matchAll(/'([^']+)'/g)].map((m) => m[1]!).sort() }]
-      : [],
-  );
-
-/** Each report of a node in nova's log ("Final resource view: name=UUID"), with the process that made it. */
-const reportsIn = (log: NovaLogLine[], since: number) =>
-  log.flatMap((l) => {
-    const m = /^Final resource view: name=(\S+)/.exec(l.message);
-    return m !== null && l.at >= since ? [{ at: l.at, pid: l.pid, uuid: m[1]! }] : [];
-  });
-
-/** Each "ComputeNode UUID moving from OLD to NEW" in nova's log (a nova-compute taking a node's record), at or after `since`. */
-const takenIn = (log: NovaLogLine[], since: number) =>
-  log.flatMap((l) => {
-    const m = /^ComputeNode (\S+) moving from (\S+) to (\S+)$/.exec(l.message);
-    return m !== null && l.at >= since ? [{ at: l.at, uuid: m[1]!, from: m[2]!, to: m[3]! }] : [];
-  });
 
 /**
  * What nova's cell database and placement's say of the nodes, looked at every POLL_MS: at

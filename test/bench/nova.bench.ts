@@ -13,6 +13,7 @@ import { superviseNovaCompute } from "../helpers/openstack/nova-compute.js";
 import { readNovaLog, reportedAllAt } from "../helpers/openstack/nova-log.js";
 import { postInventory } from "../helpers/openstack/inspection.js";
 import { until } from "../helpers/until.js";
+import { novaRingBench } from "./nova-ring.bench.js";
 import { percentile, printTable } from "./stats.js";
 
 const SHARD = "rack-bench";
@@ -43,6 +44,10 @@ const row = (label: string, ms: number[]) => {
  *   inventory, applies the trait rules -> the changed trait in Ironic -> on the node's
  *   resource provider in placement (nova copies Ironic's traits at its resource update,
  *   every NOVA_UPDATE_INTERVAL_S).
+ *
+ * Then issue #46's table (nova-ring.bench.ts, also `make bench nova-ring` alone): nova's
+ * own hash ring and `shardbridge run` through kill -9 of the nova-compute serving an
+ * instance, side by side, each on a booting cloud of its own.
  */
 export async function novaBench(): Promise<void> {
   let cloud: OpenStackCloud | null = null;
@@ -206,4 +211,6 @@ export async function novaBench(): Promise<void> {
       row("the trait changed on nova's resource provider", inspection.placement),
     ],
   );
+  // Issue #46 item 3: nova's ring and shardbridge run through the same fault, with instances.
+  await novaRingBench();
 }

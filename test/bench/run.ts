@@ -19,6 +19,8 @@ const benches: Record<string, () => Promise<void>> = {
   failover: async () => (await import("./failover.bench.js")).failoverBench(),
   ha: async () => (await import("./ha.bench.js")).haBench(),
   nova: async () => (await import("./nova.bench.js")).novaBench(),
+  // The side-by-side table of nova's ring and shardbridge run alone (`make bench nova` prints it too).
+  "nova-ring": async () => (await import("./nova-ring.bench.js")).novaRingBench(),
   ring: ringBench,
   scale: async () => (await import("./scale.bench.js")).scaleBench(),
   sim: simBench,

@@ -9,6 +9,13 @@ import { readNovaLog, reportedAllAt } from "./nova-log.js";
 import { openstackBin } from "./venv.js";
 
 /**
+ * For the nova-computes a test starts: their periodic tasks (the resource update among
+ * them) start at once, not after nova's random delay of up to 60 s (periodic_fuzzy_delay),
+ * which a freshly started service would otherwise add before its first periodic update.
+ */
+export const NO_FUZZY_DELAY = { OS_DEFAULT__PERIODIC_FUZZY_DELAY: "0" };
+
+/**
  * `shardbridge run --id HOST --shard SHARD -- nova-compute` in a session of its own (so a
  * test can stop or kill the whole group), with the cloud's nova.conf and a state folder of
  * the host's own, as on a machine of its own; `env` more of nova's options (OS_SECTION__OPTION)

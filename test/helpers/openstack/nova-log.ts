@@ -79,3 +79,25 @@ export function requestsSent(
     return [{ at: line.at, method: m[1]!, url: m[2]!, tokenSha256: token?.[1] ?? null }];
   });
 }
+
+/** Each "Hash ring members are {...}" line of nova-compute `pid` (its ring, rebuilt at each resource update). */
+export const ringsOf = (log: NovaLogLine[], pid: number) =>
+  log.flatMap((l) =>
+    l.pid === pid && l.message.startsWith("Hash ring members are ")
+      ? [{ at: l.at, members: [...l.message.matchAll(/'([^']+)'/g)].map((m) => m[1]!).sort() }]
+      : [],
+  );
+
+/** Each report of a node in nova's log ("Final resource view: name=UUID"), with the process that made it. */
+export const reportsIn = (log: NovaLogLine[], since: number) =>
+  log.flatMap((l) => {
+    const m = /^Final resource view: name=(\S+)/.exec(l.message);
+    return m !== null && l.at >= since ? [{ at: l.at, pid: l.pid, uuid: m[1]! }] : [];
+  });
+
+/** Each "ComputeNode UUID moving from OLD to NEW" in nova's log (a nova-compute taking a node's record), at or after `since`. */
+export const takenIn = (log: NovaLogLine[], since: number) =>
+  log.flatMap((l) => {
+    const m = /^ComputeNode (\S+) moving from (\S+) to (\S+)$/.exec(l.message);
+    return m !== null && l.at >= since ? [{ at: l.at, uuid: m[1]!, from: m[2]!, to: m[3]! }] : [];
+  });
