@@ -17,6 +17,7 @@ import { readNovaLog, requestsSent } from "./helpers/openstack/nova-log.js";
 import { expectSameRecords, providers, shardRecords } from "./helpers/openstack/records.js";
 import { RecordingProxy } from "./helpers/openstack/recording-proxy.js";
 import { KeystoneAuth } from "../src/ironic/keystone.js";
+import { DEFAULT_STOP_GRACE_MS } from "../src/run/supervisor.js";
 
 const SHARD = "rack-n";
 const HOST = `${SHARD}-ironic`;
@@ -331,11 +332,25 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
       expectSameRecords(before, await shardRecords(cloud, HOST));
     });
 
-  it("SIGTERM to the active supervisor: nova-compute stopped, the lease handed back, the standby's starts at once", async () => {
+  it("SIGTERM to the active supervisor: nova-compute stops by itself under the kept lease, then the lease handed back and the standby's starts at once", async () => {
     const { active, standby } = await shard.pair();
     const before = await shardRecords(cloud, HOST);
+    const from = active.events.length;
+    const termAt = Date.now();
     active.signal("SIGTERM");
-    await shard.takeover("SIGTERM", standby, Date.now());
+    // nova's own graceful stop, within run's stop grace (a deadline, not a measure); the
+    // standby's nova-compute may start only after it, by the release.
+    const stopped = await active.waitFor(
+      (e) => e.ev === "child-stopped",
+      DEFAULT_STOP_GRACE_MS + 10_000,
+      from,
+    );
+    expect(stopped, "nova-compute's graceful stop").to.include({ killed: false });
+    const next = await shard.takeover("SIGTERM", standby, termAt);
+    expect(next.startedAt, "the standby's nova-compute started after the old one was gone").to.be.at.least(
+      termAt + Number(stopped.term_to_gone_ms),
+    );
+    console.log(`      SIGTERM: nova-compute exited by itself ${stopped.term_to_gone_ms} ms after its TERM`);
     await active.exited();
     expect(
       active.events.map((e) => e.ev),
