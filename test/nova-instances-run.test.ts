@@ -465,5 +465,18 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
         ironicEvents.powerActions(r.node, r.since).map((e) => [e.type, e.toPower]),
         `Ironic's power actions on the node of the server rebooted during ${r.fault}`,
       ).to.deep.equal([["baremetal.node.power_set.end", "rebooting"]]);
+    // run sent again only reboots an outage cut off, each once: never one a user's reboot
+    // had done (a reboot just finished shows a server with no task and an unfinished event
+    // for a moment), never one twice.
+    const resent = shard.supervisors
+      .flatMap((s) => s.events)
+      .filter((e) => e.ev === "preempted-action-resent")
+      .map((e) => String(e.server));
+    expect(new Set(resent).size, `run's resends ${JSON.stringify(resent)}`).to.equal(resent.length);
+    for (const server of resent)
+      expect(
+        outageReboots.map((r) => r.server),
+        "a resent server's reboot was one sent during an outage",
+      ).to.include(server);
   });
 });

@@ -6,6 +6,7 @@ import {
   novaTimeMs,
   preemptedVerdict,
   REBOOT_EVENT,
+  rebootedSince,
   type InstanceActionEvent,
   type ServerState,
 } from "../src/nova/preempted.js";
@@ -124,6 +125,26 @@ describe("reboots nova-compute's start-up cancelled (pure)", () => {
     expect(preemptedVerdict(running, reboot, [resumed], NOW, GRANTED).kind).to.equal("pending");
     const stopped = { ...idle, vmState: "stopped" };
     expect(preemptedVerdict(stopped, reboot, [resumed], NOW, GRANTED).kind).to.equal("unknown");
+  });
+
+  it("a reboot carried out after the cancelled one was asked (two asked close together) leaves nothing to send", () => {
+    const asked = { action: "reboot", requestId: "req-2", startTime: "2026-12-06T07:29:50.000000" };
+    const earlier = { action: "reboot", requestId: "req-1", startTime: "2026-12-06T07:29:40.000000" };
+    const ran = (finishTime: string, result = "Success"): InstanceActionEvent[] => [
+      { event: REBOOT_EVENT, result, startTime: "2026-12-06T07:29:41.000000", finishTime, details: null },
+    ];
+    expect(
+      rebootedSince(asked, earlier, ran("2026-12-06T07:29:52.000000")),
+      "done after it was asked",
+    ).to.equal(true);
+    expect(rebootedSince(asked, earlier, ran("2026-12-06T07:29:45.000000")), "done before").to.equal(false);
+    expect(rebootedSince(asked, earlier, ran("2026-12-06T07:29:52.000000", "Error")), "failed").to.equal(
+      false,
+    );
+    expect(rebootedSince(asked, { ...earlier, action: "stop" }, ran("2026-12-06T07:29:52.000000"))).to.equal(
+      false,
+    );
+    expect(rebootedSince(asked, undefined, [])).to.equal(false);
   });
 
   it("reads nova's times as UTC, with or without a zone", () => {

@@ -71,16 +71,17 @@ export class ComputeApi {
     }));
   }
 
-  /** The server's newest instance action, if it has any. */
-  async latestAction(server: string): Promise<InstanceAction | undefined> {
+  /** The server's `count` newest instance actions, newest first. */
+  async latestActions(server: string, count: number): Promise<InstanceAction[]> {
     const { instanceActions } = (await this.json(
       "GET",
-      `/servers/${encodeURIComponent(server)}/os-instance-actions?limit=1`,
+      `/servers/${encodeURIComponent(server)}/os-instance-actions?limit=${count}`,
     )) as { instanceActions: Array<{ action: string; request_id: string; start_time: string }> };
-    const [latest] = instanceActions;
-    return latest === undefined
-      ? undefined
-      : { action: latest.action, requestId: latest.request_id, startTime: latest.start_time };
+    return instanceActions.map((a) => ({
+      action: a.action,
+      requestId: a.request_id,
+      startTime: a.start_time,
+    }));
   }
 
   /** The events of one of the server's actions. */

@@ -93,8 +93,27 @@ export function rebootTypeOf(expected: string): RebootType | null {
 }
 
 /**
+ * Whether a reboot was carried out after `asked` was: `earlier` (the action before it) a
+ * reboot whose compute event succeeded once `asked` had been taken — two reboots asked
+ * close together, one run, the other failing on the task state the first cleared. The
+ * user's reboot happened: nothing to send.
+ */
+export function rebootedSince(
+  asked: InstanceAction,
+  earlier: InstanceAction | undefined,
+  earlierEvents: readonly InstanceActionEvent[],
+): boolean {
+  if (earlier === undefined || earlier.action !== "reboot") return false;
+  const done = earlierEvents.find((e) => e.event === REBOOT_EVENT && e.result === "Success");
+  return done?.finishTime != null && novaTimeMs(done.finishTime) >= novaTimeMs(asked.startTime);
+}
+
+/**
  * What to do about `latest`, the server's newest action, given its events, the server as
- * it is now, and `nowMs` (ms of the epoch).
+ * it is now, and `nowMs` (ms of the epoch). A verdict other than "pending" is to be acted on
+ * only when the next look gives it again: a reboot that just succeeded shows, for a moment,
+ * a server with no task and an event not yet finished (nova saves the instance before the
+ * event).
  */
 export function preemptedVerdict(
   server: ServerState,

@@ -1,6 +1,6 @@
 import type { Logger } from "winston";
 import { ComputeApiError, type ComputeApi } from "../nova/compute-api.js";
-import { PREEMPTED_MAX_AGE_MS, preemptedVerdict, type Verdict } from "../nova/preempted.js";
+import { PREEMPTED_MAX_AGE_MS, preemptedVerdict, rebootedSince, type Verdict } from "../nova/preempted.js";
 
 /** How often the host's servers are read while the watch runs. */
 export const RESEND_POLL_MS = 2000;
@@ -41,6 +41,8 @@ export class PreemptedResend {
   private readonly decided = new Map<string, string>();
   /** actions still waiting for a compute's answer: server -> request id */
   private readonly pending = new Map<string, string>();
+  /** the verdicts of the last look not yet acted on: server -> verdict, acted on when the next look agrees */
+  private seen = new Map<string, string>();
   private stopped = false;
 
   constructor(private readonly options: ResendOptions) {}
@@ -78,28 +80,39 @@ export class PreemptedResend {
   private async look(nowMs: number): Promise<void> {
     const { api, host } = this.options;
     const servers = await api.serversOf(host, nowMs - PREEMPTED_MAX_AGE_MS);
+    const seen = new Map<string, string>();
     for (const server of servers) {
       if (this.stopped || !this.options.holds()) return;
       if (server.vmState !== "active") continue;
-      const latest = await api.latestAction(server.id);
+      const [latest, earlier] = await api.latestActions(server.id, 2);
       if (latest === undefined || this.decided.get(server.id) === latest.requestId) continue;
       const events = latest.action === "reboot" ? await api.events(server.id, latest.requestId) : [];
-      const verdict = preemptedVerdict(server, latest, events, nowMs, this.options.grantedAtMs);
+      let verdict = preemptedVerdict(server, latest, events, nowMs, this.options.grantedAtMs);
+      if (verdict.kind === "resend" && earlier?.action === "reboot") {
+        const earlierEvents = await api.events(server.id, earlier.requestId);
+        if (rebootedSince(latest, earlier, earlierEvents)) verdict = { kind: "none" };
+      }
       if (verdict.kind === "none") {
         // Final for this action (done, failed otherwise, not a reboot): looked at again only
         // once the server has a newer one.
         this.pending.delete(server.id);
         this.decided.set(server.id, latest.requestId);
-      } else await this.act(server.id, verdict);
+        continue;
+      }
+      if (verdict.kind === "pending") {
+        this.pending.set(server.id, verdict.requestId);
+        continue;
+      }
+      // Acted on when two looks, a poll apart, agree (see preemptedVerdict).
+      const said = JSON.stringify(verdict);
+      if (this.seen.get(server.id) === said) await this.act(server.id, verdict);
+      else seen.set(server.id, said);
     }
+    this.seen = seen;
   }
 
-  private async act(server: string, verdict: Exclude<Verdict, { kind: "none" }>): Promise<void> {
+  private async act(server: string, verdict: Exclude<Verdict, { kind: "none" | "pending" }>): Promise<void> {
     const { log } = this.options;
-    if (verdict.kind === "pending") {
-      this.pending.set(server, verdict.requestId);
-      return;
-    }
     this.pending.delete(server);
     this.decided.set(server, verdict.requestId);
     if (verdict.kind === "unknown") {
