@@ -56,4 +56,13 @@ describe("Embedded store: times told on the wall clock, leases on its own", () =
     // What the answer told did not change the table: read again, the same.
     expect((await store.read("s1")).current).to.deep.equal(read.current);
   });
+
+  it("tells an agent's last_seen alike at its heartbeat and in a listing when the clocks were read a few ms apart", async () => {
+    const seen = await store.heartbeat("c", [], "", 60_000);
+    if (!("lastSeenMs" in seen)) throw new Error(`heartbeat refused: ${JSON.stringify(seen)}`);
+    // 30 ms by its clock, 35 by the wall's: the jitter of reading two clocks, no drift to tell.
+    pass(30_000, 35_000);
+    const listed = (await store.agents()).find((a) => a.agent === "c")!;
+    expect(listed, "compute-c in the listing").to.deep.include({ lastSeenMs: seen.lastSeenMs, ageMs: 30 });
+  });
 });

@@ -26,6 +26,13 @@ import type {
  * store's (MemoryBackend) and the simulator's (src/sim/shard-store.ts), one table so that
  * the simulator runs the store's own step.
  */
+/**
+ * How far the wall clock and the store's may move apart before the times answers tell are
+ * moved with it: well above the jitter of reading two clocks, well below what an operator
+ * would notice in a `since` or a `last_seen`.
+ */
+const TOLD_SLACK_US = 100_000;
+
 export class LeaseTable<Shard> {
   constructor(readonly states = new Map<Shard, ShardLeaseState>()) {}
 
@@ -70,6 +77,8 @@ export class MemoryBackend implements LeaseBackend {
   private readonly bootUs: number;
   /** the clock answers tell their times by (see told) */
   private readonly wallUs: ClockUs;
+  /** the wall clock less the store's, as last taken (see shiftUs) */
+  private wallShiftUs = 0;
 
   /**
    * `bootUs`: when this store's state began, default now. Leases on shards it has no
@@ -99,7 +108,7 @@ export class MemoryBackend implements LeaseBackend {
    * with the table is copied, never changed.
    */
   private told<T extends StoreTime & { sinceUs?: number; current?: LeaseView | null }>(answer: T): T {
-    const shift = Math.floor(this.wallUs()) - answer.atUs;
+    const shift = this.shiftUs(answer.atUs);
     if (shift === 0) return answer;
     answer.atUs += shift;
     if (answer.sinceUs !== undefined) answer.sinceUs += shift;
@@ -112,6 +121,19 @@ export class MemoryBackend implements LeaseBackend {
         sinceUs: current.sinceUs + shift,
       };
     return answer;
+  }
+
+  /**
+   * The wall clock less the store's, for an answer read at `nowUs` of the store's clock:
+   * taken anew only when the two have moved more than TOLD_SLACK_US apart since it was last
+   * taken (a suspended host, a stepped wall clock, a drift that added up). Taken at every
+   * answer, it moved with whatever passed between the two clocks' readings (5 ms once in
+   * CI), and an agent's last_seen told by a heartbeat and by a listing differed.
+   */
+  private shiftUs(nowUs: number): number {
+    const shift = Math.floor(this.wallUs()) - nowUs;
+    if (Math.abs(shift - this.wallShiftUs) > TOLD_SLACK_US) this.wallShiftUs = shift;
+    return this.wallShiftUs;
   }
 
   private apply<Op extends LeaseOperation>(shard: string, op: Op): Promise<OutcomeOf<Op> & StoreTime> {
@@ -180,14 +202,14 @@ export class MemoryBackend implements LeaseBackend {
       else for (const shard of heard.serves) served.add(shard);
     const recorded = [...served].sort();
     this.lastSeen.set(agent, { us: nowUs, serves: recorded });
-    const lastSeenMs = Math.floor(this.wallUs() / 1000);
+    const lastSeenMs = Math.floor((nowUs + this.shiftUs(nowUs)) / 1000);
     return Promise.resolve({ agent, lastSeenMs, ageMs: 0, serves: [...recorded] });
   }
 
   /** `agent`'s record as told now: its age by the store's clock, its time on the wall clock (see told). */
   private seen(agent: string, { us, serves }: { us: number; serves: string[] }, nowUs: number): AgentSeen {
     const ageMs = Math.floor(nowUs / 1000) - Math.floor(us / 1000);
-    const lastSeenMs = Math.floor(this.wallUs() / 1000) - ageMs;
+    const lastSeenMs = Math.floor((us + this.shiftUs(nowUs)) / 1000);
     return { agent, lastSeenMs, ageMs, serves: [...serves] };
   }
 
