@@ -1,7 +1,6 @@
 import { expect } from "chai";
 import type { AgentProcess } from "./helpers/agent-process.js";
-import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
-import { runShardbridge } from "./helpers/cli.js";
+import type { BridgeProcess } from "./helpers/bridge-process.js";
 import { watchOverlaps } from "./helpers/processes.js";
 import { until } from "./helpers/until.js";
 import { startCloud, type BootingCloud } from "./helpers/openstack/cloud.js";
@@ -17,7 +16,7 @@ import {
 } from "./helpers/openstack/instances.js";
 import { IronicEvents } from "./helpers/openstack/ironic-events.js";
 import { enrollAvailable, powerOn, untilProvisionState } from "./helpers/openstack/nodes.js";
-import { SupervisedShard } from "./helpers/openstack/nova-compute.js";
+import { resendingShard, SupervisedShard } from "./helpers/openstack/nova-compute.js";
 import { readNovaLog } from "./helpers/openstack/nova-log.js";
 import { expectSameRecords, shardRecords } from "./helpers/openstack/records.js";
 import { DEFAULT_STOP_GRACE_MS } from "../src/run/supervisor.js";
@@ -153,22 +152,7 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
     );
     await powerOn(cloud, nodes);
     flavor = await instances().baremetalFlavor();
-    bridge = await startBridge({
-      shards: [{ name: SHARD, lease_ttl_ms: TTL_MS }],
-      agents: ["host-a", "host-b"],
-      env: cloud.bridgeEnv,
-      args: ["--ironic", cloud.ironic],
-    });
-    const sync = await runShardbridge(
-      ["ironic-sync", "--ironic", cloud.ironic, "--bridge", bridge.url, "--token", bridge.tokenFor("admin")],
-      cloud.bridgeEnv,
-    );
-    expect(sync.status, sync.stderr).to.equal(0);
-    // run sends again the reboots a start of nova-compute preempts, as the cloud's admin.
-    shard = new SupervisedShard(cloud, bridge, SHARD, nodes, TTL_MS, {
-      args: ["--resend-preempted", "--nova-api", cloud.compute.url],
-      env: cloud.keystone.adminOpenrc(),
-    });
+    ({ bridge, shard } = await resendingShard(cloud, SHARD, nodes, TTL_MS));
     watch = watchOverlaps(() => shard.novaComputePids());
     const first = await shard.pair();
     [active, standby] = [first.active, first.standby];

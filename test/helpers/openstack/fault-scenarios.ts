@@ -1,11 +1,10 @@
 import type { AgentProcess } from "../agent-process.js";
-import { startBridge, type BridgeProcess } from "../bridge-process.js";
-import { runShardbridge } from "../cli.js";
+import type { BridgeProcess } from "../bridge-process.js";
 import { NOVA_UPDATE_INTERVAL_S, type BootingCloud } from "./cloud.js";
 import type { FaultSubject, FaultWindows } from "./fault-column.js";
 import { Instances, settled } from "./instances.js";
 import { enrollAvailable, powerOn } from "./nodes.js";
-import { SupervisedShard } from "./nova-compute.js";
+import { resendingShard, type SupervisedShard } from "./nova-compute.js";
 import { NovaRing, ringUuids } from "./nova-ring.js";
 
 /**
@@ -129,8 +128,7 @@ export async function ringScenario(cloud: BootingCloud): Promise<FaultScenario> 
 /**
  * The same under shardbridge: the six nodes in one shard, two `run --resend-preempted`
  * supervisors (host-a, host-b) as in nova-instances-run.test.ts, four servers on the
- * shard's host. The active
- * supervisor is killed (its nova-compute follows by pdeathsig and its group); it comes back
+ * shard's host. The active supervisor is killed (its nova-compute follows by pdeathsig and its group); it comes back
  * as the standby. Its first server is the one rebooted.
  */
 export async function shardScenario(cloud: BootingCloud): Promise<FaultScenario> {
@@ -138,23 +136,9 @@ export async function shardScenario(cloud: BootingCloud): Promise<FaultScenario>
   let bridge: BridgeProcess | null = null;
   let shard: SupervisedShard | null = null;
   try {
-    bridge = await startBridge({
-      shards: [{ name: SHARD, lease_ttl_ms: TTL_MS }],
-      agents: ["host-a", "host-b"],
-      env: cloud.bridgeEnv,
-      args: ["--ironic", cloud.ironic],
-    });
-    const sync = await runShardbridge(
-      ["ironic-sync", "--ironic", cloud.ironic, "--bridge", bridge.url, "--token", bridge.tokenFor("admin")],
-      cloud.bridgeEnv,
-    );
-    if (sync.status !== 0) throw new Error(`ironic-sync: ${sync.stderr}`);
-    // As an operator runs it: reboots a start of nova-compute preempted are sent again.
-    const s = new SupervisedShard(cloud, bridge, SHARD, nodes, TTL_MS, {
-      args: ["--resend-preempted", "--nova-api", cloud.compute.url],
-      env: cloud.keystone.adminOpenrc(),
-    });
-    shard = s;
+    const made = await resendingShard(cloud, SHARD, nodes, TTL_MS);
+    [bridge, shard] = [made.bridge, made.shard];
+    const s = made.shard;
     const pair = await s.pair();
     let active: AgentProcess = pair.active;
     let standby: AgentProcess = pair.standby;
@@ -163,7 +147,7 @@ export async function shardScenario(cloud: BootingCloud): Promise<FaultScenario>
     const [first] = cloud.novaInstances().filter((i) => i.uuid === servers[0]);
     const killed = active.name;
     let takeover: Promise<{ pid: number }> | null = null;
-    const b = bridge;
+    const b = made.bridge;
     return {
       nodes,
       servers,

@@ -1,10 +1,10 @@
 import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { AgentProcess } from "../agent-process.js";
-import type { BridgeProcess } from "../bridge-process.js";
-import { SHARDBRIDGE } from "../cli.js";
+import { startBridge, type BridgeProcess } from "../bridge-process.js";
+import { runShardbridge, SHARDBRIDGE } from "../cli.js";
 import { running } from "../processes.js";
-import type { OpenStackCloud } from "./cloud.js";
+import type { BootingCloud, OpenStackCloud } from "./cloud.js";
 import { readNovaLog, reportedAllAt } from "./nova-log.js";
 import { openstackBin } from "./venv.js";
 
@@ -165,4 +165,38 @@ export class SupervisedShard {
     this.supervisors = [];
     return left;
   }
+}
+
+/**
+ * A shard as an operator runs it beside a booting cloud: a bridge fronting the cloud's
+ * Ironic (its fenced endpoint) with the shard defined for host-a and host-b and Ironic's
+ * nodes synced, and its supervisors run with `--resend-preempted` as the cloud's admin (the
+ * reboots a start of nova-compute preempts are sent again). None started yet. The bridge is
+ * stopped again if the sync fails.
+ */
+export async function resendingShard(
+  cloud: BootingCloud,
+  shard: string,
+  nodes: string[],
+  ttlMs: number,
+): Promise<{ bridge: BridgeProcess; shard: SupervisedShard }> {
+  const bridge = await startBridge({
+    shards: [{ name: shard, lease_ttl_ms: ttlMs }],
+    agents: ["host-a", "host-b"],
+    env: cloud.bridgeEnv,
+    args: ["--ironic", cloud.ironic],
+  });
+  const sync = await runShardbridge(
+    ["ironic-sync", "--ironic", cloud.ironic, "--bridge", bridge.url, "--token", bridge.tokenFor("admin")],
+    cloud.bridgeEnv,
+  );
+  if (sync.status !== 0) {
+    await bridge.stop();
+    throw new Error(`ironic-sync exited ${sync.status}: ${sync.stderr}`);
+  }
+  const supervised = new SupervisedShard(cloud, bridge, shard, nodes, ttlMs, {
+    args: ["--resend-preempted", "--nova-api", cloud.compute.url],
+    env: cloud.keystone.adminOpenrc(),
+  });
+  return { bridge, shard: supervised };
 }
