@@ -6,8 +6,28 @@ import { leaseConnectionOptions } from "../src/lease/redis.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
 import { ClusterSetup } from "./helpers/redis-topology.js";
 
-/** Write system calls this process has made so far (Linux: /proc/self/io counts write and writev). */
-const writeCalls = () => Number(/^syscw: (\d+)$/m.exec(readFileSync("/proc/self/io", "utf8"))![1]);
+/**
+ * Write system calls this process's main thread has made so far (Linux counts write and writev
+ * per thread). The main thread is where libuv writes sockets; libuv's pool threads (a file
+ * write elsewhere in the run) are not counted. A signal's handler (SIGCHLD of another file's
+ * child) writes to libuv's signal pipe on whatever thread it lands, so a count can still be one
+ * high now and then: the exact counts below are the least of a few tries.
+ */
+const mainThreadIo = `/proc/self/task/${process.pid}/io`;
+const writeCalls = () => Number(/^syscw: (\d+)$/m.exec(readFileSync(mainThreadIo, "utf8"))![1]);
+
+/** The least of each count over `tries` runs of `count`: a stray write adds, it never takes away. */
+const leastOf = async <T extends Record<string, number>>(
+  tries: number,
+  count: () => Promise<T>,
+): Promise<T> => {
+  let least = await count();
+  for (let i = 1; i < tries; i++) {
+    const next = await count();
+    least = Object.fromEntries(Object.entries(least).map(([k, v]) => [k, Math.min(v, next[k]!)])) as T;
+  }
+  return least;
+};
 
 /**
  * The store's connection sends the commands of one event-loop turn in one write (see
@@ -50,37 +70,41 @@ describe("Redis commands of one event-loop turn go out in one write (real redis-
   });
 
   it("the commands the callers of one read's replies write leave in one write once those callers have run, not at the turn's end", async () => {
-    await Promise.all(Array.from({ length: 8 }, (_, i) => client.echo(`a${i}`)));
-    // Here this test runs as a caller the read of those replies resumed.
-    const before = writeCalls();
-    const next = Array.from({ length: 8 }, (_, i) => client.echo(`b${i}`));
-    const written = writeCalls() - before;
-    // The cork's own nextTick was queued by the first echo, before this one.
-    await new Promise((resolve) => process.nextTick(resolve));
-    const atNextTick = writeCalls() - before;
-    expect(await Promise.all(next)).to.deep.equal(Array.from({ length: 8 }, (_, i) => `b${i}`));
-    expect(written).to.equal(0);
-    expect(atNextTick).to.equal(1);
+    const counts = await leastOf(3, async () => {
+      await Promise.all(Array.from({ length: 8 }, (_, i) => client.echo(`a${i}`)));
+      // Here this test runs as a caller the read of those replies resumed.
+      const before = writeCalls();
+      const next = Array.from({ length: 8 }, (_, i) => client.echo(`b${i}`));
+      const written = writeCalls() - before;
+      // The cork's own nextTick was queued by the first echo, before this one.
+      await new Promise((resolve) => process.nextTick(resolve));
+      const atNextTick = writeCalls() - before;
+      expect(await Promise.all(next)).to.deep.equal(Array.from({ length: 8 }, (_, i) => `b${i}`));
+      return { written, atNextTick };
+    });
+    expect(counts).to.deep.equal({ written: 0, atNextTick: 1 });
   });
 
   it("commands written from anything else (here a timer) wait for the turn's end", async () => {
-    const counted = await new Promise<{
-      atNextTick: number;
-      atImmediate: number;
-      replies: Promise<string[]>;
-    }>((resolve) =>
-      setTimeout(() => {
-        const before = writeCalls();
-        const replies = Promise.all(Array.from({ length: 8 }, (_, i) => client.echo(`t${i}`)));
-        process.nextTick(() => {
-          const atNextTick = writeCalls() - before;
-          setImmediate(() => resolve({ atNextTick, atImmediate: writeCalls() - before, replies }));
-        });
-      }, 1),
-    );
-    expect(await counted.replies).to.deep.equal(Array.from({ length: 8 }, (_, i) => `t${i}`));
-    expect(counted.atNextTick).to.equal(0);
-    expect(counted.atImmediate).to.equal(1);
+    const counts = await leastOf(3, async () => {
+      const counted = await new Promise<{
+        atNextTick: number;
+        atImmediate: number;
+        replies: Promise<string[]>;
+      }>((resolve) =>
+        setTimeout(() => {
+          const before = writeCalls();
+          const replies = Promise.all(Array.from({ length: 8 }, (_, i) => client.echo(`t${i}`)));
+          process.nextTick(() => {
+            const atNextTick = writeCalls() - before;
+            setImmediate(() => resolve({ atNextTick, atImmediate: writeCalls() - before, replies }));
+          });
+        }, 1),
+      );
+      expect(await counted.replies).to.deep.equal(Array.from({ length: 8 }, (_, i) => `t${i}`));
+      return { atNextTick: counted.atNextTick, atImmediate: counted.atImmediate };
+    });
+    expect(counts).to.deep.equal({ atNextTick: 0, atImmediate: 1 });
   });
 
   it("a new connection after a reconnect is coalesced too", async () => {
