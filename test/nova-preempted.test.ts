@@ -2,6 +2,7 @@ import { expect } from "chai";
 import fc from "fast-check";
 import {
   CLOCK_SKEW_MS,
+  LOST_AFTER_MS,
   PREEMPTED_MAX_AGE_MS,
   novaTimeMs,
   preemptedVerdict,
@@ -42,6 +43,7 @@ describe("reboots nova-compute's start-up cancelled (pure)", () => {
       kind: "resend",
       requestId: "req-1",
       rebootType: "HARD",
+      cause: "cancelled",
     });
     expect(preemptedVerdict(idle, reboot, [cleared(SOFT)], NOW, GRANTED)).to.deep.include({
       rebootType: "SOFT",
@@ -119,12 +121,35 @@ describe("reboots nova-compute's start-up cancelled (pure)", () => {
       kind: "resend",
       requestId: "req-1",
       rebootType: "HARD",
+      cause: "fenced",
     });
     // ... unless a compute runs it now, or the server is no longer active.
     const running = { ...idle, taskState: "reboot_started_hard" };
     expect(preemptedVerdict(running, reboot, [resumed], NOW, GRANTED).kind).to.equal("pending");
     const stopped = { ...idle, vmState: "stopped" };
     expect(preemptedVerdict(stopped, reboot, [resumed], NOW, GRANTED).kind).to.equal("unknown");
+  });
+
+  it("a reboot no compute answered, its task cleared, is lost once this host's nova-compute has consumed its queue for a while: sent again, HARD", () => {
+    const consuming = NOW - LOST_AFTER_MS;
+    expect(preemptedVerdict(idle, reboot, [], NOW, GRANTED, consuming)).to.deep.equal({
+      kind: "resend",
+      requestId: "req-1",
+      rebootType: "HARD",
+      cause: "lost",
+    });
+    // Not yet: the new process not seen consuming, or not for long enough.
+    expect(preemptedVerdict(idle, reboot, [], NOW, GRANTED, null).kind).to.equal("pending");
+    expect(preemptedVerdict(idle, reboot, [], NOW, GRANTED, consuming + 1).kind).to.equal("pending");
+    // The task state nova-api set is still there: queued for a compute, not lost.
+    const queued = { ...idle, taskState: "rebooting_hard" };
+    expect(preemptedVerdict(queued, reboot, [], NOW, GRANTED, consuming).kind).to.equal("pending");
+    // Not active, or asked longer ago than an operator would still want it done.
+    expect(
+      preemptedVerdict({ ...idle, vmState: "stopped" }, reboot, [], NOW, GRANTED, consuming).kind,
+    ).to.equal("pending");
+    const old = { ...reboot, startTime: novaTime(NOW - PREEMPTED_MAX_AGE_MS - 1) };
+    expect(preemptedVerdict(idle, old, [], NOW, GRANTED, consuming).kind).to.equal("pending");
   });
 
   it("a reboot carried out after the cancelled one was asked (two asked close together) leaves nothing to send", () => {

@@ -1,5 +1,11 @@
 import type { IronicAuth } from "../ironic/keystone.js";
-import type { InstanceAction, InstanceActionEvent, RebootType, ServerState } from "./preempted.js";
+import {
+  novaTimeMs,
+  type InstanceAction,
+  type InstanceActionEvent,
+  type RebootType,
+  type ServerState,
+} from "./preempted.js";
 
 /**
  * The compute API's version these calls speak: `changes-since` and `limit` on instance
@@ -107,6 +113,22 @@ export class ComputeApi {
       finishTime: e.finish_time,
       details: e.details ?? null,
     }));
+  }
+
+  /**
+   * When `host`'s nova-compute last reported to nova (its service's `updated_at`, ms of the
+   * epoch); null when nova has no such service or it never reported. nova-compute reports
+   * only once its RPC server is consuming the host's queue (nova's Service.start).
+   */
+  async computeReportedAt(host: string): Promise<number | null> {
+    const query = new URLSearchParams({ host, binary: "nova-compute" });
+    const { services } = (await this.json("GET", `/os-services?${query}`)) as {
+      services: Array<{ updated_at?: string | null }>;
+    };
+    const times = services
+      .map((s) => (s.updated_at ? novaTimeMs(s.updated_at) : NaN))
+      .filter(Number.isFinite);
+    return times.length === 0 ? null : Math.max(...times);
   }
 
   /** Reboot the server: nova's request id for it (the new instance action's). */

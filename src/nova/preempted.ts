@@ -20,8 +20,16 @@
  * event failed with exactly that conflict (expected a reboot's task states, found none),
  * the failure is recent, and the server is active with no task now; or when it was begun,
  * never finished, by the old host's process after the lease had moved (the fence refused
- * its calls). "Latest" makes it once: the resend is a newer action, and a user's own newer
- * action supersedes it.
+ * its calls); or when no compute ever answered it (no event), its task state was cleared by a
+ * start-up, and this host's nova-compute has been consuming its queue for LOST_AFTER_MS: the
+ * message was taken by the old host's process, frozen and resumed, which was killed before it
+ * recorded the event (nova records the event before it calls Ironic, so no event means the
+ * node was not touched). "Latest" makes it once: the resend is a newer action, and a user's
+ * own newer action supersedes it.
+ *
+ * A resend can meet the original after all (still queued when we sent): nova-compute runs an
+ * instance's reboots one at a time, each checking the task state first, so the second finds
+ * the state the first cleared and fails on it. One reboot is carried out either way.
  */
 
 /** An instance action of a server, as `GET /servers/{id}/os-instance-actions` lists it. */
@@ -51,9 +59,16 @@ export interface ServerState {
 
 export type RebootType = "HARD" | "SOFT";
 
+/**
+ * Why a reboot is sent again: `cancelled` — failed on the task state a start-up cleared;
+ * `fenced` — begun after the lease moved by the old host's process, refused at the fence;
+ * `lost` — no compute answered it, its task state cleared, the new one consuming its queue.
+ */
+export type ResendCause = "cancelled" | "fenced" | "lost";
+
 export type Verdict =
-  /** cancelled by a start-up: send it again */
-  | { kind: "resend"; requestId: string; rebootType: RebootType }
+  /** not carried out by any compute: send it again */
+  | { kind: "resend"; requestId: string; rebootType: RebootType; cause: ResendCause }
   /** begun by a process that is gone, never finished, its task cleared: whether it ran is unknown */
   | { kind: "unknown"; requestId: string }
   /** no compute has answered it yet: look again */
@@ -73,6 +88,13 @@ export const PREEMPTED_MAX_AGE_MS = 10 * 60_000;
  * fence already refused.
  */
 export const CLOCK_SKEW_MS = 1000;
+
+/**
+ * How long this host's nova-compute must have been consuming its queue before a reboot no
+ * compute answered is taken as lost: a message still queued reaches a consuming process at
+ * once, and its event is recorded within a second or two (a conductor call).
+ */
+export const LOST_AFTER_MS = 20_000;
 
 /**
  * nova's UnexpectedTaskStateError on a reboot whose task state was cleared: the states it
@@ -122,11 +144,32 @@ export function preemptedVerdict(
   nowMs: number,
   /** when this host was granted the lease its nova-compute runs under (ms of the epoch) */
   grantedAtMs: number,
+  /**
+   * since when this host's nova-compute has been seen consuming its queue (its service
+   * reported after the grant), by `nowMs`'s clock; null while it has not been seen to
+   */
+  consumingSinceMs: number | null = null,
 ): Verdict {
   if (latest === undefined || latest.action !== "reboot") return { kind: "none" };
   const { requestId } = latest;
   const event = events.find((e) => e.event === REBOOT_EVENT);
-  if (event === undefined) return { kind: "pending", requestId };
+  if (event === undefined) {
+    // No compute has recorded taking it. While the task state nova-api set is there, it is
+    // queued for the new process. Once a start-up cleared it and the new process has long
+    // been consuming its queue, the message is gone: taken by the old process after it
+    // resumed, which died before recording the event (and before calling Ironic). nova
+    // keeps no reboot's type but in the task state that was cleared: HARD, what is asked of
+    // a server that does not answer.
+    const lost =
+      server.taskState === null &&
+      server.vmState === "active" &&
+      consumingSinceMs !== null &&
+      nowMs - consumingSinceMs >= LOST_AFTER_MS &&
+      nowMs - novaTimeMs(latest.startTime) <= PREEMPTED_MAX_AGE_MS;
+    return lost
+      ? { kind: "resend", requestId, rebootType: "HARD", cause: "lost" }
+      : { kind: "pending", requestId };
+  }
   if (event.result === null) {
     // Under way on a compute now: its task state says so.
     if (server.taskState !== null) return { kind: "pending", requestId };
@@ -139,7 +182,7 @@ export function preemptedVerdict(
     const begunAfterGrant = novaTimeMs(event.startTime) >= grantedAtMs + CLOCK_SKEW_MS;
     const recent = nowMs - novaTimeMs(event.startTime) <= PREEMPTED_MAX_AGE_MS;
     if (begunAfterGrant && recent && server.vmState === "active")
-      return { kind: "resend", requestId, rebootType: "HARD" };
+      return { kind: "resend", requestId, rebootType: "HARD", cause: "fenced" };
     return { kind: "unknown", requestId };
   }
   if (event.result !== "Error" || event.finishTime === null) return { kind: "none" };
@@ -151,5 +194,5 @@ export function preemptedVerdict(
   // nova-api refuses a reboot of a server with a task under way (409), and one resent while
   // a user's action is running would be a second one.
   if (server.vmState !== "active" || server.taskState !== null) return { kind: "none" };
-  return { kind: "resend", requestId, rebootType };
+  return { kind: "resend", requestId, rebootType, cause: "cancelled" };
 }

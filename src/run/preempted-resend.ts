@@ -1,6 +1,12 @@
 import type { Logger } from "winston";
 import { ComputeApiError, type ComputeApi } from "../nova/compute-api.js";
-import { PREEMPTED_MAX_AGE_MS, preemptedVerdict, rebootedSince, type Verdict } from "../nova/preempted.js";
+import {
+  CLOCK_SKEW_MS,
+  PREEMPTED_MAX_AGE_MS,
+  preemptedVerdict,
+  rebootedSince,
+  type Verdict,
+} from "../nova/preempted.js";
 
 /** How often the host's servers are read while the watch runs. */
 export const RESEND_POLL_MS = 2000;
@@ -33,7 +39,8 @@ export interface ResendOptions {
  * sent once more through the compute API and logged (`preempted-action-resent`). Reboots
  * whose outcome nobody can know (begun by the process that died, before the lease moved)
  * are logged, not sent (`preempted-action-unknown`), as are those never answered by the
- * watch's end. `watch()` runs until `stop()`, the lease is no longer held, or
+ * watch's end. Whether this host's nova-compute consumes its queue yet is read from nova's
+ * services only while a reboot waits for an answer. `watch()` runs until `stop()`, the lease is no longer held, or
  * RESEND_WATCH_MS after it began.
  */
 export class PreemptedResend {
@@ -43,6 +50,8 @@ export class PreemptedResend {
   private readonly pending = new Map<string, string>();
   /** the verdicts of the last look not yet acted on: server -> verdict, acted on when the next look agrees */
   private seen = new Map<string, string>();
+  /** since when (our clock) this host's nova-compute has been seen consuming its queue; null until then */
+  private consumingSinceMs: number | null = null;
   private stopped = false;
 
   constructor(private readonly options: ResendOptions) {}
@@ -87,7 +96,15 @@ export class PreemptedResend {
       const [latest, earlier] = await api.latestActions(server.id, 2);
       if (latest === undefined || this.decided.get(server.id) === latest.requestId) continue;
       const events = latest.action === "reboot" ? await api.events(server.id, latest.requestId) : [];
-      let verdict = preemptedVerdict(server, latest, events, nowMs, this.options.grantedAtMs);
+      if (latest.action === "reboot" && events.length === 0) await this.lookForConsumer(nowMs);
+      let verdict = preemptedVerdict(
+        server,
+        latest,
+        events,
+        nowMs,
+        this.options.grantedAtMs,
+        this.consumingSinceMs,
+      );
       if (verdict.kind === "resend" && earlier?.action === "reboot") {
         const earlierEvents = await api.events(server.id, earlier.requestId);
         if (rebootedSince(latest, earlier, earlierEvents)) verdict = { kind: "none" };
@@ -111,6 +128,18 @@ export class PreemptedResend {
     this.seen = seen;
   }
 
+  /**
+   * Whether this host's nova-compute consumes its queue: it reported to nova after the
+   * lease was granted (nova-compute reports only once its RPC server runs). Remembered once
+   * seen.
+   */
+  private async lookForConsumer(nowMs: number): Promise<void> {
+    if (this.consumingSinceMs !== null) return;
+    const reportedAt = await this.options.api.computeReportedAt(this.options.host);
+    if (reportedAt !== null && reportedAt >= this.options.grantedAtMs + CLOCK_SKEW_MS)
+      this.consumingSinceMs = nowMs;
+  }
+
   private async act(server: string, verdict: Exclude<Verdict, { kind: "none" | "pending" }>): Promise<void> {
     const { log } = this.options;
     this.pending.delete(server);
@@ -130,6 +159,7 @@ export class PreemptedResend {
         server,
         action: "reboot",
         type: verdict.rebootType,
+        cause: verdict.cause,
         preempted_request: verdict.requestId,
         request,
       });
