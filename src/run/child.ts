@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { constants } from "node:os";
 import { createInterface } from "node:readline";
 import type { ChildCgroup } from "./cgroup.js";
-import { GroupMembers } from "./group-members.js";
+import { GroupMembers, groupOf } from "./group-members.js";
 
 /** How a child ended: its exit code, or the signal that ended it. */
 export interface ChildExit {
@@ -116,8 +116,12 @@ export class ChildGroup {
     this.killAtMs = Math.min(this.killAtMs, this.nowMs() + graceMs);
     this.stopping ??= (async () => {
       const termAtMs = this.nowMs();
+      // One TERM each: the group's, then the cgroup's processes that left the group. A
+      // second TERM can land while the first one's handler still runs, and nova-compute
+      // 34 (oslo.service's threading backend) then stops inside its own stop: its
+      // graceful shutdown hangs until it is KILLed (py-spy showed the two handlers nested).
       signalGroup(this.pgid, "SIGTERM");
-      for (const pid of this.cgroup?.pids() ?? []) signalPid(pid, "SIGTERM");
+      for (const pid of this.cgroup?.pids() ?? []) if (groupOf(pid) !== this.pgid) signalPid(pid, "SIGTERM");
       // The group decides, not the leader: a grandchild may hold on after it is gone.
       while (this.alive() && this.nowMs() < this.killAtMs) await sleep(LOOK_MS);
       const killed = this.alive();

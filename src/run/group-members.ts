@@ -57,6 +57,12 @@ const read = (path: string): string | null => {
 /** Z: exited, waiting to be reaped; X: being reaped. */
 const ended = (state: string) => state === "Z" || state === "X";
 
+/** The process group of `pid` now; null when it is gone. */
+export function groupOf(pid: number): number | null {
+  const stat = read(`/proc/${pid}/stat`);
+  return stat === null ? null : stateAndGroup(stat).pgrp;
+}
+
 /**
  * Whether process `pid` is in group `pgid` and not ended. A thread group whose leader
  * exited while other threads run shows its leader as a zombie: then its threads decide.
