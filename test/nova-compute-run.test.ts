@@ -4,7 +4,7 @@ import { readFileSync } from "node:fs";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { runShardbridge } from "./helpers/cli.js";
 import { postWebhook } from "./helpers/http.js";
-import { watchOverlaps } from "./helpers/processes.js";
+import { ProcessTableWatch } from "./helpers/processes.js";
 import {
   ironicApi,
   NOVA_UPDATE_INTERVAL_S,
@@ -40,7 +40,7 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
   let nodes: string[] = [];
   let others: string[] = [];
   let shard: SupervisedShard;
-  let watch: ReturnType<typeof watchOverlaps> | null = null;
+  let watch: ProcessTableWatch | null = null;
 
   before(async () => {
     cloud = await sharedCloud();
@@ -85,13 +85,14 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
     await bridge?.stop();
     await toIronic?.stop();
   });
-  beforeEach(() => {
-    watch = watchOverlaps(() => shard.novaComputePids());
+  beforeEach(async () => {
+    // Every nova-compute of the shard's host in the process table, whoever started it.
+    watch = await ProcessTableWatch.start({ command: "nova-compute", env: { OS_DEFAULT__HOST: HOST } });
   });
   afterEach(async () => {
     // What the supervisors started must be gone before the next case starts its own.
     const left = await shard.stopAll();
-    watch?.stop();
+    await watch?.stop();
     expect(left, "nova-compute processes left behind by a killed supervisor").to.deep.equal([]);
   });
 
@@ -162,7 +163,7 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
       expect(url).to.match(
         new RegExp(`^${bridge.url}/fenced/${SHARD}/lease-${child.token}-[0-9a-f]{32}/ironic/`),
       );
-    expect(watch!.overlaps).to.deep.equal([]);
+    expect(watch!.overlaps()).to.deep.equal([]);
   });
 
   it("the fenced endpoint hands Ironic nova-compute's own token untouched and adds none: without one, Ironic's 401", async () => {
@@ -265,7 +266,7 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
     active.signal("SIGKILL");
     await shard.takeover("kill -9", standby, Date.now());
     expectSameRecords(before, await shardRecords(cloud, HOST));
-    expect(watch!.overlaps, "instants with two nova-computes for the shard").to.deep.equal([]);
+    expect(watch!.overlaps(), "instants with two nova-computes for the shard").to.deep.equal([]);
   });
 
   it("SIGSTOP of the active supervisor alone: its watchdog kills nova-compute before the standby's starts", async () => {
@@ -281,7 +282,7 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
       "a second child of the woken supervisor",
     ).to.have.length(1);
     expectSameRecords(before, await shardRecords(cloud, HOST));
-    expect(watch!.overlaps).to.deep.equal([]);
+    expect(watch!.overlaps()).to.deep.equal([]);
   });
 
   /**
@@ -294,9 +295,10 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
     it(`the whole group frozen past the TTL, resumed after the failover${supervisorLagMs > 0 ? `, nova-compute ${supervisorLagMs} ms before its supervisor` : ""}: what the old nova-compute sends before it dies`, async () => {
       const { active, standby, child } = await shard.pair();
       const before = await shardRecords(cloud, HOST);
+      const frozenAt = Date.now();
       process.kill(-active.child.pid!, "SIGSTOP");
       process.kill(-child.pid, "SIGSTOP");
-      await shard.takeover("host frozen", standby, Date.now());
+      await shard.takeover("host frozen", standby, frozenAt);
       // Let the old one's periodic tasks fall due while frozen.
       await new Promise((r) => setTimeout(r, NOVA_UPDATE_INTERVAL_S * 1000));
       const resumedAt = Date.now();
@@ -325,11 +327,30 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
         `      resumed: the old nova-compute was gone ${goneAfterMs} ms after its SIGCONT; meanwhile it sent ` +
           `over HTTP ${tally(sent.map(shape))}; over RPC ${tally(rpc)}`,
       );
+      // placement is not fenced: a write from the woken process would be double management.
+      expect(
+        sent.filter((w) => w.url.startsWith(cloud.placement) && w.method !== "GET").map(shape),
+        "the woken nova-compute's writes to placement",
+      ).to.deep.equal([]);
       for (const w of sent.filter((w) => w.url.includes("/fenced/")))
         expect(w.url, "the old nova-compute's Ironic calls go through its own (stale) fence").to.include(
           `/lease-${child.token}-`,
         );
       expectSameRecords(before, await shardRecords(cloud, HOST));
+      // From the process table: while frozen, the old nova-compute did nothing beside the
+      // new one; woken, it ran beside it only until its supervisor's KILL.
+      const together = watch!.runningTogether(frozenAt);
+      expect(
+        together.filter((l) => l.at < resumedAt).map((l) => l.procs),
+        "looks, before the SIGCONT, at which two nova-computes of the host ran",
+      ).to.deep.equal([]);
+      for (const l of together)
+        expect(
+          l.procs.map((p) => p.pid),
+          "each look at which two ran, after the SIGCONT: the woken old one among them",
+        ).to.include(child.pid);
+      const beside = (watch!.lastSeen(child.pid) ?? resumedAt) - resumedAt;
+      console.log(`      the process table: the woken nova-compute ran beside the new one for ${beside} ms`);
     });
 
   it("SIGTERM to the active supervisor: nova-compute stops by itself under the kept lease, then the lease handed back and the standby's starts at once", async () => {
@@ -345,7 +366,10 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
       DEFAULT_STOP_GRACE_MS + 10_000,
       from,
     );
-    expect(stopped, "nova-compute's graceful stop").to.include({ killed: false });
+    expect(
+      stopped,
+      `nova-compute's graceful stop (the supervisor's records: ${JSON.stringify(active.events.slice(from).map((e) => ({ ...e, seenAt: undefined })))})`,
+    ).to.include({ killed: false });
     const next = await shard.takeover("SIGTERM", standby, termAt);
     expect(next.startedAt, "the standby's nova-compute started after the old one was gone").to.be.at.least(
       termAt + Number(stopped.term_to_gone_ms),
@@ -357,6 +381,6 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
       "handed back, not run out",
     ).to.include("released");
     expectSameRecords(before, await shardRecords(cloud, HOST));
-    expect(watch!.overlaps).to.deep.equal([]);
+    expect(watch!.overlaps()).to.deep.equal([]);
   });
 });

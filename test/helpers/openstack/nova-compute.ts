@@ -123,8 +123,10 @@ export class SupervisedShard {
     standby: AgentProcess,
     faultAt: number,
     reportWithinMs = 90_000,
+    /** the standby's records from which its new child is looked for (a supervisor that was active before has older ones) */
+    from = 0,
   ): Promise<NovaComputeChild & { reportedAt: number }> {
-    const next = await this.child(standby, this.ttlMs + 2000);
+    const next = await this.child(standby, this.ttlMs + 2000, from);
     const reportedAt = await this.untilReported(next.pid, faultAt, reportWithinMs);
     console.log(
       `      ${fault}: the standby's nova-compute started ${next.startedAt - faultAt} ms after, ` +
