@@ -1,7 +1,9 @@
+import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import { freePort } from "../redis-server.js";
 import { mariadbRows, TestDatabases } from "./mariadb.js";
 import { TestVhost } from "./rabbitmq.js";
@@ -106,6 +108,8 @@ export interface OpenStackCloud {
   placementProviders(): PlacementProvider[];
   /** nova-compute's log lines (every process that ran with `novaConf`) */
   novaComputeLog: string;
+  /** nova-manage on `novaConf`, to its end: its output, or an error with its exit code and words */
+  novaManage(...args: string[]): Promise<string>;
   stop(): Promise<void>;
 }
 
@@ -127,6 +131,26 @@ export interface BootingCloud extends OpenStackCloud {
   discoverHosts(): Promise<void>;
   /** nova's instance records (deleted ones too) */
   novaInstances(): NovaInstance[];
+}
+
+const execFileAsync = promisify(execFile);
+
+async function novaManage(novaConf: string, args: string[]): Promise<string> {
+  try {
+    const { stdout } = await execFileAsync(
+      openstackBin("nova-manage"),
+      ["--config-file", novaConf, ...args],
+      {
+        encoding: "utf8",
+      },
+    );
+    return stdout;
+  } catch (error) {
+    const e = error as { code?: number; stdout?: string; stderr?: string };
+    throw new Error(
+      `nova-manage ${args.join(" ")}: exit ${e.code}: ${e.stdout ?? ""}${(e.stderr ?? "").slice(-1500)}`,
+    );
+  }
 }
 
 export function startCloud(): Promise<OpenStackCloud>;
@@ -341,6 +365,7 @@ export async function startCloud({ boot = false }: { boot?: boolean } = {}): Pro
       dir,
       novaConf,
       novaComputeLog: join(dir, "nova", "log", "nova-compute.log"),
+      novaManage: (...args) => novaManage(novaConf, args),
       novaServices: () =>
         mariadbRows(
           "SELECT id, host, `binary`, uuid, deleted, forced_down, report_count, updated_at FROM services WHERE `binary` = 'nova-compute' ORDER BY id",
