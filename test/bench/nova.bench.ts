@@ -13,6 +13,7 @@ import { superviseNovaCompute } from "../helpers/openstack/nova-compute.js";
 import { readNovaLog, reportedAllAt } from "../helpers/openstack/nova-log.js";
 import { postInventory } from "../helpers/openstack/inspection.js";
 import { until } from "../helpers/until.js";
+import { novaOutageBench } from "./nova-outage.bench.js";
 import { novaRingBench } from "./nova-ring.bench.js";
 import { percentile, printTable } from "./stats.js";
 
@@ -45,7 +46,8 @@ const row = (label: string, ms: number[]) => {
  *   resource provider in placement (nova copies Ironic's traits at its resource update,
  *   every NOVA_UPDATE_INTERVAL_S).
  *
- * Then issue #46's table (nova-ring.bench.ts, also `make bench nova-ring` alone): nova's
+ * Then issue #46's reboot through an outage (nova-outage.bench.ts, `make bench nova-outage`
+ * alone), and its table (nova-ring.bench.ts, also `make bench nova-ring` alone): nova's
  * own hash ring and `shardbridge run` through kill -9 of the nova-compute serving an
  * instance, side by side, each on a booting cloud of its own.
  */
@@ -211,6 +213,8 @@ export async function novaBench(): Promise<void> {
       row("the trait changed on nova's resource provider", inspection.placement),
     ],
   );
-  // Issue #46 item 3: nova's ring and shardbridge run through the same fault, with instances.
+  // Issue #46: a reboot sent during kill -9's outage, to done; then nova's ring and
+  // shardbridge run through the same fault, with instances.
+  await novaOutageBench();
   await novaRingBench();
 }

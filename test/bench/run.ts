@@ -21,6 +21,8 @@ const benches: Record<string, () => Promise<void>> = {
   nova: async () => (await import("./nova.bench.js")).novaBench(),
   // The side-by-side table of nova's ring and shardbridge run alone (`make bench nova` prints it too).
   "nova-ring": async () => (await import("./nova-ring.bench.js")).novaRingBench(),
+  // A reboot sent during kill -9's outage, to done (`make bench nova` runs it too).
+  "nova-outage": async () => (await import("./nova-outage.bench.js")).novaOutageBench(),
   ring: ringBench,
   scale: async () => (await import("./scale.bench.js")).scaleBench(),
   sim: simBench,
