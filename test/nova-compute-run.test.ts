@@ -339,17 +339,11 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
       expectSameRecords(before, await shardRecords(cloud, HOST));
       // From the process table: while frozen, the old nova-compute did nothing beside the
       // new one; woken, it ran beside it only until its supervisor's KILL.
-      const together = watch!.runningTogether(frozenAt);
-      expect(
-        together.filter((l) => l.at < resumedAt).map((l) => l.procs),
-        "looks, before the SIGCONT, at which two nova-computes of the host ran",
-      ).to.deep.equal([]);
-      for (const l of together)
-        expect(
-          l.procs.map((p) => p.pid),
-          "each look at which two ran, after the SIGCONT: the woken old one among them",
-        ).to.include(child.pid);
-      const beside = (watch!.lastSeen(child.pid) ?? resumedAt) - resumedAt;
+      const { problems, besideMs: beside } = watch!.frozenHostOverlaps(frozenAt, {
+        pid: child.pid,
+        at: resumedAt,
+      });
+      expect(problems, "nova-computes of the host running together").to.deep.equal([]);
       console.log(`      the process table: the woken nova-compute ran beside the new one for ${beside} ms`);
     });
 

@@ -9,6 +9,7 @@ import {
   Instances,
   MICROVERSION,
   RESOURCE_CLASS,
+  rebootSucceeded,
   settled,
   type ActionEvent,
   type InstanceRecords,
@@ -145,10 +146,16 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
   const killActive = (after?: (killedAt: number) => Promise<void>) =>
     failover("SIGKILL", REPORTED_DEADLINE_MS, after);
 
-  /** Delete a server and wait until nova has forgotten it and its node is `available` with no instance. */
-  const deleteServer = async (id: string, node: string) => {
+  /**
+   * Delete a server; wait until its node is `available` in Ironic (when: ms of the epoch,
+   * returned) and nova has forgotten the server; then the node holds no instance and
+   * placement no allocation of it.
+   */
+  const deleteServer = async (id: string, node: string): Promise<number> => {
     const gone = await cloud.compute.send("DELETE", `/servers/${id}`, MICROVERSION);
     expect(gone.status, gone.text).to.equal(204);
+    await untilProvisionState(cloud, [node], "available", ACTION_DEADLINE_MS);
+    const availableAt = Date.now();
     await until(
       `server ${id} gone`,
       () => cloud.compute.send("GET", `/servers/${id}`, MICROVERSION),
@@ -156,12 +163,12 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
       ACTION_DEADLINE_MS,
       100,
     );
-    await untilProvisionState(cloud, [node], "available", ACTION_DEADLINE_MS);
     expect(await ironicNode(node), "the freed node in Ironic").to.deep.include({
       instance: null,
       provision: "available",
     });
     expect(await allocations(id), "the deleted server's allocations").to.deep.equal({});
+    return availableAt;
   };
 
   /**
@@ -257,22 +264,7 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
     const stopStartMs = Date.now() - stopAt;
 
     const deleteAt = Date.now();
-    const gone = await cloud.compute.send("DELETE", `/servers/${deleted}`, MICROVERSION);
-    expect(gone.status, gone.text).to.equal(204);
-    await untilProvisionState(cloud, [node(deleted)], "available", ACTION_DEADLINE_MS);
-    const availableMs = Date.now() - deleteAt;
-    await until(
-      `server ${deleted} gone`,
-      () => cloud.compute.send("GET", `/servers/${deleted}`, MICROVERSION),
-      (r) => r.status === 404,
-      ACTION_DEADLINE_MS,
-      100,
-    );
-    expect(await ironicNode(node(deleted)), "the freed node in Ironic").to.deep.include({
-      instance: null,
-      provision: "available",
-    });
-    expect(await allocations(deleted), "the deleted server's allocations").to.deep.equal({});
+    const availableMs = (await deleteServer(deleted, node(deleted))) - deleteAt;
     await untilOffered(node(deleted));
     const offeredMs = Date.now() - deleteAt;
 
@@ -380,23 +372,7 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
     );
 
     // Until nova records a reboot of the server that succeeded, sent at or after the fault.
-    const rebootsSince = async () => {
-      const mine = (await instances().actions(target)).filter(
-        (a) => a.action === "reboot" && Date.parse(`${a.startTime}Z`) >= since - 1000,
-      );
-      return Promise.all(
-        mine.map(async (a) => ({ ...a, events: await instances().events(target, a.requestId) })),
-      );
-    };
-    const succeeded = (r: Awaited<ReturnType<typeof rebootsSince>>[number]) =>
-      r.events.some((e) => e.event === "compute_reboot_instance" && e.result === "Success");
-    const reboots = await until(
-      "a reboot carried out",
-      rebootsSince,
-      (rs) => rs.some(succeeded),
-      ACTION_DEADLINE_MS,
-      200,
-    );
+    const reboots = await instances().untilRebooted(target, since);
     const doneMs = Date.now() - faultAt;
     const settledView = await untilServer(target, "settled", settled("ACTIVE"));
     const [after] = await instanceRecords([target]);
@@ -448,27 +424,18 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
         resent.map((e) => [e.preempted_request, e.request, e.type, e.cause]),
         "run's record of the resend",
       ).to.deep.equal([[preempted.requestId, again.requestId, "HARD", cause]]);
-      expect(succeeded(again), "the reboot run sent again succeeded").to.equal(true);
+      expect(rebootSucceeded(again), "the reboot run sent again succeeded").to.equal(true);
     }
     // From the process table: never two nova-computes of the host running at once; with the
     // host frozen, the old one did nothing until woken, then ran beside the new one only
     // until its supervisor's KILL.
-    const together = watch!.runningTogether(faultAt);
     if (woken === null)
       expect(watch!.overlaps(faultAt), "looks at which two nova-computes of the host ran").to.deep.equal([]);
     else {
-      const { pid, at } = woken;
-      expect(
-        together.filter((l) => l.at < at).map((l) => l.procs),
-        "looks, before the SIGCONT, at which two nova-computes of the host ran",
-      ).to.deep.equal([]);
-      for (const l of together)
-        expect(
-          l.procs.map((p) => p.pid),
-          "each look at which two ran, after the SIGCONT: the woken old one among them",
-        ).to.include(pid);
+      const { problems, besideMs } = watch!.frozenHostOverlaps(faultAt, woken);
+      expect(problems, "nova-computes of the host running together").to.deep.equal([]);
       console.log(
-        `      the process table: the woken nova-compute ran beside the new one for ${(watch!.lastSeen(pid) ?? at) - at} ms`,
+        `      the process table: the woken nova-compute ran beside the new one for ${besideMs} ms`,
       );
     }
     outageReboots.push({ fault, server: target, node, since });

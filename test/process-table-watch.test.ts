@@ -86,6 +86,20 @@ describe("the process-table watch (real processes)", function () {
       20,
     );
     expect(watch.overlaps(wokenAt), "looks once both ran").to.not.deep.equal([]);
+    expect(
+      watch.frozenHostOverlaps(stoppedSince, { pid: a.pid!, at: wokenAt }).problems,
+      "a frozen, then woken beside b",
+    ).to.deep.equal([]);
+    // What a violation reads like: two ran before the wake (looks from before the stop), or
+    // two ran after it without the woken one among them.
+    expect(
+      watch.frozenHostOverlaps(0, { pid: a.pid!, at: wokenAt }).problems.join("\n"),
+      "looks from before a was stopped (this file's first case's among them)",
+    ).to.match(/before the SIGCONT, two ran/);
+    expect(
+      watch.frozenHostOverlaps(stoppedSince, { pid: process.pid, at: wokenAt }).problems.join("\n"),
+      "another pid named as the woken one",
+    ).to.match(/after the SIGCONT, two ran without the woken/);
     a.kill("SIGKILL");
     b.kill("SIGKILL");
   });

@@ -5,7 +5,6 @@ import { Instances, settled } from "../helpers/openstack/instances.js";
 import { IronicEvents } from "../helpers/openstack/ironic-events.js";
 import { enrollAvailable, powerOn } from "../helpers/openstack/nodes.js";
 import { resendingShard, type SupervisedShard } from "../helpers/openstack/nova-compute.js";
-import { until } from "../helpers/until.js";
 import { percentile, printTable } from "./stats.js";
 
 const SHARD = "rack-outage";
@@ -66,28 +65,6 @@ export async function novaOutageBench(): Promise<void> {
       `nova-outage bench: cloud, 6 nodes and 4 servers ACTIVE in ${((performance.now() - setupAt) / 1000).toFixed(0)} s\n`,
     );
 
-    /** Until nova records a reboot of `server` asked at or after `since` done: its request ids, in order. */
-    const untilRebooted = async (server: string, since: number) => {
-      const reboots = await until(
-        `a reboot of ${server} done`,
-        async () => {
-          const mine = (await instances.actions(server)).filter(
-            (a) => a.action === "reboot" && Date.parse(`${a.startTime}Z`) >= since - 1000,
-          );
-          return Promise.all(
-            mine.map(async (a) => ({ ...a, events: await instances.events(server, a.requestId) })),
-          );
-        },
-        (rs) =>
-          rs.some((r) =>
-            r.events.some((e) => e.event === "compute_reboot_instance" && e.result === "Success"),
-          ),
-        REBOOT_DEADLINE_MS,
-        200,
-      );
-      return reboots.map((r) => r.requestId);
-    };
-
     for (let round = 0; round < ROUNDS; round++) {
       const server = servers[round % servers.length]!;
       const [record] = await instances.records([server]);
@@ -99,7 +76,7 @@ export async function novaOutageBench(): Promise<void> {
       if (asked.status !== 202)
         throw new Error(`the reboot during the outage: ${asked.status} ${asked.text}`);
       const next = await s.takeover("kill -9", standby, faultAt, REBOOT_DEADLINE_MS);
-      await untilRebooted(server, faultAt);
+      await instances.untilRebooted(server, faultAt, REBOOT_DEADLINE_MS);
       const doneAt = Date.now();
       const resent = standby.events.filter((e) => e.ev === "preempted-action-resent" && e.server === server);
       causes.push(resent.length === 0 ? "nova ran it" : `resent (${String(resent[0]!.cause)})`);
@@ -116,7 +93,7 @@ export async function novaOutageBench(): Promise<void> {
       const again = await instances.act(server, { reboot: { type: "HARD" } });
       if (again.status !== 202)
         throw new Error(`the reboot after the takeover: ${again.status} ${again.text}`);
-      await untilRebooted(server, afterAt);
+      await instances.untilRebooted(server, afterAt, REBOOT_DEADLINE_MS);
       const rebootMs = Date.now() - afterAt;
       await instances.untilServer(server, "settled", settled("ACTIVE"));
       cycles.push(events.powerActions(node, faultAt).filter((e) => e.at < afterAt).length);

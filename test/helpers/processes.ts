@@ -123,6 +123,26 @@ export class ProcessTableWatch {
     );
   }
 
+  /**
+   * What a host frozen at `frozenAt` and woken at `wokenAt` may show: no look, before the
+   * wake, at which two services ran (a stopped one does nothing), and `woken` among those
+   * at every look after it (it ran beside the new one only until its supervisor's KILL).
+   * Said as problems, none when it held; and how long the woken one ran (ms).
+   */
+  frozenHostOverlaps(
+    frozenAt: number,
+    woken: { pid: number; at: number },
+  ): { problems: string[]; besideMs: number } {
+    const problems: string[] = [];
+    for (const l of this.runningTogether(frozenAt))
+      if (l.at < woken.at) problems.push(`before the SIGCONT, two ran: ${JSON.stringify(l.procs)}`);
+      else if (!l.procs.some((p) => p.pid === woken.pid))
+        problems.push(
+          `after the SIGCONT, two ran without the woken ${woken.pid}: ${JSON.stringify(l.procs)}`,
+        );
+    return { problems, besideMs: (this.lastSeen(woken.pid) ?? woken.at) - woken.at };
+  }
+
   /** When `pid` was last seen (ms of the epoch: the next look's time, or now if it still is); null if never. */
   lastSeen(pid: number): number | null {
     let i = this.timeline.length - 1;

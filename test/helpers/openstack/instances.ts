@@ -50,6 +50,10 @@ export interface InstanceRecords {
   ironic: IronicNodeView;
 }
 
+/** Whether nova carried out this reboot: its compute event says `Success`. */
+export const rebootSucceeded = (reboot: { events: ActionEvent[] }) =>
+  reboot.events.some((e) => e.event === "compute_reboot_instance" && e.result === "Success");
+
 /** Settled: no task under way. */
 export const settled = (status: string) => (s: ServerView) => s.status === status && s.taskState === null;
 
@@ -166,6 +170,30 @@ export class Instances {
     );
     const { events } = instanceAction as { events: ActionEvent[] };
     return events.map(({ event, result, details }) => ({ event, result, ...(details && { details }) }));
+  }
+
+  /**
+   * Until nova records a reboot of the server, asked at or after `since` (ms of the epoch;
+   * nova's times are read with a second of slack), carried out (its compute event
+   * `Success`), within `withinMs`: every such reboot, oldest first, with its events.
+   */
+  untilRebooted(
+    id: string,
+    since: number,
+    withinMs = ACTION_DEADLINE_MS,
+  ): Promise<Array<{ action: string; requestId: string; startTime: string; events: ActionEvent[] }>> {
+    return until(
+      `a reboot of ${id} carried out`,
+      async () => {
+        const mine = (await this.actions(id)).filter(
+          (a) => a.action === "reboot" && Date.parse(`${a.startTime}Z`) >= since - 1000,
+        );
+        return Promise.all(mine.map(async (a) => ({ ...a, events: await this.events(id, a.requestId) })));
+      },
+      (reboots) => reboots.some(rebootSucceeded),
+      withinMs,
+      200,
+    );
   }
 
   /** The events of the server's last action of `name`, or null when it has none. */
