@@ -119,21 +119,20 @@ class NovaWatch {
  * planned by `migrate plan` (whose ring must be the one nova used, node for node), then
  * moved by the printed steps to one `shardbridge run`-supervised nova-compute per shard.
  *
- * The nodes live in an Ironic of this test's own (Ironic 39, same cloud otherwise: nova's
- * databases, conductor, placement): a nova-compute without a shard manages every node of
- * the Ironic it is given, so in the shared Ironic it would take the other test files' nodes
- * (their compute node records too). nova-api runs here for the two steps that need it:
- * forcing the old services down and deleting them, the calls `openstack compute service
- * set --down` and `openstack compute service delete` make.
+ * The nodes live in an Ironic of this test's own (Ironic 39 behind the cloud's keystone,
+ * same cloud otherwise: nova's databases, conductor, placement): a nova-compute without a
+ * shard manages every node of the Ironic it is given, so in the shared Ironic it would take
+ * the other test files' nodes (their compute node records too). nova-api runs here for the
+ * two steps that need it: forcing the old services down and deleting them, the calls
+ * `openstack compute service set --down` and `openstack compute service delete` make.
  *
- * What is covered: nodes without instances, which nova moves by itself (the resource
- * tracker takes a compute node record whose host is another's: `_init_compute_node`,
- * "ComputeNode ... moving from ... to ..."), and `nova-manage db ironic_compute_node_move`
- * in the form the plan prints, run on one node once the old services are forced down (nova
- * 34 accepts a node without an instance: it moves the record, and the instances on it, of
- * which there are none); the shard's nova-compute then keeps it. Not covered: nodes with instances — booting one needs nova-api's scheduling,
- * glance and neutron, which this cloud lacks; the plan prints the move of each such node
- * and nova-manage moves the instance's host with the record (nova/cmd/manage.py).
+ * Nodes without instances, which nova moves by itself (the resource tracker takes a
+ * compute node record whose host is another's: `_init_compute_node`, "ComputeNode ...
+ * moving from ... to ..."), and `nova-manage db ironic_compute_node_move` in the form the
+ * plan prints, run on one node once the old services are forced down (nova 34 accepts a
+ * node without an instance: it moves the record, and the instances on it, of which there
+ * are none); the shard's nova-compute then keeps it. Nodes with instances are migrated in
+ * test/nova-ring-instances.test.ts, whose cloud boots them.
  */
 describe("migrate from nova's ring to shards with nova 34 (real nova-computes, Ironic 39, placement 16)", function () {
   this.timeout(900_000);
@@ -158,8 +157,12 @@ describe("migrate from nova's ring to shards with nova 34 (real nova-computes, I
   /** The cloud, with the test's own Ironic in place of the shared one (for the node helpers). */
   const ownIronic = (): OpenStackCloud => ({ ...cloud, ironic: ironicUrl });
 
+  /** A migrate step; one given `--ironic` runs as the cloud's system admin (Ironic lets only an admin write shard keys). */
   const migrate = (...args: string[]) =>
-    runShardbridge(["migrate", ...args, "--bridge", bridge!.url, "--token", bridge!.tokenFor("admin")]);
+    runShardbridge(
+      ["migrate", ...args, "--bridge", bridge!.url, "--token", bridge!.tokenFor("admin")],
+      args.includes("--ironic") ? cloud.keystone.adminOpenrc("system") : cloud.bridgeEnv,
+    );
 
   /** A nova-compute of nova's ring: no shard, its own host, Ironic given directly. */
   const startOld = (host: string): Service => {
@@ -250,12 +253,15 @@ describe("migrate from nova's ring to shards with nova 34 (real nova-computes, I
       databases,
       vhost: cloud.vhost,
       host: `${run}-conductor`,
+      // Behind the cloud's keystone, as the shared Ironic is: nova-compute, the bridge and
+      // the test each call it with a token of their own.
+      keystone: cloud.keystone,
       // Its notifications would reach whatever listens on the cloud's vhost.
       extra: { oslo_messaging_notifications: { driver: "noop" } },
     });
     novaApi = startNovaApi(cloud, join(dir, "nova-api"));
     novaApi.catch(() => undefined);
-    await ironic.until(() => ironicAnswers(ironicUrl), 120_000);
+    await ironic.until(async () => ironicAnswers(ironicUrl, await cloud.ironicHeaders()), 120_000);
     const ironicUpMs = performance.now() - began;
 
     // Uuids nova's ring (as shardbridge computes it) gives PER_AGENT to each agent, so no
@@ -355,11 +361,19 @@ describe("migrate from nova's ring to shards with nova 34 (real nova-computes, I
         AGENTS.map((a) => `${a} ${[...novaHostOf.values()].filter((h) => h === a).length}`).join(", "),
     );
 
-    bridge = await startBridge({ shards: [], agents: AGENTS, args: ["--ironic", ironicUrl] });
-    const sync = await runShardbridge([
-      ...["ironic-sync", "--ironic", ironicUrl, "--bridge", bridge.url],
-      ...["--token", bridge.tokenFor("admin")],
-    ]);
+    bridge = await startBridge({
+      shards: [],
+      agents: AGENTS,
+      env: cloud.bridgeEnv,
+      args: ["--ironic", ironicUrl],
+    });
+    const sync = await runShardbridge(
+      [
+        ...["ironic-sync", "--ironic", ironicUrl, "--bridge", bridge.url],
+        ...["--token", bridge.tokenFor("admin")],
+      ],
+      cloud.bridgeEnv,
+    );
     expect(sync.status, sync.stderr).to.equal(0);
   });
 
@@ -381,10 +395,7 @@ describe("migrate from nova's ring to shards with nova 34 (real nova-computes, I
 
   it("migrate plan puts every node with the nova-compute nova 34's own ring gave it", async () => {
     planPath = join(dir, "plan.json");
-    const made = await runShardbridge([
-      ...["migrate", "plan", "--bridge", bridge!.url, "--token", bridge!.tokenFor("admin")],
-      ...["--agents", AGENTS.join(","), "--out", planPath],
-    ]);
+    const made = await migrate("plan", "--agents", AGENTS.join(","), "--out", planPath);
     expect(made.status, made.stderr).to.equal(0);
     planText = made.stdout;
     plan = JSON.parse(readFileSync(planPath, "utf8"));

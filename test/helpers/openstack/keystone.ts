@@ -129,16 +129,20 @@ export class Keystone {
     };
   }
 
-  /** The admin's openrc on project admin: the OS_* variables an operator sources before calling OpenStack. */
-  adminOpenrc(): Record<string, string> {
-    return {
+  /**
+   * The admin's openrc: the OS_* variables an operator sources before calling OpenStack, on
+   * project admin, or system-scoped (Ironic's admin: writing shard keys).
+   */
+  adminOpenrc(scope: "project" | "system" = "project"): Record<string, string> {
+    const user = {
       OS_AUTH_URL: this.authUrl,
       OS_USERNAME: "admin",
       OS_PASSWORD: this.passwords.get("admin")!,
-      OS_PROJECT_NAME: "admin",
       OS_USER_DOMAIN_NAME: "Default",
-      OS_PROJECT_DOMAIN_NAME: "Default",
     };
+    return scope === "system"
+      ? { ...user, OS_SYSTEM_SCOPE: "all" }
+      : { ...user, OS_PROJECT_NAME: "admin", OS_PROJECT_DOMAIN_NAME: "Default" };
   }
 
   /** The bootstrap admin's token, kept and renewed: system-scoped (Ironic's admin) or on project admin (placement's). */
