@@ -8,8 +8,18 @@ import {
   type Verdict,
 } from "../nova/preempted.js";
 
-/** How often the host's servers are read while the watch runs. */
+/** How often the host's servers are read while the watch runs, after its first RESEND_FAST_MS. */
 export const RESEND_POLL_MS = 2000;
+/**
+ * How often they are read in the watch's first RESEND_FAST_MS: nova-compute's start-up
+ * cancels the queued reboots seconds after the start, and a verdict is acted on at the
+ * second look that agrees, so the poll is what a user waits beyond nova's own start. The
+ * two looks must straddle nova's save of an instance whose reboot just finished and the
+ * event's end, recorded after it (through the conductor: milliseconds, more on a starved
+ * host); half a second is the margin kept.
+ */
+export const RESEND_FAST_POLL_MS = 500;
+export const RESEND_FAST_MS = 30_000;
 /**
  * How long after the child's start the watch runs: the reboots nova-compute's start-up
  * cancels fail as soon as it consumes its queue, seconds after the start; this leaves room
@@ -29,6 +39,7 @@ export interface ResendOptions {
   /** ms of the epoch */
   now?: () => number;
   sleep?: (ms: number) => Promise<void>;
+  /** between two looks once the fast ones are over; RESEND_POLL_MS */
   pollMs?: number;
   watchMs?: number;
 }
@@ -65,7 +76,8 @@ export class PreemptedResend {
     const { log } = this.options;
     const now = this.options.now ?? Date.now;
     const sleep = this.options.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
-    const until = now() + (this.options.watchMs ?? RESEND_WATCH_MS);
+    const began = now();
+    const until = began + (this.options.watchMs ?? RESEND_WATCH_MS);
     let failures = 0;
     while (!this.stopped && this.options.holds() && now() < until) {
       try {
@@ -75,7 +87,7 @@ export class PreemptedResend {
         // nova-api or keystone down for a while: said once per run of failures, tried again.
         if (failures++ === 0) log.warn("preempted-watch-error", { error: String(error) });
       }
-      await sleep(this.options.pollMs ?? RESEND_POLL_MS);
+      await sleep(this.nextLookInMs(now() - began));
     }
     for (const [server, requestId] of this.pending)
       log.warn("preempted-action-unresolved", {
@@ -83,6 +95,11 @@ export class PreemptedResend {
         request: requestId,
         why: "nova accepted a reboot for this server that no nova-compute answered while run watched: check it",
       });
+  }
+
+  /** How long until the next look, `watchedMs` into the watch. */
+  private nextLookInMs(watchedMs: number): number {
+    return watchedMs < RESEND_FAST_MS ? RESEND_FAST_POLL_MS : (this.options.pollMs ?? RESEND_POLL_MS);
   }
 
   /** One look at the host's servers changed within the age a cancelled reboot may have. */
@@ -155,6 +172,9 @@ export class PreemptedResend {
     if (!this.options.holds()) return;
     try {
       const request = await this.options.api.reboot(server, verdict.rebootType);
+      // The resend is this watch's own action, never judged again: as it finishes it shows,
+      // like any reboot, a server with no task and an unfinished event for a moment.
+      if (request !== null) this.decided.set(server, request);
       log.info("preempted-action-resent", {
         server,
         action: "reboot",
