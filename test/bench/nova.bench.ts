@@ -13,6 +13,7 @@ import { superviseNovaCompute } from "../helpers/openstack/nova-compute.js";
 import { readNovaLog, reportedAllAt } from "../helpers/openstack/nova-log.js";
 import { postInventory } from "../helpers/openstack/inspection.js";
 import { until } from "../helpers/until.js";
+import { novaFenceBench } from "./nova-fence.bench.js";
 import { novaOutageBench } from "./nova-outage.bench.js";
 import { novaRingBench } from "./nova-ring.bench.js";
 import { percentile, printTable } from "./stats.js";
@@ -49,7 +50,8 @@ const row = (label: string, ms: number[]) => {
  * Then issue #46's reboot through an outage (nova-outage.bench.ts, `make bench nova-outage`
  * alone), and its table (nova-ring.bench.ts, also `make bench nova-ring` alone): nova's
  * own hash ring and `shardbridge run` through kill -9 of the nova-compute serving an
- * instance, side by side, each on a booting cloud of its own.
+ * instance, side by side, each on a booting cloud of its own; and the fence's cost to
+ * nova-compute's start-up (nova-fence.bench.ts, `make bench nova-fence` alone).
  */
 export async function novaBench(): Promise<void> {
   let cloud: OpenStackCloud | null = null;
@@ -217,4 +219,6 @@ export async function novaBench(): Promise<void> {
   // shardbridge run through the same fault, with instances.
   await novaOutageBench();
   await novaRingBench();
+  // Issue #46: what the fence costs nova-compute's start-up, beside direct calls.
+  await novaFenceBench();
 }

@@ -23,6 +23,8 @@ const benches: Record<string, () => Promise<void>> = {
   "nova-ring": async () => (await import("./nova-ring.bench.js")).novaRingBench(),
   // A reboot sent during kill -9's outage, to done (`make bench nova` runs it too).
   "nova-outage": async () => (await import("./nova-outage.bench.js")).novaOutageBench(),
+  // nova-compute's start-up through the fenced endpoint and direct (`make bench nova` runs it too).
+  "nova-fence": async () => (await import("./nova-fence.bench.js")).novaFenceBench(),
   ring: ringBench,
   scale: async () => (await import("./scale.bench.js")).scaleBench(),
   sim: simBench,
