@@ -15,6 +15,8 @@ need redis-sentinel command -v redis-sentinel
 # `shardbridge run` starts its child through setpriv; its watchdog is bash.
 need util-linux command -v setpriv
 need curl command -v curl
+# `run --egress-fence` writes its rule with nft (test/run-egress-fence.test.ts).
+need nftables command -v nft
 # The README's tour (test/readme-tour.test.ts) signs its webhook delivery with openssl.
 need openssl command -v openssl
 # The status page and the simulator's page are tested in a real headless browser.

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { BridgeClient } from "../src/agent/bridge-client.js";
 import { AgentProcess, type AgentEvent } from "./helpers/agent-process.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
-import { running } from "./helpers/processes.js";
+import { childrenOf, running } from "./helpers/processes.js";
 import { until } from "./helpers/until.js";
 import { RUN_CHILD, lives, runFixture, watchChildren, type ChildLife } from "./helpers/run-records.js";
 import { ChildCgroup } from "../src/run/cgroup.js";
@@ -186,11 +186,7 @@ describe("shardbridge run: a command only while its host holds the lease (real b
     const child = Number((await active.waitFor((e) => e.ev === "child-started", 5000)).pid);
     // The supervisor, its watchdog (its other child) and the child's group: all of the host's part.
     const supervisor = active.child.pid!;
-    const watchdog = readFileSync(`/proc/${supervisor}/task/${supervisor}/children`, "utf8")
-      .trim()
-      .split(" ")
-      .map(Number)
-      .filter((pid) => pid !== child);
+    const watchdog = childrenOf(supervisor).filter((pid) => pid !== child);
     for (const pid of [supervisor, ...watchdog]) process.kill(pid, "SIGSTOP");
     process.kill(-child, "SIGSTOP");
     await standby.waitFor((e) => e.ev === "child-started", TTL_MS + 1000);

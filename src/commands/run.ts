@@ -36,6 +36,11 @@ ${BRIDGE_USAGE}             --token T       this agent's bearer token (env SHARD
                              host's servers that nova-compute's own start-up cancelled (logged); needs --nova-api
                              and an admin's Keystone credentials in the standard OS_* variables (kept from the child)
              --nova-api URL  the compute API's endpoint (env SHARDBRIDGE_NOVA_API), e.g. http://nova.internal:8774/v2.1
+             --egress-fence  have the kernel reject every packet COMMAND's processes send once the lease may have
+                             moved on (nftables on the child's cgroup v2, its deadline restated at every renew), so
+                             a frozen or cut-off host's COMMAND sends nothing to RabbitMQ, nova or Ironic after its
+                             successor may start; needs nft, CAP_NET_ADMIN and a cgroup of the child's own, or the
+                             child is not started (exit 2)
 ${STANDBY_POLL_USAGE}                  The child gets SHARDBRIDGE_SHARD, SHARDBRIDGE_TOKEN, SHARDBRIDGE_AGENT, OS_DEFAULT__HOST,
                   OS_IRONIC__SHARD and, when the bridge fronts an Ironic, OS_IRONIC__ENDPOINT_OVERRIDE (its
                   fenced endpoint under the child's token). It heartbeats declaring the shard every 10 s,
@@ -56,6 +61,7 @@ async function prepare(argv: string[]) {
       unfenced: { type: "boolean", default: false },
       "resend-preempted": { type: "boolean", default: false },
       "nova-api": { type: "string", default: process.env.SHARDBRIDGE_NOVA_API },
+      "egress-fence": { type: "boolean", default: false },
     },
   });
   if (positionals.length === 0) throw new ConfigError("run: give the command to run after --");
@@ -110,6 +116,7 @@ async function prepare(argv: string[]) {
     restart: values.restart!,
     command: positionals,
     ...(computeApi !== undefined && { computeApi }),
+    ...(values["egress-fence"] === true && { egressFence: true }),
     ...(pollMs !== undefined && { standbyPollMs: pollMs }),
     ...(info.ironic_endpoint !== null && {
       ironicEndpoint: (leaseToken: number, fenceKey: string) =>

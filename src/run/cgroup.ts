@@ -10,7 +10,11 @@ import { join } from "node:path";
  * process group is what is killed, and `create` says why.
  */
 export class ChildCgroup {
-  private constructor(readonly dir: string) {}
+  private constructor(
+    readonly dir: string,
+    /** its depth in the v2 hierarchy (the root is 0), as the kernel counts it outside a cgroup namespace */
+    readonly level: number,
+  ) {}
 
   /** A new cgroup named `name` under this process's own, or why none can be made here. */
   static create(name: string): ChildCgroup | { unavailable: string } {
@@ -25,7 +29,7 @@ export class ChildCgroup {
     } catch (error) {
       return { unavailable: `cannot make ${dir}: ${(error as NodeJS.ErrnoException).code ?? String(error)}` };
     }
-    return new ChildCgroup(dir);
+    return new ChildCgroup(dir, own.split("/").filter(Boolean).length + 1);
   }
 
   /**

@@ -72,7 +72,10 @@ export class ChildGroup {
     readonly cgroup: ChildCgroup | null = null,
   ) {
     const wrapped = cgroup === null ? command : cgroup.wrap(command);
-    this.child = spawn("setpriv", ["--pdeathsig", "KILL", "--", ...wrapped], {
+    // Capabilities `run` holds for itself (CAP_NET_ADMIN for --egress-fence, given by the
+    // unit's AmbientCapabilities=) would pass to the child through the ambient set: cleared.
+    const setpriv = ["--pdeathsig", "KILL", "--inh-caps=-all", "--ambient-caps=-all", "--"];
+    this.child = spawn("setpriv", [...setpriv, ...wrapped], {
       detached: true,
       stdio: ["ignore", "pipe", "pipe"],
       env,

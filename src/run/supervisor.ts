@@ -10,6 +10,7 @@ import { logger } from "../log.js";
 import { ChildCgroup } from "./cgroup.js";
 import { ChildGroup, exitStatus, type ChildExit } from "./child.js";
 import type { ComputeApi } from "../nova/compute-api.js";
+import { EGRESS_MIN_TTL_MS, EgressFence } from "./egress-fence.js";
 import { PreemptedResend } from "./preempted-resend.js";
 
 /**
@@ -60,6 +61,8 @@ export interface RunOptions {
   standbyPollMs?: number;
   /** `--resend-preempted`: the compute API through which the reboots a start cancelled are sent again */
   computeApi?: ComputeApi;
+  /** `--egress-fence`: the child's cgroup cut off the network by the kernel at the lease's earliest expiry (EgressFence) */
+  egressFence?: boolean;
 }
 
 /**
@@ -125,11 +128,21 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
 
   /** a child given a graceful stop (run itself stopping) while the lease is still held and renewed */
   let draining: ChildGroup | null = null;
+  /** each child's egress fence (`--egress-fence`), until the child is gone */
+  const fences = new Map<ChildGroup, EgressFence>();
+  /** When the store may first grant the lease to another (ms of the epoch): where an egress fence cuts. */
+  const expiryAtMs = () => Date.now() + keeper.msUntilExpiry();
+  const unfence = (group: ChildGroup) => {
+    const fence = fences.get(group);
+    fences.delete(group);
+    return fence?.remove();
+  };
 
   const arm = () => {
     const left = keeper.msLeft();
     const group = child?.group ?? draining;
     if (group === null || group === undefined || left === null) return;
+    fences.get(group)?.set(expiryAtMs());
     const cgroup = group.cgroup === null ? "" : ` ${group.cgroup.dir}`;
     feed(`arm ${group.pgid} ${Math.max(1, Math.floor(left + graceFor()))}${cgroup}`);
   };
@@ -167,9 +180,10 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
     const drain = graceful && keeper.token() === token;
     const graceMs = drain ? (options.stopGraceMs ?? DEFAULT_STOP_GRACE_MS) : graceFor();
     if (drain) draining = group;
-    stopping = group.stop(graceMs).then((stopped) => {
+    stopping = group.stop(graceMs).then(async (stopped) => {
       if (draining === group) draining = null;
       feed("disarm");
+      await unfence(group);
       log.info("child-stopped", {
         why,
         token,
@@ -210,7 +224,10 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
     child = null;
     log.info("child-exited", { token, pid: group.pid, exit: exitStatus(exit) });
     // Whatever it left behind in its group or cgroup goes too, before the lease moves on.
-    stopping = group.stop(graceFor()).then(() => feed("disarm"));
+    stopping = group.stop(graceFor()).then(() => {
+      feed("disarm");
+      return unfence(group);
+    });
     void stopping.then(() => {
       if (options.restart && keeper.token() === token) return startChild(token);
       // The command is done: hand the lease back at once so a standby takes over.
@@ -244,7 +261,30 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
         OS_IRONIC__ENDPOINT_OVERRIDE: options.ironicEndpoint(token, fenceKey!),
       }),
     };
-    const group = new ChildGroup(options.command, env, `[${shard} token ${token}]`, nowMs, cgroupFor(token));
+    const cgroup = cgroupFor(token);
+    // Fenced before it starts: the cgroup's rule is in place before any process is in it.
+    const fence =
+      options.egressFence !== true
+        ? null
+        : cgroup === null
+          ? { unavailable: `no cgroup of its own for the child (${cgroupRefusal})` }
+          : EgressFence.create(shard, cgroup, expiryAtMs(), (error) =>
+              log.error("egress-fence-error", { token, error }),
+            );
+    if (fence !== null && !(fence instanceof EgressFence)) {
+      cgroup?.remove();
+      log.error("child-not-started", { token, why: `run --egress-fence: ${fence.unavailable}` });
+      void finish(2);
+      return;
+    }
+    if (fence !== null && keeper.ttlMs < EGRESS_MIN_TTL_MS)
+      log.warn("egress-fence-short-ttl", {
+        token,
+        ttl_ms: keeper.ttlMs,
+        why: `the fence's deadline is whole seconds, floored: under a TTL of ${EGRESS_MIN_TTL_MS} ms it may cut the child off between two renews`,
+      });
+    const group = new ChildGroup(options.command, env, `[${shard} token ${token}]`, nowMs, cgroup);
+    if (fence !== null) fences.set(group, fence);
     const resend =
       options.computeApi === undefined
         ? null
@@ -263,6 +303,7 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
       pid: group.pid,
       command: options.command[0],
       cgroup: group.cgroup?.dir ?? null,
+      egress_fence: fences.get(group)?.table ?? null,
     });
     if (options.ironicEndpoint === undefined)
       log.warn("child-unfenced", {

@@ -14,6 +14,15 @@ export function running(pid: number): boolean {
   }
 }
 
+/** The pids of `pid`'s children now (its main thread's, as /proc lists them). */
+export function childrenOf(pid: number): number[] {
+  return readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8")
+    .trim()
+    .split(" ")
+    .filter(Boolean)
+    .map(Number);
+}
+
 /**
  * Every 10 ms, which of the processes `pids()` names are running: each instant two were
  * is one entry of `overlaps` ("pid/label and pid/label"). `stop` ends the watch and kills

@@ -1,0 +1,124 @@
+import { spawn, spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import { relative } from "node:path";
+import type { ChildCgroup } from "./cgroup.js";
+
+/** Where nft looks up a `socket cgroupv2` path: below this folder. */
+const CGROUP_FS = "/sys/fs/cgroup";
+
+/**
+ * The nftables script that makes (or replaces, in one transaction) the fence's table: one
+ * rule on the output hook that rejects every packet a socket of the cgroup at `path`
+ * (relative to /sys/fs/cgroup; its depth in the v2 hierarchy `level`) sends once the
+ * kernel's clock is past `deadlineS` (seconds of the epoch: nft's `meta time` takes no
+ * finer unit). Reject, not drop: the child's connections fail at once instead of waiting
+ * out their timeouts. Pure.
+ */
+export function egressRules(table: string, path: string, level: number, deadlineS: number): string {
+  return [
+    // Declared first so that the delete never fails on a table that is not there.
+    `table inet ${table} {}`,
+    `delete table inet ${table}`,
+    `table inet ${table} {`,
+    "  chain output {",
+    "    type filter hook output priority filter; policy accept;",
+    `    socket cgroupv2 level ${level} ${JSON.stringify(path)} meta time > ${Math.floor(deadlineS)} counter reject`,
+    "  }",
+    "}",
+    "",
+  ].join("\n");
+}
+
+/**
+ * The least TTL the fence suits: its deadline, floored to the second, is at least TTL − 1 s
+ * after a renew, and the next renew comes TTL/3 later, so TTL/3 must stay clear of TTL − 1 s
+ * with room for a slow renew (at 3 s: 1 s between renews, the cut 2 s away at worst).
+ */
+export const EGRESS_MIN_TTL_MS = 3000;
+
+/** The fence's table for `shard`: one per shard on a host (a new `run` replaces what a killed one left). */
+export function egressTable(shard: string): string {
+  return `shardbridge_run_${createHash("sha256").update(shard).digest("hex").slice(0, 16)}`;
+}
+
+/**
+ * `run --egress-fence`: the child's network cut by the kernel once the lease may have
+ * moved on. The supervisor restates the deadline (the lease's earliest expiry, floored to
+ * the second) at every renew; if it cannot (frozen, starved, its host suspended, its
+ * network gone), the kernel's clock passes the deadline and every packet a process of the
+ * child's cgroup sends is rejected — to RabbitMQ, the conductor, placement, Ironic — with
+ * no process of the host scheduled. What it cannot cover: what was sent before the
+ * deadline and is still in flight, and anything outside the child's cgroup.
+ */
+export class EgressFence {
+  /** the latest deadline asked for while one is being written, written next */
+  private next: number | null = null;
+  private writing: Promise<void> | null = null;
+
+  private constructor(
+    readonly table: string,
+    private readonly path: string,
+    private readonly level: number,
+    private readonly onError: (error: string) => void,
+  ) {}
+
+  /**
+   * The fence for `cgroup`, its rule in place with `deadlineMs` (ms of the epoch) before
+   * this returns — synchronously, so no process of the cgroup ever runs unfenced — or why
+   * it cannot be made here.
+   */
+  static create(
+    shard: string,
+    cgroup: ChildCgroup,
+    deadlineMs: number,
+    onError: (error: string) => void,
+  ): EgressFence | { unavailable: string } {
+    const path = relative(CGROUP_FS, cgroup.dir);
+    if (path.startsWith("..")) return { unavailable: `the cgroup ${cgroup.dir} is not below ${CGROUP_FS}` };
+    const fence = new EgressFence(egressTable(shard), path, cgroup.level, onError);
+    const made = spawnSync("nft", ["-f", "-"], { input: fence.rules(deadlineMs), encoding: "utf8" });
+    if (made.error !== undefined) return { unavailable: `nft: ${made.error.message}` };
+    if (made.status !== 0) return { unavailable: `nft exited ${made.status}: ${made.stderr.trim()}` };
+    return fence;
+  }
+
+  private rules(deadlineMs: number): string {
+    return egressRules(this.table, this.path, this.level, deadlineMs / 1000);
+  }
+
+  /** Move the deadline; writes are one at a time, the latest asked for wins. */
+  set(deadlineMs: number): void {
+    this.next = deadlineMs;
+    if (this.writing === null) this.writing = this.drain();
+  }
+
+  private async drain(): Promise<void> {
+    while (this.next !== null) {
+      const deadlineMs = this.next;
+      this.next = null;
+      const error = await nft(this.rules(deadlineMs));
+      if (error !== null) this.onError(error);
+    }
+    this.writing = null;
+  }
+
+  /** The table removed, once any write under way has ended. */
+  async remove(): Promise<void> {
+    this.next = null;
+    await this.writing;
+    const error = await nft(`table inet ${this.table} {}\ndelete table inet ${this.table}\n`);
+    if (error !== null) this.onError(error);
+  }
+}
+
+/** `nft -f -` with `script`: null when it took it, else what it said. */
+function nft(script: string): Promise<string | null> {
+  return new Promise((resolve) => {
+    const child = spawn("nft", ["-f", "-"], { stdio: ["pipe", "ignore", "pipe"] });
+    let stderr = "";
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    child.on("error", (error) => resolve(`nft: ${error.message}`));
+    child.on("close", (status) => resolve(status === 0 ? null : `nft exited ${status}: ${stderr.trim()}`));
+    child.stdin.end(script);
+  });
+}
