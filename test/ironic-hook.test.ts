@@ -9,7 +9,7 @@ import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { runShardbridge } from "./helpers/cli.js";
 import { readExample, withoutVendor } from "./helpers/examples.js";
 import { call, postWebhook, TEST_WEBHOOK_SECRET } from "./helpers/http.js";
-import { ironicApi } from "./helpers/openstack/cloud.js";
+import { ironicApi, sharedCloud, type OpenStackCloud } from "./helpers/openstack/cloud.js";
 import { manageableNode, playInspection, untilState } from "./helpers/openstack/inspection.js";
 import { until } from "./helpers/until.js";
 import { ironicAnswers, startIronic } from "./helpers/openstack/ironic.js";
@@ -144,16 +144,21 @@ print(json.dumps({"delivery": i.delivery, "body": json.loads(i.body), "odd": jso
     let redis: TestRedisServer | undefined;
     let bridge: BridgeProcess | undefined;
     let ironicService: Service | undefined;
-    let ironic: { ironic: string };
+    let cloud: OpenStackCloud;
+    /** this test's Ironic, and the cloud admin's token for the test's own calls */
+    let ironic: Pick<OpenStackCloud, "ironic" | "ironicHeaders">;
     let ironicLog: string;
     let node: string;
 
     /** Ironic's nodes into the bridge, as an operator brings them: `shardbridge ironic-sync`. */
     const syncNodes = async () => {
-      const sync = await runShardbridge([
-        ...["ironic-sync", "--ironic", ironic.ironic, "--bridge", bridge!.url],
-        ...["--token", bridge!.tokenFor("admin")],
-      ]);
+      const sync = await runShardbridge(
+        [
+          ...["ironic-sync", "--ironic", ironic.ironic, "--bridge", bridge!.url],
+          ...["--token", bridge!.tokenFor("admin")],
+        ],
+        cloud.bridgeEnv,
+      );
       expect(sync.status, sync.stderr).to.equal(0);
     };
 
@@ -164,11 +169,15 @@ print(json.dumps({"delivery": i.delivery, "body": json.loads(i.body), "odd": jso
       vhost = TestVhost.create(run);
       redis = await TestRedisServer.start();
       const port = await freePort();
-      ironic = { ironic: `http://127.0.0.1:${port}` };
+      // Behind the shared cloud's keystone: the bridge and its commands call it with the
+      // shardbridge user's credentials, the test with the cloud admin's token.
+      cloud = await sharedCloud();
+      ironic = { ironic: `http://127.0.0.1:${port}`, ironicHeaders: cloud.ironicHeaders };
       bridge = await startBridge({
         shards: [{ name: SHARD, lease_ttl_ms: 6000 }],
         agents: ["compute-h"],
         store: redis.url,
+        env: cloud.bridgeEnv,
         args: [
           ...["--ironic", ironic.ironic],
           ...["--trait-rules", fileURLToPath(new URL("../examples/trait-rules.json", import.meta.url))],
@@ -186,6 +195,7 @@ print(json.dumps({"delivery": i.delivery, "body": json.loads(i.body), "odd": jso
         databases,
         vhost,
         host: `${run}-conductor`,
+        keystone: cloud.keystone,
         extra: {
           inspector: { hooks: "$default_hooks,shardbridge" },
           shardbridge: {
@@ -199,7 +209,7 @@ print(json.dumps({"delivery": i.delivery, "body": json.loads(i.body), "odd": jso
         env: { PYTHONPATH: site, XDG_CACHE_HOME: join(tmp, "cache") },
       });
       await ironicService
-        .until(() => ironicAnswers(ironic.ironic), 90_000)
+        .until(async () => ironicAnswers(ironic.ironic, await cloud.ironicHeaders()), 90_000)
         .catch((error: Error) => {
           // Why Ironic could not load a hook is in its own log, which after() removes.
           const tail = existsSync(ironicLog) ? readFileSync(ironicLog, "utf8").split("\n").slice(-40) : [];
@@ -256,10 +266,13 @@ print(json.dumps({"delivery": i.delivery, "body": json.loads(i.body), "odd": jso
 
     /** `inspection-watch --once` against this Ironic and bridge: its summary. */
     const watchOnce = async () => {
-      const watch = await runShardbridge([
-        ...["inspection-watch", "--once", "--ironic", ironic.ironic, "--bridge", bridge!.url],
-        ...["--token", bridge!.tokenFor("inspector"), "--secret", TEST_WEBHOOK_SECRET],
-      ]);
+      const watch = await runShardbridge(
+        [
+          ...["inspection-watch", "--once", "--ironic", ironic.ironic, "--bridge", bridge!.url],
+          ...["--token", bridge!.tokenFor("inspector"), "--secret", TEST_WEBHOOK_SECRET],
+        ],
+        cloud.bridgeEnv,
+      );
       expect(watch.status, watch.stderr).to.equal(0);
       // Its log lines come first (each delivery's answer: what a failed check shows); the summary is the last line.
       const lines = watch.stdout.trim().split("\n");

@@ -1,8 +1,8 @@
 import { until } from "../until.js";
 import { IRONIC_HEADERS, ironicApi, type OpenStackCloud } from "./cloud.js";
 
-/** An Ironic to call: the shared cloud's, or `{ ironic: URL }` of a test's own. */
-type Ironic = Pick<OpenStackCloud, "ironic">;
+/** An Ironic to call: the shared cloud's, or one of a test's own (`ironicHeaders` when it is behind keystone). */
+type Ironic = Pick<OpenStackCloud, "ironic"> & Partial<Pick<OpenStackCloud, "ironicHeaders">>;
 
 /** Until the node's provision state is `state` (within 30 s). */
 export const untilState = (ironic: Ironic, node: string, state: string): Promise<unknown> =>
