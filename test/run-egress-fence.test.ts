@@ -4,7 +4,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { egressRules, egressTable } from "../src/run/egress-fence.js";
+import { egressRenewal, egressRules, egressTable } from "../src/run/egress-fence.js";
 import { ChildCgroup } from "../src/run/cgroup.js";
 import { AgentProcess } from "./helpers/agent-process.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
@@ -13,8 +13,8 @@ import { childrenOf, running } from "./helpers/processes.js";
 import { until } from "./helpers/until.js";
 
 const SHARD = "rack-egress";
-/** A lease long enough that the fence's whole-second deadline never cuts a holder that renews (see EgressFence). */
-const TTL_MS = 3000;
+/** The tests' usual TTL: a renew every 667 ms, the fence's cut 1,750 ms after each. */
+const TTL_MS = 2000;
 /**
  * After the lease's earliest expiry, how late a connection the child began before it may
  * still be accepted (a SYN sent just before the deadline, accepted after): loopback's own
@@ -37,19 +37,30 @@ function cgroupsWritable(): boolean {
 const tableExists = (table: string) => spawnSync("nft", ["list", "table", "inet", table]).status === 0;
 
 describe("egressRules: the fence's nftables script", () => {
-  it("replaces the shard's table in one transaction with one rule: the cgroup's packets rejected past the deadline, floored to the second", () => {
-    const script = egressRules("shardbridge_run_x", "unified/a b/child", 2, 1_796_564_905.999);
+  it("replaces the shard's table in one transaction: the cgroup's packets rejected unless its element, timed to the millisecond, is in the set", () => {
+    const script = egressRules("shardbridge_run_x", "unified/a b/child", 2, 1750.9);
     expect(script.split("\n")).to.deep.equal([
       "table inet shardbridge_run_x {}",
       "delete table inet shardbridge_run_x",
       "table inet shardbridge_run_x {",
+      "  set alive { typeof socket cgroupv2 level 2; flags timeout; }",
       "  chain output {",
       "    type filter hook output priority filter; policy accept;",
-      '    socket cgroupv2 level 2 "unified/a b/child" meta time > 1796564905 counter reject',
+      '    socket cgroupv2 level 2 "unified/a b/child" socket cgroupv2 level 2 != @alive meta l4proto tcp counter reject with tcp reset',
+      '    socket cgroupv2 level 2 "unified/a b/child" socket cgroupv2 level 2 != @alive counter reject',
       "  }",
       "}",
+      'add element inet shardbridge_run_x alive { "unified/a b/child" timeout 1750ms }',
       "",
     ]);
+  });
+
+  it("a renewal gives the element a new timeout; one already past leaves the set empty: cut at once", () => {
+    expect(egressRenewal("t", "c", 2000)).to.equal(
+      'flush set inet t alive\nadd element inet t alive { "c" timeout 2000ms }\n',
+    );
+    expect(egressRenewal("t", "c", 0.5)).to.equal("flush set inet t alive\n");
+    expect(egressRules("t", "c", 1, -10)).to.not.include("add element");
   });
 
   it("names one table per shard, the same for every run of it on a host", () => {
@@ -74,7 +85,8 @@ describe("run --egress-fence: the kernel cuts the child off at the lease's expir
   let dir: string;
   /** when the server accepted each connection (ms of the epoch) */
   let accepted: number[] = [];
-  let supervisor: AgentProcess | null = null;
+  /** every supervisor a case started: killed after them all, whatever became of a case */
+  const supervisors: AgentProcess[] = [];
 
   before(async function () {
     if (!nftUsable() || !cgroupsWritable()) {
@@ -92,13 +104,18 @@ describe("run --egress-fence: the kernel cuts the child off at the lease's expir
   });
 
   after(async () => {
-    await supervisor?.kill();
+    for (const s of supervisors) await s.kill();
     // A supervisor killed (-9) leaves its table: the next run of the shard would replace it.
     if (tableExists(egressTable(SHARD))) spawnSync("nft", ["delete", "table", "inet", egressTable(SHARD)]);
     await bridge?.stop();
     server?.close();
     if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
   });
+
+  const started = (s: AgentProcess) => {
+    supervisors.push(s);
+    return s;
+  };
 
   /** `run` for host-a on the shard, up to its own flags. */
   const runArgs = () => [
@@ -115,15 +132,17 @@ describe("run --egress-fence: the kernel cuts the child off at the lease's expir
 
   /** `run --egress-fence` of a child that tries a connection every 50 ms, each try recorded in `records` ("ok|refused NS"). */
   const start = (records: string, env: NodeJS.ProcessEnv = {}) =>
-    AgentProcess.cli(
-      "host-a",
-      [
-        ...runArgs(),
-        ...["--unfenced", "--egress-fence", "--", "bash", "-c"],
-        `while :; do if (exec 3<>/dev/tcp/127.0.0.1/${port}) 2>/dev/null; then r=ok; else r=refused; fi; ` +
-          `echo "$r $(date +%s%N)" >> ${records}; sleep 0.05; done`,
-      ],
-      env,
+    started(
+      AgentProcess.cli(
+        "host-a",
+        [
+          ...runArgs(),
+          ...["--unfenced", "--egress-fence", "--", "bash", "-c"],
+          `while :; do if (exec 3<>/dev/tcp/127.0.0.1/${port}) 2>/dev/null; then r=ok; else r=refused; fi; ` +
+            `echo "$r $(date +%s%N)" >> ${records}; sleep 0.05; done`,
+        ],
+        env,
+      ),
     );
   const tries = (records: string) =>
     readFileSync(records, "utf8")
@@ -137,8 +156,7 @@ describe("run --egress-fence: the kernel cuts the child off at the lease's expir
   it("a holder's child reaches the network; frozen with its watchdog past the lease, its packets are rejected from the expiry on, and the table goes with the child", async () => {
     const records = join(dir, "tries");
     accepted = [];
-    supervisor = start(records);
-    const s = supervisor;
+    const s = start(records);
     const started = await s.waitFor((e) => e.ev === "child-started", 10_000);
     const table = egressTable(SHARD);
     expect(started.egress_fence, "the child-started line names the table").to.equal(table);
@@ -197,30 +215,30 @@ describe("run --egress-fence: the kernel cuts the child off at the lease's expir
     );
     s.signal("SIGTERM");
     await s.exited();
-    supervisor = null;
   });
 
   it("run's own capabilities (CAP_NET_ADMIN, for the fence) never pass to its child", async () => {
     const records = join(dir, "caps");
     // run as a unit with AmbientCapabilities=CAP_NET_ADMIN starts it: that capability in its ambient set.
-    const s = AgentProcess.spawnCommand("host-a", "setpriv", [
-      ...[
-        "--inh-caps=+net_admin",
-        "--ambient-caps=+net_admin",
-        "--",
-        SHARDBRIDGE.command,
-        ...SHARDBRIDGE.args,
-      ],
-      ...runArgs(),
-      ...[
-        "--unfenced",
-        "--",
-        "sh",
-        "-c",
-        `grep -E '^Cap(Inh|Amb)' /proc/self/status > ${records}; exec sleep 1000`,
-      ],
-    ]);
-    supervisor = s;
+    const s = started(
+      AgentProcess.spawnCommand("host-a", "setpriv", [
+        ...[
+          "--inh-caps=+net_admin",
+          "--ambient-caps=+net_admin",
+          "--",
+          SHARDBRIDGE.command,
+          ...SHARDBRIDGE.args,
+        ],
+        ...runArgs(),
+        ...[
+          "--unfenced",
+          "--",
+          "sh",
+          "-c",
+          `grep -E '^Cap(Inh|Amb)' /proc/self/status > ${records}; exec sleep 1000`,
+        ],
+      ]),
+    );
     await s.waitFor((e) => e.ev === "child-started", 10_000);
     const own = readFileSync(`/proc/${s.child.pid}/status`, "utf8");
     expect(own, "run's own ambient set").to.match(/^CapAmb:\s+0+1000$/m);
@@ -236,7 +254,6 @@ describe("run --egress-fence: the kernel cuts the child off at the lease's expir
     ]);
     s.signal("SIGTERM");
     await s.exited();
-    supervisor = null;
   });
 
   it("without nft the child is not started: exit 2, said why", async () => {

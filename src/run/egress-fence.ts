@@ -7,34 +7,50 @@ import type { ChildCgroup } from "./cgroup.js";
 const CGROUP_FS = "/sys/fs/cgroup";
 
 /**
- * The nftables script that makes (or replaces, in one transaction) the fence's table: one
- * rule on the output hook that rejects every packet a socket of the cgroup at `path`
- * (relative to /sys/fs/cgroup; its depth in the v2 hierarchy `level`) sends once the
- * kernel's clock is past `deadlineS` (seconds of the epoch: nft's `meta time` takes no
- * finer unit). Reject, not drop: the child's connections fail at once instead of waiting
- * out their timeouts. Pure.
+ * Taken off the lease's earliest expiry for the fence's cut: the kernel counts an
+ * element's timeout from nft's commit, a few milliseconds (more on a busy host) after the
+ * supervisor read its clock, and the cut must come first.
  */
-export function egressRules(table: string, path: string, level: number, deadlineS: number): string {
+export const EGRESS_SLACK_MS = 250;
+
+/**
+ * The nftables script that makes (or replaces, in one transaction) the fence's table: a
+ * set `alive` whose one element, the cgroup at `path` (relative to /sys/fs/cgroup; its
+ * depth in the v2 hierarchy `level`), lives `timeoutMs`, and one rule on the output hook
+ * that rejects every packet a socket of that cgroup sends while the element is not in the
+ * set. The kernel drops the element when its timeout runs out (checked at each lookup,
+ * to the kernel's tick); `egressRenewal` gives it a new one. Reject, not drop, and TCP with
+ * a reset: the child's connections fail at once (an ICMP error on a SYN only makes the
+ * kernel send it again a second later) instead of waiting out their timeouts. Pure.
+ */
+export function egressRules(table: string, path: string, level: number, timeoutMs: number): string {
+  const cgroup = `socket cgroupv2 level ${level}`;
   return [
     // Declared first so that the delete never fails on a table that is not there.
     `table inet ${table} {}`,
     `delete table inet ${table}`,
     `table inet ${table} {`,
+    `  set alive { typeof ${cgroup}; flags timeout; }`,
     "  chain output {",
     "    type filter hook output priority filter; policy accept;",
-    `    socket cgroupv2 level ${level} ${JSON.stringify(path)} meta time > ${Math.floor(deadlineS)} counter reject`,
+    `    ${cgroup} ${JSON.stringify(path)} ${cgroup} != @alive meta l4proto tcp counter reject with tcp reset`,
+    `    ${cgroup} ${JSON.stringify(path)} ${cgroup} != @alive counter reject`,
     "  }",
     "}",
+    ...aliveFor(table, path, timeoutMs),
     "",
   ].join("\n");
 }
 
-/**
- * The least TTL the fence suits: its deadline, floored to the second, is at least TTL − 1 s
- * after a renew, and the next renew comes TTL/3 later, so TTL/3 must stay clear of TTL − 1 s
- * with room for a slow renew (at 3 s: 1 s between renews, the cut 2 s away at worst).
- */
-export const EGRESS_MIN_TTL_MS = 3000;
+/** The script that gives the cgroup's element a new timeout (none at all when `timeoutMs` is not positive: cut now). Pure. */
+export function egressRenewal(table: string, path: string, timeoutMs: number): string {
+  return [`flush set inet ${table} alive`, ...aliveFor(table, path, timeoutMs), ""].join("\n");
+}
+
+const aliveFor = (table: string, path: string, timeoutMs: number): string[] =>
+  timeoutMs >= 1
+    ? [`add element inet ${table} alive { ${JSON.stringify(path)} timeout ${Math.floor(timeoutMs)}ms }`]
+    : [];
 
 /** The fence's table for `shard`: one per shard on a host (a new `run` replaces what a killed one left). */
 export function egressTable(shard: string): string {
@@ -43,11 +59,11 @@ export function egressTable(shard: string): string {
 
 /**
  * `run --egress-fence`: the child's network cut by the kernel once the lease may have
- * moved on. The supervisor restates the deadline (the lease's earliest expiry, floored to
- * the second) at every renew; if it cannot (frozen, starved, its host suspended, its
+ * moved on. The supervisor restates the deadline (the lease's earliest expiry, less
+ * EGRESS_SLACK_MS) at every renew; if it cannot (frozen, starved, its host suspended, its
  * network gone), the kernel's clock passes the deadline and every packet a process of the
  * child's cgroup sends is rejected — to RabbitMQ, the conductor, placement, Ironic — with
- * no process of the host scheduled. What it cannot cover: what was sent before the
+ * no process of the host scheduled (the set element's timeout is the kernel's). What it cannot cover: what was sent before the
  * deadline and is still in flight, and anything outside the child's cgroup.
  */
 export class EgressFence {
@@ -63,7 +79,7 @@ export class EgressFence {
   ) {}
 
   /**
-   * The fence for `cgroup`, its rule in place with `deadlineMs` (ms of the epoch) before
+   * The fence for `cgroup`, its rule in place with `deadlineMs` (the lease's earliest expiry, ms of the epoch) before
    * this returns — synchronously, so no process of the cgroup ever runs unfenced — or why
    * it cannot be made here.
    */
@@ -82,11 +98,16 @@ export class EgressFence {
     return fence;
   }
 
-  private rules(deadlineMs: number): string {
-    return egressRules(this.table, this.path, this.level, deadlineMs / 1000);
+  /** From now (read as the script is made) to `deadlineMs`, less the slack: the element's timeout. */
+  private static timeoutTo(deadlineMs: number): number {
+    return deadlineMs - EGRESS_SLACK_MS - Date.now();
   }
 
-  /** Move the deadline; writes are one at a time, the latest asked for wins. */
+  private rules(deadlineMs: number): string {
+    return egressRules(this.table, this.path, this.level, EgressFence.timeoutTo(deadlineMs));
+  }
+
+  /** Move the deadline (the lease's earliest expiry, ms of the epoch); writes are one at a time, the latest asked for wins. */
   set(deadlineMs: number): void {
     this.next = deadlineMs;
     if (this.writing === null) this.writing = this.drain();
@@ -96,7 +117,7 @@ export class EgressFence {
     while (this.next !== null) {
       const deadlineMs = this.next;
       this.next = null;
-      const error = await nft(this.rules(deadlineMs));
+      const error = await nft(egressRenewal(this.table, this.path, EgressFence.timeoutTo(deadlineMs)));
       if (error !== null) this.onError(error);
     }
     this.writing = null;

@@ -10,7 +10,7 @@ import { logger } from "../log.js";
 import { ChildCgroup } from "./cgroup.js";
 import { ChildGroup, exitStatus, type ChildExit } from "./child.js";
 import type { ComputeApi } from "../nova/compute-api.js";
-import { EGRESS_MIN_TTL_MS, EgressFence } from "./egress-fence.js";
+import { EgressFence } from "./egress-fence.js";
 import { PreemptedResend } from "./preempted-resend.js";
 
 /**
@@ -277,12 +277,6 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
       void finish(2);
       return;
     }
-    if (fence !== null && keeper.ttlMs < EGRESS_MIN_TTL_MS)
-      log.warn("egress-fence-short-ttl", {
-        token,
-        ttl_ms: keeper.ttlMs,
-        why: `the fence's deadline is whole seconds, floored: under a TTL of ${EGRESS_MIN_TTL_MS} ms it may cut the child off between two renews`,
-      });
     const group = new ChildGroup(options.command, env, `[${shard} token ${token}]`, nowMs, cgroup);
     if (fence !== null) fences.set(group, fence);
     const resend =
