@@ -4,7 +4,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { egressRenewal, egressRules, egressTable } from "../src/run/egress-fence.js";
+import { egressRenewal, egressRules, egressTable, rejectedPackets } from "../src/run/egress-fence.js";
 import { ChildCgroup } from "../src/run/cgroup.js";
 import { AgentProcess } from "./helpers/agent-process.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
@@ -61,6 +61,19 @@ describe("egressRules: the fence's nftables script", () => {
     );
     expect(egressRenewal("t", "c", 0.5)).to.equal("flush set inet t alive\n");
     expect(egressRules("t", "c", 1, -10)).to.not.include("add element");
+  });
+
+  it("counts what the rules rejected from nft's listing of the table", () => {
+    const listing = [
+      "table inet t {",
+      "\tchain output {",
+      '\t\tsocket cgroupv2 level 1 "c" socket cgroupv2 level 1 != @alive meta l4proto tcp counter packets 12 bytes 720 reject with tcp reset',
+      '\t\tsocket cgroupv2 level 1 "c" socket cgroupv2 level 1 != @alive counter packets 3 bytes 90 reject',
+      "\t}",
+      "}",
+    ].join("\n");
+    expect(rejectedPackets(listing)).to.equal(15);
+    expect(rejectedPackets("table inet t {\n}")).to.equal(0);
   });
 
   it("names one table per shard, the same for every run of it on a host", () => {
@@ -213,6 +226,14 @@ describe("run --egress-fence: the kernel cuts the child off at the lease's expir
       (exists) => !exists,
       5000,
     );
+    // Its counters, read as it went: at least one rejected packet (a SYN) per refused try.
+    const refused = tries(records).filter((t) => t.result === "refused").length;
+    const removed = await s.waitFor((e) => e.ev === "egress-fence-removed", 5000);
+    expect(removed, "the supervisor's record of the table it removed").to.include({
+      token: started.token,
+      table,
+    });
+    expect(removed.rejected_packets, "packets the rules rejected").to.be.at.least(refused);
     s.signal("SIGTERM");
     await s.exited();
   });

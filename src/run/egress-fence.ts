@@ -117,29 +117,47 @@ export class EgressFence {
     while (this.next !== null) {
       const deadlineMs = this.next;
       this.next = null;
-      const error = await nft(egressRenewal(this.table, this.path, EgressFence.timeoutTo(deadlineMs)));
+      const { error } = await nft(
+        ["-f", "-"],
+        egressRenewal(this.table, this.path, EgressFence.timeoutTo(deadlineMs)),
+      );
       if (error !== null) this.onError(error);
     }
     this.writing = null;
   }
 
-  /** The table removed, once any write under way has ended. */
-  async remove(): Promise<void> {
+  /**
+   * The table removed, once any write under way has ended: how many packets of the child
+   * its rules rejected (what a process that outlived its lease tried to send), or null
+   * when the table could not be read.
+   */
+  async remove(): Promise<number | null> {
     this.next = null;
     await this.writing;
-    const error = await nft(`table inet ${this.table} {}\ndelete table inet ${this.table}\n`);
-    if (error !== null) this.onError(error);
+    const listed = await nft(["list", "table", "inet", this.table]);
+    const removed = await nft(["-f", "-"], `table inet ${this.table} {}\ndelete table inet ${this.table}\n`);
+    if (removed.error !== null) this.onError(removed.error);
+    return listed.error === null ? rejectedPackets(listed.stdout) : null;
   }
 }
 
-/** `nft -f -` with `script`: null when it took it, else what it said. */
-function nft(script: string): Promise<string | null> {
+/** The packets an `nft list table` of the fence counts as rejected: its rules' counters, summed. Pure. */
+export function rejectedPackets(listing: string): number {
+  return [...listing.matchAll(/counter packets (\d+)/g)].reduce((sum, m) => sum + Number(m[1]), 0);
+}
+
+/** nft with `args` (and `input` on its stdin): what it printed, and what went wrong if it failed. */
+function nft(args: string[], input = ""): Promise<{ stdout: string; error: string | null }> {
   return new Promise((resolve) => {
-    const child = spawn("nft", ["-f", "-"], { stdio: ["pipe", "ignore", "pipe"] });
+    const child = spawn("nft", args, { stdio: ["pipe", "pipe", "pipe"] });
+    let stdout = "";
     let stderr = "";
+    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
     child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-    child.on("error", (error) => resolve(`nft: ${error.message}`));
-    child.on("close", (status) => resolve(status === 0 ? null : `nft exited ${status}: ${stderr.trim()}`));
-    child.stdin.end(script);
+    child.on("error", (error) => resolve({ stdout, error: `nft: ${error.message}` }));
+    child.on("close", (status) =>
+      resolve({ stdout, error: status === 0 ? null : `nft exited ${status}: ${stderr.trim()}` }),
+    );
+    child.stdin.end(input);
   });
 }

@@ -132,10 +132,12 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
   const fences = new Map<ChildGroup, EgressFence>();
   /** When the store may first grant the lease to another (ms of the epoch): where an egress fence cuts. */
   const expiryAtMs = () => Date.now() + keeper.msUntilExpiry();
-  const unfence = (group: ChildGroup) => {
+  const unfence = async (group: ChildGroup, token: number) => {
     const fence = fences.get(group);
+    if (fence === undefined) return;
     fences.delete(group);
-    return fence?.remove();
+    const rejected = await fence.remove();
+    log.info("egress-fence-removed", { token, table: fence.table, rejected_packets: rejected });
   };
 
   const arm = () => {
@@ -183,7 +185,7 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
     stopping = group.stop(graceMs).then(async (stopped) => {
       if (draining === group) draining = null;
       feed("disarm");
-      await unfence(group);
+      await unfence(group, token);
       log.info("child-stopped", {
         why,
         token,
@@ -226,7 +228,7 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
     // Whatever it left behind in its group or cgroup goes too, before the lease moves on.
     stopping = group.stop(graceFor()).then(() => {
       feed("disarm");
-      return unfence(group);
+      return unfence(group, token);
     });
     void stopping.then(() => {
       if (options.restart && keeper.token() === token) return startChild(token);
