@@ -76,11 +76,13 @@ describe("egressRules: the fence's nftables script", () => {
     expect(rejectedPackets("table inet t {\n}")).to.equal(0);
   });
 
-  it("names one table per shard, the same for every run of it on a host", () => {
-    expect(egressTable("rack-a"))
-      .to.equal(egressTable("rack-a"))
+  it("names one table per shard and agent, the same for every run of it on a host", () => {
+    expect(egressTable("rack-a", "host-1"))
+      .to.equal(egressTable("rack-a", "host-1"))
       .and.match(/^shardbridge_run_[0-9a-f]{16}$/);
-    expect(egressTable("rack-a")).to.not.equal(egressTable("rack-b"));
+    expect(egressTable("rack-a", "host-1")).to.not.equal(egressTable("rack-b", "host-1"));
+    // Two supervisors of one shard on one kernel keep a table each.
+    expect(egressTable("rack-a", "host-1")).to.not.equal(egressTable("rack-a", "host-2"));
   });
 });
 
@@ -119,7 +121,8 @@ describe("run --egress-fence: the kernel cuts the child off at the lease's expir
   after(async () => {
     for (const s of supervisors) await s.kill();
     // A supervisor killed (-9) leaves its table: the next run of the shard would replace it.
-    if (tableExists(egressTable(SHARD))) spawnSync("nft", ["delete", "table", "inet", egressTable(SHARD)]);
+    if (tableExists(egressTable(SHARD, "host-a")))
+      spawnSync("nft", ["delete", "table", "inet", egressTable(SHARD, "host-a")]);
     await bridge?.stop();
     server?.close();
     if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
@@ -171,7 +174,7 @@ describe("run --egress-fence: the kernel cuts the child off at the lease's expir
     accepted = [];
     const s = start(records);
     const started = await s.waitFor((e) => e.ev === "child-started", 10_000);
-    const table = egressTable(SHARD);
+    const table = egressTable(SHARD, "host-a");
     expect(started.egress_fence, "the child-started line names the table").to.equal(table);
     expect(tableExists(table), "the table, in the kernel").to.equal(true);
     const child = Number(started.pid);

@@ -52,9 +52,14 @@ const aliveFor = (table: string, path: string, timeoutMs: number): string[] =>
     ? [`add element inet ${table} alive { ${JSON.stringify(path)} timeout ${Math.floor(timeoutMs)}ms }`]
     : [];
 
-/** The fence's table for `shard`: one per shard on a host (a new `run` replaces what a killed one left). */
-export function egressTable(shard: string): string {
-  return `shardbridge_run_${createHash("sha256").update(shard).digest("hex").slice(0, 16)}`;
+/**
+ * The fence's table for `agent` serving `shard`: one per shard on a host, so a new `run`
+ * replaces what a killed one left; the agent in it keeps two supervisors of one shard on
+ * one kernel (tests, a host running two agent ids) from replacing each other's.
+ */
+export function egressTable(shard: string, agent: string): string {
+  const key = createHash("sha256").update(`${shard}\0${agent}`).digest("hex");
+  return `shardbridge_run_${key.slice(0, 16)}`;
 }
 
 /**
@@ -84,14 +89,14 @@ export class EgressFence {
    * it cannot be made here.
    */
   static create(
-    shard: string,
+    table: string,
     cgroup: ChildCgroup,
     deadlineMs: number,
     onError: (error: string) => void,
   ): EgressFence | { unavailable: string } {
     const path = relative(CGROUP_FS, cgroup.dir);
     if (path.startsWith("..")) return { unavailable: `the cgroup ${cgroup.dir} is not below ${CGROUP_FS}` };
-    const fence = new EgressFence(egressTable(shard), path, cgroup.level, onError);
+    const fence = new EgressFence(table, path, cgroup.level, onError);
     const made = spawnSync("nft", ["-f", "-"], { input: fence.rules(deadlineMs), encoding: "utf8" });
     if (made.error !== undefined) return { unavailable: `nft: ${made.error.message}` };
     if (made.status !== 0) return { unavailable: `nft exited ${made.status}: ${made.stderr.trim()}` };

@@ -10,7 +10,7 @@ import { logger } from "../log.js";
 import { ChildCgroup } from "./cgroup.js";
 import { ChildGroup, exitStatus, type ChildExit } from "./child.js";
 import type { ComputeApi } from "../nova/compute-api.js";
-import { EgressFence } from "./egress-fence.js";
+import { EgressFence, egressTable } from "./egress-fence.js";
 import { PreemptedResend } from "./preempted-resend.js";
 
 /**
@@ -270,7 +270,7 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
         ? null
         : cgroup === null
           ? { unavailable: `no cgroup of its own for the child (${cgroupRefusal})` }
-          : EgressFence.create(shard, cgroup, expiryAtMs(), (error) =>
+          : EgressFence.create(egressTable(shard, id), cgroup, expiryAtMs(), (error) =>
               log.error("egress-fence-error", { token, error }),
             );
     if (fence !== null && !(fence instanceof EgressFence)) {

@@ -76,7 +76,11 @@ export async function novaOutageBench(): Promise<void> {
       if (asked.status !== 202)
         throw new Error(`the reboot during the outage: ${asked.status} ${asked.text}`);
       const next = await s.takeover("kill -9", standby, faultAt, REBOOT_DEADLINE_MS);
-      await instances.untilRebooted(server, faultAt, REBOOT_DEADLINE_MS);
+      await instances.untilRebooted(server, faultAt, REBOOT_DEADLINE_MS).catch((error: Error) => {
+        // What the new holder's watch of cancelled reboots said, for whoever reads the failure.
+        const said = standby.events.filter((e) => /^preempted/.test(e.ev) || e.level === "warn");
+        throw new Error(`${error.message}\nthe new holder's run said: ${JSON.stringify(said)}`);
+      });
       const doneAt = Date.now();
       const resent = standby.events.filter((e) => e.ev === "preempted-action-resent" && e.server === server);
       causes.push(resent.length === 0 ? "nova ran it" : `resent (${String(resent[0]!.cause)})`);
