@@ -64,7 +64,9 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
         ...["--ownership", new URL("ownership.json", EXAMPLES).pathname],
       ],
     });
-    shard = new SupervisedShard(cloud, bridge, SHARD, nodes, TTL_MS);
+    // With the kernel's egress fence, as the install steps can set it: a woken old
+    // nova-compute's packets are refused from its lease's expiry on (the frozen cases below).
+    shard = new SupervisedShard(cloud, bridge, SHARD, nodes, TTL_MS, { args: ["--egress-fence"] });
     const sync = await runShardbridge(
       [
         ...[
@@ -307,6 +309,11 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
       process.kill(-active.child.pid!, "SIGCONT");
       const stopped = await active.waitFor((e) => e.ev === "child-stopped", 10_000);
       const goneAfterMs = Date.now() - resumedAt;
+      // What the kernel refused of it: its egress fence's counters, read as the table went.
+      const unfenced = await active.waitFor(
+        (e) => e.ev === "egress-fence-removed" && String(e.token) === child.token,
+        10_000,
+      );
       // Woken past the lease's expiry, the supervisor grants no grace: KILL at once.
       expect(stopped, "the supervisor's record of the stop").to.include({ grace_ms: 0, killed: true });
       const log = readNovaLog(cloud.novaComputeLog);
@@ -323,10 +330,21 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
       };
       const shape = (w: { method: string; url: string }) =>
         `${w.method} ${new URL(w.url).pathname.replace(/lease-\d+-[0-9a-f]+/, "lease-N").replace(/[0-9a-f-]{36}/g, "ID")}`;
-      console.log(
-        `      resumed: the old nova-compute was gone ${goneAfterMs} ms after its SIGCONT; meanwhile it sent ` +
-          `over HTTP ${tally(sent.map(shape))}; over RPC ${tally(rpc)}`,
+      const answered = log.filter(
+        (l) => l.pid === child.pid && l.at >= resumedAt && l.message.startsWith("RESP:"),
       );
+      console.log(
+        `      resumed: the old nova-compute was gone ${goneAfterMs} ms after its SIGCONT; meanwhile it tried ` +
+          `over HTTP ${tally(sent.map(shape))}; over RPC ${tally(rpc)}; the kernel rejected ` +
+          `${unfenced.rejected_packets} of its packets; ${answered.length} HTTP answers reached it`,
+      );
+      // Woken a second before its supervisor, it ran a resource update: every packet it sent
+      // from then on met the rule (the lease had expired while it was frozen).
+      if (supervisorLagMs > 0)
+        expect(
+          unfenced.rejected_packets,
+          "packets of the woken nova-compute the kernel rejected",
+        ).to.be.at.least(1);
       // placement is not fenced: a write from the woken process would be double management.
       expect(
         sent.filter((w) => w.url.startsWith(cloud.placement) && w.method !== "GET").map(shape),
