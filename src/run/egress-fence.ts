@@ -66,10 +66,12 @@ export function egressTable(shard: string, agent: string): string {
  * `run --egress-fence`: the child's network cut by the kernel once the lease may have
  * moved on. The supervisor restates the deadline (the lease's earliest expiry, less
  * EGRESS_SLACK_MS) at every renew; if it cannot (frozen, starved, its host suspended, its
- * network gone), the kernel's clock passes the deadline and every packet a process of the
- * child's cgroup sends is rejected — to RabbitMQ, the conductor, placement, Ironic — with
- * no process of the host scheduled (the set element's timeout is the kernel's). What it cannot cover: what was sent before the
- * deadline and is still in flight, and anything outside the child's cgroup.
+ * network gone), the set element's timeout runs out in the kernel and every packet a
+ * process of the child's cgroup sends is rejected — to RabbitMQ, the conductor,
+ * placement, Ironic — with no process of the host scheduled. What it cannot cover: what
+ * was sent before the cut and is still in flight, and anything outside the child's cgroup.
+ * The cgroup's level is counted from /proc/self/cgroup: inside a cgroup namespace that is
+ * not the kernel's count, and the rule would match nothing.
  */
 export class EgressFence {
   /** the latest deadline asked for while one is being written, written next */
@@ -84,9 +86,9 @@ export class EgressFence {
   ) {}
 
   /**
-   * The fence for `cgroup`, its rule in place with `deadlineMs` (the lease's earliest expiry, ms of the epoch) before
-   * this returns — synchronously, so no process of the cgroup ever runs unfenced — or why
-   * it cannot be made here.
+   * The fence for `cgroup` in `table`, in place with `deadlineMs` (the lease's earliest
+   * expiry, ms of the epoch) before this returns — synchronously, so no process of the
+   * cgroup ever runs unfenced — or why it cannot be made here.
    */
   static create(
     table: string,
@@ -112,7 +114,7 @@ export class EgressFence {
     return egressRules(this.table, this.path, this.level, EgressFence.timeoutTo(deadlineMs));
   }
 
-  /** Move the deadline (the lease's earliest expiry, ms of the epoch); writes are one at a time, the latest asked for wins. */
+  /** Move the deadline (the lease's earliest expiry, ms of the epoch): one write at a time, the latest wins. */
   set(deadlineMs: number): void {
     this.next = deadlineMs;
     if (this.writing === null) this.writing = this.drain();

@@ -185,7 +185,6 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
     stopping = group.stop(graceMs).then(async (stopped) => {
       if (draining === group) draining = null;
       feed("disarm");
-      await unfence(group, token);
       log.info("child-stopped", {
         why,
         token,
@@ -195,6 +194,8 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
         killed: stopped.killed,
         exit: exitStatus(stopped.exit),
       });
+      // The child is gone: its fence goes (the next child's is made before it starts).
+      await unfence(group, token);
     });
     return stopping;
   };
