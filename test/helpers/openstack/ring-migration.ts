@@ -150,10 +150,14 @@ export class RingMigration {
       });
   }
 
-  /** The `nova-manage db ironic_compute_node_move` commands the plan printed, run as printed: their arguments. */
+  /**
+   * The `nova-manage db ironic_compute_node_move` commands the plan printed, run as printed,
+   * side by side (each moves one node's record and its instance; nova-manage's own start
+   * is most of each): their arguments.
+   */
   async runPrintedMoves(): Promise<string[][]> {
     const moves = [...this.planText.matchAll(NOVA_MANAGE_MOVE)].map((m) => m[1]!.split(" "));
-    for (const args of moves) await this.cloud.novaManage(...args);
+    await Promise.all(moves.map((args) => this.cloud.novaManage(...args)));
     return moves;
   }
 
