@@ -9,6 +9,7 @@ import { ChildCgroup } from "../src/run/cgroup.js";
 import { AgentProcess } from "./helpers/agent-process.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { SHARDBRIDGE } from "./helpers/cli.js";
+import { dropEgressTables, egressTableExists } from "./helpers/egress-tables.js";
 import { childrenOf, running } from "./helpers/processes.js";
 import { until } from "./helpers/until.js";
 
@@ -33,8 +34,6 @@ function cgroupsWritable(): boolean {
   probe.remove();
   return true;
 }
-
-const tableExists = (table: string) => spawnSync("nft", ["list", "table", "inet", table]).status === 0;
 
 describe("egressRules: the fence's nftables script", () => {
   it("replaces the shard's table in one transaction: the cgroup's packets rejected unless its element, timed to the millisecond, is in the set", () => {
@@ -121,8 +120,7 @@ describe("run --egress-fence: the kernel cuts the child off at the lease's expir
   after(async () => {
     for (const s of supervisors) await s.kill();
     // A supervisor killed (-9) leaves its table: the next run of the shard would replace it.
-    if (tableExists(egressTable(SHARD, "host-a")))
-      spawnSync("nft", ["delete", "table", "inet", egressTable(SHARD, "host-a")]);
+    dropEgressTables(SHARD, ["host-a"]);
     await bridge?.stop();
     server?.close();
     if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
@@ -176,7 +174,7 @@ describe("run --egress-fence: the kernel cuts the child off at the lease's expir
     const started = await s.waitFor((e) => e.ev === "child-started", 10_000);
     const table = egressTable(SHARD, "host-a");
     expect(started.egress_fence, "the child-started line names the table").to.equal(table);
-    expect(tableExists(table), "the table, in the kernel").to.equal(true);
+    expect(egressTableExists(table), "the table, in the kernel").to.equal(true);
     const child = Number(started.pid);
     // A holder that renews is never cut off: over two TTLs, every try got through.
     await new Promise((r) => setTimeout(r, 2 * TTL_MS));
@@ -225,7 +223,7 @@ describe("run --egress-fence: the kernel cuts the child off at the lease's expir
     await s.waitFor((e) => e.ev === "child-stopped", 10_000);
     await until(
       "the table removed",
-      async () => tableExists(table),
+      async () => egressTableExists(table),
       (exists) => !exists,
       5000,
     );
