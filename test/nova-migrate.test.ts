@@ -14,7 +14,7 @@ import { ironicAnswers, startIronic } from "./helpers/openstack/ironic.js";
 import { TestDatabases } from "./helpers/openstack/mariadb.js";
 import { enrollAvailable } from "./helpers/openstack/nodes.js";
 import { startNovaApi, type NovaApi } from "./helpers/openstack/nova-api.js";
-import { readNovaLog, reportsIn, ringsOf, takenIn } from "./helpers/openstack/nova-log.js";
+import { readNovaLog, reportsIn, ringsOf, takenIn, updatedEmpty } from "./helpers/openstack/nova-log.js";
 import { Service } from "./helpers/openstack/service.js";
 import { NO_FUZZY_DELAY, superviseNovaCompute } from "./helpers/openstack/nova-compute.js";
 import { openstackBin } from "./helpers/openstack/venv.js";
@@ -431,11 +431,7 @@ describe("migrate from nova's ring to shards with nova 34 (real nova-computes, I
         "every new nova-compute through one resource update (with nothing in its shard)",
         () => {
           const log = readNovaLog(cloud.novaComputeLog);
-          return [...newPid.values()].every((pid) =>
-            log.some((l) => l.pid === pid && l.message.startsWith("Returning 0 available node(s)")),
-          )
-            ? true
-            : null;
+          return [...newPid.values()].every((pid) => updatedEmpty(log, pid)) ? true : null;
         },
         120_000,
       );

@@ -5,12 +5,11 @@ import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { egressRenewal, egressRules, egressTable, rejectedPackets } from "../src/run/egress-fence.js";
-import { ChildCgroup } from "../src/run/cgroup.js";
 import { AgentProcess } from "./helpers/agent-process.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { SHARDBRIDGE } from "./helpers/cli.js";
 import { dropEgressTables, egressTableExists } from "./helpers/egress-tables.js";
-import { childrenOf, running } from "./helpers/processes.js";
+import { cgroupsWritable, childrenOf, running } from "./helpers/processes.js";
 import { until } from "./helpers/until.js";
 
 const SHARD = "rack-egress";
@@ -26,13 +25,6 @@ const ACCEPT_MARGIN_MS = 100;
 /** Whether nft is here and this process may change the ruleset (CAP_NET_ADMIN). */
 function nftUsable(): boolean {
   return spawnSync("nft", ["list", "tables"], { encoding: "utf8" }).status === 0;
-}
-
-function cgroupsWritable(): boolean {
-  const probe = ChildCgroup.create(`shardbridge-test-probe.${process.pid}`);
-  if (!(probe instanceof ChildCgroup)) return false;
-  probe.remove();
-  return true;
 }
 
 describe("egressRules: the fence's nftables script", () => {

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { BridgeClient } from "../src/agent/bridge-client.js";
 import { AgentProcess, type AgentEvent } from "./helpers/agent-process.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
-import { childrenOf, running } from "./helpers/processes.js";
+import { cgroupsWritable, childrenOf, running } from "./helpers/processes.js";
 import { until } from "./helpers/until.js";
 import { RUN_CHILD, lives, runFixture, watchChildren, type ChildLife } from "./helpers/run-records.js";
 import { ChildCgroup } from "../src/run/cgroup.js";
@@ -17,14 +17,6 @@ import { SHARDBRIDGE } from "./helpers/cli.js";
 
 const TTL_MS = 2000;
 const SHARD = "rack-r";
-
-/** Whether this host lets a process make a cgroup of its own (cgroup v2, writable). */
-function cgroupsWritable(): boolean {
-  const probe = ChildCgroup.create(`shardbridge-test-probe.${process.pid}`);
-  if (!(probe instanceof ChildCgroup)) return false;
-  probe.remove();
-  return true;
-}
 
 describe("GroupMembers: whether a process group still runs (real processes)", () => {
   it("a group whose only process is a zombie has ended, though kill -0 still finds it", async () => {

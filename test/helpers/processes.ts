@@ -1,3 +1,4 @@
+import { ChildCgroup } from "../../src/run/cgroup.js";
 import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -12,6 +13,14 @@ export function running(pid: number): boolean {
   } catch {
     return false;
   }
+}
+
+/** Whether this host lets a process make a cgroup of its own (cgroup v2, writable): made once and removed. */
+export function cgroupsWritable(): boolean {
+  const probe = ChildCgroup.create(`shardbridge-test-probe.${process.pid}`);
+  if (!(probe instanceof ChildCgroup)) return false;
+  probe.remove();
+  return true;
 }
 
 /** The pids of `pid`'s children now (its main thread's, as /proc lists them). */

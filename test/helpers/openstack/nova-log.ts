@@ -101,3 +101,10 @@ export const takenIn = (log: NovaLogLine[], since: number) =>
     const m = /^ComputeNode (\S+) moving from (\S+) to (\S+)$/.exec(l.message);
     return m !== null && l.at >= since ? [{ at: l.at, uuid: m[1]!, from: m[2]!, to: m[3]! }] : [];
   });
+
+/**
+ * Whether nova-compute `pid` has been through a resource update with nothing to manage
+ * (its shard empty yet): the driver's "Returning 0 available node(s)".
+ */
+export const updatedEmpty = (log: NovaLogLine[], pid: number): boolean =>
+  log.some((l) => l.pid === pid && l.message.startsWith("Returning 0 available node(s)"));

@@ -6,7 +6,7 @@ import { startBridge, type BridgeProcess } from "../bridge-process.js";
 import { runShardbridge } from "../cli.js";
 import type { BootingCloud } from "./cloud.js";
 import { NO_FUZZY_DELAY, superviseNovaCompute } from "./nova-compute.js";
-import { readNovaLog } from "./nova-log.js";
+import { readNovaLog, updatedEmpty } from "./nova-log.js";
 
 /** The compute API's version of `openstack compute service set --down` (2.11) and of deleting a service by id (2.53). */
 const FORCE_DOWN_VERSION = "2.11";
@@ -128,9 +128,7 @@ export class RingMigration {
     const deadline = performance.now() + withinMs;
     const updated = () => {
       const log = readNovaLog(this.cloud.novaComputeLog);
-      return [...pids.values()].every((pid) =>
-        log.some((l) => l.pid === pid && l.message.startsWith("Returning 0 available node(s)")),
-      );
+      return [...pids.values()].every((pid) => updatedEmpty(log, pid));
     };
     while (!updated()) {
       if (performance.now() > deadline)
