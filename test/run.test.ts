@@ -188,12 +188,26 @@ describe("shardbridge run: a command only while its host holds the lease (real b
     // standby's: the supervisor's own record says it gave none.
     const stopped = await active.waitFor((e) => e.ev === "child-stopped", 5000);
     expect(stopped).to.include({ grace_ms: 0 });
+    // No grace is no TERM: the child's handler never ran (a bash trap ends within the few ms
+    // of the supervisor's first look, and did, as exit 0, before a stop with no grace KILLed).
+    expect(
+      readFileSync(records, "utf8").match(new RegExp(`^term ${child} `, "m")),
+      "the woken child's TERM handler ran",
+    ).to.equal(null);
     // KILLed by the supervisor, or by its watchdog, woken at the same instant and past the
-    // deadline it was armed with: then the group had ended before the supervisor looked.
+    // deadline it was armed with: then the group had ended before the supervisor looked, and
+    // the watchdog says so as it KILLs (before it removes the cgroup).
     if (stopped.killed !== true)
       await active.waitFor((e) => e.ev === "watchdog" && String(e.line).includes('"deadline"'), 2000);
   });
 
+  /** The acquires waiting at the bridge for the held lease (its gauge): the standby's, once it waits. */
+  const waitingAcquires = async () =>
+    Number(
+      /^shardbridge_lease_waiting_acquires (\d+)$/m.exec(
+        await (await fetch(`${bridge.url}/metrics`)).text(),
+      )?.[1],
+    );
   // SIGHUP (a closed terminal or ssh session) is handled as SIGTERM: node's default was to
   // die at once, status 129, no log line, the child killed by pdeathsig and its lease left
   // held until it expired.
@@ -309,8 +323,10 @@ describe("shardbridge run: a command only while its host holds the lease (real b
   // machine at load 9); the handover's own goal is `make bench`'s and the SIGTERM case's above.
   for (const how of ["SIGTERM", "its own exit"] as const)
     it(`a child that leaves a process in its group, stopped by ${how}: the lease is released once the group has ended, not once init reaped it`, async () => {
+      // The exit's file is made only once the standby waits at the bridge (below): made
+      // before, the child exited 500 ms after its start, and a standby whose own start was
+      // slower (a loaded machine) was granted the lease at its first acquire, never standing by.
       const once = join(bridge.dir, "exit-once");
-      if (how === "its own exit") writeFileSync(once, "");
       const { active, standby } = await pair({ RUN_LEAVE: "1", RUN_EXIT_ONCE: once });
       const deadline = performance.now() + 3000;
       while (leftBehind().length === 0 && performance.now() < deadline)
@@ -332,19 +348,20 @@ describe("shardbridge run: a command only while its host holds the lease (real b
         if (stat === null) reapedAt ??= Date.now();
       }, 5);
       reaping.unref(); // cleared below; a failed expectation before that leaves a 5 ms poll until exit
-      await standby.waitFor((e) => e.ev === "standby", 5000);
-      if (how === "SIGTERM") {
-        await new Promise((r) => setTimeout(r, 100)); // its waiting acquire is at the bridge
-        active.signal("SIGTERM");
-      }
+      // Its waiting acquire at the bridge, by the bridge's own gauge: a supervisor starts in
+      // its own time (pair() allows 15 s), and the handover timed below is to a waiter.
+      await until("the standby's acquire waiting at the bridge", waitingAcquires, (n) => n === 1, 15_000);
+      if (how === "SIGTERM") active.signal("SIGTERM");
+      else writeFileSync(once, "");
       const released = await active.waitFor((e) => e.ev === "released", TTL_MS + 1000);
       const from = await active.waitFor((e) => e.ev === (how === "SIGTERM" ? "stopping" : "child-exited"), 1);
       expect(running(left), "the process left behind, at the release").to.equal(false);
       const ms = between(from, released);
       const grantedMs = between(from, await standby.waitFor((e) => e.ev === "active", TTL_MS + 1000));
       const fromAt = Date.parse(String(from.timestamp));
-      const until = performance.now() + 3000;
-      while (reapedAt === undefined && performance.now() < until) await new Promise((r) => setTimeout(r, 10));
+      const reapedBy = performance.now() + 3000;
+      while (reapedAt === undefined && performance.now() < reapedBy)
+        await new Promise((r) => setTimeout(r, 10));
       clearInterval(reaping);
       const diedMs = diedAt! - fromAt;
       const reapedMs = reapedAt === undefined ? null : reapedAt - fromAt;

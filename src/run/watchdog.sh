@@ -17,17 +17,23 @@ pgid=""
 cgroup=""
 seconds=""
 
-# KILL the group, and through cgroup.kill everything in the cgroup; then remove the
-# emptied cgroup (its processes take a moment to go).
+# KILL the group, and through cgroup.kill everything in the cgroup.
 kill_all() {
   kill -KILL -- "-$pgid" 2>/dev/null
-  if [ -n "$cgroup" ]; then
-    echo 1 > "$cgroup/cgroup.kill" 2>/dev/null
-    for _ in 1 2 3 4 5 6 7 8 9 10; do
-      rmdir "$cgroup" 2>/dev/null && break
-      sleep 0.02
-    done
-  fi
+  # Braced, so that 2>/dev/null covers the redirection too: the cgroup removed by the
+  # supervisor meanwhile, its error went to the supervisor's log as a watchdog line.
+  [ -n "$cgroup" ] && { echo 1 > "$cgroup/cgroup.kill"; } 2>/dev/null
+}
+
+# Remove the emptied cgroup (its processes take a moment to go), unless the supervisor,
+# woken with us, removed it first: then there is nothing to wait for.
+remove_cgroup() {
+  [ -n "$cgroup" ] || return 0
+  for _ in 1 2 3 4 5 6 7 8 9 10; do
+    rmdir "$cgroup" 2>/dev/null && break
+    [ -d "$cgroup" ] || break
+    sleep 0.02
+  done
 }
 
 report() {
@@ -42,10 +48,14 @@ while :; do
       rc=$?
       kill_all
       if [ "$rc" -gt 128 ]; then
+        # Said at once (the supervisor reads it, woken or not), the cgroup's removal after.
         report "$pgid" "deadline"
+        remove_cgroup
         pgid=""
         continue
       fi
+      # Removed first: the report goes to a pipe whose reader is gone (SIGPIPE ends us).
+      remove_cgroup
       report "$pgid" "supervisor-gone"
       exit 0
     fi
