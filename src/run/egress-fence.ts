@@ -165,6 +165,9 @@ function nft(args: string[], input = ""): Promise<{ stdout: string; error: strin
     child.on("close", (status) =>
       resolve({ stdout, error: status === 0 ? null : `nft exited ${status}: ${stderr.trim()}` }),
     );
+    // An nft gone before it read its script (killed, or failed to start) closes the pipe:
+    // the write's EPIPE would otherwise be thrown out of run's loop. Its exit says what failed.
+    child.stdin.on("error", () => undefined);
     child.stdin.end(input);
   });
 }

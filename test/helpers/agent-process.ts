@@ -35,6 +35,8 @@ export class AgentProcess {
       try {
         const parsed = JSON.parse(line) as AgentEvent & { message?: string };
         this.events.push({ ...parsed, ev: parsed.ev ?? parsed.message ?? "", seenAt: performance.now() });
+        // An error it logged is shown as it comes, named: a failing test's message names events only.
+        if (parsed.level === "error") process.stderr.write(`[${name}] ${line}\n`);
       } catch {
         return; // not an event line
       }
