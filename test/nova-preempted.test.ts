@@ -8,6 +8,7 @@ import {
   preemptedVerdict,
   REBOOT_EVENT,
   rebootedSince,
+  settledVerdict,
   type InstanceActionEvent,
   type ServerState,
 } from "../src/nova/preempted.js";
@@ -170,6 +171,41 @@ describe("reboots nova-compute's start-up cancelled (pure)", () => {
       false,
     );
     expect(rebootedSince(asked, undefined, [])).to.equal(false);
+  });
+
+  it("acts at the first look only on a cancelled reboot with no earlier reboot still finishing", () => {
+    const cancelled = preemptedVerdict(idle, reboot, [cleared(HARD)], NOW, GRANTED);
+    const earlier = { action: "reboot", requestId: "req-0", startTime: "2026-12-06T07:29:40.000000" };
+    const running: InstanceActionEvent = {
+      event: REBOOT_EVENT,
+      result: null,
+      startTime: "2026-12-06T07:29:41.000000",
+      finishTime: null,
+      details: null,
+    };
+    expect(settledVerdict(cancelled, undefined, []), "nothing before it").to.equal(true);
+    expect(settledVerdict(cancelled, { ...earlier, action: "stop" }, []), "a stop before it").to.equal(true);
+    expect(
+      settledVerdict(cancelled, earlier, [
+        { ...running, result: "Error", finishTime: "2026-12-06T07:29:45.000000" },
+      ]),
+      "an earlier reboot finished",
+    ).to.equal(true);
+    // Still finishing: its end clears the task state and it may be the reboot carried out
+    // (rebootedSince reads it once its event has finished).
+    expect(settledVerdict(cancelled, earlier, [running]), "an earlier reboot under way").to.equal(false);
+    expect(settledVerdict(cancelled, earlier, []), "an earlier reboot no compute answered").to.equal(false);
+    // Read from records a finishing reboot also shows for a moment: two looks.
+    const fenced = preemptedVerdict(
+      idle,
+      reboot,
+      [{ ...running, startTime: novaTime(GRANTED + CLOCK_SKEW_MS) }],
+      NOW,
+      GRANTED,
+    );
+    expect(fenced).to.deep.include({ kind: "resend", cause: "fenced" });
+    expect(settledVerdict(fenced, undefined, [])).to.equal(false);
+    expect(settledVerdict({ kind: "pending", requestId: "req-1" }, undefined, [])).to.equal(false);
   });
 
   it("reads nova's times as UTC, with or without a zone", () => {

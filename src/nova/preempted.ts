@@ -131,11 +131,29 @@ export function rebootedSince(
 }
 
 /**
+ * Whether `verdict` stands on records nova never changes afterwards, so that it may be acted
+ * on at the first look: a reboot whose compute event failed on the task state a start-up
+ * cleared was never carried out, and no reboot asked before it is still finishing (one that
+ * is would clear the task state as it ends and might yet be the one carried out: see
+ * rebootedSince). `earlier` is the action before the verdict's, `earlierEvents` its events.
+ */
+export function settledVerdict(
+  verdict: Verdict,
+  earlier: InstanceAction | undefined,
+  earlierEvents: readonly InstanceActionEvent[],
+): boolean {
+  if (verdict.kind !== "resend" || verdict.cause !== "cancelled") return false;
+  if (earlier === undefined || earlier.action !== "reboot") return true;
+  const event = earlierEvents.find((e) => e.event === REBOOT_EVENT);
+  return event !== undefined && event.finishTime !== null;
+}
+
+/**
  * What to do about `latest`, the server's newest action, given its events, the server as
- * it is now, and `nowMs` (ms of the epoch). A verdict other than "pending" is to be acted on
- * only when the next look gives it again: a reboot that just succeeded shows, for a moment,
- * a server with no task and an event not yet finished (nova saves the instance before the
- * event).
+ * it is now, and `nowMs` (ms of the epoch). A `cancelled` resend stands on a finished event
+ * and may be acted on at once; any other verdict but "pending" only when the next look
+ * gives it again: a reboot that just succeeded shows, for a moment, a server with no task
+ * and an event not yet finished (nova saves the instance before the event).
  */
 export function preemptedVerdict(
   server: ServerState,

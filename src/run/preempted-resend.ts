@@ -5,6 +5,7 @@ import {
   PREEMPTED_MAX_AGE_MS,
   preemptedVerdict,
   rebootedSince,
+  settledVerdict,
   type Verdict,
 } from "../nova/preempted.js";
 
@@ -12,9 +13,10 @@ import {
 export const RESEND_POLL_MS = 2000;
 /**
  * How often they are read in the watch's first RESEND_FAST_MS: nova-compute's start-up
- * cancels the queued reboots seconds after the start, and a verdict is acted on at the
- * second look that agrees, so the poll is what a user waits beyond nova's own start. The
- * two looks must straddle nova's save of an instance whose reboot just finished and the
+ * cancels the queued reboots seconds after the start, so the poll is what a user waits
+ * beyond nova's own start. A verdict read from records that a finishing reboot also shows
+ * for a moment (`fenced`, `lost`) is acted on at the second look that agrees: the two
+ * looks must straddle nova's save of an instance whose reboot just finished and the
  * event's end, recorded after it (through the conductor: milliseconds, more on a starved
  * host); half a second is the margin kept.
  */
@@ -122,10 +124,11 @@ export class PreemptedResend {
         this.options.grantedAtMs,
         this.consumingSinceMs,
       );
-      if (verdict.kind === "resend" && earlier?.action === "reboot") {
-        const earlierEvents = await api.events(server.id, earlier.requestId);
-        if (rebootedSince(latest, earlier, earlierEvents)) verdict = { kind: "none" };
-      }
+      const earlierEvents =
+        verdict.kind === "resend" && earlier?.action === "reboot"
+          ? await api.events(server.id, earlier.requestId)
+          : [];
+      if (rebootedSince(latest, earlier, earlierEvents)) verdict = { kind: "none" };
       if (verdict.kind === "none") {
         // Final for this action (done, failed otherwise, not a reboot): looked at again only
         // once the server has a newer one.
@@ -137,9 +140,11 @@ export class PreemptedResend {
         this.pending.set(server.id, verdict.requestId);
         continue;
       }
-      // Acted on when two looks, a poll apart, agree (see preemptedVerdict).
+      // Acted on at once when nova's records of it are final, else when two looks, a poll
+      // apart, agree (see preemptedVerdict).
       const said = JSON.stringify(verdict);
-      if (this.seen.get(server.id) === said) await this.act(server.id, verdict);
+      if (settledVerdict(verdict, earlier, earlierEvents) || this.seen.get(server.id) === said)
+        await this.act(server.id, verdict);
       else seen.set(server.id, said);
     }
     this.seen = seen;
