@@ -4,7 +4,6 @@ import { readFileSync } from "node:fs";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { runShardbridge } from "./helpers/cli.js";
 import { postWebhook } from "./helpers/http.js";
-import { dropEgressTables } from "./helpers/egress-tables.js";
 import { ProcessTableWatch } from "./helpers/processes.js";
 import {
   ironicApi,
@@ -87,7 +86,6 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
   after(async () => {
     await bridge?.stop();
     await toIronic?.stop();
-    dropEgressTables(SHARD, ["host-a", "host-b"]);
   });
   beforeEach(async () => {
     // Every nova-compute of the shard's host in the process table, whoever started it.

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import type { AgentProcess } from "../helpers/agent-process.js";
 import type { BridgeProcess } from "../helpers/bridge-process.js";
 import { startCloud, type BootingCloud } from "../helpers/openstack/cloud.js";
@@ -13,8 +14,6 @@ const TTL_MS = Number(process.env.BENCH_NOVA_TTL_MS ?? 2000);
 const ROUNDS = Number(process.env.BENCH_NOVA_OUTAGE_ROUNDS ?? 5);
 /** A deadline that says "never" for one round's reboot, not a measure. */
 const REBOOT_DEADLINE_MS = 180_000;
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * Issue #46's row: kill -9 of the active `run --resend-preempted` and a hard reboot of one
@@ -75,7 +74,10 @@ export async function novaOutageBench(): Promise<void> {
       const asked = await instances.act(server, { reboot: { type: "HARD" } });
       if (asked.status !== 202)
         throw new Error(`the reboot during the outage: ${asked.status} ${asked.text}`);
-      const next = await s.takeover("kill -9", standby, faultAt, REBOOT_DEADLINE_MS);
+      const next = await s.takeover("kill -9", standby, faultAt, {
+        withinMs: REBOOT_DEADLINE_MS,
+        unbounded: true,
+      });
       await instances.untilRebooted(server, faultAt, REBOOT_DEADLINE_MS).catch((error: Error) => {
         // What the new holder's watch of cancelled reboots said, for whoever reads the failure.
         const said = standby.events.filter((e) => /^preempted/.test(e.ev) || e.level === "warn");

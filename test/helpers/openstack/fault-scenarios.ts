@@ -157,7 +157,7 @@ export async function shardScenario(cloud: BootingCloud): Promise<FaultScenario>
         kill: async () => {
           const killedAt = Date.now();
           active.signal("SIGKILL");
-          takeover = s.takeover("kill -9", standby, killedAt, 120_000);
+          takeover = s.takeover("kill -9", standby, killedAt);
           takeover.catch(() => undefined);
         },
         restore: async () => {
