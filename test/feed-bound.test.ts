@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import { MemoryNodes } from "../src/nodes/memory.js";
 import { processClockUs } from "../src/lease/clock.js";
-import { MemoryBackend } from "../src/lease/memory.js";
+import { MemoryLeases } from "../src/lease/memory.js";
 import { openStore } from "../src/store/open.js";
 import { Store } from "../src/store/store.js";
 import { MemoryTraits } from "../src/traits/memory.js";
@@ -37,7 +37,7 @@ for (const kind of ["memory", "redis"] as const) {
       }
       store =
         kind === "memory"
-          ? new Store(new MemoryBackend(processClockUs, 0), new MemoryNodes(), new MemoryTraits(BOUND))
+          ? new Store(new MemoryLeases(processClockUs, 0), new MemoryNodes(), new MemoryTraits(BOUND))
           : await openStore(server!.url, { feedMaxEntries: BOUND });
       traits = new TraitService(store.traits, store.nodes, new OwnershipRegistry());
       for (const uuid of [N1, N2])

@@ -1,9 +1,9 @@
 import { expect } from "chai";
 import fc from "fast-check";
 import type { StoreLineage } from "../src/lease/machine.js";
-import { MemoryBackend } from "../src/lease/memory.js";
+import { MemoryLeases } from "../src/lease/memory.js";
 import type { LeaseBackend } from "../src/lease/port.js";
-import { RedisBackend } from "../src/lease/redis.js";
+import { RedisLeases } from "../src/lease/redis.js";
 import { onClusterMasters, sharedCluster } from "./helpers/backends.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
 
@@ -183,7 +183,7 @@ for (const target of targets)
   describe(`Lease differential: memory (state machine) vs ${target.name}`, function () {
     this.timeout(180_000);
     let where: Awaited<ReturnType<LuaTarget["start"]>>;
-    let redis: RedisBackend;
+    let redis: RedisLeases;
     const clock: { nowUs: number; bootUs: number; lineage: StoreLineage | undefined } = {
       nowUs: 0,
       bootUs: 0,
@@ -194,7 +194,7 @@ for (const target of targets)
     before(async function () {
       this.timeout(60_000);
       where = await target.start();
-      redis = await RedisBackend.connect(where.spec, {
+      redis = await RedisLeases.connect(where.spec, {
         virtualClock: { nowUs: () => clock.nowUs, bootUs: () => clock.bootUs, lineage },
       });
     });
@@ -221,7 +221,7 @@ for (const target of targets)
             clock.bootUs = startUs - uptimeUs;
             clock.lineage = withLineage ? { id: "lineage0", promoted: false } : undefined;
             let lineages = 0;
-            const memory = new MemoryBackend(() => clock.nowUs, clock.bootUs, lineage);
+            const memory = new MemoryLeases(() => clock.nowUs, clock.bootUs, lineage);
             const tokens: number[] = [];
             for (const [i, s] of sequence.entries()) {
               clock.nowUs += s.advanceMs * 1000 + (i % 3); // odd microseconds too

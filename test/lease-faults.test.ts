@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { openStore } from "../src/store/open.js";
 import { expect } from "chai";
 import { LeaseKeeper } from "../src/agent/lease-keeper.js";
@@ -14,7 +15,6 @@ import { TestRedisServer } from "./helpers/redis-server.js";
 // within their 2/3-TTL deadline, or the test measures the machine instead of the lease.
 const TTL_MS = 3000;
 const RENEW_INTERVAL_MS = TTL_MS / 3;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe("Lease faults (real redis-server, agents in child processes)", function () {
   this.timeout(60_000);

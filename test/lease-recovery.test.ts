@@ -4,7 +4,7 @@ import { openStore } from "../src/store/open.js";
 import { expect } from "chai";
 import { bridgeApp } from "./helpers/app.js";
 import { ShardCatalog } from "../src/shards/definitions.js";
-import { MemoryBackend } from "../src/lease/memory.js";
+import { MemoryLeases } from "../src/lease/memory.js";
 import { Store } from "../src/store/store.js";
 import { call, listen, testAuthority } from "./helpers/http.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
@@ -18,7 +18,7 @@ describe("Lease recovery after the store started empty", function () {
   this.timeout(20_000);
 
   it("memory: a just-created store answers 'recovering' with the wait, over the API too", async () => {
-    const store = new Store(new MemoryBackend(), new MemoryNodes(), new MemoryTraits());
+    const store = new Store(new MemoryLeases(), new MemoryNodes(), new MemoryTraits());
     const refused = await store.acquire({ shard: "s1", agent: "a", ttlMs: 6000 });
     expect(refused).to.include({ ok: false, reason: "recovering", current: null });
     expect(!refused.ok && refused.retryAfterMs).to.be.within(5000, 6000);

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { expect } from "chai";
 import { BridgeClient } from "../src/agent/bridge-client.js";
 import { bridgeApp } from "./helpers/app.js";
@@ -17,7 +18,6 @@ import { TestRedisServer } from "./helpers/redis-server.js";
 import { seededRandom } from "../src/random.js";
 import { ClusterSetup, SentinelSetup } from "./helpers/redis-topology.js";
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const held = (holder: string, token: number, ttlMs: number): Refusal => ({
   ok: false,
   reason: "held",

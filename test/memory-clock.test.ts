@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { MemoryBackend } from "../src/lease/memory.js";
+import { MemoryLeases } from "../src/lease/memory.js";
 
 /**
  * The embedded store's clock runs with the process's monotonic clock, which falls behind
@@ -12,7 +12,7 @@ describe("Embedded store: times told on the wall clock, leases on its own", () =
   const S = 1_000_000;
   let own = 1_800_000_000 * S;
   let wall = own + 6 * S; // its own clock 6 s behind
-  const store = new MemoryBackend(
+  const store = new MemoryLeases(
     () => own,
     0,
     undefined,

@@ -5,7 +5,7 @@ import { MemoryNodes } from "../src/nodes/memory.js";
 import type { NodePage, NodeQuery } from "../src/nodes/port.js";
 import { ShardCatalog } from "../src/shards/definitions.js";
 import { processClockUs } from "../src/lease/clock.js";
-import { MemoryBackend } from "../src/lease/memory.js";
+import { MemoryLeases } from "../src/lease/memory.js";
 import { Store } from "../src/store/store.js";
 import { MemoryTraits } from "../src/traits/memory.js";
 import { call, listen, TEST_TOKENS, testAuthority, uuid, wholeNode } from "./helpers/http.js";
@@ -51,7 +51,7 @@ describe("Agent node list: a node moving from the agent's pool nodes into its sh
       return getNodes(uuids);
     };
     // Started long ago: leases on new shards are granted at once.
-    const store = new Store(new MemoryBackend(processClockUs, 0), nodes, new MemoryTraits());
+    const store = new Store(new MemoryLeases(processClockUs, 0), nodes, new MemoryTraits());
     const catalog = new ShardCatalog(
       ["rack-a", "rack-b", "rack-c"].map((name) => ({ name, description: "", lease_ttl_ms: 60_000 })),
     );

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { expect } from "chai";
 import { randomBytes, randomUUID } from "node:crypto";
 import { mkdirSync, readFileSync } from "node:fs";
@@ -26,8 +27,6 @@ const PER_AGENT = 3;
 const SERVICE_DOWN_TIME_MS = 60_000;
 /** Between two looks at nova's cell database and placement. */
 const POLL_MS = 100;
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Until `ready` answers something other than null (polled every `everyMs`); that answer. */
 async function until<T>(what: string, ready: () => T | null, timeoutMs: number, everyMs = 500): Promise<T> {

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { expect } from "chai";
 import { ReplicaAckError } from "../src/lease/redis.js";
 import { openStore } from "../src/store/open.js";
@@ -17,8 +18,6 @@ import {
   type LogLine,
   type MasterSwitch,
 } from "./helpers/redis-topology.js";
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Until `acquire` grants, polling every 100 ms: the outcomes on the way, and when it granted. */
 async function acquireWhenGranted(

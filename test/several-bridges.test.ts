@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { expect } from "chai";
 import { BridgeClient } from "../src/agent/bridge-client.js";
 import { bridgeApp } from "./helpers/app.js";
@@ -8,8 +9,6 @@ import { exampleInspector } from "./helpers/examples.js";
 import { call, listen, postWebhook, TEST_TOKENS, testAuthority, wholeNode } from "./helpers/http.js";
 import { acquireWhenReady } from "./helpers/leases.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const NODE = "33333333-3333-4333-8333-333333333333";
 

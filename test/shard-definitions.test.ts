@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { bridgeApp } from "./helpers/app.js";
 import { processClockUs } from "../src/lease/clock.js";
-import { MemoryBackend } from "../src/lease/memory.js";
+import { MemoryLeases } from "../src/lease/memory.js";
 import { MAX_SHARD_AGENTS } from "../src/contracts/shards.js";
 import { ShardCatalog, ShardDefinitionError, loadShardCatalog } from "../src/shards/definitions.js";
 import { Store } from "../src/store/store.js";
@@ -53,7 +53,7 @@ describe("Shard definitions", () => {
     expect(loadShardCatalog(dir).mayServe("rack-a", "compute-110")).to.equal(true);
     expect(loadShardCatalog(dir).mayServe("rack-a", "compute-999")).to.equal(false);
     // The same schema reads what an older bridge stored.
-    const store = new Store(new MemoryBackend(processClockUs), new MemoryNodes(), new MemoryTraits());
+    const store = new Store(new MemoryLeases(processClockUs), new MemoryNodes(), new MemoryTraits());
     await store.definitions.write(
       "rack-s",
       "rack-s",
@@ -185,7 +185,7 @@ describe("Shard definitions", () => {
       [{ name: "rack-a", description: "", lease_ttl_ms: 15_000, agents: ["compute-0"] }],
       true,
     );
-    const backend = new MemoryBackend(processClockUs, 0);
+    const backend = new MemoryLeases(processClockUs, 0);
     const { url, close } = await listen(
       bridgeApp(new Store(backend, new MemoryNodes(), new MemoryTraits()), {
         authority: testAuthority(),

@@ -4,7 +4,7 @@ import { seededRandom } from "../src/random.js";
 import { SimHost } from "../src/sim/host.js";
 import { clockChanged, runSettled, simScheduler } from "../src/sim/keeper-scheduler.js";
 import { EventQueue } from "../src/sim/queue.js";
-import { MemoryBackend } from "../src/lease/memory.js";
+import { MemoryLeases } from "../src/lease/memory.js";
 
 /*
  * The shipped LeaseKeeper — its timers, its timeout on each request, its release on stop —
@@ -29,7 +29,7 @@ interface SimAgent {
 function fleet(names: string[]): { queue: EventQueue; agents: SimAgent[] } {
   const queue = new EventQueue();
   // The store reads true time in whole microseconds, as Redis TIME does; its history began long ago.
-  const store = new MemoryBackend(() => Math.floor(queue.now), -3600 * S);
+  const store = new MemoryLeases(() => Math.floor(queue.now), -3600 * S);
   const agents = names.map((name, index): SimAgent => {
     const host = new SimHost(index, name, queue);
     const link = { cut: false };

@@ -1,11 +1,10 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { expect } from "chai";
 import { HostTwinError } from "../src/domain/names.js";
 import { ValidationError } from "../src/domain/validation.js";
 import { MemoryNodes } from "../src/nodes/memory.js";
 import { Store } from "../src/store/store.js";
 import { backendsUnderTest, redisClusterUnderTest, storeNowMs, useBackend } from "./helpers/backends.js";
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Expect `promise` to fail validation naming exactly `field`. */
 async function expectInvalid(promise: Promise<unknown>, field: string): Promise<ValidationError> {

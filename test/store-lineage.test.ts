@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import { readFileSync } from "node:fs";
 import { Redis } from "ioredis";
-import { RedisBackend } from "../src/lease/redis.js";
+import { RedisLeases } from "../src/lease/redis.js";
 import { acquireWhenReady } from "./helpers/leases.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
 
@@ -93,7 +93,7 @@ describe("the lineage a connection keeps (real redis-server: REPLICAOF NO ONE, a
   this.timeout(60_000);
   const TTL_MS = 2000;
   const servers: TestRedisServer[] = [];
-  const backends: RedisBackend[] = [];
+  const backends: RedisLeases[] = [];
   const admins: Redis[] = [];
   const start = async (replicaOf?: number) => {
     const server = await TestRedisServer.start(replicaOf === undefined ? {} : { replicaOf });
@@ -106,7 +106,7 @@ describe("the lineage a connection keeps (real redis-server: REPLICAOF NO ONE, a
     return client;
   };
   const backendOn = async (server: TestRedisServer) => {
-    const backend = await RedisBackend.connect(server.url);
+    const backend = await RedisLeases.connect(server.url);
     backends.push(backend);
     return backend;
   };
@@ -120,7 +120,7 @@ describe("the lineage a connection keeps (real redis-server: REPLICAOF NO ONE, a
     }
   };
   /** The backend's connection id: the same before and after shows the connection stayed open. */
-  const connectionId = (backend: RedisBackend) =>
+  const connectionId = (backend: RedisLeases) =>
     (backend as unknown as { redis: Redis }).redis.client("ID") as Promise<number>;
 
   afterEach(async () => {

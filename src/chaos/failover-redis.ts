@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { Forwarder } from "./forwarder.js";
 import { PrivateRedisServer } from "./redis-server.js";
 
@@ -6,8 +7,6 @@ const WRITTEN_BEFORE = "chaos:written-before-the-replica-stopped";
 const WRITTEN_AFTER = "chaos:written-after-the-replica-stopped";
 const SYNCED = "chaos:replica-synced";
 const SYNC_TIMEOUT_MS = 10_000;
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
 
 /**
  * Redis that fails over, for `chaos`: a master, a replica that follows it, and a

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -67,8 +68,6 @@ function startProcess(
   child.stderr!.resume();
   return child;
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
 
 /**
  * Play a scenario against real processes: a redis-server of its own, a bridge on it, and

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import { LEASE_TTL_DEFAULT_MS } from "../domain/lease.js";
@@ -138,8 +139,6 @@ class PartitionRun {
     while (this.drains.size > 0) await Promise.all([...this.drains]);
   }
 }
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /**
  * Delivers the queue of trait changes (src/outbox/) to Ironic. The queue is cut into

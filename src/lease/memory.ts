@@ -23,7 +23,7 @@ import type {
 
 /**
  * Leases in memory, a shard's state each, stepped by the pure machine: the embedded
- * store's (MemoryBackend) and the simulator's (src/sim/shard-store.ts), one table so that
+ * store's (MemoryLeases) and the simulator's (src/sim/shard-store.ts), one table so that
  * the simulator runs the store's own step.
  */
 /**
@@ -60,7 +60,7 @@ export class LeaseTable<Shard> {
  * State is lost when the process exits; tokens still increase across restarts because
  * the machine folds the clock into every new token.
  */
-export class MemoryBackend implements LeaseBackend {
+export class MemoryLeases implements LeaseBackend {
   readonly kind = "memory" as const;
   private readonly table = new LeaseTable<string>();
   private readonly shards = this.table.states;

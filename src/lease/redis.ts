@@ -143,7 +143,7 @@ const RECONNECT_MAX_MS = 250;
  */
 export class ReplicaAckError extends Error {}
 
-export class RedisBackend implements LeaseBackend {
+export class RedisLeases implements LeaseBackend {
   readonly kind = "redis" as const;
   private readonly keys: KeyLayout;
   private readonly virtualClock: RedisBackendOptions["virtualClock"];
@@ -178,8 +178,8 @@ export class RedisBackend implements LeaseBackend {
    * and scripts as shards' leases, on this connection, in a key space of their own so
    * they never show among the shards.
    */
-  partitionOwners(): RedisBackend {
-    return new RedisBackend(this.redis, this.topology, {
+  partitionOwners(): RedisLeases {
+    return new RedisLeases(this.redis, this.topology, {
       ...this.options,
       namespace: this.keys.ironic.ownersNamespace,
       leaseDirectory: false,
@@ -193,7 +193,7 @@ export class RedisBackend implements LeaseBackend {
   static async connect(
     target: string | RedisTopology,
     options: RedisBackendOptions = {},
-  ): Promise<RedisBackend> {
+  ): Promise<RedisLeases> {
     // A spec is parsed here; a caller that parsed it already (openStore) hands the topology.
     const topology = typeof target === "string" ? parseRedisSpec(target) : target;
     if (topology === null) throw new RedisSpecError(`${String(target)}: not a Redis spec`);
@@ -208,7 +208,7 @@ export class RedisBackend implements LeaseBackend {
       closeClient(redis);
       throw error;
     });
-    const backend = new RedisBackend(redis, topology, options);
+    const backend = new RedisLeases(redis, topology, options);
     keepConnected(redis, () => backend.closed);
     return backend;
   }

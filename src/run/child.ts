@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { spawn, type ChildProcess } from "node:child_process";
 import { constants } from "node:os";
 import { createInterface } from "node:readline";
@@ -26,8 +27,6 @@ export function exitStatus(exit: ChildExit): number {
   if (exit.code !== null) return exit.code;
   return 128 + (exit.signal === null ? 0 : constants.signals[exit.signal]);
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * How often a stop looks whether the group is gone: the lease waits on that look, and a

@@ -1,7 +1,7 @@
 import { MemoryTraits } from "../traits/memory.js";
 import { MemoryNodes } from "../nodes/memory.js";
-import { MemoryBackend } from "../lease/memory.js";
-import { RedisBackend, type RedisBackendOptions } from "../lease/redis.js";
+import { MemoryLeases } from "../lease/memory.js";
+import { RedisLeases, type RedisBackendOptions } from "../lease/redis.js";
 import { logger } from "../log.js";
 import { describeSpec, parseRedisSpec, REDIS_SPECS } from "../redis/connect.js";
 import { Store } from "./store.js";
@@ -18,7 +18,7 @@ export class StoreSpecError extends Error {}
 export async function openStore(spec: string, options: RedisBackendOptions = {}): Promise<Store> {
   if (spec === "memory")
     return new Store(
-      new MemoryBackend(),
+      new MemoryLeases(),
       new MemoryNodes(),
       new MemoryTraits(undefined, options.ironicQueueMax),
     );
@@ -29,9 +29,9 @@ export async function openStore(spec: string, options: RedisBackendOptions = {})
     throw new StoreSpecError((error as Error).message);
   }
   if (topology !== null) {
-    let backend: RedisBackend;
+    let backend: RedisLeases;
     try {
-      backend = await RedisBackend.connect(topology, options);
+      backend = await RedisLeases.connect(topology, options);
     } catch (error) {
       throw new Error(`cannot reach Redis at ${describeSpec(spec)}: ${(error as Error).message}`);
     }

@@ -19,7 +19,7 @@ import { fromStore } from "../domain/store-errors.js";
 import type { LeaseView } from "../lease/machine.js";
 import { processClockUs } from "../lease/clock.js";
 import { fenceKeyDigest, mintFenceKey } from "../lease/fence-key.js";
-import { MemoryBackend } from "../lease/memory.js";
+import { MemoryLeases } from "../lease/memory.js";
 import type { AcquireInput, FenceInput, LeaseBackend, ReleaseInput, RenewInput } from "../lease/port.js";
 import { MemoryDefinitions } from "../definitions/memory.js";
 import type { DefinitionBackend } from "../definitions/port.js";
@@ -69,7 +69,7 @@ export class Store {
      * Default: in this process, where no other bridge competes (the embedded store; it
      * started long ago as far as these leases go: nobody held one before).
      */
-    readonly ironicOwners: LeaseBackend = new MemoryBackend(processClockUs, 0),
+    readonly ironicOwners: LeaseBackend = new MemoryLeases(processClockUs, 0),
     /** shard definitions written through the API (parsed in src/shards/definitions.ts) */
     readonly definitions: DefinitionBackend = new MemoryDefinitions(),
   ) {

@@ -49,7 +49,7 @@ export class RedisTraits implements TraitBackend {
 
   async readMany(uuids: readonly string[]): Promise<TraitRecord[]> {
     if (uuids.length === 0) return [];
-    // Sent together, not as an ioredis pipeline (see RedisBackend.agent).
+    // Sent together, not as an ioredis pipeline (see RedisLeases.agent).
     const stored = await Promise.all(uuids.map((uuid) => this.redis.hget(this.keys.bucket(uuid), uuid)));
     return stored.map(recordOf);
   }

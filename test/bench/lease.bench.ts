@@ -4,7 +4,7 @@ import { openStore } from "../../src/store/open.js";
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import type { Redis } from "ioredis";
-import { MemoryBackend } from "../../src/lease/memory.js";
+import { MemoryLeases } from "../../src/lease/memory.js";
 import { Store } from "../../src/store/store.js";
 import { coalesceWrites } from "../../src/redis/coalesce.js";
 import { keyLayout } from "../../src/redis/keys.js";
@@ -216,7 +216,7 @@ export async function leaseBench(): Promise<void> {
     plainClient.disconnect();
     admin.disconnect();
 
-    const memory = new Store(new MemoryBackend(), new MemoryNodes(), new MemoryTraits());
+    const memory = new Store(new MemoryLeases(), new MemoryNodes(), new MemoryTraits());
     await renewLoop(() => memory, 50_000, 8);
     const mem = await renewLoop(() => memory, RENEWS * 5, 8);
     rows.push([

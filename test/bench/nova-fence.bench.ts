@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import type { AgentProcess } from "../helpers/agent-process.js";
 import { startBridge, type BridgeProcess } from "../helpers/bridge-process.js";
 import { runShardbridge } from "../helpers/cli.js";
@@ -14,8 +15,6 @@ const NODES = Number(process.env.BENCH_NOVA_NODES ?? 200);
 const ROUNDS = Number(process.env.BENCH_NOVA_FENCE_ROUNDS ?? 3);
 /** A deadline that says "never" for one start-up, not a measure. */
 const START_DEADLINE_MS = 300_000;
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 type Way = "fenced" | "direct";
 

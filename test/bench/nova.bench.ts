@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { readFileSync } from "node:fs";
 import { AgentProcess } from "../helpers/agent-process.js";
 import { startBridge, type BridgeProcess } from "../helpers/bridge-process.js";
@@ -23,8 +24,6 @@ const TTL_MS = 2000;
 const NODES = Number(process.env.BENCH_NOVA_NODES ?? 200);
 const ROUNDS = Number(process.env.BENCH_NOVA_ROUNDS ?? 5);
 const EXAMPLES = new URL("../../examples/", import.meta.url);
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const row = (label: string, ms: number[]) => {
   const sorted = [...ms].sort((a, b) => a - b);

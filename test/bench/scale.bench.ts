@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -538,8 +539,6 @@ function listenOverflows(): number {
   const values = lines.filter((line) => line.startsWith("TcpExt:"))[1]!.split(" ");
   return Number(values[names.indexOf("ListenOverflows")]);
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 // --- the bench ----------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ import { MemoryNodes } from "../../src/nodes/memory.js";
 import { openStore } from "../../src/store/open.js";
 import type { RedisBackendOptions } from "../../src/lease/redis.js";
 import { processClockUs } from "../../src/lease/clock.js";
-import { MemoryBackend } from "../../src/lease/memory.js";
+import { MemoryLeases } from "../../src/lease/memory.js";
 import { Store } from "../../src/store/store.js";
 import { TestRedisServer } from "./redis-server.js";
 import { ClusterSetup } from "./redis-topology.js";
@@ -75,14 +75,14 @@ export function memoryUnderTest(): BackendUnderTest {
     // A store that started long ago: no recovery wait (test/lease-recovery covers that).
     fresh: async (options = {}) =>
       new Store(
-        new MemoryBackend(processClockUs, 0),
+        new MemoryLeases(processClockUs, 0),
         new MemoryNodes(),
         new MemoryTraits(undefined, options.ironicQueueMax),
       ),
     loseEverything: async () =>
-      new Store(new MemoryBackend(processClockUs, 0), new MemoryNodes(), new MemoryTraits()),
+      new Store(new MemoryLeases(processClockUs, 0), new MemoryNodes(), new MemoryTraits()),
     storedKeys: async (store) => {
-      const backend = store.backend as MemoryBackend;
+      const backend = store.backend as MemoryLeases;
       const nodes = (store.nodes.backend as MemoryNodes).size();
       return backend.storedShardCount() + (await backend.agents()).length + nodes;
     },

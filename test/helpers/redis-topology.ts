@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -51,8 +52,6 @@ process.once("exit", () => {
 
 // ---------------------------------------------------------------------------------------
 // Waiting and probing
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** Thrown inside waitUntil to stop waiting for something that can no longer happen. */
 class HopelessWait extends Error {}

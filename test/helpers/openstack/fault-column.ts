@@ -1,9 +1,8 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import type { BootingCloud } from "./cloud.js";
 import { Instances, type ActionEvent, type ServerView } from "./instances.js";
 import type { IronicEvents } from "./ironic-events.js";
 import { RecordWatch, type ChangeCounts, type RecordChange } from "./record-watch.js";
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Between two looks at whether the reboot is done. */
 const LOOK_MS = 1000;

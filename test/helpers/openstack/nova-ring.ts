@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { randomUUID } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
@@ -8,8 +9,6 @@ import { NO_FUZZY_DELAY } from "./nova-compute.js";
 import { readNovaLog, reportsIn, ringsOf } from "./nova-log.js";
 import { Service } from "./service.js";
 import { openstackBin } from "./venv.js";
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * Node uuids nova's ring (tooz's, as shardbridge computes it) gives `perHost` to each of
