@@ -15,6 +15,7 @@ import { exampleInspector } from "./helpers/examples.js";
 import { listen, TEST_TOKENS, testAuthority } from "./helpers/http.js";
 import { acquireWhenReady } from "./helpers/leases.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
+import { VirtualClock } from "./helpers/virtual-clock.js";
 import { seededRandom } from "../src/random.js";
 import { ClusterSetup, SentinelSetup } from "./helpers/redis-topology.js";
 
@@ -298,27 +299,34 @@ describe("LeaseWaits on a real store: a holder renewing through the same bridge"
   });
 });
 
-describe("LeaseWaits on a real store: a long wait that nothing answered", () => {
+describe("LeaseWaits on a real store: a long wait that nothing answered (virtual time)", () => {
   it("ends at a random moment in its last fifth, so waiters that began together ask again apart", async () => {
     const store = await memoryUnderTest().fresh();
-    const ends = [0, 0.5, 1];
-    const started = performance.now();
+    const clock = new VirtualClock();
     const holder = await store.acquire({ shard: "s", agent: "compute-0", ttlMs: 20_000 });
     if (!holder.ok) throw new Error("not granted");
-    const answeredAfter = await Promise.all(
-      ends.map(async (draw, i) => {
-        const waits = new LeaseWaits(store, undefined, () => draw);
-        const request = { shard: "s", agent: `compute-${i + 1}`, ttlMs: 20_000 };
-        const outcome = await waits.acquire(request, undefined, 5000, new AbortController().signal);
-        expect(outcome).to.include({ ok: false, reason: "held" });
-        waits.close();
-        return performance.now() - started;
-      }),
-    );
     // draw 0: the whole wait; 0.5: 10% early; 1: a fifth early
-    expect(answeredAfter[0]).to.be.within(5000, 5400);
-    expect(answeredAfter[1]).to.be.within(4500, 4900);
-    expect(answeredAfter[2]).to.be.within(4000, 4400);
+    const draws = [0, 0.5, 1];
+    const answeredAt: Array<number | null> = draws.map(() => null);
+    const waiting = draws.map(async (draw, i) => {
+      const waits = new LeaseWaits(store, clock, () => draw);
+      const request = { shard: "s", agent: `compute-${i + 1}`, ttlMs: 20_000 };
+      const outcome = await waits.acquire(request, undefined, 5000, new AbortController().signal);
+      answeredAt[i] = clock.now();
+      expect(outcome, `the waiter that drew ${draw}`).to.include({ ok: false, reason: "held" });
+      waits.close();
+    });
+    await clock.advance(3999);
+    expect(answeredAt, "answered before 4000 ms").to.deep.equal([null, null, null]);
+    await clock.advance(1);
+    expect(answeredAt, "at 4000 ms").to.deep.equal([null, null, 4000]);
+    await clock.advance(499);
+    expect(answeredAt, "at 4499 ms").to.deep.equal([null, null, 4000]);
+    await clock.advance(1);
+    expect(answeredAt, "at 4500 ms").to.deep.equal([null, 4500, 4000]);
+    await clock.advance(500);
+    expect(answeredAt, "at 5000 ms").to.deep.equal([5000, 4500, 4000]);
+    await Promise.all(waiting);
     await store.close();
   });
 });

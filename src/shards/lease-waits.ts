@@ -1,3 +1,4 @@
+import { realClock, type Clock, type TimerHandle } from "../clock.js";
 import type { AcquireRequest } from "../domain/lease.js";
 import { StoreUnavailableError } from "../domain/store-errors.js";
 import type { LeaseOutcome } from "../lease/machine.js";
@@ -36,12 +37,12 @@ interface Waiter {
   readonly refusal: Refusal;
   readonly resolve: (outcome: WaitedOutcome) => void;
   readonly reject: (error: unknown) => void;
-  endTimer: NodeJS.Timeout | undefined;
+  endTimer: TimerHandle | undefined;
 }
 
 interface Shard {
   state: ShardWaits<Waiter>;
-  timer: NodeJS.Timeout | undefined;
+  timer: TimerHandle | undefined;
   /** when the armed timer fires (the wake due, state.wakeAt, may be later: a renew moved it) */
   firesAt: number;
 }
@@ -69,7 +70,7 @@ export class LeaseWaits {
 
   constructor(
     private readonly store: Store,
-    private readonly now: () => number = () => performance.now(),
+    private readonly clock: Clock = realClock,
     private readonly random: () => number = Math.random,
   ) {
     this.stopListening = [
@@ -107,7 +108,7 @@ export class LeaseWaits {
     gone: AbortSignal,
     leasable: () => Promise<void> = async () => undefined,
   ): Promise<WaitedOutcome> {
-    const arrivedAt = this.now();
+    const arrivedAt = this.clock.now();
     const { shard } = request;
     const asking = this.asking.get(shard) ?? { requests: 0, released: false };
     this.asking.set(shard, asking);
@@ -135,13 +136,13 @@ export class LeaseWaits {
       const leave = () => this.dispatch(shard, { kind: "leave", waiter });
       gone.addEventListener("abort", () => {
         leave();
-        clearTimeout(waiter.endTimer);
+        this.clock.clear(waiter.endTimer);
         resolve({ ...first, waitedMs: 0 }); // nobody reads it
       });
       const endsAfterMs = waitMs < WAIT_SPREAD_FROM_MS ? waitMs : waitMs * (1 - WAIT_SPREAD * this.random());
-      waiter.endTimer = setTimeout(() => {
+      waiter.endTimer = this.clock.set(() => {
         leave();
-        waiter.triedAt = this.now();
+        waiter.triedAt = this.clock.now();
         this.attempt(waiter).then((outcome) => resolve(this.waited(waiter, outcome)), reject);
       }, endsAfterMs);
       this.dispatch(shard, { kind: "park", waiter, refusal: first });
@@ -154,9 +155,9 @@ export class LeaseWaits {
     this.closed = true;
     for (const stop of this.stopListening) stop();
     for (const [name, shard] of this.shards) {
-      clearTimeout(shard.timer);
+      this.clock.clear(shard.timer);
       for (const waiter of shard.state.queue) {
-        clearTimeout(waiter.endTimer);
+        this.clock.clear(waiter.endTimer);
         waiter.resolve(this.waited(waiter, waiter.refusal));
       }
       this.shards.delete(name);
@@ -171,7 +172,7 @@ export class LeaseWaits {
 
   /** `outcome` for `waiter`: a grant counts from its try, a refusal from now. */
   private waited(waiter: Waiter, outcome: LeaseOutcome): WaitedOutcome {
-    const until = outcome.ok ? waiter.triedAt : this.now();
+    const until = outcome.ok ? waiter.triedAt : this.clock.now();
     return { ...outcome, waitedMs: Math.max(0, Math.floor(until - waiter.arrivedAt)) };
   }
 
@@ -182,23 +183,23 @@ export class LeaseWaits {
       shard = { state: noWaits(), timer: undefined, firesAt: 0 };
       this.shards.set(name, shard);
     }
-    const { state, actions } = stepWaits(shard.state, event, this.now());
+    const { state, actions } = stepWaits(shard.state, event, this.clock.now());
     shard.state = state;
     for (const action of actions) this.perform(name, shard, action);
     if (idle(shard.state) && this.shards.get(name) === shard) this.shards.delete(name);
   }
 
   private arm(name: string, shard: Shard, at: number): void {
-    clearTimeout(shard.timer);
+    this.clock.clear(shard.timer);
     shard.firesAt = at;
-    shard.timer = setTimeout(
+    shard.timer = this.clock.set(
       () => {
         shard.timer = undefined;
         const due = shard.state.wakeAt;
-        if (due !== null && this.now() < due) this.arm(name, shard, due);
+        if (due !== null && this.clock.now() < due) this.arm(name, shard, due);
         else this.dispatch(name, { kind: "wake" });
       },
-      Math.max(0, at - this.now()),
+      Math.max(0, at - this.clock.now()),
     );
   }
 
@@ -206,7 +207,7 @@ export class LeaseWaits {
     switch (action.kind) {
       case "timer":
         if (action.at === null) {
-          clearTimeout(shard.timer);
+          this.clock.clear(shard.timer);
           shard.timer = undefined;
           return;
         }
@@ -215,12 +216,12 @@ export class LeaseWaits {
         if (shard.timer === undefined || action.at < shard.firesAt) this.arm(name, shard, action.at);
         return;
       case "answer":
-        clearTimeout(action.waiter.endTimer);
+        this.clock.clear(action.waiter.endTimer);
         action.waiter.resolve(this.waited(action.waiter, action.outcome));
         return;
       case "try": {
         const { waiter } = action;
-        waiter.triedAt = this.now();
+        waiter.triedAt = this.clock.now();
         this.attempt(waiter).then(
           (outcome) => this.dispatch(name, { kind: "tried", outcome }),
           (error: unknown) => {
@@ -228,7 +229,7 @@ export class LeaseWaits {
             // leasable) is its answer; a store failure is tried again for the first
             // waiter, whoever that is then.
             if (!(error instanceof StoreUnavailableError)) {
-              clearTimeout(waiter.endTimer);
+              this.clock.clear(waiter.endTimer);
               this.dispatch(name, { kind: "leave", waiter });
               waiter.reject(error);
             }
