@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { nodeRecord, type BareMetalNode } from "../domain/node.js";
+import { hostKey } from "../domain/names.js";
 import { OrderedSet } from "./ordered-set.js";
 import {
-  hostKey,
   perPlaceLimit,
   sameNode,
   type NodeBackend,

@@ -111,6 +111,3 @@ export function sameNode(a: BareMetalNode, b: BareMetalNode): boolean {
     a.instance_host === b.instance_host
   );
 }
-
-/** The key an instance host is indexed under: lower-cased, as nova compares hosts. */
-export const hostKey = (host: string): string => host.toLowerCase();

@@ -1,5 +1,5 @@
 import type { BareMetalNode } from "../domain/node.js";
-import { hostKey } from "./port.js";
+import { hostKey } from "../domain/names.js";
 
 /** Between the fields of a record: no field of a node may hold a control character. */
 const SEP = "\u001f";

@@ -1,12 +1,12 @@
 import { randomUUID } from "node:crypto";
 import type { RedisClient } from "../redis/connect.js";
 import type { BareMetalNode } from "../domain/node.js";
+import { hostKey } from "../domain/names.js";
 import type { KeyLayout } from "../redis/keys.js";
 import { runScript } from "../redis/scripts.js";
 import { decodeNode, encodeNode } from "./record.js";
 import {
   LIST_BUDGET,
-  hostKey,
   perPlaceLimit,
   type NodeBackend,
   type NodePage,
