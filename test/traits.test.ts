@@ -7,7 +7,7 @@ import {
   NO_TRAITS,
   applyDeltas,
   deltasToward,
-  type NodeTraits,
+  type HeldTraits,
   type TraitDelta,
 } from "../src/traits/delta.js";
 import { DeltaText, InspectionData } from "../src/contracts/traits.js";
@@ -114,7 +114,7 @@ describe("Traits: names, ownership, inspection rules, deltas (pure)", () => {
   });
 
   describe("deltas", () => {
-    const withCompute: NodeTraits = {
+    const withCompute: HeldTraits = {
       holders: { COMPUTE_NODE: "compute", OWNER_NOVA: "compute" },
       generation: 3,
     };
@@ -150,7 +150,7 @@ describe("Traits: names, ownership, inspection rules, deltas (pure)", () => {
     });
 
     it("removes a stale trait in the inspector's namespace even when it predates the bridge", () => {
-      const legacy: NodeTraits = { holders: { CUSTOM_DEV_VENDORID_14E4: "ironic" }, generation: 1 };
+      const legacy: HeldTraits = { holders: { CUSTOM_DEV_VENDORID_14E4: "ironic" }, generation: 1 };
       expect(deltasToward(legacy, [], "inspector", ownership)).to.deep.equal([
         d("-CUSTOM_DEV_VENDORID_14E4"),
       ]);
@@ -213,7 +213,7 @@ describe("Traits: names, ownership, inspection rules, deltas (pure)", () => {
             maxLength: 30,
           }),
           (requests) => {
-            let state: NodeTraits = NO_TRAITS;
+            let state: HeldTraits = NO_TRAITS;
             for (const [source, deltas] of requests) {
               const result = applyDeltas(state, deltas, source, ownership);
               if (!result.ok) continue; // refused whole: state untouched by construction

@@ -26,14 +26,14 @@ export const TransitionLine = z.discriminatedUnion("message", [
 export type TransitionLine = z.infer<typeof TransitionLine>;
 
 /** What the agent passes; the logger adds the time and its agent and shard. */
-export type Transition = TransitionLine extends infer L
+export type LoggedTransition = TransitionLine extends infer L
   ? L extends TransitionLine
     ? Omit<L, "timestamp" | "agent" | "shard">
     : never
   : never;
 
 /** Write a transition through an agent's logger (one made with `{ agent, shard }`). */
-export function logTransition(log: Logger, transition: Transition): void {
+export function logTransition(log: Logger, transition: LoggedTransition): void {
   const { message, ...fields } = transition;
   if (message === "lost") log.warn(message, fields);
   else log.info(message, fields);

@@ -36,5 +36,5 @@ export const IronicDelivery = z.discriminatedUnion("configured", [
 export type IronicDelivery = z.infer<typeof IronicDelivery>;
 
 /** Ironic's own error body, as the fenced endpoint passes it on (`error_message`: JSON as a string). */
-export const IronicError = z.object({ error_message: z.string() });
-export type IronicError = z.infer<typeof IronicError>;
+export const IronicErrorBody = z.object({ error_message: z.string() });
+export type IronicErrorBody = z.infer<typeof IronicErrorBody>;

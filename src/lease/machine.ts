@@ -11,7 +11,7 @@
  */
 
 /** The live or last lease of one shard. */
-export interface Lease {
+export interface LeaseRecord {
   holder: string;
   token: number;
   expiresAtUs: number;
@@ -25,7 +25,7 @@ export interface Lease {
 
 /** Everything the store keeps per shard. `lastToken` never decreases. */
 export interface ShardLeaseState {
-  lease: Lease | null;
+  lease: LeaseRecord | null;
   lastToken: number;
   /** the store lineage (see StoreLineage) that last granted or renewed here; null: none recorded */
   lineage: string | null;
@@ -132,12 +132,12 @@ export interface Transition<O> {
 const US_PER_MS = 1000;
 
 /** The lease if it is live at `nowUs`; a lease is dead from its expiry instant on. */
-export function liveLease(state: ShardLeaseState, nowUs: number): Lease | null {
+export function liveLease(state: ShardLeaseState, nowUs: number): LeaseRecord | null {
   const lease = state.lease;
   return lease !== null && nowUs < lease.expiresAtUs ? lease : null;
 }
 
-function view(lease: Lease | null, nowUs: number): LeaseView | null {
+function view(lease: LeaseRecord | null, nowUs: number): LeaseView | null {
   if (lease === null) return null;
   return {
     holder: lease.holder,
@@ -195,7 +195,7 @@ function held(state: ShardLeaseState, waitMs: number): Transition<LeaseOutcome> 
 
 function grant(
   state: ShardLeaseState,
-  lease: Lease,
+  lease: LeaseRecord,
   nowUs: number,
   lineage: string | null,
   reuse: boolean,
@@ -275,7 +275,7 @@ function acquire(
 }
 
 /** `lease` extended to `expiresAtUs` and marked renewed: a new lease, or with `reuse` the same one, written. */
-function extended(lease: Lease, expiresAtUs: number, reuse: boolean): Lease {
+function extended(lease: LeaseRecord, expiresAtUs: number, reuse: boolean): LeaseRecord {
   if (!reuse)
     return {
       holder: lease.holder,
@@ -291,7 +291,7 @@ function extended(lease: Lease, expiresAtUs: number, reuse: boolean): Lease {
 }
 
 /** Why `agent` presenting `token` is not the live holder, or null when it is. */
-function holderMismatch(live: Lease | null, agent: string, token: number): RefusalReason | null {
+function holderMismatch(live: LeaseRecord | null, agent: string, token: number): RefusalReason | null {
   if (live === null) return "expired";
   if (live.holder !== agent) return "held";
   if (live.token !== token) return "stale_token";

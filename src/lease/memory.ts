@@ -13,7 +13,7 @@ import { sortAgents } from "./agents.js";
 import { processClockUs, wallClockUs, type ClockUs } from "./clock.js";
 import type {
   AcquireInput,
-  AgentSeen,
+  AgentLiveness,
   FenceInput,
   LeaseBackend,
   ReleaseInput,
@@ -184,7 +184,7 @@ export class MemoryLeases implements LeaseBackend {
     serves: string[],
     instance: string,
     windowMs: number,
-  ): Promise<AgentSeen | { hostTwin: string }> {
+  ): Promise<AgentLiveness | { hostTwin: string }> {
     const key = hostKey(agent);
     const twin = this.hosts.get(key);
     if (twin !== undefined && twin !== agent && this.lastSeen.has(twin))
@@ -207,18 +207,22 @@ export class MemoryLeases implements LeaseBackend {
   }
 
   /** `agent`'s record as told now: its age by the store's clock, its time on the wall clock (see told). */
-  private seen(agent: string, { us, serves }: { us: number; serves: string[] }, nowUs: number): AgentSeen {
+  private seen(
+    agent: string,
+    { us, serves }: { us: number; serves: string[] },
+    nowUs: number,
+  ): AgentLiveness {
     const ageMs = Math.floor(nowUs / 1000) - Math.floor(us / 1000);
     const lastSeenMs = Math.floor((us + this.shiftUs(nowUs)) / 1000);
     return { agent, lastSeenMs, ageMs, serves: [...serves] };
   }
 
-  agents(): Promise<AgentSeen[]> {
+  agents(): Promise<AgentLiveness[]> {
     const nowUs = this.clockUs();
     return Promise.resolve(sortAgents([...this.lastSeen].map(([agent, r]) => this.seen(agent, r, nowUs))));
   }
 
-  async agent(agent: string): Promise<AgentSeen | null> {
+  async agent(agent: string): Promise<AgentLiveness | null> {
     const record = this.lastSeen.get(agent);
     return record === undefined ? null : this.seen(agent, record, this.clockUs());
   }

@@ -6,7 +6,7 @@ export interface StoreTime {
 }
 
 /** An agent's liveness record, judged by the store's clock. */
-export interface AgentSeen {
+export interface AgentLiveness {
   agent: string;
   /** store time of the last heartbeat, ms since the epoch */
   lastSeenMs: number;
@@ -69,10 +69,10 @@ export interface LeaseBackend {
     serves: string[],
     instance: string,
     windowMs: number,
-  ): Promise<AgentSeen | { hostTwin: string }>;
-  agents(): Promise<AgentSeen[]>;
+  ): Promise<AgentLiveness | { hostTwin: string }>;
+  agents(): Promise<AgentLiveness[]>;
   /** one agent's liveness record, if it ever sent a heartbeat */
-  agent(agent: string): Promise<AgentSeen | null>;
+  agent(agent: string): Promise<AgentLiveness | null>;
   /** drop `agent`'s liveness record (its next heartbeat makes a new one); whether there was one */
   forgetAgent(agent: string): Promise<boolean>;
   /**

@@ -12,7 +12,7 @@ import type {
 import { sortAgents } from "./agents.js";
 import type {
   AcquireInput,
-  AgentSeen,
+  AgentLiveness,
   FenceInput,
   LeaseBackend,
   ReleaseInput,
@@ -416,7 +416,7 @@ export class RedisLeases implements LeaseBackend {
     serves: string[],
     instance: string,
     windowMs: number,
-  ): Promise<AgentSeen | { hostTwin: string }> {
+  ): Promise<AgentLiveness | { hostTwin: string }> {
     const { seen, serves: servesKey, hosts, instances } = this.keys.agents;
     // Shard names cannot hold a comma (see ShardName): the list is stored comma-joined.
     const [lastSeenMs, recorded] = (await this.run(
@@ -428,13 +428,13 @@ export class RedisLeases implements LeaseBackend {
     return { agent, lastSeenMs, ageMs: 0, serves: recorded === "" ? [] : recorded.split(",") };
   }
 
-  async agents(): Promise<AgentSeen[]> {
+  async agents(): Promise<AgentLiveness[]> {
     const { seen: seenKey, serves: servesKey } = this.keys.agents;
     const [nowMs, ...triples] = (await this.run("agents", [seenKey, servesKey], [])) as [
       number,
       ...Array<string | number>,
     ];
-    const seen: AgentSeen[] = [];
+    const seen: AgentLiveness[] = [];
     for (let i = 0; i < triples.length; i += 3) {
       const lastSeenMs = triples[i + 1] as number;
       const serves = String(triples[i + 2]);
@@ -460,7 +460,7 @@ export class RedisLeases implements LeaseBackend {
     return replies?.[0]?.[1] === 1;
   }
 
-  async agent(agent: string): Promise<AgentSeen | null> {
+  async agent(agent: string): Promise<AgentLiveness | null> {
     const { seen: seenKey, serves: servesKey } = this.keys.agents;
     // Three commands sent together, not an ioredis pipeline (see docs/ARCHITECTURE.md, One
     // event loop: a pipeline object costs the loop far more than the commands it holds).

@@ -2,7 +2,7 @@ import type { BareMetalNode } from "../domain/node.js";
 import type { LeaseView } from "../lease/machine.js";
 import type { NodeRegistry } from "../nodes/registry.js";
 import type { ShardCount } from "../nodes/port.js";
-import type { AgentSeen } from "../lease/port.js";
+import type { AgentLiveness } from "../lease/port.js";
 import type { Store } from "../store/store.js";
 import { ShardNodesCache } from "../nodes/shard-nodes-cache.js";
 import type { ListPage } from "../text/json-list.js";
@@ -116,7 +116,7 @@ async function leasesAndVersions(
 
 /** What an agent's node list has read when its answer can start, and what it reads as it goes. */
 export interface ListStart {
-  seen: AgentSeen | null;
+  seen: AgentLiveness | null;
   counts: ShardCount[];
   /** the live leases the agent holds, by shard, among the shards it was granted */
   held: Map<string, LeaseView>;

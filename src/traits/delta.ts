@@ -13,13 +13,13 @@ export const formatDelta = (delta: TraitDelta): string => `${delta.sign}${delta.
  * A node's traits with the source that holds each, and a generation that grows with
  * every change. Pure data.
  */
-export interface NodeTraits {
+export interface HeldTraits {
   /** trait -> the source that asserted it */
   holders: Record<string, string>;
   generation: number;
 }
 
-export const NO_TRAITS: NodeTraits = Object.freeze({ holders: {}, generation: 0 });
+export const NO_TRAITS: HeldTraits = Object.freeze({ holders: {}, generation: 0 });
 
 /** Why a delta was refused: the trait, the reason, and who owns it when that is why. */
 export interface DeltaProblem {
@@ -29,7 +29,7 @@ export interface DeltaProblem {
 }
 
 export type DeltaResult =
-  { ok: true; state: NodeTraits; applied: TraitDelta[] } | { ok: false; problems: DeltaProblem[] };
+  { ok: true; state: HeldTraits; applied: TraitDelta[] } | { ok: false; problems: DeltaProblem[] };
 
 /**
  * Apply `deltas` from `source` to a node's traits, whole or not at all.
@@ -40,7 +40,7 @@ export type DeltaResult =
  * - More than MAX_TRAITS_PER_NODE traits afterwards is refused.
  */
 export function applyDeltas(
-  current: NodeTraits,
+  current: HeldTraits,
   deltas: TraitDelta[],
   source: string,
   ownership: OwnershipRegistry,
@@ -96,7 +96,7 @@ export function applyDeltas(
  * that is no longer desired (a NIC that is gone takes its vendor trait with it).
  */
 export function deltasToward(
-  current: NodeTraits,
+  current: HeldTraits,
   desired: Iterable<string>,
   source: string,
   ownership: OwnershipRegistry,

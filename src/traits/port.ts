@@ -1,8 +1,8 @@
-import type { NodeTraits } from "./delta.js";
+import type { HeldTraits } from "./delta.js";
 import type { IronicEnqueue, IronicQueue } from "../outbox/port.js";
 
 /** A node's traits as stored: holders, generation, and the newest order applied per source. */
-export interface TraitRecord extends NodeTraits {
+export interface TraitRecord extends HeldTraits {
   /** source -> the highest inspection order (finish time in ms, or a sequence) applied */
   lastOrder: Record<string, number>;
 }

@@ -1,7 +1,7 @@
 import { versionInfo } from "../../version.js";
 import { bodyPolicy } from "../http/limits.js";
 import { PAGE_ROLES } from "../http/auth.js";
-import { ALL_ROLES, type Media, type Operation, type Refusal, type Success } from "./operation.js";
+import { ALL_ROLES, type Media, type Operation, type RefusalAnswer, type Success } from "./operation.js";
 import { OPERATIONS } from "./operations.js";
 import { fromZod, HEADERS, PARAMETERS, SCHEMAS, SECURITY_SCHEMES, type JsonSchema } from "./schemas.js";
 
@@ -18,7 +18,7 @@ import { fromZod, HEADERS, PARAMETERS, SCHEMAS, SECURITY_SCHEMES, type JsonSchem
 const SIG = "https://specs.openstack.org/openstack/api-sig/guidelines/errors.html";
 
 /** Refusals many operations answer alike; where an operation's is exactly one of these, it refers to it (components.responses). */
-const COMMON: Record<string, { status: number; refusal: Refusal }> = {
+const COMMON: Record<string, { status: number; refusal: RefusalAnswer }> = {
   Unauthenticated: {
     status: 401,
     refusal: { description: "no bearer token, or an unknown one", codes: ["auth.unauthenticated"] },
@@ -48,9 +48,9 @@ const COMMON: Record<string, { status: number; refusal: Refusal }> = {
 };
 
 /** The refusals an operation shares with every other of its kind, by status. */
-function sharedRefusals(op: Operation): Record<number, Refusal> {
-  const shared: Record<number, Refusal> = {};
-  const add = (status: number, refusal: Refusal) => {
+function sharedRefusals(op: Operation): Record<number, RefusalAnswer> {
+  const shared: Record<number, RefusalAnswer> = {};
+  const add = (status: number, refusal: RefusalAnswer) => {
     shared[status] = shared[status] === undefined ? refusal : merge(shared[status]!, refusal);
   };
   const { access } = op;
@@ -92,7 +92,7 @@ function sharedRefusals(op: Operation): Record<number, Refusal> {
   return shared;
 }
 
-function merge(a: Refusal, b: Refusal): Refusal {
+function merge(a: RefusalAnswer, b: RefusalAnswer): RefusalAnswer {
   const codes = [...new Set([...(a.codes ?? []), ...(b.codes ?? [])])];
   const content = [...(a.content ?? []), ...(b.content ?? [])].filter(
     (media, i, all) => all.findIndex((other) => other.type === media.type) === i,
@@ -141,7 +141,7 @@ function contentOf(json: JsonSchema | undefined, other: readonly Media[] = []): 
 }
 
 /** A response object: `status` 0 for `default` (a success). */
-function response(status: number, answer: Success | Refusal, op: Operation): JsonSchema {
+function response(status: number, answer: Success | RefusalAnswer, op: Operation): JsonSchema {
   const headers: Record<string, unknown> = { ...requestIdHeader };
   if (status === 401 && (op.access.kind === "bearer" || op.access.kind === "webhook"))
     headers["WWW-Authenticate"] = {
@@ -154,7 +154,7 @@ function response(status: number, answer: Success | Refusal, op: Operation): Jso
     headers["Content-Security-Policy"] = { $ref: "#/components/headers/ContentSecurityPolicy" };
   Object.assign(headers, answer.headers);
   if (status >= 400) {
-    const refusal = answer as Refusal;
+    const refusal = answer as RefusalAnswer;
     const own = refusal.codes === undefined ? undefined : errorsWith(status, refusal.codes);
     const shapes = [
       ...(own !== undefined ? [own] : []),
@@ -241,11 +241,11 @@ function parameters(op: Operation): JsonSchema[] {
 
 function operationObject(op: Operation): JsonSchema {
   const { security: requirement, roles } = security(op);
-  const answers: Record<string, Success | Refusal> = { ...sharedRefusals(op) };
+  const answers: Record<string, Success | RefusalAnswer> = { ...sharedRefusals(op) };
   for (const [status, answer] of Object.entries(op.answers)) {
-    const shared = answers[status] as Refusal | undefined;
+    const shared = answers[status] as RefusalAnswer | undefined;
     answers[status] =
-      shared !== undefined && Number(status) >= 400 ? merge(answer as Refusal, shared) : answer;
+      shared !== undefined && Number(status) >= 400 ? merge(answer as RefusalAnswer, shared) : answer;
   }
   const responses = Object.fromEntries(
     Object.entries(answers)

@@ -58,7 +58,7 @@ export interface Success extends Answer {
  * The builder adds the refusals every operation of a kind shares (401, 403, 400, 413,
  * 415, 500, 503): list here only what is the operation's own.
  */
-export interface Refusal extends Answer {
+export interface RefusalAnswer extends Answer {
   codes?: readonly string[];
   schema?: keyof typeof SCHEMAS;
   ironic?: true;
@@ -83,7 +83,7 @@ export interface Operation {
    * component schema; what the form's fields break is the operation's own refusal
    */
   form?: keyof typeof SCHEMAS;
-  answers: Record<number, Success | Refusal> & { default?: Success };
+  answers: Record<number, Success | RefusalAnswer> & { default?: Success };
   /** false: the operation never touches the store, so never answers 503 store.unavailable */
   store?: false;
 }
@@ -94,7 +94,7 @@ export const READ: Access = { kind: "bearer", roles: ALL_ROLES };
 export const AS_AGENT: Access = { kind: "bearer", roles: ["agent", "admin"], actsAs: true };
 export const ADMIN: Access = { kind: "bearer", roles: ["admin"] };
 export const LEASE_HOLDER: Access = { kind: "bearer", roles: ["agent", "admin"] };
-export const NO_NODE: Refusal = { description: "no such node", codes: ["node.not_found"] };
+export const NO_NODE: RefusalAnswer = { description: "no such node", codes: ["node.not_found"] };
 
 /**
  * The roles `operation` takes, as it declares them: what its route checks (requireRole,

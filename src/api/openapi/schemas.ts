@@ -63,7 +63,7 @@ export const ANSWERS = {
   NotReady: health.NotReady,
   ApiError: errors.ApiError,
   Error: errors.ErrorBody,
-  IronicError: ironic.IronicError,
+  IronicError: ironic.IronicErrorBody,
 } satisfies Record<string, z.ZodType>;
 export type AnswerName = keyof typeof ANSWERS;
 

@@ -8,7 +8,7 @@ import { HttpError } from "../http/errors.js";
 import { bodyPolicy, LOGIN_PATH } from "../http/limits.js";
 import type { StatusWatcher } from "./status-watcher.js";
 import type { JsonSchema } from "../openapi/schemas.js";
-import type { Media, Operation, Refusal, Success } from "../openapi/operation.js";
+import type { Media, Operation, RefusalAnswer, Success } from "../openapi/operation.js";
 
 /*
  * The status page: GET /ui (the page, or a redirect to the login), /ui/login (a form that
@@ -121,7 +121,7 @@ function seeOther(res: Response, path: string): void {
 /** A page of the status page: fixed HTML (each starts so), never data of the request. */
 const HTML: Media = { type: "text/html", schema: { type: "string", pattern: "^<!doctype html>" } };
 /** The login form again, with a sentence of the bridge's own above it, and no cookie set. */
-const FORM_AGAIN = (why: string): Refusal => ({
+const FORM_AGAIN = (why: string): RefusalAnswer => ({
   description: `${why}: the login form again`,
   content: [HTML],
 });
