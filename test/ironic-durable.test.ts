@@ -3,7 +3,7 @@ import { randomUUID } from "node:crypto";
 import { IronicClient } from "../src/ironic/client.js";
 import { DEFAULT_OWNER_TTL_MS } from "../src/ironic/delivery.js";
 import { toBridgeNodes } from "../src/ironic/sync.js";
-import { IRONIC_PARTITIONS, partitionOf } from "../src/outbox/port.js";
+import { IRONIC_PARTITIONS, partitionOf } from "../src/ironic-queue/port.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { callSteps, ironicTraits, stepDeltas, stepsInOrder, untilBridgeDrained } from "./helpers/delivery.js";
 import { postWebhook } from "./helpers/http.js";

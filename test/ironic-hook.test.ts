@@ -19,7 +19,7 @@ import type { Service } from "./helpers/openstack/service.js";
 import { openstackVenv } from "./helpers/openstack/venv.js";
 import { freePort, TestRedisServer } from "./helpers/redis-server.js";
 import { parseOrThrow } from "../src/domain/validation.js";
-import { IRONIC_PARTITIONS } from "../src/outbox/port.js";
+import { IRONIC_PARTITIONS } from "../src/ironic-queue/port.js";
 import { signedHeaders, SIGNATURE_WINDOW_S, webhookSignature } from "../src/inspection/signature.js";
 import { InspectionData } from "../src/contracts/traits.js";
 import { finishOrder, TraitRulesFile, desiredTraits } from "../src/traits/inspection.js";

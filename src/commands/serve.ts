@@ -16,7 +16,7 @@ import { resyncAfterLoss, storeSyncTarget, syncNodes } from "../ironic/sync.js";
 import { ironicAuthFromEnv } from "../ironic/keystone.js";
 import { NotificationListener } from "../inspection/notification-listener.js";
 import { ironicInventorySource } from "../inspection/watcher.js";
-import { IRONIC_QUEUE_MAX_ENTRIES } from "../outbox/port.js";
+import { IRONIC_QUEUE_MAX_ENTRIES } from "../ironic-queue/port.js";
 import { IRONIC_AUTH_USAGE, httpUrlFlag, integerFlag, flagsOrThrow } from "./io.js";
 import { RingKindName } from "../domain/ring.js";
 import { TraitRulesFile } from "../traits/inspection.js";

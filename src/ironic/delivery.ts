@@ -11,7 +11,7 @@ import {
   type QueueLayout,
   type QueueStats,
   type Settlement,
-} from "../outbox/port.js";
+} from "../ironic-queue/port.js";
 import { IronicClient, IronicError } from "./client.js";
 import {
   DEFAULT_RETRY_POLICY,
@@ -141,7 +141,7 @@ class PartitionRun {
 }
 
 /**
- * Delivers the queue of trait changes (src/outbox/) to Ironic. The queue is cut into
+ * Delivers the queue of trait changes (src/ironic-queue/) to Ironic. The queue is cut into
  * partitions by node; each partition has one owner at a time among the bridges on the
  * store, by a lease with the shards' rules (LeaseKeeper over the store's partition
  * leases: a fencing token, self-fencing at two thirds of the TTL, a new owner only after

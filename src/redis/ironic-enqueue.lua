@@ -1,5 +1,5 @@
 --! fragment
--- Prepended to traits-commit: queue one commit's changes for Ironic (src/outbox/port.ts).
+-- Prepended to traits-commit: queue one commit's changes for Ironic (src/ironic-queue/port.ts).
 -- queue: the node's partition stream; merged: the partition's folded records (node ->
 -- JSON {since, traits: {TRAIT: sign}}); since: the folded nodes' start times; stats: the
 -- store-wide counters. deltas: "+A -B", one commit's changes, each trait once.

@@ -70,7 +70,7 @@ export interface KeyLayout {
   };
   /**
    * The queue of trait changes for Ironic, under the `{nodes}` tag too: a trait commit
-   * enqueues its changes in the same script (see src/outbox/). `noQueue` is the stand-in
+   * enqueues its changes in the same script (see src/ironic-queue/). `noQueue` is the stand-in
    * a commit without Ironic names for the four queue keys (the script leaves it alone).
    */
   ironic: {

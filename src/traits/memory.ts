@@ -9,8 +9,8 @@ import {
   type TraitRecord,
 } from "./port.js";
 import { StreamIds, indexAfter } from "../domain/stream-ids.js";
-import { MemoryIronicQueue } from "../outbox/memory.js";
-import { IRONIC_QUEUE_MAX_ENTRIES } from "../outbox/port.js";
+import { MemoryIronicQueue } from "../ironic-queue/memory.js";
+import { IRONIC_QUEUE_MAX_ENTRIES } from "../ironic-queue/port.js";
 
 /** The index of the first entry of `feed` after `cursor` (see indexAfter). */
 const entryAfter = (feed: readonly FeedEntry[], cursor: string | null): number =>

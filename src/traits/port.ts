@@ -1,5 +1,5 @@
 import type { HeldTraits } from "./delta.js";
-import type { IronicEnqueue, IronicQueue } from "../outbox/port.js";
+import type { IronicEnqueue, IronicQueue } from "../ironic-queue/port.js";
 
 /** A node's traits as stored: holders, generation, and the newest order applied per source. */
 export interface TraitRecord extends HeldTraits {

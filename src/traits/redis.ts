@@ -1,8 +1,8 @@
 import { scanKeys, type RedisClient } from "../redis/connect.js";
 import type { KeyLayout } from "../redis/keys.js";
 import { runScript } from "../redis/scripts.js";
-import { RedisIronicQueue } from "../outbox/redis.js";
-import { IRONIC_QUEUE_MAX_ENTRIES } from "../outbox/port.js";
+import { RedisIronicQueue } from "../ironic-queue/redis.js";
+import { IRONIC_QUEUE_MAX_ENTRIES } from "../ironic-queue/port.js";
 import {
   EMPTY_TRAIT_RECORD,
   FEED_MAX_ENTRIES,
