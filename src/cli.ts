@@ -16,7 +16,7 @@ import { STATUS_USAGE, statusCommand } from "./commands/status.js";
 import { BridgeError } from "./agent/bridge-client.js";
 import { ConfigError } from "./config.js";
 import { configureLogging, LOG_FORMATS, LOG_LEVELS, type LogFormat, type LogLevel } from "./log.js";
-import { ShardDefinitionError } from "./shards/definitions.js";
+import { ShardDefinitionError } from "./shards/catalog.js";
 import { StoreSpecError } from "./store/open.js";
 import { versionLine } from "./version.js";
 

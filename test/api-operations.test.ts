@@ -6,7 +6,7 @@ import { logger } from "../src/log.js";
 import { memoryUnderTest, useApp } from "./helpers/backends.js";
 import { call, TEST_TOKENS, testAuthority, wholeNode } from "./helpers/http.js";
 import { MAX_SHARD_LABELS } from "../src/api/http/shard-labels.js";
-import { ShardCatalog } from "../src/shards/definitions.js";
+import { ShardCatalog } from "../src/shards/catalog.js";
 
 describe("Operations: metrics and request ids", () => {
   const ctx = useApp(memoryUnderTest(), (store) => bridgeApp(store, { authority: testAuthority() }));

@@ -2,7 +2,7 @@ import { expect } from "chai";
 import { connect } from "node:net";
 import { bridgeApp } from "./helpers/app.js";
 import { MAX_LISTED_ISSUES } from "../src/domain/validation.js";
-import { ShardCatalog } from "../src/shards/definitions.js";
+import { ShardCatalog } from "../src/shards/catalog.js";
 import { OwnershipRegistry } from "../src/traits/ownership.js";
 import { backendsUnderTest, useApp } from "./helpers/backends.js";
 import {

@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ConfigError } from "../src/config.js";
 import type { DefinitionBackend } from "../src/definitions/port.js";
-import { ShardCatalog } from "../src/shards/definitions.js";
+import { ShardCatalog } from "../src/shards/catalog.js";
 import { DefinitionsBackup } from "../src/shards/definitions-backup.js";
 import { StoredDefinitions } from "../src/shards/stored-definitions.js";
 import { openStore } from "../src/store/open.js";

@@ -3,7 +3,7 @@ import { MemoryNodes } from "../src/nodes/memory.js";
 import { openStore } from "../src/store/open.js";
 import { expect } from "chai";
 import { bridgeApp } from "./helpers/app.js";
-import { ShardCatalog } from "../src/shards/definitions.js";
+import { ShardCatalog } from "../src/shards/catalog.js";
 import { MemoryLeases } from "../src/lease/memory.js";
 import { Store } from "../src/store/store.js";
 import { call, listen, testAuthority } from "./helpers/http.js";

@@ -4,7 +4,7 @@ import { BridgeClient } from "../src/agent/bridge-client.js";
 import { bridgeApp } from "./helpers/app.js";
 import type { LeaseOutcome } from "../src/lease/machine.js";
 import { noWaits, stepWaits, type Refusal, type ShardWaits, type WaitAction } from "../src/lease/waits.js";
-import { ShardCatalog } from "../src/shards/definitions.js";
+import { ShardCatalog } from "../src/shards/catalog.js";
 import { LeaseWaits } from "../src/shards/lease-waits.js";
 import { openStore } from "../src/store/open.js";
 import type { Store } from "../src/store/store.js";

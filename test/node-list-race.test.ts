@@ -3,7 +3,7 @@ import { bridgeApp } from "./helpers/app.js";
 import type { BareMetalNode } from "../src/domain/node.js";
 import { MemoryNodes } from "../src/nodes/memory.js";
 import type { NodePage, NodeQuery } from "../src/nodes/port.js";
-import { ShardCatalog } from "../src/shards/definitions.js";
+import { ShardCatalog } from "../src/shards/catalog.js";
 import { processClockUs } from "../src/lease/clock.js";
 import { MemoryLeases } from "../src/lease/memory.js";
 import { Store } from "../src/store/store.js";

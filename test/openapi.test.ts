@@ -9,7 +9,7 @@ import { openApiDocument } from "../src/api/openapi/document.js";
 import { rolesOf } from "../src/api/openapi/operations.js";
 import { expressRoutes } from "../src/api/http/mounted-routes.js";
 import { MAX_PAGES_PER_SESSION, MAX_VIEWERS, SESSION_COOKIE, STATIC_TYPES } from "../src/api/ui/routes.js";
-import { ShardCatalog } from "../src/shards/definitions.js";
+import { ShardCatalog } from "../src/shards/catalog.js";
 import { backendsUnderTest, memoryUnderTest, useApp } from "./helpers/backends.js";
 import { exampleInspector } from "./helpers/examples.js";
 import { listen, postWebhook, TEST_TOKENS, testAuthority, wholeNode } from "./helpers/http.js";

@@ -10,7 +10,7 @@ import { bridgeApp } from "./helpers/app.js";
 import { processClockUs } from "../src/lease/clock.js";
 import { MemoryLeases } from "../src/lease/memory.js";
 import { MAX_SHARD_AGENTS } from "../src/contracts/shards.js";
-import { ShardCatalog, ShardDefinitionError, loadShardCatalog } from "../src/shards/definitions.js";
+import { ShardCatalog, ShardDefinitionError, loadShardCatalog } from "../src/shards/catalog.js";
 import { Store } from "../src/store/store.js";
 import { call, listen, testAuthority, TEST_TOKENS } from "./helpers/http.js";
 import { backendsUnderTest, useApp } from "./helpers/backends.js";

@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import express from "express";
 import { logger } from "../log.js";
 import { logRequest, requestIdOf } from "./http/request-log.js";
-import type { ShardCatalog } from "../shards/definitions.js";
+import type { ShardCatalog } from "../shards/catalog.js";
 import type { StoredDefinitions } from "../shards/stored-definitions.js";
 import type { NodesMark } from "../store/nodes-mark.js";
 import { definitionRoutes } from "./routes/shard-definitions.js";

@@ -4,7 +4,7 @@ import type { IronicQueueDelivery } from "../ironic/delivery.js";
 import { LegacyAssignments } from "../ring/assignment.js";
 import { SERVICE_DOWN_TIME_MS } from "../ring/membership.js";
 import { LegacyPool, type LegacyPoolOptions } from "../ring/pool.js";
-import { ShardCatalog } from "../shards/definitions.js";
+import { ShardCatalog } from "../shards/catalog.js";
 import { LeaseWaits } from "../shards/lease-waits.js";
 import { legacyPoolLoader } from "../shards/queries.js";
 import { DEFINITIONS_REFRESH_MS, StoredDefinitions } from "../shards/stored-definitions.js";

@@ -27,7 +27,7 @@ const InventoryEntrySchema = z.strictObject({
   has_instance: z.boolean({ error: "must be true or false" }),
 });
 
-/** A shard definition the plan creates (the store's, see src/shards/definitions.ts). */
+/** A shard definition the plan creates (the store's, see src/shards/catalog.ts). */
 const PlannedDefinition = z.strictObject({
   name: ShardName,
   description: z

@@ -22,7 +22,7 @@ import { RingKindName } from "../domain/ring.js";
 import { TraitRulesFile } from "../traits/inspection.js";
 import { DEFAULT_OWNERSHIP, OwnershipFile, OwnershipRegistry } from "../traits/ownership.js";
 import { logger } from "../log.js";
-import { loadShardCatalog } from "../shards/definitions.js";
+import { loadShardCatalog } from "../shards/catalog.js";
 import type { ShardDefinitionFile } from "../contracts/shards.js";
 import { DefinitionsBackup } from "../shards/definitions-backup.js";
 import { describeSpec } from "../redis/connect.js";

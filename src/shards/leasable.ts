@@ -1,5 +1,5 @@
 import { ShardName, ShardTwinError } from "../domain/names.js";
-import type { ShardCatalog } from "./definitions.js";
+import type { ShardCatalog } from "./catalog.js";
 
 /**
  * Whether an agent may be granted a new lease on `shard`: a definition names it, a node

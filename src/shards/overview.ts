@@ -3,7 +3,7 @@ import type { ShardSummary } from "../contracts/shards.js";
 import type { LeaseView } from "../lease/machine.js";
 import { legacyPoolMembers } from "../ring/membership.js";
 import type { ShardCount } from "../nodes/port.js";
-import type { ShardCatalog } from "./definitions.js";
+import type { ShardCatalog } from "./catalog.js";
 import { feedLags, heldByAgent, inServiceOf, knownShards, liveLeases } from "./queries.js";
 import type { Store } from "../store/store.js";
 import { leaseJson } from "../lease/json.js";

@@ -9,7 +9,7 @@ import {
 import type { Store } from "../store/store.js";
 import { fromStore } from "../domain/store-errors.js";
 import { feedIdMs } from "../traits/port.js";
-import type { ShardCatalog } from "./definitions.js";
+import type { ShardCatalog } from "./catalog.js";
 
 /*
  * What the bridge knows of its shards and their leases, read from the store: the routers

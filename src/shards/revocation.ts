@@ -3,7 +3,7 @@ import { logger } from "../log.js";
 import type { FenceRequest } from "../domain/lease.js";
 import type { FenceInput } from "../lease/port.js";
 import type { Admit, Store } from "../store/store.js";
-import type { ShardCatalog } from "./definitions.js";
+import type { ShardCatalog } from "./catalog.js";
 
 /**
  * End the lease `current` of an agent that `shard`'s definition no longer names: released

@@ -6,7 +6,7 @@ import { ValidationError, parseOrThrow } from "../domain/validation.js";
 import type { Store } from "../store/store.js";
 import type { DefinitionEntry, DefinitionsRead, DefinitionsSeen } from "../definitions/port.js";
 import { ShardDefinitionBody, ShardDefinitionFile } from "../contracts/shards.js";
-import type { ShardCatalog } from "./definitions.js";
+import type { ShardCatalog } from "./catalog.js";
 import type { DefinitionsBackup } from "./definitions-backup.js";
 
 /**

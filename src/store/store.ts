@@ -70,7 +70,7 @@ export class Store {
      * started long ago as far as these leases go: nobody held one before).
      */
     readonly ironicOwners: LeaseBackend = new MemoryLeases(processClockUs, 0),
-    /** shard definitions written through the API (parsed in src/shards/definitions.ts) */
+    /** shard definitions written through the API (parsed in src/shards/catalog.ts) */
     readonly definitions: DefinitionBackend = new MemoryDefinitions(),
   ) {
     this.nodes = new NodeRegistry(nodes);

@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ShardCatalog } from "../../src/shards/definitions.js";
+import { ShardCatalog } from "../../src/shards/catalog.js";
 import { DefinitionsBackup } from "../../src/shards/definitions-backup.js";
 import { StoredDefinitions } from "../../src/shards/stored-definitions.js";
 import { openStore } from "../../src/store/open.js";

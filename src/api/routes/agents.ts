@@ -3,7 +3,7 @@ import { z } from "zod";
 import { NodesQuery } from "../../contracts/agents.js";
 import { AgentId, HostTwinError, hostKey } from "../../domain/names.js";
 import { ValidationError, parseOrThrow } from "../../domain/validation.js";
-import type { ShardCatalog } from "../../shards/definitions.js";
+import type { ShardCatalog } from "../../shards/catalog.js";
 import type { Store } from "../../store/store.js";
 import {
   assertActsAs,

@@ -7,7 +7,7 @@ import type { Store } from "../../store/store.js";
 import { ownsLease, principalOf } from "../http/auth.js";
 import { bodyObject } from "../http/body.js";
 import { conflict, HttpError } from "../http/errors.js";
-import type { ShardCatalog } from "../../shards/definitions.js";
+import type { ShardCatalog } from "../../shards/catalog.js";
 import { fenceServing } from "../../shards/revocation.js";
 import { LEASE_HOLDER, roleCheck, type Operation } from "../openapi/operation.js";
 

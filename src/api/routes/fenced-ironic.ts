@@ -3,7 +3,7 @@ import { pipeline, Transform, type TransformCallback } from "node:stream";
 import { renewDeadlineMs } from "../../domain/lease.js";
 import { redactSecrets } from "../../log.js";
 import { fenceServing } from "../../shards/revocation.js";
-import type { ShardCatalog } from "../../shards/definitions.js";
+import type { ShardCatalog } from "../../shards/catalog.js";
 import type { Store } from "../../store/store.js";
 import { LinkRewrite } from "../fenced/link-rewrite.js";
 import { judgedObject, judgedPatch, touching, type Judged } from "../fenced/judge.js";

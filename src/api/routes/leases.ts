@@ -4,7 +4,7 @@ import { Router } from "express";
 import { z } from "zod";
 import { parseOrThrow, ValidationError, type FieldIssue } from "../../domain/validation.js";
 import type { LeaseOutcome, LeaseView } from "../../lease/machine.js";
-import type { ShardCatalog } from "../../shards/definitions.js";
+import type { ShardCatalog } from "../../shards/catalog.js";
 import { mayLease } from "../../shards/leasable.js";
 import type { LeaseWaits, WaitedOutcome } from "../../shards/lease-waits.js";
 import { endRevoked, fenceServing } from "../../shards/revocation.js";

@@ -1,7 +1,7 @@
 import { Router } from "express";
 import { parseOrThrow } from "../../domain/validation.js";
 import type { ShardDefinitionFile } from "../../contracts/shards.js";
-import type { ShardCatalog } from "../../shards/definitions.js";
+import type { ShardCatalog } from "../../shards/catalog.js";
 import {
   DEFINITIONS_REFRESH_MS,
   DefinedByFileError,

@@ -2,7 +2,7 @@ import { Router } from "express";
 import { parseOrThrow } from "../../domain/validation.js";
 import { HttpError } from "../http/errors.js";
 import { ShardPath } from "../http/paths.js";
-import type { ShardCatalog } from "../../shards/definitions.js";
+import type { ShardCatalog } from "../../shards/catalog.js";
 import type { Store } from "../../store/store.js";
 import { seesTokens, principalOf } from "../http/auth.js";
 import { conflict } from "../http/errors.js";
