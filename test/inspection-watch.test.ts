@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { IronicClient } from "../src/ironic/client.js";
 import { AgentProcess } from "./helpers/agent-process.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
-import { TEST_WEBHOOK_SECRET } from "./helpers/http.js";
+import { bridgeTraits, TEST_WEBHOOK_SECRET } from "./helpers/http.js";
 import {
   createIronicNode,
   enrollForInspection,
@@ -68,12 +68,6 @@ describe("Inspection watcher: real Ironic and ironic-inspector, unmodified", fun
       ...["inspection-watch", "--once", "--ironic", peer.endpoint, "--bridge", bridge.url],
       ...["--token", bridge.tokenFor("inspector"), "--secret", TEST_WEBHOOK_SECRET, ...extra],
     ]);
-  const bridgeTraits = async (node: string): Promise<Array<{ name: string; owner: string }>> => {
-    const res = await fetch(`${bridge.url}/v1/nodes/${node}/traits`, {
-      headers: { authorization: `Bearer ${bridge.tokenFor("admin")}` },
-    });
-    return ((await res.json()) as { traits: Array<{ name: string; owner: string }> }).traits;
-  };
   /** Ironic's traits once the bridge's delivery queue has caught up with `expected` (or the last seen after 20 s). */
   async function ironicTraitsSettling(node: string, expected: string[]): Promise<string[]> {
     const deadline = performance.now() + 20_000;
@@ -122,7 +116,9 @@ describe("Inspection watcher: real Ironic and ironic-inspector, unmodified", fun
     const first = await watchOnce("--state", state);
     expect(first.report, JSON.stringify(first.report)).to.include({ due: 1, applied: 1, failed: 0 });
     const found = ["CUSTOM_BOOT_UEFI", "CUSTOM_DEV_VENDORID_8086", "HW_CPU_X86_AVX2", "HW_CPU_X86_VMX"];
-    expect(await bridgeTraits(node)).to.deep.equal(found.map((name) => ({ name, owner: "inspector" })));
+    expect(await bridgeTraits(bridge.url, node, bridge.tokenFor("admin"))).to.deep.equal(
+      found.map((name) => ({ name, owner: "inspector" })),
+    );
     expect(await ironicTraitsSettling(node, [...found, "CUSTOM_OPERATOR_PINNED"].sort())).to.deep.equal(
       [...found, "CUSTOM_OPERATOR_PINNED"].sort(),
     );
@@ -146,7 +142,9 @@ describe("Inspection watcher: real Ironic and ironic-inspector, unmodified", fun
     const second = await watchOnce("--state", state, "--inspector", peer.inspectorEndpoint!);
     expect(second.report, JSON.stringify(second.report)).to.include({ due: 1, applied: 1, failed: 0 });
     const now = ["CUSTOM_BOOT_UEFI", "CUSTOM_DEV_VENDORID_15B3", "HW_CPU_X86_VMX"];
-    expect(await bridgeTraits(node)).to.deep.equal(now.map((name) => ({ name, owner: "inspector" })));
+    expect(await bridgeTraits(bridge.url, node, bridge.tokenFor("admin"))).to.deep.equal(
+      now.map((name) => ({ name, owner: "inspector" })),
+    );
     expect(await ironicTraitsSettling(node, [...now, "CUSTOM_OPERATOR_PINNED"].sort())).to.deep.equal(
       [...now, "CUSTOM_OPERATOR_PINNED"].sort(),
     );

@@ -1,3 +1,4 @@
+import { untilTrue } from "./helpers/until.js";
 import { expect } from "chai";
 import { bridgeApp } from "./helpers/app.js";
 import { IronicClient } from "../src/ironic/client.js";
@@ -8,7 +9,7 @@ import type { Store } from "../src/store/store.js";
 import { sharedServer } from "./helpers/backends.js";
 import { callSteps, ironicTraits, stepDeltas, stepsInOrder, untilDrained } from "./helpers/delivery.js";
 import { exampleInspector } from "./helpers/examples.js";
-import { call, listen, postWebhook, testAuthority, wholeNode } from "./helpers/http.js";
+import { bridgeTraitNames, call, listen, postWebhook, testAuthority, wholeNode } from "./helpers/http.js";
 import { createIronicNode, useIronicPeer, type IronicPeer } from "./helpers/ironic-peer.js";
 import type { TestRedisServer } from "./helpers/redis-server.js";
 
@@ -19,14 +20,6 @@ interface Bridge {
   delivery: IronicQueueDelivery;
   close(): Promise<void>;
 }
-
-const until = async (what: string, check: () => Promise<boolean>, timeoutMs = 30_000) => {
-  const deadline = performance.now() + timeoutMs;
-  while (!(await check())) {
-    if (performance.now() > deadline) throw new Error(`not within ${timeoutMs} ms: ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-};
 
 /**
  * Delivery of trait changes to the real Ironic from a queue in Redis: bridges in this
@@ -98,11 +91,6 @@ describe("Durable delivery to the real Ironic, on Redis", function () {
   const step = async (b: Bridge, node: string, k: number) =>
     expect((await postWebhook(b.base, { kind: "deltas", node, deltas: stepDeltas(k) })).status).to.equal(200);
   const report = async (b: Bridge) => (await call(`${b.base}/v1/ironic/delivery`, "GET")).body;
-  const bridgeTraits = async (b: Bridge, node: string) =>
-    ((await call(`${b.base}/v1/nodes/${node}/traits`, "GET")).body.traits as Array<{ name: string }>)
-      .map((t) => t.name)
-      .sort();
-
   it("retries a node locked by another conductor (409) until its changes land, in order, while other nodes go on", async () => {
     // A locked change waits in Ironic about 2 s before the 409: the call timeout (TTL/4) must be longer.
     const b = await bridge({ ownerTtlMs: 12_000 });
@@ -113,10 +101,10 @@ describe("Durable delivery to the real Ironic, on Redis", function () {
     for (const k of [1, 2, 3]) await step(b, locked, k);
     await step(b, free, 1);
 
-    await until("the free node's change in Ironic", async () =>
+    await untilTrue("the free node's change in Ironic", async () =>
       (await ironicTraits(ironic.endpoint, free)).includes("CUSTOM_S1"),
     );
-    await until("a 409 retried", async () => (await report(b)).batches.retried >= 1);
+    await untilTrue("a 409 retried", async () => (await report(b)).batches.retried >= 1);
     const waiting = await report(b);
     expect(waiting).to.include({ durable: true });
     expect(waiting.pending_changes).to.equal(5); // 1 + 2 + 2: the locked node's three steps
@@ -128,7 +116,7 @@ describe("Durable delivery to the real Ironic, on Redis", function () {
     ironic.reserve(locked, null);
     await untilDrained(b.delivery, 60_000);
     expect(await ironicTraits(ironic.endpoint, locked)).to.deep.equal(["CUSTOM_S3"]);
-    expect(await ironicTraits(ironic.endpoint, locked)).to.deep.equal(await bridgeTraits(b, locked));
+    expect(await ironicTraits(ironic.endpoint, locked)).to.deep.equal(await bridgeTraitNames(b.base, locked));
     const steps = callSteps(
       ironic.traitCalls().filter((c) => c.status !== 409),
       locked,
@@ -201,7 +189,7 @@ describe("Durable delivery to the real Ironic, on Redis", function () {
     await untilDrained(b.delivery);
     for (const node of nodes) {
       expect(await ironicTraits(ironic.endpoint, node)).to.deep.equal(["CUSTOM_S6"]);
-      expect(await bridgeTraits(b, node)).to.deep.equal(["CUSTOM_S6"]);
+      expect(await bridgeTraitNames(b.base, node)).to.deep.equal(["CUSTOM_S6"]);
     }
     const after = await report(b);
     expect(after.queue).to.include({ folded_nodes: 0, queued_batches: 0 });
@@ -220,7 +208,7 @@ describe("Durable delivery to the real Ironic, on Redis", function () {
     const STEPS = 12;
     const owned = async (x: Bridge) => (await x.delivery.stats()).worker.partitions.length;
     const shared = () =>
-      until("both bridges own partitions", async () => (await owned(a)) > 0 && (await owned(b)) > 0);
+      untilTrue("both bridges own partitions", async () => (await owned(a)) > 0 && (await owned(b)) > 0);
     for (let k = 1; k <= STEPS; k++) {
       // Each node's steps alternate between the bridges; nodes go in parallel.
       await Promise.all(nodes.map((node, i) => step((k + i) % 2 === 0 ? a : b, node, k)));

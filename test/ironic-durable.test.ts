@@ -1,3 +1,4 @@
+import { untilTrue } from "./helpers/until.js";
 import { expect } from "chai";
 import { randomUUID } from "node:crypto";
 import { IronicClient } from "../src/ironic/client.js";
@@ -6,7 +7,7 @@ import { toBridgeNodes } from "../src/ironic/sync.js";
 import { IRONIC_PARTITIONS, partitionOf } from "../src/ironic-queue/port.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { callSteps, ironicTraits, stepDeltas, stepsInOrder, untilBridgeDrained } from "./helpers/delivery.js";
-import { postWebhook } from "./helpers/http.js";
+import { bridgeTraitNames, postWebhook } from "./helpers/http.js";
 import { createIronicNode, useIronicPeer, type IronicPeer } from "./helpers/ironic-peer.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
 
@@ -79,20 +80,28 @@ describe("Durable delivery to Ironic: kill -9 of a bridge with deliveries pendin
     const a = await serve(ownerTtlS);
     const b = await serve(ownerTtlS);
     let shares: number[][] = [];
-    await until("both bridges own partitions, all of them between them", async () => {
-      shares = [(await delivery(a)).this_bridge.partitions, (await delivery(b)).this_bridge.partitions];
-      const all = Array.from({ length: IRONIC_PARTITIONS }, (_, p) => p).join();
-      const between = shares.flat().sort((x, y) => x - y);
-      return shares.every((partitions) => partitions.length > 0) && between.join() === all;
-    });
+    await untilTrue(
+      "both bridges own partitions, all of them between them",
+      async () => {
+        shares = [(await delivery(a)).this_bridge.partitions, (await delivery(b)).this_bridge.partitions];
+        const all = Array.from({ length: IRONIC_PARTITIONS }, (_, p) => p).join();
+        const between = shares.flat().sort((x, y) => x - y);
+        return shares.every((partitions) => partitions.length > 0) && between.join() === all;
+      },
+      60_000,
+    );
     return { a, b, shares };
   };
+  /** Until `bridge` has calls in flight to the frozen Ironic. */
+  const callsInFlight = (bridge: BridgeProcess) =>
+    untilTrue(
+      "calls in flight to the frozen Ironic",
+      async () => (await delivery(bridge)).this_bridge.calls_in_flight > 0,
+      60_000,
+    );
   /** Once `bridge` has calls in flight to the frozen Ironic: the partitions it owns. */
   const stuckPartitions = async (bridge: BridgeProcess): Promise<number[]> => {
-    await until("calls in flight to the frozen Ironic", async () => {
-      const answer = await delivery(bridge);
-      return answer.this_bridge.calls_in_flight > 0;
-    });
+    await callsInFlight(bridge);
     return (await delivery(bridge)).this_bridge.partitions as number[];
   };
   const delivery = async (bridge: BridgeProcess): Promise<Record<string, any>> =>
@@ -101,13 +110,6 @@ describe("Durable delivery to Ironic: kill -9 of a bridge with deliveries pendin
         headers: { authorization: `Bearer ${bridge.tokenFor("admin")}` },
       })
     ).json();
-  const until = async (what: string, check: () => Promise<boolean>, timeoutMs = 60_000) => {
-    const deadline = performance.now() + timeoutMs;
-    while (!(await check())) {
-      if (performance.now() > deadline) throw new Error(`not within ${timeoutMs} ms: ${what}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  };
   /** Step `k` of each node, through the inspector webhook of `bridge` (nodes in parallel). */
   const steps = (bridge: BridgeProcess, nodes: string[], k: number) =>
     Promise.all(
@@ -121,13 +123,6 @@ describe("Durable delivery to Ironic: kill -9 of a bridge with deliveries pendin
         expect(answer.status, JSON.stringify(answer.body)).to.equal(200);
       }),
     );
-  const bridgeTraits = async (bridge: BridgeProcess, node: string) => {
-    const answer = await fetch(`${bridge.url}/v1/nodes/${node}/traits`, {
-      headers: { authorization: `Bearer ${bridge.tokenFor("admin")}` },
-    });
-    return ((await answer.json()) as { traits: Array<{ name: string }> }).traits.map((t) => t.name).sort();
-  };
-
   /**
    * Nodes in Ironic (with `uuids` when given), loaded into the bridge, each with step 1
    * delivered (Ironic running).
@@ -160,7 +155,9 @@ describe("Durable delivery to Ironic: kill -9 of a bridge with deliveries pendin
       expect(await ironicTraits(ironic.endpoint, node), `node ${node} in Ironic`).to.deep.equal([
         `CUSTOM_S${last}`,
       ]);
-      expect(await bridgeTraits(bridge, node)).to.deep.equal([`CUSTOM_S${last}`]);
+      expect(await bridgeTraitNames(bridge.url, node, bridge.tokenFor("admin"))).to.deep.equal([
+        `CUSTOM_S${last}`,
+      ]);
       const taken = callSteps(calls, node);
       expect(stepsInOrder(taken), `node ${node}: steps in Ironic's log ${taken}`).to.equal(true);
       expect(taken.at(-1)).to.equal(last);
@@ -176,10 +173,7 @@ describe("Durable delivery to Ironic: kill -9 of a bridge with deliveries pendin
     ironic.freeze();
     for (let k = 2; k <= 5; k++) await steps(bridge, nodes, k);
     const queued = 6 * 4 * 2; // six nodes, steps 2 to 5, two changes a step
-    await until("calls in flight to the frozen Ironic", async () => {
-      const answer = await delivery(bridge);
-      return answer.this_bridge.calls_in_flight > 0;
-    });
+    await callsInFlight(bridge);
     expect((await delivery(bridge)).pending_changes).to.equal(queued);
 
     await bridge.restart(); // kill -9, then `serve` again on the same store
@@ -205,7 +199,7 @@ describe("Durable delivery to Ironic: kill -9 of a bridge with deliveries pendin
     const lost = await stuckPartitions(a);
     await a.serve.kill();
     // b takes a's partitions once their leases have expired (one TTL), while Ironic is still frozen.
-    await until(
+    await untilTrue(
       "b owns every partition",
       async () => (await delivery(b)).this_bridge.partitions.length === 16,
       (OWNER_TTL_S * 3 + 10) * 1000,
@@ -257,7 +251,7 @@ describe("Durable delivery to Ironic: kill -9 of a bridge with deliveries pendin
     await a.serve.kill();
     const killedAt = performance.now();
     ironic.thaw();
-    await until(
+    await untilTrue(
       "b owns every partition",
       async () => (await delivery(b)).this_bridge.partitions.length === 16,
       ttlMs * 3,
@@ -302,7 +296,7 @@ describe("Durable delivery to Ironic: kill -9 of a bridge with deliveries pendin
     await a.restart(); // kill -9, then serve again on the same port
     const listening = a.serve.events.find((e) => e.ev === "listening")!.seenAt;
     ironic.thaw();
-    await until(
+    await untilTrue(
       "every partition of a's owned again",
       async () => {
         const [da, db] = [await delivery(a), await delivery(b)];

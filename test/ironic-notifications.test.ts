@@ -2,7 +2,7 @@ import { expect } from "chai";
 import { readFileSync } from "node:fs";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { runShardbridge } from "./helpers/cli.js";
-import { call, TEST_WEBHOOK_SECRET } from "./helpers/http.js";
+import { bridgeTraitNames, TEST_WEBHOOK_SECRET } from "./helpers/http.js";
 import { ironicApi, sharedCloud, type OpenStackCloud } from "./helpers/openstack/cloud.js";
 import { manageableNode, playInspection, untilState } from "./helpers/openstack/inspection.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
@@ -39,15 +39,6 @@ describe("inspection from Ironic 39's notifications (real Ironic, RabbitMQ, two 
   /** Inspect it in Ironic, the ramdisk played with `inventory` as it is now. */
   const inspect = (node: string, mac: string) => playInspection(cloud, node, mac, inventory);
 
-  const bridgeTraits = async (bridge: BridgeProcess, node: string): Promise<string[]> => {
-    const { body } = await call(
-      `${bridge.url}/v1/nodes/${node}/traits`,
-      "GET",
-      undefined,
-      bridge.tokenFor("admin"),
-    );
-    return (body.traits as Array<{ name: string }>).map((t) => t.name).sort();
-  };
   const ironicTraits = async (node: string): Promise<string[]> =>
     ((await ironicApi(cloud, "GET", `/v1/nodes/${node}/traits`)).traits as string[]).sort();
   const applied = (node: string) =>
@@ -106,7 +97,9 @@ describe("inspection from Ironic 39's notifications (real Ironic, RabbitMQ, two 
       `      ramdisk's callback -> Ironic done / the bridge applied / the traits in Ironic, ms: ${steps.join(", ")}`,
     );
     for (const node of nodes) {
-      expect(await bridgeTraits(bridges[1]!, node)).to.deep.equal(FOUND);
+      expect(await bridgeTraitNames(bridges[1]!.url, node, bridges[1]!.tokenFor("admin"))).to.deep.equal(
+        FOUND,
+      );
       expect(applied(node), `bridges that applied ${node}'s inspection`).to.have.length(1);
     }
   });
@@ -154,7 +147,9 @@ describe("inspection from Ironic 39's notifications (real Ironic, RabbitMQ, two 
       );
       expect(inIronic).to.deep.equal(union);
       // The bridge holds only what its own rules decided.
-      expect(await bridgeTraits(bridges[0]!, node)).to.deep.equal(FOUND);
+      expect(await bridgeTraitNames(bridges[0]!.url, node, bridges[0]!.tokenFor("admin"))).to.deep.equal(
+        FOUND,
+      );
 
       // Inspected again without the CPU flag: Ironic's rule adds the trait again as it
       // inspects; the bridge's rules no longer find it, and the bridge, which hears of the
@@ -180,7 +175,9 @@ describe("inspection from Ironic 39's notifications (real Ironic, RabbitMQ, two 
       expect(await ironicTraits(node)).to.deep.equal(
         [...new Set([...fewer, "CUSTOM_DEV_VENDORID_ABCD", "CUSTOM_IRONIC_RULE"])].sort(),
       );
-      expect(await bridgeTraits(bridges[0]!, node)).to.deep.equal(fewer);
+      expect(await bridgeTraitNames(bridges[0]!.url, node, bridges[0]!.tokenFor("admin"))).to.deep.equal(
+        fewer,
+      );
     } finally {
       for (const rule of rules) await ironicApi(cloud, "DELETE", `/v1/inspection_rules/${rule}`);
     }
@@ -245,7 +242,7 @@ describe("inspection from Ironic 39's notifications (real Ironic, RabbitMQ, two 
       const next = await watchOnce();
       expect(next).to.include({ due: 1, applied: 1, failed: 0 });
       expect(next.inspected).to.be.at.most(2);
-      expect(await bridgeTraits(quiet, node)).to.deep.equal(FOUND);
+      expect(await bridgeTraitNames(quiet.url, node, quiet.tokenFor("admin"))).to.deep.equal(FOUND);
       console.log(
         `      watcher polls read ${first.inspected}, ${again.inspected}, ${next.inspected} inspections (${inspected + 1} nodes inspected in Ironic)`,
       );

@@ -1,3 +1,4 @@
+import { untilSome } from "./helpers/until.js";
 import { setTimeout as sleep } from "node:timers/promises";
 import { expect } from "chai";
 import { randomBytes, randomUUID } from "node:crypto";
@@ -27,17 +28,6 @@ const PER_AGENT = 3;
 const SERVICE_DOWN_TIME_MS = 60_000;
 /** Between two looks at nova's cell database and placement. */
 const POLL_MS = 100;
-
-/** Until `ready` answers something other than null (polled every `everyMs`); that answer. */
-async function until<T>(what: string, ready: () => T | null, timeoutMs: number, everyMs = 500): Promise<T> {
-  const deadline = performance.now() + timeoutMs;
-  for (;;) {
-    const answer = ready();
-    if (answer !== null) return answer;
-    if (performance.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await sleep(everyMs);
-  }
-}
 
 /**
  * What nova's cell database and placement's say of the nodes, looked at every POLL_MS: at
@@ -229,7 +219,7 @@ describe("migrate from nova's ring to shards with nova 34 (real nova-computes, I
     for (const s of supervisors) s.signal("SIGTERM");
     await Promise.all(supervisors.map((s) => Promise.race([s.exited(), sleep(15_000).then(() => s.kill())])));
     supervisors = [];
-    await until(
+    await untilSome(
       "the supervised nova-computes gone",
       () => (children.some(running) ? null : true),
       15_000,
@@ -287,7 +277,7 @@ describe("migrate from nova's ring to shards with nova 34 (real nova-computes, I
     // A service of another test file that reported within service_down_time is in nova's
     // ring (nova's database is shared): wait until nova counts it as down.
     const waited = performance.now();
-    await until("other nova-computes down", () => (othersUp().length === 0 ? true : null), 90_000, 1000);
+    await untilSome("other nova-computes down", () => (othersUp().length === 0 ? true : null), 90_000, 1000);
     const waitedMs = performance.now() - waited;
     if (waitedMs > 1000)
       console.log(`      waited ${Math.round(waitedMs)} ms for other test files' nova-computes to be down`);
@@ -299,20 +289,20 @@ describe("migrate from nova's ring to shards with nova 34 (real nova-computes, I
     // records of its share (settled: see below).
     const started = Date.now();
     const first = startOld(AGENTS[0]!).pid;
-    await until(
+    await untilSome(
       `${AGENTS[0]} created every node's record`,
       () => (nodes.every((uuid) => cloud.novaComputeNodes().some((c) => c.uuid === uuid)) ? true : null),
       120_000,
     );
     const pids = [first, ...AGENTS.slice(1).map((host) => startOld(host).pid)];
-    const full = await until(
+    const full = await untilSome(
       "every old nova-compute with all three in its ring",
       () => {
         const log = readNovaLog(cloud.novaComputeLog);
         const firsts = pids.map(
           (pid) => ringsOf(log, pid).find((r) => r.members.join() === AGENTS.join())?.at ?? null,
         );
-        return firsts.every((at) => at !== null) ? Math.max(...(firsts as number[])) : null;
+        return firsts.every((at) => at !== null) ? Math.max(...firsts) : null;
       },
       180_000,
     );
@@ -321,7 +311,7 @@ describe("migrate from nova's ring to shards with nova 34 (real nova-computes, I
     const mapped = cloud.novaManage("cell_v2", "discover_hosts", "--by-service");
     // From `full` on no ring is stale: every report is its owner's. Settled once every node
     // has been reported since, each by one nova-compute only.
-    const owner = await until(
+    const owner = await untilSome(
       "every node reported by one nova-compute over the full ring",
       () => {
         const reports = reportsIn(readNovaLog(cloud.novaComputeLog), full);
@@ -426,7 +416,7 @@ describe("migrate from nova's ring to shards with nova 34 (real nova-computes, I
           newPid.set(plan.nova.services[i]!.host, Number(e.pid));
         }),
       );
-      await until(
+      await untilSome(
         "every new nova-compute through one resource update (with nothing in its shard)",
         () => {
           const log = readNovaLog(cloud.novaComputeLog);
@@ -476,13 +466,13 @@ describe("migrate from nova's ring to shards with nova 34 (real nova-computes, I
       const shardHost = new Map(
         plan.shards.flatMap((s) => s.nodes.map((uuid) => [uuid, `${s.name}-ironic`])),
       );
-      const allMovedAt = await until(
+      const allMovedAt = await untilSome(
         "every node on its shard's nova-compute (nova's database)",
         () => (nodes.every((uuid) => watch.host.get(uuid) === shardHost.get(uuid)) ? Date.now() : null),
         (3 * NOVA_UPDATE_INTERVAL_S + 30) * 1000,
         50,
       );
-      const allReportedAt = await until(
+      const allReportedAt = await untilSome(
         "every node reported by its shard's nova-compute (nova's log)",
         () => {
           const reports = reportsIn(readNovaLog(cloud.novaComputeLog), applyAt);
@@ -490,7 +480,7 @@ describe("migrate from nova's ring to shards with nova 34 (real nova-computes, I
             (uuid) =>
               reports.find((r) => r.uuid === uuid && r.pid === newPid.get(shardHost.get(uuid)!))?.at ?? null,
           );
-          return firsts.every((at) => at !== null) ? Math.max(...(firsts as number[])) : null;
+          return firsts.every((at) => at !== null) ? Math.max(...firsts) : null;
         },
         (3 * NOVA_UPDATE_INTERVAL_S + 30) * 1000,
       );

@@ -105,3 +105,17 @@ export const everyThirdIn = (shard: string, count: number) =>
 export function wholeNode<T extends object>(fields: T) {
   return { name: null, shard: null, conductor_group: "", instance_host: null, ...fields };
 }
+
+/** A node's traits as the bridge at `base` holds them (`GET /v1/nodes/{node}/traits`), each with its owner. */
+export async function bridgeTraits(
+  base: string,
+  node: string,
+  token: string = TEST_TOKENS.admin,
+): Promise<Array<{ name: string; owner: string }>> {
+  const { body } = await call(`${base}/v1/nodes/${node}/traits`, "GET", undefined, token);
+  return (body as { traits: Array<{ name: string; owner: string }> }).traits;
+}
+
+/** Their names, sorted. */
+export const bridgeTraitNames = async (base: string, node: string, token?: string): Promise<string[]> =>
+  (await bridgeTraits(base, node, token)).map((t) => t.name).sort();

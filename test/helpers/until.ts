@@ -18,3 +18,29 @@ export async function until<T>(
     await new Promise((r) => setTimeout(r, everyMs));
   }
 }
+
+/** Until `check` answers true, asked every `everyMs`; an error naming `what` once `withinMs` have passed. */
+export async function untilTrue(
+  what: string,
+  check: () => Promise<boolean>,
+  withinMs = 30_000,
+  everyMs = 100,
+): Promise<void> {
+  await until(what, check, (ok) => ok, withinMs, everyMs);
+}
+
+/** Until `ready` answers something other than null, asked every `everyMs`: that answer. */
+export async function untilSome<T>(
+  what: string,
+  ready: () => T | null | Promise<T | null>,
+  withinMs: number,
+  everyMs = 500,
+): Promise<T> {
+  return (await until(
+    what,
+    async () => ready(),
+    (answer) => answer !== null,
+    withinMs,
+    everyMs,
+  )) as T;
+}
