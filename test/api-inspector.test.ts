@@ -114,7 +114,7 @@ for (const backend of backendsUnderTest()) {
       // The first request again, byte for byte, under a new id: refused, the undo stands.
       const moved = await post({ ...signed, "x-shardbridge-delivery": "d-sig-2" });
       expect(moved.status).to.equal(401);
-      expect(((await moved.json()) as any).errors[0].code).to.equal("shardbridge.inspector.bad_signature");
+      expect((await moved.json()).errors[0].code).to.equal("shardbridge.inspector.bad_signature");
       const withoutId = Object.fromEntries(
         Object.entries(signed).filter(([k]) => k !== "x-shardbridge-delivery"),
       );

@@ -52,7 +52,7 @@ for (const storeKind of ["memory", "redis"] as const) {
       const failoverMs = secondActive.seenAt - killedAt;
       console.log(`      failover after kill -9: ${Math.round(failoverMs)} ms (ttl ${TTL_MS} ms)`);
       expect(failoverMs).to.be.below(TTL_MS + 1000);
-      expect(secondActive.token as number).to.be.greaterThan(firstActive.token as number);
+      expect(secondActive.token).to.be.greaterThan(firstActive.token as number);
 
       const restarted = agent("compute-0");
       await restarted.waitFor((e) => e.ev === "standby" && e.holder === "compute-1", 10_000);

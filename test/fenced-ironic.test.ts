@@ -79,7 +79,7 @@ describe("Fenced Ironic endpoint: only the live holder's writes reach the real I
     });
   const markOf = async (node: string) => {
     const res = await fetch(`${peer.peer.endpoint}/v1/nodes/${node}?fields=extra`, { headers: IRONIC });
-    return ((await res.json()) as any).extra?.managed_by ?? null;
+    return (await res.json()).extra?.managed_by ?? null;
   };
   const counted = async (outcome: string, shard = SHARD) => {
     const text = await (await fetch(`${bridge.url}/metrics`)).text();
@@ -127,9 +127,7 @@ describe("Fenced Ironic endpoint: only the live holder's writes reach the real I
     const res = await fetch(`${bridge.url}/v1/shards/${SHARD}`, {
       headers: { authorization: `Bearer ${bridge.tokenOf("host-a")}` },
     });
-    expect(((await res.json()) as any).ironic_endpoint).to.equal(
-      `/fenced/${SHARD}/lease-{token}-{fence_key}/ironic`,
-    );
+    expect((await res.json()).ironic_endpoint).to.equal(`/fenced/${SHARD}/lease-{token}-{fence_key}/ironic`);
   });
 
   it("passes reads and the holder's writes, and keeps the client on the proxy (links rewritten)", async () => {
@@ -167,7 +165,7 @@ describe("Fenced Ironic endpoint: only the live holder's writes reach the real I
 
     const stale = await mark(through(old), mine, `a-stale:${old.token}`);
     expect(stale.status).to.equal(409);
-    expect(((await stale.json()) as any).errors[0]).to.include({ code: "shardbridge.lease.fenced" });
+    expect((await stale.json()).errors[0]).to.include({ code: "shardbridge.lease.fenced" });
     const wrongKey = await mark(through({ token: current.token, fenceKey: old.fenceKey }), mine, "wrong-key");
     expect(wrongKey.status).to.equal(409);
     // Reads too: the endpoint serves the live lease only.
@@ -176,7 +174,7 @@ describe("Fenced Ironic endpoint: only the live holder's writes reach the real I
 
     const other = await mark(through(current), theirs, `b:${current.token}`);
     expect(other.status).to.equal(409);
-    expect(((await other.json()) as any).errors[0].detail).to.match(/is in shard rack-other, not rack-f/);
+    expect((await other.json()).errors[0].detail).to.match(/is in shard rack-other, not rack-f/);
     expect(await markOf(theirs)).to.equal(null);
 
     // By name too: Ironic resolves it, the fence reads its shard.
@@ -199,8 +197,7 @@ describe("Fenced Ironic endpoint: only the live holder's writes reach the real I
         ...(body !== undefined && { body: JSON.stringify(body) }),
       });
     const portsOf = async (node: string) =>
-      ((await (await call(peer.peer.endpoint, "GET", `/v1/ports?node_uuid=${node}`)).json()) as any)
-        .ports as Array<{
+      (await (await call(peer.peer.endpoint, "GET", `/v1/ports?node_uuid=${node}`)).json()).ports as Array<{
         uuid: string;
       }>;
 
@@ -209,7 +206,7 @@ describe("Fenced Ironic endpoint: only the live holder's writes reach the real I
       address: "52:54:00:fe:00:01",
     });
     expect(own.status, await own.clone().text()).to.equal(201);
-    const ownPort = ((await own.json()) as any).uuid as string;
+    const ownPort = (await own.json()).uuid as string;
     const renamed = [{ op: "add", path: "/extra/by", value: String(grant.token) }];
     expect((await call(through(grant), "PATCH", `/v1/ports/${ownPort}`, renamed)).status).to.equal(200);
 
@@ -221,13 +218,13 @@ describe("Fenced Ironic endpoint: only the live holder's writes reach the real I
       address: "52:54:00:fe:00:02",
     });
     expect(foreign.status).to.equal(409);
-    expect(((await foreign.json()) as any).errors[0].detail).to.match(/is in shard rack-other, not rack-f/);
+    expect((await foreign.json()).errors[0].detail).to.match(/is in shard rack-other, not rack-f/);
     expect(await portsOf(theirs), "no port made for the other shard's node").to.deep.equal([]);
     const direct = await call(peer.peer.endpoint, "POST", "/v1/ports", {
       node_uuid: theirs,
       address: "52:54:00:fe:00:03",
     });
-    const theirPort = ((await direct.json()) as any).uuid as string;
+    const theirPort = (await direct.json()).uuid as string;
     expect((await call(through(grant), "PATCH", `/v1/ports/${theirPort}`, renamed)).status).to.equal(409);
     expect((await call(through(grant), "DELETE", `/v1/ports/${theirPort}`)).status).to.equal(409);
     await renew("host-a", grant);
@@ -244,9 +241,7 @@ describe("Fenced Ironic endpoint: only the live holder's writes reach the real I
     ).to.equal(409);
     const chassis = await call(through(grant), "POST", "/v1/chassis", { description: "not a shard's" });
     expect(chassis.status).to.equal(409);
-    expect(
-      ((await (await call(peer.peer.endpoint, "GET", "/v1/chassis")).json()) as any).chassis,
-    ).to.deep.equal([]);
+    expect((await (await call(peer.peer.endpoint, "GET", "/v1/chassis")).json()).chassis).to.deep.equal([]);
     expect(writesSince(from), "no refused write reached Ironic").to.deep.equal([]);
 
     await renew("host-a", grant);
@@ -290,7 +285,7 @@ describe("Fenced Ironic endpoint: only the live holder's writes reach the real I
       headers: IRONIC,
       body: JSON.stringify({ node_uuid: mine, name: "pg-fenced", address: "52:54:00:fe:00:10" }),
     });
-    const group = ((await made.json()) as any).uuid as string;
+    const group = (await made.json()).uuid as string;
     const at = proxy.requests.length;
     expect(
       (await patch("/v1/portgroups/pg-fenced", '[{"op":"add","path":"/extra/by","value":"x"}]')).status,
@@ -570,7 +565,7 @@ describe("Fenced Ironic endpoint: only the live holder's writes reach the real I
       expect(guess.status).to.equal(409);
       const over = await fetch(`${through(grant)}/v1/nodes/${mine}`, { headers: IRONIC });
       expect(over.status).to.equal(503);
-      expect(((await over.json()) as any).errors[0].code).to.equal("shardbridge.fenced.busy");
+      expect((await over.json()).errors[0].code).to.equal("shardbridge.fenced.busy");
       expect(over.headers.get("retry-after")).to.equal("1");
     } finally {
       for (const res of open) res.destroy();
@@ -652,7 +647,7 @@ describe("Fenced Ironic endpoint: only the live holder's writes reach the real I
     await new Promise((r) => setTimeout(r, TTL_MS - fenceMarginMs(TTL_MS) + 100));
     const late = await mark(through(grant), mine, `late:${grant.token}`);
     expect(late.status).to.equal(409);
-    expect(((await late.json()) as any).errors[0].detail).to.match(/past its own deadline/);
+    expect((await late.json()).errors[0].detail).to.match(/past its own deadline/);
     expect(await markOf(mine)).to.not.equal(`late:${grant.token}`);
   });
 });

@@ -88,7 +88,7 @@ describe("Ironic: trait sink and inventory sync against the real Ironic API", fu
         admin,
       ]);
       const report = await sync.waitFor((e) => typeof e.nodes === "number", 30_000);
-      expect(report.nodes as number).to.be.greaterThan(0);
+      expect(report.nodes).to.be.greaterThan(0);
       await sync.exited();
       expect(sync.child.exitCode).to.equal(0);
       const got = await fetch(`${bridge.url}/v1/nodes/${uuid}`, {

@@ -48,7 +48,7 @@ describe("Lease faults (real redis-server, agents in child processes)", function
     const failoverMs = bActive.seenAt - killedAt;
     expect(failoverMs, "failover time").to.be.below(TTL_MS + 1000);
     console.log(`      failover after kill -9: ${Math.round(failoverMs)} ms (ttl ${TTL_MS} ms)`);
-    expect(bActive.token as number).to.be.greaterThan(aActive.token as number);
+    expect(bActive.token).to.be.greaterThan(aActive.token as number);
     assertNoOverlappingWriters([...a.events, ...b.events]);
     assertAgentsNeverActedTogether([...a.events, ...b.events]);
   });
@@ -145,7 +145,7 @@ describe("Lease faults (real redis-server, agents in child processes)", function
       a.waitFor((e) => e.ev === "active", 15_000, marks[0]),
       b.waitFor((e) => e.ev === "active", 15_000, marks[1]),
     ]);
-    expect(reacquired.token as number).to.be.greaterThan(Math.max(...oldTokens));
+    expect(reacquired.token).to.be.greaterThan(Math.max(...oldTokens));
     // The restarted Redis forgot the lease, so it waits one TTL before granting it again:
     // by then the old holder has stopped on its own.
     const restartedAt = Math.max(

@@ -170,8 +170,10 @@ describe("Lease state machine: a store that may have lost writes (lineage)", () 
 
 describe("Lease state machine: a renew written into the state it is given (reuse)", () => {
   /** A deep copy: what a state held before anything could write into it. */
-  const copy = (state: ShardLeaseState): ShardLeaseState =>
-    ({ ...state, lease: state.lease === null ? null : { ...state.lease } }) as ShardLeaseState;
+  const copy = (state: ShardLeaseState): ShardLeaseState => ({
+    ...state,
+    lease: state.lease === null ? null : { ...state.lease },
+  });
 
   it("gives the same outcome and state as a new state each time, over random operations and lineage changes (property, seeded)", () => {
     let renewsInPlace = 0;

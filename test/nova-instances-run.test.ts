@@ -546,13 +546,13 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
     const { next } = await killActive();
     const settledView = await until(
       `server ${inFlight} ACTIVE or ERROR with no task`,
-      () => instances().server(inFlight!),
+      () => instances().server(inFlight),
       (v) => (v.status === "ACTIVE" || v.status === "ERROR") && v.taskState === null,
       ACTION_DEADLINE_MS,
       100,
     );
     const said = readNovaLog(cloud.novaComputeLog)
-      .filter((l) => l.pid === next.pid && l.message.includes(inFlight!))
+      .filter((l) => l.pid === next.pid && l.message.includes(inFlight))
       .map((l) => `${l.level} ${l.message.replace(/\s+/g, " ").slice(0, 160)}`);
     console.log(
       `      a boot caught spawning by kill -9 ended ${settledView.status}; the new nova-compute said:\n        ` +

@@ -130,7 +130,7 @@ function standinHarness(ironic: () => string, bridge: () => BridgeProcess) {
     /** Ironic's own order of the writes: the node's extra/log, appended by each write. */
     async ironicLog(): Promise<string[]> {
       const res = await fetch(`${ironic()}/v1/nodes/${node}?fields=extra`, { headers: IRONIC });
-      return ((await res.json()) as any).extra.log as string[];
+      return (await res.json()).extra.log as string[];
     },
     /**
      * The two safety claims, from the participants' own records: no instant with two

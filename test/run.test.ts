@@ -28,7 +28,7 @@ describe("GroupMembers: whether a process group still runs (real processes)", ()
     });
     try {
       const zombie = Number(
-        await new Promise<string>((r) => parent.stdout!.once("data", (d) => r(String(d)))),
+        await new Promise<string>((r) => parent.stdout.once("data", (d) => r(String(d)))),
       );
       while (running(zombie)) await new Promise((r) => setTimeout(r, 5));
       expect(() => process.kill(-zombie, 0), "kill -0 on its group").to.not.throw();
@@ -457,10 +457,10 @@ describe("shardbridge run: a command only while its host holds the lease (real b
     // What the stop asks of the kernel, recorded on the way (the signals are sent as asked).
     const sent: Array<[number, string]> = [];
     const kill = process.kill.bind(process);
-    process.kill = ((pid: number, signal?: string | number) => {
+    process.kill = (pid: number, signal?: string | number) => {
       if (signal !== 0) sent.push([pid, String(signal)]);
       return kill(pid, signal);
-    }) as typeof process.kill;
+    };
     try {
       const stopped = await group.stop(5000);
       expect(stopped.killed, "stopped by the TERMs, not KILLed").to.equal(false);

@@ -120,8 +120,7 @@ describe("the lineage a connection keeps (real redis-server: REPLICAOF NO ONE, a
     }
   };
   /** The backend's connection id: the same before and after shows the connection stayed open. */
-  const connectionId = (backend: RedisLeases) =>
-    (backend as unknown as { redis: Redis }).redis.client("ID") as Promise<number>;
+  const connectionId = (backend: RedisLeases) => (backend as unknown as { redis: Redis }).redis.client("ID");
 
   afterEach(async () => {
     for (const backend of backends.splice(0)) await backend.close();

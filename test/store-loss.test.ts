@@ -133,7 +133,7 @@ describe("A store that comes back empty: bridges, agents and run stay and recove
       `      active again ${Math.round(tookMs)} ms after redis-server was up again (ttl ${TTL_MS} ms)`,
     );
     expect(tookMs).to.be.below(STORE_HOLD_MS + DEFINITIONS_REFRESH_MS + 1000);
-    expect(after.event.token as number).to.be.greaterThan(before.event.token as number);
+    expect(after.event.token).to.be.greaterThan(before.event.token as number);
     expectStayedUp(agents);
 
     // The definition is back in the store itself, and nobody wrote it but the bridges.

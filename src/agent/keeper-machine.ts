@@ -431,7 +431,7 @@ export function advanceKeeper(
 ): KeeperState {
   // A sink may step another keeper from inside this one: its reuse is its own.
   const outer = reusable;
-  reusable = reuse ? (state as Writable<KeeperState>) : null;
+  reusable = reuse ? state : null;
   try {
     return step(config, state, event, now, out);
   } finally {

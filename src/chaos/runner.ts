@@ -64,8 +64,8 @@ function startProcess(
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, ...env },
   });
-  createInterface({ input: child.stdout! }).on("line", onLine);
-  child.stderr!.resume();
+  createInterface({ input: child.stdout }).on("line", onLine);
+  child.stderr.resume();
   return child;
 }
 

@@ -31,7 +31,7 @@ export async function agentCommand(argv: string[]): Promise<void> {
   const running = runReferenceAgent({
     id,
     shard,
-    bridge: httpUrlFlag("bridge", values.bridge!, "SHARDBRIDGE_URL"),
+    bridge: httpUrlFlag("bridge", values.bridge, "SHARDBRIDGE_URL"),
     token: agentToken(id, values.token, values["tokens-file"]),
     ...(pollMs !== undefined && { standbyPollMs: pollMs }),
   });

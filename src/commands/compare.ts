@@ -102,5 +102,5 @@ export async function compareCommand(argv: string[]): Promise<void> {
     added: flags.add,
     ...(only !== undefined && { only }),
   });
-  process.stdout.write(values.json ? `${JSON.stringify(comparison)}\n` : table(comparison, values.nodes!));
+  process.stdout.write(values.json ? `${JSON.stringify(comparison)}\n` : table(comparison, values.nodes));
 }

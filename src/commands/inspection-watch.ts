@@ -55,7 +55,7 @@ export async function inspectionWatchCommand(argv: string[]): Promise<void> {
   // One Keystone token (or fixed token) for Ironic and the inspector alike.
   const ironicAuth = ironicAuthFromEnv();
   const ironic = new IronicClient(values.ironic, ironicAuth);
-  const webhook = new WebhookClient(values.bridge!, tokenFlag(values.token), values.secret);
+  const webhook = new WebhookClient(values.bridge, tokenFlag(values.token), values.secret);
   const watcher = new InspectionWatcher({
     ironic,
     source:

@@ -26,7 +26,7 @@ export async function ironicSyncCommand(argv: string[]): Promise<void> {
   if (values.token === undefined)
     throw new ConfigError("ironic-sync: pass --token (an admin token) or set SHARDBRIDGE_TOKEN");
   const bridge = new BridgeClient(
-    httpUrlFlag("bridge", values.bridge!, "SHARDBRIDGE_URL"),
+    httpUrlFlag("bridge", values.bridge, "SHARDBRIDGE_URL"),
     tokenFlag(values.token),
   );
   const ironic = new IronicClient(

@@ -69,7 +69,7 @@ async function prepare(argv: string[]) {
     z.strictObject({ id: AgentId, shard: ShardName, host: AgentId.optional() }),
     { id: values.id, shard: values.shard, host: values.host },
   );
-  const bridge = httpUrlFlag("bridge", values.bridge!, "SHARDBRIDGE_URL");
+  const bridge = httpUrlFlag("bridge", values.bridge, "SHARDBRIDGE_URL");
   // nova refuses a [DEFAULT] host that is no host name, and would never start: said now.
   const serviceHost = host ?? novaHostFor(shard);
   const hostProblem = host === undefined ? hostNameProblem(serviceHost) : null;
@@ -113,7 +113,7 @@ async function prepare(argv: string[]) {
     serviceHost,
     graceMs,
     ...(stopGraceMs !== undefined && { stopGraceMs }),
-    restart: values.restart!,
+    restart: values.restart,
     command: positionals,
     ...(computeApi !== undefined && { computeApi }),
     ...(values["egress-fence"] === true && { egressFence: true }),

@@ -152,10 +152,10 @@ export async function serveCommand(argv: string[]): Promise<void> {
   }
   // Read the shard definitions before anything else, the development tokens file too: a
   // bad file stops the start, naming it, with nothing written.
-  const catalog = loadShardCatalog(values.shards!, values["allow-undefined-shards"]);
+  const catalog = loadShardCatalog(values.shards, values["allow-undefined-shards"]);
   const { authority, devAgents } = loadAuthority(values.tokens, values["dev-tokens"]);
   const port = integerFlag("port", values.port, 0, 65535)!;
-  const store = await openStore(values.store!, { ironicQueueMax: delivery.queueMax });
+  const store = await openStore(values.store, { ironicQueueMax: delivery.queueMax });
   if (store.kind === "memory") {
     logger.warn(
       "store is memory: lease state lives in this process only and is lost when it exits; " +
@@ -174,7 +174,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
   const definitionsBackup =
     backupPath === undefined || backupPath === ""
       ? undefined
-      : new DefinitionsBackup(backupPath, describeSpec(values.store!));
+      : new DefinitionsBackup(backupPath, describeSpec(values.store));
   if (definitionsBackup === undefined && volatility !== null)
     logger.warn(
       "no --definitions-backup: shard definitions written through the API survive the store's loss only " +
@@ -193,7 +193,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
           auth: ironicAuth,
           ownerTtlMs: delivery.ownerTtlMs,
           concurrency: delivery.concurrency,
-          worker: workerIdentity(values.bind!, port),
+          worker: workerIdentity(values.bind, port),
         });
   if (ironic !== undefined && !ironic.durable)
     logger.warn(
@@ -228,9 +228,9 @@ export async function serveCommand(argv: string[]): Promise<void> {
       ? undefined
       : new NotificationListener({
           url: notifications,
-          exchange: values["ironic-notifications-exchange"]!,
-          topic: values["ironic-notifications-topic"]!,
-          queue: values["ironic-notifications-queue"]!,
+          exchange: values["ironic-notifications-exchange"],
+          topic: values["ironic-notifications-topic"],
+          queue: values["ironic-notifications-queue"],
           source: ironicInventorySource(ironicClient),
           rules: inspector.rules,
           traits,
@@ -248,7 +248,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
   // Connections not yet accepted: node's default, 511, overflowed ~400,000 times over a few
   // runs of the scale bench, 20,000 agents (re)connecting at once, each dropped SYN retried
   // after 1, 3, 7, 15 s. The kernel caps it at net.core.somaxconn (docs/OPERATIONS.md).
-  server.listen({ port, host: values.bind!, backlog: LISTEN_BACKLOG }, () => {
+  server.listen({ port, host: values.bind, backlog: LISTEN_BACKLOG }, () => {
     const address = server.address();
     const where =
       typeof address === "object" && address ? `http://${values.bind}:${address.port}` : String(address);

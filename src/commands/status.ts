@@ -69,7 +69,7 @@ export async function statusCommand(argv: string[]): Promise<void> {
     throw new ConfigError(`status: unexpected ${positionals.join(" ")}`);
   const everyS = values.watch ? (integerFlag("watch", positionals[0] ?? "2", 1, 3600) ?? 2) : 0;
   const client = new BridgeClient(
-    httpUrlFlag("bridge", values.bridge!, "SHARDBRIDGE_URL"),
+    httpUrlFlag("bridge", values.bridge, "SHARDBRIDGE_URL"),
     tokenFlag(values.token),
   );
   const show = (snapshot: StatusSnapshot) => {

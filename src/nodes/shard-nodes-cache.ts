@@ -140,7 +140,7 @@ function withExtra(entry: Entry, extra: string): Entry {
     if (i > 0) out[at++] = COMMA;
     outStarts[i] = at;
     const end = (i + 1 < count ? starts[i + 1]! - 1 : bytes.length) - oldTail;
-    at += bytes.copy(out, at, starts[i]!, end);
+    at += bytes.copy(out, at, starts[i], end);
     at += tail.copy(out, at);
   }
   return { version: entry.version, extra, bytes: out, starts: outStarts };

@@ -57,7 +57,7 @@ export async function feedLags(
 ): Promise<Map<string, number>> {
   const unread = await fromStore(() => store.traits.firstUnread(shards));
   return new Map(
-    shards.map((shard, i) => [shard, unread[i] == null ? 0 : Math.max(0, nowMs - feedIdMs(unread[i]!))]),
+    shards.map((shard, i) => [shard, unread[i] == null ? 0 : Math.max(0, nowMs - feedIdMs(unread[i]))]),
   );
 }
 

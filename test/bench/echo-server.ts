@@ -223,7 +223,7 @@ export async function startEchoServer(options: EchoOptions = {}): Promise<EchoSe
     const timer = setTimeout(() => reject(new Error("echo server did not start within 15 s")), 15_000);
     child.once("error", reject);
     child.once("exit", (code) => reject(new Error(`echo server exited with ${code}`)));
-    createInterface({ input: child.stdout! }).once("line", (line) => {
+    createInterface({ input: child.stdout }).once("line", (line) => {
       clearTimeout(timer);
       resolve((JSON.parse(line) as { port: number }).port);
     });

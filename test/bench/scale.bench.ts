@@ -276,8 +276,8 @@ class Fleet {
     const agent = agentName(s, side);
     const phase = this.phase;
     const sentAt = performance.now();
-    if (phase.recording) phase.renewSendLagMs.push(sentAt - this.renewDue[s]![side]!);
-    const deadline = this.lastOk[s]![side]! + STOP_AFTER_MS;
+    if (phase.recording) phase.renewSendLagMs.push(sentAt - this.renewDue[s]![side]);
+    const deadline = this.lastOk[s]![side] + STOP_AFTER_MS;
     const lost = (late: boolean) => {
       if (phase.recording) {
         if (late) phase.lostLate++;

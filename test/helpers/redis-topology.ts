@@ -224,7 +224,7 @@ class RedisProcess {
     await waitUntil(`${this.kind} on ${this.port} did not answer PING`, LAUNCH_TIMEOUT_MS, async () => {
       if (spawnError !== null)
         return {
-          failed: `cannot run redis-server (${(spawnError as Error).message}): install it, e.g. apt-get install redis-server`,
+          failed: `cannot run redis-server (${spawnError.message}): install it, e.g. apt-get install redis-server`,
         };
       if (child.exitCode !== null || child.signalCode !== null)
         return { failed: `exited (${child.exitCode ?? child.signalCode}); log: ${this.logTail()}` };

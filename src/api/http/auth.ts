@@ -111,15 +111,13 @@ export class TokenAuthority {
   private readonly pageKeys: Map<string, { principal: Principal; key: Buffer }>;
 
   constructor(file: TokensFile) {
-    this.byDigest = new Map(
-      file.tokens.map(({ token, ...principal }) => [digest(token), principal as Principal]),
-    );
+    this.byDigest = new Map(file.tokens.map(({ token, ...principal }) => [digest(token), principal]));
     this.pageKeys = new Map(
       file.tokens
         .filter(({ role }) => PAGE_ROLES.includes(role))
         .map(({ token, ...principal }) => [
           pageSessionId(token),
-          { principal: principal as Principal, key: derived("page-session-key", token) },
+          { principal: principal, key: derived("page-session-key", token) },
         ]),
     );
   }

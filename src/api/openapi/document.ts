@@ -51,7 +51,7 @@ const COMMON: Record<string, { status: number; refusal: RefusalAnswer }> = {
 function sharedRefusals(op: Operation): Record<number, RefusalAnswer> {
   const shared: Record<number, RefusalAnswer> = {};
   const add = (status: number, refusal: RefusalAnswer) => {
-    shared[status] = shared[status] === undefined ? refusal : merge(shared[status]!, refusal);
+    shared[status] = shared[status] === undefined ? refusal : merge(shared[status], refusal);
   };
   const { access } = op;
   if (access.kind === "page") {
@@ -172,7 +172,7 @@ function response(status: number, answer: Success | RefusalAnswer, op: Operation
       ...(content !== undefined && { content }),
     };
   }
-  const success = answer as Success;
+  const success = answer;
   const content = contentOf(
     success.schema === undefined ? undefined : { $ref: `#/components/schemas/${success.schema}` },
     success.content,
@@ -243,9 +243,8 @@ function operationObject(op: Operation): JsonSchema {
   const { security: requirement, roles } = security(op);
   const answers: Record<string, Success | RefusalAnswer> = { ...sharedRefusals(op) };
   for (const [status, answer] of Object.entries(op.answers)) {
-    const shared = answers[status] as RefusalAnswer | undefined;
-    answers[status] =
-      shared !== undefined && Number(status) >= 400 ? merge(answer as RefusalAnswer, shared) : answer;
+    const shared = answers[status];
+    answers[status] = shared !== undefined && Number(status) >= 400 ? merge(answer, shared) : answer;
   }
   const responses = Object.fromEntries(
     Object.entries(answers)

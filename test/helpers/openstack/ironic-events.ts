@@ -53,7 +53,7 @@ export class IronicEvents {
         };
         const node = body.payload["ironic_object.data"];
         if (node === undefined || typeof node.uuid !== "string") return;
-        const text = (field: string) => (typeof node[field] === "string" ? (node[field] as string) : null);
+        const text = (field: string) => (typeof node[field] === "string" ? node[field] : null);
         recorder.events.push({
           seenAt: Date.now(),
           // oslo.messaging's timestamp: UTC, without a zone

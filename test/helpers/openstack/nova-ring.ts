@@ -114,7 +114,7 @@ export class NovaRing {
         (pid) => ringsOf(log, pid).find((r) => r.at >= since && r.members.join() === all)?.at,
       );
       if (full.every((at) => at !== undefined)) {
-        const from = Math.max(...(full as number[]));
+        const from = Math.max(...full);
         const reports = reportsIn(log, from);
         const records = this.cloud.novaComputeNodes().filter((c) => !c.deleted);
         const settled = nodes.every((uuid) => {
