@@ -16,7 +16,10 @@ export default tseslint.config(
       "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_" }],
       "@typescript-eslint/await-thenable": "error",
       "@typescript-eslint/only-throw-error": "error",
-      "@typescript-eslint/switch-exhaustiveness-check": ["error", { considerDefaultExhaustiveForUnions: true }],
+      "@typescript-eslint/switch-exhaustiveness-check": [
+        "error",
+        { considerDefaultExhaustiveForUnions: true },
+      ],
       "@typescript-eslint/no-unnecessary-type-assertion": "error",
       "@typescript-eslint/no-for-in-array": "error",
       "@typescript-eslint/restrict-plus-operands": "error",
