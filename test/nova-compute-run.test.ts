@@ -366,7 +366,7 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
     });
 
   it("SIGTERM to the active supervisor: nova-compute stops by itself under the kept lease, then the lease handed back and the standby's starts at once", async () => {
-    const { active, standby } = await shard.pair();
+    const { active, standby, child } = await shard.pair();
     const before = await shardRecords(cloud, HOST);
     const from = active.events.length;
     const termAt = Date.now();
@@ -378,9 +378,16 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
       DEFAULT_STOP_GRACE_MS + 10_000,
       from,
     );
+    // What nova-compute said after its TERM, for whoever reads a stop that had to be KILLed.
+    const said = () =>
+      readNovaLog(cloud.novaComputeLog)
+        .filter((l) => l.pid === child.pid && l.at >= termAt)
+        .slice(-40)
+        .map((l) => `${l.level} ${l.message.replace(/\s+/g, " ").slice(0, 240)}`)
+        .join("\n        ");
     expect(
       stopped,
-      `nova-compute's graceful stop (the supervisor's records: ${JSON.stringify(active.events.slice(from).map((e) => ({ ...e, seenAt: undefined })))})`,
+      `nova-compute's graceful stop (the supervisor's records: ${JSON.stringify(active.events.slice(from).map((e) => ({ ...e, seenAt: undefined })))}; nova-compute's last lines:\n        ${stopped.killed === true ? said() : ""})`,
     ).to.include({ killed: false });
     const next = await shard.takeover("SIGTERM", standby, termAt);
     expect(next.startedAt, "the standby's nova-compute started after the old one was gone").to.be.at.least(
