@@ -5,6 +5,7 @@ import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { runShardbridge } from "./helpers/cli.js";
 import { postWebhook } from "./helpers/http.js";
 import { ProcessTableWatch } from "./helpers/processes.js";
+import { untilTrue } from "./helpers/until.js";
 import {
   ironicApi,
   NOVA_UPDATE_INTERVAL_S,
@@ -367,6 +368,18 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
 
   it("SIGTERM to the active supervisor: nova-compute stops by itself under the kept lease, then the lease handed back and the standby's starts at once", async () => {
     const { active, standby, child } = await shard.pair();
+    // The stop of a started nova-compute: nova 34 reports its nodes before its RPC servers
+    // run, and a TERM in between hangs its stop on its own start ("Possible hang: stop is
+    // waiting for start to complete") until run's grace KILLs it. Its last start step logs
+    // joining the service group.
+    await untilTrue(
+      "nova-compute's start complete",
+      async () =>
+        readNovaLog(cloud.novaComputeLog).some(
+          (l) => l.pid === child.pid && l.message.startsWith("Join ServiceGroup membership"),
+        ),
+      60_000,
+    );
     const before = await shardRecords(cloud, HOST);
     const from = active.events.length;
     const termAt = Date.now();
