@@ -124,6 +124,9 @@ describe("Ironic: trait sink and inventory sync against the real Ironic API", fu
         30_000,
       );
       expect(back.length).to.equal((await client.nodes()).length);
+      // Logged once the sync's writes are done: the nodes can be listed a moment before
+      // the line reaches this process.
+      await bridge.serve.waitFor((e) => e.ev === "nodes read again from Ironic", 10_000);
       const said = bridge.serve.events.filter((e) => e.ev === "nodes read again from Ironic");
       expect(said).to.have.length(1);
       const metrics = await (await fetch(`${bridge.url}/metrics`)).text();
