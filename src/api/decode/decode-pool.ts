@@ -52,7 +52,7 @@ export class DecodePool {
       // The worker holds the process open only while it holds a job: an idle pool must
       // not keep a stopped bridge (or a test run) alive.
       if (this.pending.size === 0) worker.ref();
-      this.pending.set(id, { resolve: resolve, reject });
+      this.pending.set(id, { resolve, reject });
       const chunks = body.map(ownBytes);
       worker.postMessage({ id, job, chunks }, [...new Set(chunks.map((chunk) => chunk.buffer))]);
     });

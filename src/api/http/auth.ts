@@ -117,7 +117,7 @@ export class TokenAuthority {
         .filter(({ role }) => PAGE_ROLES.includes(role))
         .map(({ token, ...principal }) => [
           pageSessionId(token),
-          { principal: principal, key: derived("page-session-key", token) },
+          { principal, key: derived("page-session-key", token) },
         ]),
     );
   }

@@ -172,12 +172,11 @@ function response(status: number, answer: Success | RefusalAnswer, op: Operation
       ...(content !== undefined && { content }),
     };
   }
-  const success = answer;
   const content = contentOf(
-    success.schema === undefined ? undefined : { $ref: `#/components/schemas/${success.schema}` },
-    success.content,
+    answer.schema === undefined ? undefined : { $ref: `#/components/schemas/${answer.schema}` },
+    answer.content,
   );
-  return { description: success.description, headers, ...(content !== undefined && { content }) };
+  return { description: answer.description, headers, ...(content !== undefined && { content }) };
 }
 
 /** A page route's security: the session cookie, as the route needs it. */
