@@ -1,5 +1,5 @@
 // Records which commit a build came from, for `shardbridge --version` and /healthz
-// (src/version.ts reads dist/build-info.json; null outside a git checkout).
+// (src/runtime/version.ts reads dist/build-info.json; null outside a git checkout).
 import { spawnSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Print the standard trait names of the pinned os-traits as a TypeScript module.
 
-src/domain/os-traits.ts is this script's output with the os-traits pinned in
+src/core/traits/os-traits.ts is this script's output with the os-traits pinned in
 test/openstack/requirements.txt (the nova and Ironic the tests run), a superset of
 Debian bookworm's 2.9.0 (the Ironic 21.4 in ../shared/peers): test/os-traits.test.ts
 holds the module to both. The names are data in a module, not a file read when
 loaded, so the API's contracts can check trait names without I/O. Regenerate it
 when the pin moves, with the OpenStack venv's python (another os-traits is refused):
-    "$(scripts/openstack-venv.sh --path)/bin/python" scripts/os-traits.py > src/domain/os-traits.ts
+    "$(scripts/openstack-venv.sh --path)/bin/python" scripts/os-traits.py > src/core/traits/os-traits.ts
 """
 import json
 import pathlib

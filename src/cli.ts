@@ -1,24 +1,24 @@
 #!/usr/bin/env node
-// The shardbridge command: a table of subcommands (each in src/commands/, each with its
+// The shardbridge command: a table of subcommands (each in src/cli/, each with its
 // usage), the options every command takes, and the exit status of every run.
 import { parseArgs } from "node:util";
-import { AGENT_USAGE, agentCommand } from "./commands/agent.js";
-import { CHAOS_USAGE, chaosCommand } from "./commands/chaos.js";
-import { COMPARE_USAGE, compareCommand } from "./commands/compare.js";
-import { INSPECTION_WATCH_USAGE, inspectionWatchCommand } from "./commands/inspection-watch.js";
-import { IRONIC_SYNC_USAGE, ironicSyncCommand } from "./commands/ironic-sync.js";
-import { MIGRATE_USAGE, migrateCommand } from "./commands/migrate.js";
-import { RING_USAGE, ringCommand } from "./commands/ring.js";
-import { RUN_USAGE, runCommand } from "./commands/run.js";
-import { SERVE_USAGE, serveCommand } from "./commands/serve.js";
-import { SIMULATE_USAGE, simulateCommand } from "./commands/simulate.js";
-import { STATUS_USAGE, statusCommand } from "./commands/status.js";
+import { AGENT_USAGE, agentCommand } from "./cli/agent.js";
+import { CHAOS_USAGE, chaosCommand } from "./cli/chaos.js";
+import { COMPARE_USAGE, compareCommand } from "./cli/compare.js";
+import { INSPECTION_WATCH_USAGE, inspectionWatchCommand } from "./cli/inspection-watch.js";
+import { IRONIC_SYNC_USAGE, ironicSyncCommand } from "./cli/ironic-sync.js";
+import { MIGRATE_USAGE, migrateCommand } from "./cli/migrate.js";
+import { RING_USAGE, ringCommand } from "./cli/ring.js";
+import { RUN_USAGE, runCommand } from "./cli/run.js";
+import { SERVE_USAGE, serveCommand } from "./cli/serve.js";
+import { SIMULATE_USAGE, simulateCommand } from "./cli/simulate.js";
+import { STATUS_USAGE, statusCommand } from "./cli/status.js";
 import { BridgeError } from "./agent/bridge-client.js";
-import { ConfigError } from "./config.js";
-import { configureLogging, LOG_FORMATS, LOG_LEVELS, type LogFormat, type LogLevel } from "./log.js";
-import { ShardDefinitionError } from "./shards/catalog.js";
+import { ConfigError } from "./runtime/config.js";
+import { configureLogging, LOG_FORMATS, LOG_LEVELS, type LogFormat, type LogLevel } from "./runtime/log.js";
+import { ShardDefinitionError } from "./bridge/shards/catalog.js";
 import { StoreSpecError } from "./store/open.js";
-import { versionLine } from "./version.js";
+import { versionLine } from "./runtime/version.js";
 
 interface Command {
   /** its lines in the usage: the one text `--help` and the top-level list both print */

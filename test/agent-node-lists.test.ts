@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { AgentNodeLists } from "../src/shards/agent-nodes.js";
+import { AgentNodeLists } from "../src/bridge/shards/agent-nodes.js";
 import { openStore } from "../src/store/open.js";
 import type { Store } from "../src/store/store.js";
 import { uuid, wholeNode } from "./helpers/http.js";

@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import { BridgeClient } from "../src/agent/bridge-client.js";
 import { bridgeApp } from "./helpers/app.js";
-import { ShardCatalog } from "../src/shards/catalog.js";
+import { ShardCatalog } from "../src/bridge/shards/catalog.js";
 import { backendsUnderTest, storeNowMs, useApp } from "./helpers/backends.js";
 import { call, TEST_TOKENS, testAuthority, uuid, wholeNode } from "./helpers/http.js";
 

@@ -4,8 +4,8 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { TokenAuthority, devTokens, parseTokens, readTokensFile } from "../src/api/http/auth.js";
-import { ConfigError } from "../src/config.js";
-import { ShardCatalog } from "../src/shards/catalog.js";
+import { ConfigError } from "../src/runtime/config.js";
+import { ShardCatalog } from "../src/bridge/shards/catalog.js";
 import { memoryUnderTest, useApp } from "./helpers/backends.js";
 import { call, TEST_TOKENS, testAuthority, wholeNode } from "./helpers/http.js";
 

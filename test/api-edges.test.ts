@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import { bridgeApp } from "./helpers/app.js";
 import { parseTokens } from "../src/api/http/auth.js";
-import { ShardCatalog } from "../src/shards/catalog.js";
+import { ShardCatalog } from "../src/bridge/shards/catalog.js";
 import { memoryUnderTest, useApp } from "./helpers/backends.js";
 import { AgentProcess } from "./helpers/agent-process.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";

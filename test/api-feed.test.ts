@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import { bridgeApp } from "./helpers/app.js";
-import { ShardCatalog } from "../src/shards/catalog.js";
-import { OwnershipRegistry } from "../src/traits/ownership.js";
+import { ShardCatalog } from "../src/bridge/shards/catalog.js";
+import { OwnershipRegistry } from "../src/core/traits/ownership.js";
 import { backendsUnderTest, useApp } from "./helpers/backends.js";
 import {
   call,

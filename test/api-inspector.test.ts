@@ -3,7 +3,7 @@ import { expect } from "chai";
 import { bridgeApp } from "./helpers/app.js";
 import { backendsUnderTest, useApp } from "./helpers/backends.js";
 import { call, postWebhook, TEST_TOKENS, TEST_WEBHOOK_SECRET, wholeNode } from "./helpers/http.js";
-import { signedHeaders } from "../src/inspection/signature.js";
+import { signedHeaders } from "../src/contracts/webhook-signature.js";
 import { testAuthority } from "./helpers/http.js";
 
 const NODE = "5f0e1d2c-b4a5-4697-8877-665544332211";

@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import { bridgeApp } from "./helpers/app.js";
-import { ShardCatalog } from "../src/shards/catalog.js";
+import { ShardCatalog } from "../src/bridge/shards/catalog.js";
 import { backendsUnderTest, useApp } from "./helpers/backends.js";
 import { call, TEST_TOKENS, testAuthority, uuid, wholeNode } from "./helpers/http.js";
 import { until } from "./helpers/until.js";

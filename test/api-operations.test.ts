@@ -2,11 +2,11 @@ import { expect } from "chai";
 import { Writable } from "node:stream";
 import winston from "winston";
 import { bridgeApp } from "./helpers/app.js";
-import { logger } from "../src/log.js";
+import { logger } from "../src/runtime/log.js";
 import { memoryUnderTest, useApp } from "./helpers/backends.js";
 import { call, TEST_TOKENS, testAuthority, wholeNode } from "./helpers/http.js";
 import { MAX_SHARD_LABELS } from "../src/api/http/shard-labels.js";
-import { ShardCatalog } from "../src/shards/catalog.js";
+import { ShardCatalog } from "../src/bridge/shards/catalog.js";
 
 describe("Operations: metrics and request ids", () => {
   const ctx = useApp(memoryUnderTest(), (store) => bridgeApp(store, { authority: testAuthority() }));

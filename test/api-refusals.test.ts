@@ -1,9 +1,9 @@
 import { expect } from "chai";
 import { connect } from "node:net";
 import { bridgeApp } from "./helpers/app.js";
-import { MAX_LISTED_ISSUES } from "../src/domain/validation.js";
-import { ShardCatalog } from "../src/shards/catalog.js";
-import { OwnershipRegistry } from "../src/traits/ownership.js";
+import { MAX_LISTED_ISSUES } from "../src/core/validation.js";
+import { ShardCatalog } from "../src/bridge/shards/catalog.js";
+import { OwnershipRegistry } from "../src/core/traits/ownership.js";
 import { backendsUnderTest, useApp } from "./helpers/backends.js";
 import {
   TEST_TOKENS,

@@ -1,9 +1,9 @@
 import { expect } from "chai";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { runChaos } from "../src/chaos/runner.js";
-import { predict } from "../src/commands/chaos.js";
-import { parseScenario } from "../src/sim/scenario.js";
+import { runChaos } from "../src/tools/chaos/runner.js";
+import { predict } from "../src/cli/chaos.js";
+import { parseScenario } from "../src/tools/sim/scenario.js";
 import { SHARDBRIDGE } from "./helpers/cli.js";
 
 const scenarioFile = (name: string) =>

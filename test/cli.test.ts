@@ -17,7 +17,7 @@ import { fileURLToPath } from "node:url";
 import { AgentProcess } from "./helpers/agent-process.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { runShardbridge, SHARDBRIDGE } from "./helpers/cli.js";
-import { hintedAgent } from "../src/commands/serve.js";
+import { hintedAgent } from "../src/cli/serve.js";
 
 const COMMANDS = [
   "serve",

@@ -2,7 +2,7 @@ import { expect } from "chai";
 import { decodeBulk, unpackNodes, type PackedNodes } from "../src/api/decode/bulk.js";
 import { DecodePool } from "../src/api/decode/decode-pool.js";
 import type { Decoded } from "../src/api/decode/result.js";
-import { BulkNodesRequest, type BareMetalNode } from "../src/domain/node.js";
+import { BulkNodesRequest, type BareMetalNode } from "../src/core/node.js";
 import { uuid } from "./helpers/http.js";
 
 /**

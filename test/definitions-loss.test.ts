@@ -10,11 +10,11 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ConfigError } from "../src/config.js";
-import type { DefinitionBackend } from "../src/definitions/port.js";
-import { ShardCatalog } from "../src/shards/catalog.js";
-import { DefinitionsBackup } from "../src/shards/definitions-backup.js";
-import { StoredDefinitions } from "../src/shards/stored-definitions.js";
+import { ConfigError } from "../src/runtime/config.js";
+import type { DefinitionBackend } from "../src/store/ports/definitions.js";
+import { ShardCatalog } from "../src/bridge/shards/catalog.js";
+import { DefinitionsBackup } from "../src/bridge/shards/definitions-backup.js";
+import { StoredDefinitions } from "../src/bridge/shards/stored-definitions.js";
 import { openStore } from "../src/store/open.js";
 import type { Store } from "../src/store/store.js";
 import { memoryUnderTest } from "./helpers/backends.js";

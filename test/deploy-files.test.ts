@@ -7,8 +7,8 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseAllDocuments } from "yaml";
 import { parseTokens } from "../src/api/http/auth.js";
-import { parseOrThrow } from "../src/domain/validation.js";
-import { DEFAULT_STOP_GRACE_MS } from "../src/run/supervisor.js";
+import { parseOrThrow } from "../src/core/validation.js";
+import { DEFAULT_STOP_GRACE_MS } from "../src/agent/run/supervisor.js";
 import { ShardDefinitionFile } from "../src/contracts/shards.js";
 import { runShardbridge } from "./helpers/cli.js";
 

@@ -1,12 +1,12 @@
 import { expect } from "chai";
-import { MemoryNodes } from "../src/nodes/memory.js";
-import { processClockUs } from "../src/lease/clock.js";
-import { MemoryLeases } from "../src/lease/memory.js";
+import { MemoryNodes } from "../src/store/memory/nodes.js";
+import { processClockUs } from "../src/core/lease/clock.js";
+import { MemoryLeases } from "../src/store/memory/leases.js";
 import { openStore } from "../src/store/open.js";
 import { Store } from "../src/store/store.js";
-import { MemoryTraits } from "../src/traits/memory.js";
-import { OwnershipRegistry } from "../src/traits/ownership.js";
-import { TraitService } from "../src/traits/service.js";
+import { MemoryTraits } from "../src/store/memory/traits.js";
+import { OwnershipRegistry } from "../src/core/traits/ownership.js";
+import { TraitService } from "../src/bridge/trait-service.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
 
 const BOUND = 10;

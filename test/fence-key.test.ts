@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import { randomBytes } from "node:crypto";
-import { fenceKeyDigest, mintFenceKey } from "../src/lease/fence-key.js";
+import { fenceKeyDigest, mintFenceKey } from "../src/core/lease/fence-key.js";
 import { backendsUnderTest } from "./helpers/backends.js";
 
 /**

@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { deliveryIdOf, dueInspections, nextReadFrom } from "../src/inspection/watcher.js";
+import { deliveryIdOf, dueInspections, nextReadFrom } from "../src/bridge/inspection/watcher.js";
 
 describe("Inspection watcher: which inspections are due (pure)", () => {
   const a = { uuid: "aaaaaaaa-0000-4000-8000-000000000001", finishedAt: "2026-11-30T05:00:02.000001+00:00" };

@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { IronicClient } from "../src/ironic/client.js";
+import { IronicClient } from "../src/upstream/ironic-client.js";
 import { AgentProcess } from "./helpers/agent-process.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { bridgeTraits, TEST_WEBHOOK_SECRET } from "./helpers/http.js";

@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { callsAllowed, nextWindow } from "../src/ironic/delivery-policy.js";
+import { callsAllowed, nextWindow } from "../src/bridge/ironic/delivery-policy.js";
 
 /** The window after each of `answers` (true: answered, false: left unanswered), from `window`. */
 function windows(window: number, max: number, answers: boolean[]): number[] {
@@ -7,7 +7,7 @@ function windows(window: number, max: number, answers: boolean[]): number[] {
 }
 
 /**
- * How many Ironic calls a bridge keeps in flight (src/ironic/delivery-policy.ts): the
+ * How many Ironic calls a bridge keeps in flight (src/bridge/ironic/delivery-policy.ts): the
  * rule alone. What it is for, an Ironic too slow to answer --ironic-concurrency calls at
  * once within their timeout, is test/ironic-durable.test.ts's under a CPU hog.
  */

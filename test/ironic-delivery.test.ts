@@ -1,9 +1,9 @@
 import { untilTrue } from "./helpers/until.js";
 import { expect } from "chai";
 import { bridgeApp } from "./helpers/app.js";
-import { IronicClient } from "../src/ironic/client.js";
-import { IronicQueueDelivery, type IronicDeliveryOptions } from "../src/ironic/delivery.js";
-import { toBridgeNodes } from "../src/ironic/sync.js";
+import { IronicClient } from "../src/upstream/ironic-client.js";
+import { IronicQueueDelivery, type IronicDeliveryOptions } from "../src/bridge/ironic/delivery.js";
+import { toBridgeNodes } from "../src/bridge/ironic/sync.js";
 import { openStore } from "../src/store/open.js";
 import type { Store } from "../src/store/store.js";
 import { sharedServer } from "./helpers/backends.js";

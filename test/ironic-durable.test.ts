@@ -1,10 +1,10 @@
 import { untilTrue } from "./helpers/until.js";
 import { expect } from "chai";
 import { randomUUID } from "node:crypto";
-import { IronicClient } from "../src/ironic/client.js";
-import { DEFAULT_OWNER_TTL_MS } from "../src/ironic/delivery.js";
-import { toBridgeNodes } from "../src/ironic/sync.js";
-import { IRONIC_PARTITIONS, partitionOf } from "../src/ironic-queue/port.js";
+import { IronicClient } from "../src/upstream/ironic-client.js";
+import { DEFAULT_OWNER_TTL_MS } from "../src/bridge/ironic/delivery.js";
+import { toBridgeNodes } from "../src/bridge/ironic/sync.js";
+import { IRONIC_PARTITIONS, partitionOf } from "../src/store/ports/ironic-queue.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { callSteps, ironicTraits, stepDeltas, stepsInOrder, untilBridgeDrained } from "./helpers/delivery.js";
 import { bridgeTraitNames, postWebhook } from "./helpers/http.js";

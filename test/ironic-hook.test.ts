@@ -18,11 +18,11 @@ import { TestVhost } from "./helpers/openstack/rabbitmq.js";
 import type { Service } from "./helpers/openstack/service.js";
 import { openstackVenv } from "./helpers/openstack/venv.js";
 import { freePort, TestRedisServer } from "./helpers/redis-server.js";
-import { parseOrThrow } from "../src/domain/validation.js";
-import { IRONIC_PARTITIONS } from "../src/ironic-queue/port.js";
-import { signedHeaders, SIGNATURE_WINDOW_S, webhookSignature } from "../src/inspection/signature.js";
+import { parseOrThrow } from "../src/core/validation.js";
+import { IRONIC_PARTITIONS } from "../src/store/ports/ironic-queue.js";
+import { signedHeaders, SIGNATURE_WINDOW_S, webhookSignature } from "../src/contracts/webhook-signature.js";
 import { InspectionData } from "../src/contracts/traits.js";
-import { finishOrder, TraitRulesFile, desiredTraits } from "../src/traits/inspection.js";
+import { finishOrder, TraitRulesFile, desiredTraits } from "../src/bridge/inspection/trait-rules.js";
 
 const HOOK_SOURCE = fileURLToPath(new URL("../ironic-hook/", import.meta.url));
 const SHARD = "rack-h";
@@ -88,7 +88,7 @@ describe("the Ironic inspection hook (ironic-hook/)", function () {
     return JSON.parse(run.stdout);
   };
 
-  it("signs as the bridge checks: the same HMAC and headers as src/inspection/signature.ts", () => {
+  it("signs as the bridge checks: the same HMAC and headers as src/contracts/webhook-signature.ts", () => {
     const cases = [
       {
         secret: "webhook-secret-for-tests",

@@ -3,8 +3,8 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ConfigError } from "../src/config.js";
-import { IronicClient, IronicError } from "../src/ironic/client.js";
+import { ConfigError } from "../src/runtime/config.js";
+import { IronicClient, IronicError } from "../src/upstream/ironic-client.js";
 import {
   ironicAuthFromEnv,
   isFresh,
@@ -16,7 +16,7 @@ import {
   tokenRequest,
   staticAuth,
   tokensUrl,
-} from "../src/ironic/keystone.js";
+} from "../src/upstream/keystone.js";
 import { sharedCloud, type OpenStackCloud } from "./helpers/openstack/cloud.js";
 import { Keystone } from "./helpers/openstack/keystone.js";
 import { TestDatabases } from "./helpers/openstack/mariadb.js";

@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import { readFileSync } from "node:fs";
-import { finishedInspection } from "../src/inspection/ironic-notification.js";
+import { finishedInspection } from "../src/bridge/inspection/ironic-notification.js";
 
 /** A real notification: Ironic 39's `provision_set.end` as a node left inspection (oslo's messagingv2 envelope). */
 const DONE = readFileSync(new URL("./fixtures/ironic-inspection-done.json", import.meta.url), "utf8");

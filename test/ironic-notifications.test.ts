@@ -7,9 +7,9 @@ import { ironicApi, sharedCloud, type OpenStackCloud } from "./helpers/openstack
 import { manageableNode, playInspection, untilState } from "./helpers/openstack/inspection.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
 import { until } from "./helpers/until.js";
-import { parseOrThrow } from "../src/domain/validation.js";
+import { parseOrThrow } from "../src/core/validation.js";
 import { InspectionData } from "../src/contracts/traits.js";
-import { TraitRulesFile, desiredTraits } from "../src/traits/inspection.js";
+import { TraitRulesFile, desiredTraits } from "../src/bridge/inspection/trait-rules.js";
 
 const EXAMPLES = new URL("../examples/", import.meta.url);
 const SHARD = "rack-i";

@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import { randomUUID } from "node:crypto";
-import { partitionOf, type IronicQueue, type MergedChange } from "../src/ironic-queue/port.js";
+import { partitionOf, type IronicQueue, type MergedChange } from "../src/store/ports/ironic-queue.js";
 import type { Store } from "../src/store/store.js";
 import {
   memoryUnderTest,

@@ -8,15 +8,15 @@ import {
   type KeeperConfig,
   type KeeperEvent,
   type KeeperState,
-} from "../src/agent/keeper-machine.js";
+} from "../src/core/keeper/machine.js";
 import {
   EMPTY_SHARD_STATE,
   transition,
   type LeaseOperation,
   type LeaseOutcome,
   type ShardLeaseState,
-} from "../src/lease/machine.js";
-import { seededRandom } from "../src/random.js";
+} from "../src/core/lease/machine.js";
+import { seededRandom } from "../src/runtime/random.js";
 
 const CONFIG: KeeperConfig = { ttlMs: 6000, standbyPollMs: 500 };
 const GRANTED: LeaseOutcome = { ok: true, holder: "a", token: 7, ttlMs: 6000, sinceUs: 0 };

@@ -4,22 +4,25 @@ import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 /*
- * The folder order docs/ARCHITECTURE.md gives ("Layers (bottom up)", listed top down), held
- * to the code: each entry may import only entries listed below it.
+ * The tiers docs/ARCHITECTURE.md gives ("Tiers": a table, each tier with the tiers it may
+ * import), held to the code: no import up the table or sideways, no folder left out.
  */
 
 const repo = fileURLToPath(new URL("..", import.meta.url));
 const src = join(repo, "src");
 
-/** The entries of the layer list, top first: folders of src/ and the modules at its root. */
-function layerList(): string[] {
+/** Each tier of the table and the tiers it may import. */
+function tierTable(): Map<string, Set<string>> {
   const doc = readFileSync(join(repo, "docs/ARCHITECTURE.md"), "utf8");
-  const section = doc.slice(doc.indexOf("## Layers (bottom up)"));
-  const block = /```\n([\s\S]*?)```/.exec(section)![1]!;
-  return block
-    .split("\n")
-    .filter((line) => line.trim() !== "")
-    .map((line) => line.split(/\s+/)[0]!);
+  const start = doc.indexOf("## Tiers");
+  const section = doc.slice(start, doc.indexOf("\n## ", start + 1));
+  const rows = [...section.matchAll(/^\|\s*`([a-z]+)`\s*\|([^|]+)\|/gm)];
+  return new Map(
+    rows.map(([, tier, imports]) => [
+      tier!,
+      new Set(imports!.trim() === "—" ? [] : imports!.split(",").map((name) => name.trim())),
+    ]),
+  );
 }
 
 function sourceFiles(dir: string): string[] {
@@ -30,8 +33,8 @@ function sourceFiles(dir: string): string[] {
   });
 }
 
-/** The entry a file of src/ belongs to: its top folder, or its own name at the root. */
-const entryOf = (file: string): string => relative(src, file).split("/")[0]!;
+/** The tier a file of src/ belongs to: its top folder, or its own name at the root (cli.ts: cli). */
+const tierOf = (file: string): string => relative(src, file).split("/")[0]!.replace(/\.ts$/, "");
 
 /** The files of src/ a file imports (`type` imports too, unless `values` only). */
 function importsOf(file: string, values = false): string[] {
@@ -42,28 +45,37 @@ function importsOf(file: string, values = false): string[] {
   return [...text.matchAll(pattern)].map((m) => resolve(dirname(file), m[1]!).replace(/\.js$/, ".ts"));
 }
 
-/** The imports in `edges` (importer, imported) that do not run down `layers`, said in words. */
-function upward(edges: ReadonlyArray<readonly [string, string]>, layers: readonly string[]): string[] {
-  const rank = new Map(layers.map((entry, i) => [entry, i]));
+/** The imports in `edges` (importer, imported) that the importer's tier may not make, said in words. */
+function forbidden(
+  edges: ReadonlyArray<readonly [string, string]>,
+  tiers: Map<string, Set<string>>,
+): string[] {
   return edges.flatMap(([file, target]) => {
-    const [from, to] = [entryOf(file), entryOf(target)];
-    if (from === to || rank.get(to)! > rank.get(from)!) return [];
-    return [`${relative(repo, file)} imports ${relative(repo, target)} (${to} is not below ${from})`];
+    const [from, to] = [tierOf(file), tierOf(target)];
+    if (from === to || tiers.get(from)?.has(to)) return [];
+    return [`${relative(repo, file)} imports ${relative(repo, target)} (${from} may not import ${to})`];
   });
 }
 
-describe("The layers of src/, as docs/ARCHITECTURE.md lists them", () => {
-  const layers = layerList();
+describe("The tiers of src/, as docs/ARCHITECTURE.md lists them", () => {
+  const tiers = tierTable();
   const files = sourceFiles(src);
 
-  it("lists every folder and root module of src/, once", () => {
-    const entries = [...new Set(files.map(entryOf))].sort();
-    expect([...layers].sort()).to.deep.equal(entries);
+  it("lists every folder of src/ (and cli.ts) as a tier, once, each importing only tiers below it", () => {
+    const folders = [...new Set(files.map(tierOf))].sort();
+    expect([...tiers.keys()].sort()).to.deep.equal(folders);
+    // Rows may import only rows below them: the table is an order, with no cycle between tiers.
+    const order = [...tiers.keys()];
+    for (const [tier, imports] of tiers)
+      for (const name of imports)
+        expect(order.indexOf(name), `${tier} may import ${name}: not a tier below it`).to.be.above(
+          order.indexOf(tier),
+        );
   });
 
-  it("has every import run down the list: no entry imports one above it or beside it", () => {
+  it("has every import allowed by the importer's row: none up the table, none sideways", () => {
     const edges = files.flatMap((file) => importsOf(file).map((target) => [file, target] as const));
-    expect(upward(edges, layers)).to.deep.equal([]);
+    expect(forbidden(edges, tiers)).to.deep.equal([]);
   });
 
   it("has no cycle of value imports between files", () => {
@@ -87,17 +99,18 @@ describe("The layers of src/, as docs/ARCHITECTURE.md lists them", () => {
     expect(cycles).to.deep.equal([]);
   });
 
-  it("catches what it is for: an import up the list", () => {
+  it("catches what it is for: an import up the table, and one sideways", () => {
     const at = (path: string) => join(src, path);
     const edges = [
-      [at("domain/names.ts"), at("api/app.ts")],
-      [at("text/table.ts"), at("text/json-list.ts")],
-      [at("api/app.ts"), at("text/table.ts")],
-      [at("log.ts"), at("config.ts")],
+      [at("core/names.ts"), at("api/app.ts")],
+      [at("agent/bridge-client.ts"), at("store/store.ts")],
+      [at("store/store.ts"), at("store/redis/keys.ts")],
+      [at("cli.ts"), at("cli/serve.ts")],
+      [at("api/app.ts"), at("bridge/trait-service.ts")],
     ] as const;
-    expect(upward(edges, layers)).to.deep.equal([
-      "src/domain/names.ts imports src/api/app.ts (api is not below domain)",
-      "src/log.ts imports src/config.ts (config.ts is not below log.ts)",
+    expect(forbidden(edges, tiers)).to.deep.equal([
+      "src/core/names.ts imports src/api/app.ts (core may not import api)",
+      "src/agent/bridge-client.ts imports src/store/store.ts (agent may not import store)",
     ]);
   });
 });

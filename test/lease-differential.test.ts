@@ -1,9 +1,9 @@
 import { expect } from "chai";
 import fc from "fast-check";
-import type { StoreLineage } from "../src/lease/machine.js";
-import { MemoryLeases } from "../src/lease/memory.js";
-import type { LeaseBackend } from "../src/lease/port.js";
-import { RedisLeases } from "../src/lease/redis.js";
+import type { StoreLineage } from "../src/core/lease/machine.js";
+import { MemoryLeases } from "../src/store/memory/leases.js";
+import type { LeaseBackend } from "../src/store/ports/leases.js";
+import { RedisLeases } from "../src/store/redis/leases.js";
 import { onClusterMasters, sharedCluster } from "./helpers/backends.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
 

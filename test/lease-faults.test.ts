@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { openStore } from "../src/store/open.js";
 import { expect } from "chai";
-import { LeaseKeeper } from "../src/agent/lease-keeper.js";
+import { LeaseKeeper } from "../src/core/keeper/lease-keeper.js";
 import { AgentProcess } from "./helpers/agent-process.js";
 import { assertAgentsNeverActedTogether, assertNoOverlappingWriters } from "./helpers/fence-log.js";
 import { TestRedisServer } from "./helpers/redis-server.js";

@@ -6,8 +6,8 @@ import {
   type LeaseOperation,
   type ShardLeaseState,
   type StoreClockReading,
-} from "../src/lease/machine.js";
-import { seededRandom } from "../src/random.js";
+} from "../src/core/lease/machine.js";
+import { seededRandom } from "../src/runtime/random.js";
 
 /** A store reading at `nowUs` for a store that started long ago. */
 const at = (nowUs: number) => ({ nowUs, bootUs: 0 });

@@ -1,10 +1,10 @@
-import { MemoryTraits } from "../src/traits/memory.js";
-import { MemoryNodes } from "../src/nodes/memory.js";
+import { MemoryTraits } from "../src/store/memory/traits.js";
+import { MemoryNodes } from "../src/store/memory/nodes.js";
 import { openStore } from "../src/store/open.js";
 import { expect } from "chai";
 import { bridgeApp } from "./helpers/app.js";
-import { ShardCatalog } from "../src/shards/catalog.js";
-import { MemoryLeases } from "../src/lease/memory.js";
+import { ShardCatalog } from "../src/bridge/shards/catalog.js";
+import { MemoryLeases } from "../src/store/memory/leases.js";
 import { Store } from "../src/store/store.js";
 import { call, listen, testAuthority } from "./helpers/http.js";
 import { TestRedisServer } from "./helpers/redis-server.js";

@@ -2,10 +2,16 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { expect } from "chai";
 import { BridgeClient } from "../src/agent/bridge-client.js";
 import { bridgeApp } from "./helpers/app.js";
-import type { LeaseOutcome } from "../src/lease/machine.js";
-import { noWaits, stepWaits, type Refusal, type ShardWaits, type WaitAction } from "../src/lease/waits.js";
-import { ShardCatalog } from "../src/shards/catalog.js";
-import { LeaseWaits } from "../src/shards/lease-waits.js";
+import type { LeaseOutcome } from "../src/core/lease/machine.js";
+import {
+  noWaits,
+  stepWaits,
+  type Refusal,
+  type ShardWaits,
+  type WaitAction,
+} from "../src/core/lease/waits.js";
+import { ShardCatalog } from "../src/bridge/shards/catalog.js";
+import { LeaseWaits } from "../src/bridge/shards/lease-waits.js";
 import { openStore } from "../src/store/open.js";
 import type { Store } from "../src/store/store.js";
 import { AgentProcess, type AgentEvent } from "./helpers/agent-process.js";
@@ -16,7 +22,7 @@ import { listen, TEST_TOKENS, testAuthority } from "./helpers/http.js";
 import { acquireWhenReady } from "./helpers/leases.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
 import { VirtualClock } from "./helpers/virtual-clock.js";
-import { seededRandom } from "../src/random.js";
+import { seededRandom } from "../src/runtime/random.js";
 import { ClusterSetup, SentinelSetup } from "./helpers/redis-topology.js";
 
 const held = (holder: string, token: number, ttlMs: number): Refusal => ({

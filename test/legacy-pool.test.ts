@@ -1,11 +1,16 @@
 import { expect } from "chai";
 import { bridgeApp } from "./helpers/app.js";
-import type { BareMetalNode } from "../src/domain/node.js";
-import { randomUuid, seededRandom } from "../src/random.js";
-import { legacyNodesOf, legacyPoolMembers, servesNoShard, shardInService } from "../src/ring/membership.js";
-import { LegacyPool } from "../src/ring/pool.js";
-import { buildRing } from "../src/ring/legacy.js";
-import { novaRing } from "../src/ring/tooz.js";
+import type { BareMetalNode } from "../src/core/node.js";
+import { randomUuid, seededRandom } from "../src/runtime/random.js";
+import {
+  legacyNodesOf,
+  legacyPoolMembers,
+  servesNoShard,
+  shardInService,
+} from "../src/core/ring/membership.js";
+import { LegacyPool } from "../src/core/ring/pool.js";
+import { buildRing } from "../src/core/ring/legacy.js";
+import { novaRing } from "../src/core/ring/tooz.js";
 import { backendsUnderTest, useApp } from "./helpers/backends.js";
 import { call, TEST_TOKENS, testAuthority, wholeNode } from "./helpers/http.js";
 

@@ -1,8 +1,8 @@
 import { expect } from "chai";
-import { assembleScript, parseScriptFile } from "../src/redis/script-files.js";
-import { scriptTexts } from "../src/redis/scripts.js";
+import { assembleScript, parseScriptFile } from "../src/store/redis/script-files.js";
+import { scriptTexts } from "../src/store/redis/scripts.js";
 
-describe("Lua scripts declare themselves (src/redis/script-files.ts)", () => {
+describe("Lua scripts declare themselves (src/store/redis/script-files.ts)", () => {
   it("reads a script's flags line, key count and fragments, and sends them in that order", () => {
     const file = parseScriptFile("renew", "#!lua\n--! keys 1\n--! include clock numbers\n-- renew\nreturn 1");
     expect(file).to.deep.equal({

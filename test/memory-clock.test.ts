@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { MemoryLeases } from "../src/lease/memory.js";
+import { MemoryLeases } from "../src/store/memory/leases.js";
 
 /**
  * The embedded store's clock runs with the process's monotonic clock, which falls behind

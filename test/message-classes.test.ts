@@ -2,7 +2,7 @@ import { expect } from "chai";
 import { createServer, IncomingMessage, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { bridgeApp } from "./helpers/app.js";
-import { ShardCatalog } from "../src/shards/catalog.js";
+import { ShardCatalog } from "../src/bridge/shards/catalog.js";
 import { memoryUnderTest, useApp } from "./helpers/backends.js";
 import { TEST_TOKENS, call, testAuthority } from "./helpers/http.js";
 

@@ -3,12 +3,12 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { BridgeClient } from "../src/agent/bridge-client.js";
-import { bridgeKeeper, type LeaseKeeper } from "../src/agent/lease-keeper.js";
-import { IronicClient } from "../src/ironic/client.js";
-import { buildRing } from "../src/ring/legacy.js";
+import { bridgeKeeper, type LeaseKeeper } from "../src/core/keeper/lease-keeper.js";
+import { IronicClient } from "../src/upstream/ironic-client.js";
+import { buildRing } from "../src/core/ring/legacy.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { runShardbridge } from "./helpers/cli.js";
-import { syncFromIronic } from "../src/commands/ironic-sync.js";
+import { syncFromIronic } from "../src/cli/ironic-sync.js";
 import { createIronicNode, useIronicPeer } from "./helpers/ironic-peer.js";
 
 const AGENTS = ["compute-a", "compute-b", "compute-c"];

@@ -4,11 +4,11 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { bridgeApp } from "./helpers/app.js";
-import { ShardName } from "../src/domain/names.js";
-import { IronicClient } from "../src/ironic/client.js";
-import { randomUuid, seededRandom } from "../src/random.js";
-import { compareEvents } from "../src/ring/compare.js";
-import { buildRing } from "../src/ring/legacy.js";
+import { ShardName } from "../src/core/names.js";
+import { IronicClient } from "../src/upstream/ironic-client.js";
+import { randomUuid, seededRandom } from "../src/runtime/random.js";
+import { compareEvents } from "../src/core/ring/compare.js";
+import { buildRing } from "../src/core/ring/legacy.js";
 import {
   currentAgentOf,
   inventoryChanges,
@@ -17,14 +17,14 @@ import {
   planShards,
   type MigrationPlan,
   type PlanNode,
-} from "../src/ring/plan.js";
-import { planFile, readPlanFile, type PlanFile } from "../src/commands/migrate-file.js";
-import { planText, stepsText } from "../src/commands/migrate-text.js";
-import { applyPlan, writeDefinitions } from "../src/commands/migrate-apply.js";
-import { ConfigError } from "../src/config.js";
-import { ToozRing } from "../src/ring/tooz.js";
+} from "../src/core/ring/plan.js";
+import { planFile, readPlanFile, type PlanFile } from "../src/tools/migrate/plan-file.js";
+import { planText, stepsText } from "../src/tools/migrate/text.js";
+import { applyPlan, writeDefinitions } from "../src/tools/migrate/apply.js";
+import { ConfigError } from "../src/runtime/config.js";
+import { ToozRing } from "../src/core/ring/tooz.js";
 import { BridgeClient } from "../src/agent/bridge-client.js";
-import { bridgeKeeper, type LeaseKeeper } from "../src/agent/lease-keeper.js";
+import { bridgeKeeper, type LeaseKeeper } from "../src/core/keeper/lease-keeper.js";
 import { backendsUnderTest, memoryUnderTest, useApp } from "./helpers/backends.js";
 import { call, TEST_TOKENS, testAuthority, wholeNode } from "./helpers/http.js";
 import { createIronicNode, useIronicPeer } from "./helpers/ironic-peer.js";

@@ -5,7 +5,7 @@ import { request } from "node:http";
 import { join } from "node:path";
 import { parseTokens } from "../src/api/http/auth.js";
 import { bridgeApp } from "./helpers/app.js";
-import { AgentId, ShardName, hostKey } from "../src/domain/names.js";
+import { AgentId, ShardName, hostKey } from "../src/core/names.js";
 import { memoryUnderTest, useApp } from "./helpers/backends.js";
 import { call, TEST_TOKENS, testAuthority } from "./helpers/http.js";
 import { runShardbridge } from "./helpers/cli.js";

@@ -1,11 +1,11 @@
 import { expect } from "chai";
 import { setFlagsFromString } from "node:v8";
-import type { BareMetalNode } from "../src/domain/node.js";
-import { decodeNode, encodeNode } from "../src/nodes/record.js";
-import type { NodeSource } from "../src/nodes/port.js";
-import { RedisNodes } from "../src/nodes/redis.js";
-import { randomUuid, seededRandom } from "../src/random.js";
-import { keyLayout } from "../src/redis/keys.js";
+import type { BareMetalNode } from "../src/core/node.js";
+import { decodeNode, encodeNode } from "../src/store/node-record.js";
+import type { NodeSource } from "../src/store/ports/nodes.js";
+import { RedisNodes } from "../src/store/redis/nodes.js";
+import { randomUuid, seededRandom } from "../src/runtime/random.js";
+import { keyLayout } from "../src/store/redis/keys.js";
 import { openStore } from "../src/store/open.js";
 import { backendsUnderTest, useBackend } from "./helpers/backends.js";
 import { TestRedisServer } from "./helpers/redis-server.js";

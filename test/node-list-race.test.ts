@@ -1,13 +1,13 @@
 import { expect } from "chai";
 import { bridgeApp } from "./helpers/app.js";
-import type { BareMetalNode } from "../src/domain/node.js";
-import { MemoryNodes } from "../src/nodes/memory.js";
-import type { NodePage, NodeQuery } from "../src/nodes/port.js";
-import { ShardCatalog } from "../src/shards/catalog.js";
-import { processClockUs } from "../src/lease/clock.js";
-import { MemoryLeases } from "../src/lease/memory.js";
+import type { BareMetalNode } from "../src/core/node.js";
+import { MemoryNodes } from "../src/store/memory/nodes.js";
+import type { NodePage, NodeQuery } from "../src/store/ports/nodes.js";
+import { ShardCatalog } from "../src/bridge/shards/catalog.js";
+import { processClockUs } from "../src/core/lease/clock.js";
+import { MemoryLeases } from "../src/store/memory/leases.js";
 import { Store } from "../src/store/store.js";
-import { MemoryTraits } from "../src/traits/memory.js";
+import { MemoryTraits } from "../src/store/memory/traits.js";
 import { call, listen, TEST_TOKENS, testAuthority, uuid, wholeNode } from "./helpers/http.js";
 
 /**

@@ -17,8 +17,8 @@ import { SupervisedShard } from "./helpers/openstack/nova-compute.js";
 import { readNovaLog, requestsSent } from "./helpers/openstack/nova-log.js";
 import { expectSameRecords, providers, shardRecords } from "./helpers/openstack/records.js";
 import { RecordingProxy } from "./helpers/openstack/recording-proxy.js";
-import { KeystoneAuth } from "../src/ironic/keystone.js";
-import { DEFAULT_STOP_GRACE_MS } from "../src/run/supervisor.js";
+import { KeystoneAuth } from "../src/upstream/keystone.js";
+import { DEFAULT_STOP_GRACE_MS } from "../src/agent/run/supervisor.js";
 
 const SHARD = "rack-n";
 const HOST = `${SHARD}-ironic`;

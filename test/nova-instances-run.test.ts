@@ -20,8 +20,8 @@ import { enrollAvailable, powerOn, untilProvisionState } from "./helpers/opensta
 import { resendingShard, SupervisedShard } from "./helpers/openstack/nova-compute.js";
 import { readNovaLog } from "./helpers/openstack/nova-log.js";
 import { expectSameRecords, shardRecords } from "./helpers/openstack/records.js";
-import type { RebootType } from "../src/nova/preempted.js";
-import { DEFAULT_STOP_GRACE_MS } from "../src/run/supervisor.js";
+import type { RebootType } from "../src/core/nova-preempted.js";
+import { DEFAULT_STOP_GRACE_MS } from "../src/agent/run/supervisor.js";
 
 const SHARD = "rack-i";
 const HOST = `${SHARD}-ironic`;

@@ -11,10 +11,10 @@ import {
   settledVerdict,
   type InstanceActionEvent,
   type ServerState,
-} from "../src/nova/preempted.js";
+} from "../src/core/nova-preempted.js";
 
 /*
- * Which reboots nova-compute's start-up cancelled (src/nova/preempted.ts), on the records
+ * Which reboots nova-compute's start-up cancelled (src/core/nova-preempted.ts), on the records
  * the compute API shows. The details are nova 34's words (UnexpectedTaskStateError, as
  * nova-instances-run.test.ts reads them from a real nova after a failover).
  */

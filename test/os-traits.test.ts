@@ -2,8 +2,8 @@ import { expect } from "chai";
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { OS_TRAITS_VERSION, STANDARD_TRAIT_NAMES } from "../src/domain/os-traits.js";
-import { TraitName } from "../src/domain/trait-names.js";
+import { OS_TRAITS_VERSION, STANDARD_TRAIT_NAMES } from "../src/core/traits/os-traits.js";
+import { TraitName } from "../src/core/traits/names.js";
 import { openstackBin } from "./helpers/openstack/venv.js";
 
 /*
@@ -14,7 +14,7 @@ import { openstackBin } from "./helpers/openstack/venv.js";
  */
 
 const SCRIPT = fileURLToPath(new URL("../scripts/os-traits.py", import.meta.url));
-const MODULE = new URL("../src/domain/os-traits.ts", import.meta.url);
+const MODULE = new URL("../src/core/traits/os-traits.ts", import.meta.url);
 
 function python(program: string, args: string[]): string {
   const run = spawnSync(program, args, { encoding: "utf8" });

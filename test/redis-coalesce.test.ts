@@ -1,8 +1,8 @@
 import { expect } from "chai";
 import { readFileSync } from "node:fs";
 import type { Cluster, Redis } from "ioredis";
-import { redisClient } from "../src/redis/connect.js";
-import { leaseConnectionOptions } from "../src/lease/redis.js";
+import { redisClient } from "../src/store/redis/connect.js";
+import { leaseConnectionOptions } from "../src/store/redis/leases.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
 import { ClusterSetup } from "./helpers/redis-topology.js";
 
@@ -31,7 +31,7 @@ const leastOf = async <T extends Record<string, number>>(
 
 /**
  * The store's connection sends the commands of one event-loop turn in one write (see
- * src/redis/coalesce.ts): renews from many agents cost Redis one system call a turn, not
+ * src/store/redis/coalesce.ts): renews from many agents cost Redis one system call a turn, not
  * one each. Counted from the kernel's own tally of this process's write calls.
  */
 describe("Redis commands of one event-loop turn go out in one write (real redis-server)", function () {

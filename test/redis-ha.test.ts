@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { expect } from "chai";
-import { ReplicaAckError } from "../src/lease/redis.js";
+import { ReplicaAckError } from "../src/store/redis/leases.js";
 import { openStore } from "../src/store/open.js";
 import type { Store } from "../src/store/store.js";
 import { AgentProcess, type AgentEvent } from "./helpers/agent-process.js";

@@ -1,6 +1,6 @@
 import { expect } from "chai";
-import { RenewRequest } from "../src/domain/lease.js";
-import { RepeatParse, ValidationError } from "../src/domain/validation.js";
+import { RenewRequest } from "../src/core/lease/bounds.js";
+import { RepeatParse, ValidationError } from "../src/core/validation.js";
 
 describe("RepeatParse: a request sent again unchanged is parsed once", () => {
   const renew = { shard: "s1", agent: "a", token: 7, ttlMs: 6_000 };

@@ -1,9 +1,9 @@
 import { expect } from "chai";
 import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
-import { buildRing } from "../src/ring/legacy.js";
-import { ToozRing, novaRing } from "../src/ring/tooz.js";
-import { randomUuid, seededRandom } from "../src/random.js";
+import { buildRing } from "../src/core/ring/legacy.js";
+import { ToozRing, novaRing } from "../src/core/ring/tooz.js";
+import { randomUuid, seededRandom } from "../src/runtime/random.js";
 import { RING_VECTORS, toozMapping, toozUnavailable } from "./helpers/tooz.js";
 import { SHARDBRIDGE } from "./helpers/cli.js";
 

@@ -4,7 +4,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { egressRenewal, egressRules, egressTable, rejectedPackets } from "../src/run/egress-fence.js";
+import { egressRenewal, egressRules, egressTable, rejectedPackets } from "../src/agent/run/egress-fence.js";
 import { AgentProcess } from "./helpers/agent-process.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { SHARDBRIDGE } from "./helpers/cli.js";

@@ -8,10 +8,10 @@ import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { cgroupsWritable, childrenOf, running } from "./helpers/processes.js";
 import { until } from "./helpers/until.js";
 import { RUN_CHILD, lives, runFixture, watchChildren, type ChildLife } from "./helpers/run-records.js";
-import { ChildCgroup } from "../src/run/cgroup.js";
-import { ChildGroup } from "../src/run/child.js";
-import { GroupMembers, groupOf } from "../src/run/group-members.js";
-import { DEFAULT_STOP_GRACE_MS } from "../src/run/supervisor.js";
+import { ChildCgroup } from "../src/agent/run/cgroup.js";
+import { ChildGroup } from "../src/agent/run/child.js";
+import { GroupMembers, groupOf } from "../src/agent/run/group-members.js";
+import { DEFAULT_STOP_GRACE_MS } from "../src/agent/run/supervisor.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
 import { SHARDBRIDGE } from "./helpers/cli.js";
 

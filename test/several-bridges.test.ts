@@ -2,7 +2,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { expect } from "chai";
 import { BridgeClient } from "../src/agent/bridge-client.js";
 import { bridgeApp } from "./helpers/app.js";
-import { ShardCatalog } from "../src/shards/catalog.js";
+import { ShardCatalog } from "../src/bridge/shards/catalog.js";
 import { openStore } from "../src/store/open.js";
 import type { Store } from "../src/store/store.js";
 import { exampleInspector } from "./helpers/examples.js";

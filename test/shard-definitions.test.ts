@@ -1,5 +1,5 @@
-import { MemoryTraits } from "../src/traits/memory.js";
-import { MemoryNodes } from "../src/nodes/memory.js";
+import { MemoryTraits } from "../src/store/memory/traits.js";
+import { MemoryNodes } from "../src/store/memory/nodes.js";
 import { expect } from "chai";
 import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
@@ -7,17 +7,17 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { bridgeApp } from "./helpers/app.js";
-import { processClockUs } from "../src/lease/clock.js";
-import { MemoryLeases } from "../src/lease/memory.js";
+import { processClockUs } from "../src/core/lease/clock.js";
+import { MemoryLeases } from "../src/store/memory/leases.js";
 import { MAX_SHARD_AGENTS } from "../src/contracts/shards.js";
-import { ShardCatalog, ShardDefinitionError, loadShardCatalog } from "../src/shards/catalog.js";
+import { ShardCatalog, ShardDefinitionError, loadShardCatalog } from "../src/bridge/shards/catalog.js";
 import { Store } from "../src/store/store.js";
 import { call, listen, testAuthority, TEST_TOKENS } from "./helpers/http.js";
 import { backendsUnderTest, useApp } from "./helpers/backends.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
 import { openStore } from "../src/store/open.js";
-import { ConfigError } from "../src/config.js";
-import { DEFINITIONS_REFRESH_MS, StoredDefinitions } from "../src/shards/stored-definitions.js";
+import { ConfigError } from "../src/runtime/config.js";
+import { DEFINITIONS_REFRESH_MS, StoredDefinitions } from "../src/bridge/shards/stored-definitions.js";
 
 describe("Shard definitions", () => {
   let dir: string;

@@ -1,10 +1,10 @@
 import { expect } from "chai";
-import { ShardNodesCache } from "../src/nodes/shard-nodes-cache.js";
-import { nodeJson } from "../src/nodes/json.js";
-import type { BareMetalNode } from "../src/domain/node.js";
-import { MemoryNodes } from "../src/nodes/memory.js";
-import { NodeRegistry } from "../src/nodes/registry.js";
-import type { NodeSource } from "../src/nodes/port.js";
+import { ShardNodesCache } from "../src/store/shard-nodes-cache.js";
+import { nodeJson } from "../src/store/node-json.js";
+import type { BareMetalNode } from "../src/core/node.js";
+import { MemoryNodes } from "../src/store/memory/nodes.js";
+import { NodeRegistry } from "../src/store/node-registry.js";
+import type { NodeSource } from "../src/store/ports/nodes.js";
 import { uuid } from "./helpers/http.js";
 
 /**

@@ -1,10 +1,10 @@
 import { expect } from "chai";
-import { LeaseKeeper, type LeaseClient } from "../src/agent/lease-keeper.js";
-import { seededRandom } from "../src/random.js";
-import { SimHost } from "../src/sim/host.js";
-import { clockChanged, runSettled, simScheduler } from "../src/sim/keeper-scheduler.js";
-import { EventQueue } from "../src/sim/queue.js";
-import { MemoryLeases } from "../src/lease/memory.js";
+import { LeaseKeeper, type LeaseClient } from "../src/core/keeper/lease-keeper.js";
+import { seededRandom } from "../src/runtime/random.js";
+import { SimHost } from "../src/tools/sim/host.js";
+import { clockChanged, runSettled, simScheduler } from "../src/tools/sim/keeper-scheduler.js";
+import { EventQueue } from "../src/tools/sim/queue.js";
+import { MemoryLeases } from "../src/store/memory/leases.js";
 
 /*
  * The shipped LeaseKeeper — its timers, its timeout on each request, its release on stop —

@@ -4,9 +4,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { Page } from "playwright-core";
-import { reportHtml, timeTicks } from "../src/sim/html.js";
-import { parseScenario } from "../src/sim/scenario.js";
-import { simulate } from "../src/sim/simulate.js";
+import { reportHtml, timeTicks } from "../src/tools/sim/html.js";
+import { parseScenario } from "../src/tools/sim/scenario.js";
+import { simulate } from "../src/tools/sim/simulate.js";
 import { openBrowser } from "./helpers/browser.js";
 
 const scenarioFile = (name: string) =>

@@ -3,19 +3,19 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "n
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { EventQueue } from "../src/sim/queue.js";
-import { Coverage } from "../src/sim/coverage.js";
-import { ScenarioError, parseScenario, type Scenario } from "../src/sim/scenario.js";
-import { layoutFleet } from "../src/sim/fleet.js";
-import { CruiseBroken } from "../src/sim/shards-mode.js";
+import { EventQueue } from "../src/tools/sim/queue.js";
+import { Coverage } from "../src/tools/sim/coverage.js";
+import { ScenarioError, parseScenario, type Scenario } from "../src/tools/sim/scenario.js";
+import { layoutFleet } from "../src/tools/sim/fleet.js";
+import { CruiseBroken } from "../src/tools/sim/shards-mode.js";
 import {
   playShards,
   simulate,
   simulateShippedKeepers,
   stepsOf,
   type SimulationReport,
-} from "../src/sim/simulate.js";
-import { seededRandom } from "../src/random.js";
+} from "../src/tools/sim/simulate.js";
+import { seededRandom } from "../src/runtime/random.js";
 import { runShardbridge } from "./helpers/cli.js";
 
 const scenariosDir = fileURLToPath(new URL("../examples/scenarios/", import.meta.url));

@@ -4,7 +4,7 @@ import { spawn } from "node:child_process";
 import { BridgeClient } from "../src/agent/bridge-client.js";
 import { startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { runShardbridge } from "./helpers/cli.js";
-import { statusTable } from "../src/commands/status.js";
+import { statusTable } from "../src/cli/status.js";
 import { acquireWhenReady } from "./helpers/leases.js";
 import { SHARDBRIDGE } from "./helpers/cli.js";
 

@@ -1,8 +1,8 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { expect } from "chai";
-import { HostTwinError } from "../src/domain/names.js";
-import { ValidationError } from "../src/domain/validation.js";
-import { MemoryNodes } from "../src/nodes/memory.js";
+import { HostTwinError } from "../src/core/names.js";
+import { ValidationError } from "../src/core/validation.js";
+import { MemoryNodes } from "../src/store/memory/nodes.js";
 import { Store } from "../src/store/store.js";
 import { backendsUnderTest, redisClusterUnderTest, storeNowMs, useBackend } from "./helpers/backends.js";
 

@@ -1,19 +1,19 @@
 import { expect } from "chai";
 import { readFileSync } from "node:fs";
 import { Redis } from "ioredis";
-import { RedisLeases } from "../src/lease/redis.js";
+import { RedisLeases } from "../src/store/redis/leases.js";
 import { acquireWhenReady } from "./helpers/leases.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
 
 /**
  * The lease scripts' reading of the store's lineage (store_lineage in
- * src/redis/clock-server.lua), run on real servers and compared with what INFO says: the
+ * src/store/redis/lua/clock-server.lua), run on real servers and compared with what INFO says: the
  * replication id, and whether the server's data continues another's (a promoted replica).
  * The script reads INFO with plain searches for speed; this is what keeps them right.
  */
 describe("store lineage as the lease scripts read it (real redis-server, master and replica)", function () {
   this.timeout(30_000);
-  const clock = readFileSync(new URL("../src/redis/clock-server.lua", import.meta.url), "utf8");
+  const clock = readFileSync(new URL("../src/store/redis/lua/clock-server.lua", import.meta.url), "utf8");
   const readLineage = `${clock}
 local id, promoted = store_lineage()
 return { id or false, promoted and 1 or 0 }`;
@@ -83,7 +83,7 @@ return { id or false, promoted and 1 or 0 }`;
 });
 
 /**
- * The lineage a connection keeps between lease scripts (src/redis/lineage.ts, store_lineage
+ * The lineage a connection keeps between lease scripts (src/store/redis/lineage.ts, store_lineage
  * in clock-server.lua): renews that find their shard under the kept lineage read no INFO,
  * and no role change lets a server grant or renew before its hold. The connection stays
  * open across REPLICAOF (Redis closes no client for it): what catches the change is that

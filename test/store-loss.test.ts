@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { BridgeClient } from "../src/agent/bridge-client.js";
 import { UNDEFINED_MAX_WAIT_MS } from "../src/agent/undefined-shard.js";
-import { DEFINITIONS_REFRESH_MS } from "../src/shards/stored-definitions.js";
+import { DEFINITIONS_REFRESH_MS } from "../src/bridge/shards/stored-definitions.js";
 import { AgentProcess, type AgentEvent } from "./helpers/agent-process.js";
 import { referenceAgent, startBridge, type BridgeProcess } from "./helpers/bridge-process.js";
 import { running } from "./helpers/processes.js";

@@ -4,7 +4,7 @@ import { createHash } from "node:crypto";
 import express from "express";
 import type { AddressInfo } from "node:net";
 import { streamJsonList } from "../src/api/http/stream.js";
-import type { ListPage } from "../src/text/json-list.js";
+import type { ListPage } from "../src/runtime/text/json-list.js";
 
 /**
  * An item that costs CPU, not bytes (hashed a dozen times), so

@@ -2,18 +2,18 @@ import { readExample } from "./helpers/examples.js";
 import { expect } from "chai";
 import fc from "fast-check";
 import { existsSync, readFileSync } from "node:fs";
-import { parseOrThrow } from "../src/domain/validation.js";
+import { parseOrThrow } from "../src/core/validation.js";
 import {
   NO_TRAITS,
   applyDeltas,
   deltasToward,
   type HeldTraits,
   type TraitDelta,
-} from "../src/traits/delta.js";
+} from "../src/core/traits/delta.js";
 import { DeltaText, InspectionData } from "../src/contracts/traits.js";
-import { TraitRulesFile, desiredTraits } from "../src/traits/inspection.js";
-import { MAX_TRAITS_PER_NODE, TraitName } from "../src/domain/trait-names.js";
-import { OwnershipRegistry } from "../src/traits/ownership.js";
+import { TraitRulesFile, desiredTraits } from "../src/bridge/inspection/trait-rules.js";
+import { MAX_TRAITS_PER_NODE, TraitName } from "../src/core/traits/names.js";
+import { OwnershipRegistry } from "../src/core/traits/ownership.js";
 
 const ownership = new OwnershipRegistry(readExample("ownership.json"));
 const rules = parseOrThrow(TraitRulesFile, readExample("trait-rules.json")).rules;

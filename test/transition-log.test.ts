@@ -1,8 +1,8 @@
 import { expect } from "chai";
 import { PassThrough } from "node:stream";
 import winston from "winston";
-import { actsAfter, logTransition, parseTransition } from "../src/agent/transition-log.js";
-import { logger } from "../src/log.js";
+import { actsAfter, logTransition, parseTransition } from "../src/core/keeper/transition-log.js";
+import { logger } from "../src/runtime/log.js";
 
 /** The agent's transition lines, written through the real logger and read back by the contract. */
 describe("Agent transition lines: one contract for the agent that writes and the runner that reads", () => {

@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { workerIdentity } from "../src/ironic/worker-identity.js";
+import { workerIdentity } from "../src/bridge/ironic/worker-identity.js";
 
 /**
  * A bridge's name among the Ironic delivery workers: its listening address in its network

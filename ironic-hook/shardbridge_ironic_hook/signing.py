@@ -1,4 +1,4 @@
-"""The webhook's signature, exactly as the bridge checks it (src/inspection/signature.ts)."""
+"""The webhook's signature, exactly as the bridge checks it (src/contracts/webhook-signature.ts)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ def webhook_signature(secret: str, timestamp: str, delivery: str, body: bytes) -
     """HMAC-SHA256 over ``"<timestamp>\\n<delivery id>\\n<raw body>"`` with the shared secret, hex.
 
     The one place the signed string is spelled out, the twin of ``webhookSignature`` in the
-    bridge (src/inspection/signature.ts): the delivery id is signed too, so a replay under
+    bridge (src/contracts/webhook-signature.ts): the delivery id is signed too, so a replay under
     another id does not match. Neither a timestamp nor a delivery id holds a newline.
     """
     signed = timestamp.encode("ascii") + b"\n" + delivery.encode("ascii") + b"\n" + body

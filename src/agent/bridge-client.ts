@@ -13,15 +13,15 @@ import type {
   ShardList,
   ShardSummary,
 } from "../contracts/shards.js";
-import type { BareMetalNode } from "../domain/node.js";
+import type { BareMetalNode } from "../core/node.js";
 import type {
   FenceOutcome,
   LeaseOutcome,
   LeaseView,
   RefusalReason,
   ReleaseOutcome,
-} from "../lease/machine.js";
-import type { AcquireArgs, LeaseClient, WaitedLeaseOutcome } from "./lease-keeper.js";
+} from "../core/lease/machine.js";
+import type { AcquireArgs, LeaseClient, WaitedLeaseOutcome } from "../core/keeper/lease-keeper.js";
 
 /** A bridge answer that is neither a result nor a lease refusal: auth, validation, outage. */
 export class BridgeError extends Error {

@@ -1,7 +1,7 @@
-import { logger } from "../log.js";
+import { logger } from "../runtime/log.js";
 import { BridgeClient, isPermanentRefusal } from "./bridge-client.js";
-import { bridgeKeeper } from "./lease-keeper.js";
-import { logTransition } from "./transition-log.js";
+import { bridgeKeeper } from "../core/keeper/lease-keeper.js";
+import { logTransition } from "../core/keeper/transition-log.js";
 import { UNDEFINED_MAX_WAIT_MS, UndefinedShard } from "./undefined-shard.js";
 
 export interface ReferenceAgentOptions {

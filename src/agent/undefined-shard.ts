@@ -1,5 +1,5 @@
 import { isShardUndefined } from "./bridge-client.js";
-import { standbyJitter } from "./keeper-machine.js";
+import { standbyJitter } from "../core/keeper/machine.js";
 
 /** The first wait after the bridge says it does not know the shard, and the longest (ms). */
 export const UNDEFINED_FIRST_WAIT_MS = 500;

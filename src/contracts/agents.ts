@@ -1,7 +1,7 @@
 import { z } from "zod";
-import { FencingToken } from "../domain/lease.js";
-import { AgentId, HeartbeatInstance, ServedShards, ShardName } from "../domain/names.js";
-import { RingKindName } from "../domain/ring.js";
+import { FencingToken } from "../core/lease/bounds.js";
+import { AgentId, HeartbeatInstance, ServedShards, ShardName } from "../core/names.js";
+import { RingKindName } from "../core/ring/kinds.js";
 import { count, time } from "./fields.js";
 import { Node } from "./nodes.js";
 

@@ -1,7 +1,7 @@
 import { z } from "zod";
-import { FencingToken } from "../domain/lease.js";
-import { ShardName } from "../domain/names.js";
-import { NodeUuid } from "../domain/node.js";
+import { FencingToken } from "../core/lease/bounds.js";
+import { ShardName } from "../core/names.js";
+import { NodeUuid } from "../core/node.js";
 import { count } from "./fields.js";
 
 /**

@@ -1,6 +1,6 @@
 import { z } from "zod";
-import { FenceKey, FenceRequest, FencingToken, ReleaseRequest, RenewRequest } from "../domain/lease.js";
-import { AgentId, ShardName } from "../domain/names.js";
+import { FenceKey, FenceRequest, FencingToken, ReleaseRequest, RenewRequest } from "../core/lease/bounds.js";
+import { AgentId, ShardName } from "../core/names.js";
 import { count, time } from "./fields.js";
 
 /** The longest wait a request may ask for: a standby asks again after it, whatever happened. */

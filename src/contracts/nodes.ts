@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { NodePatch, NodeUuid } from "../domain/node.js";
+import { NodePatch, NodeUuid } from "../core/node.js";
 import { count } from "./fields.js";
 
 /** A node as the API shows it: its uuid and every field a client sets (none left out). */

@@ -1,7 +1,7 @@
 import { z } from "zod";
-import { LEASE_TTL_DEFAULT_MS, LeaseTtlMs } from "../domain/lease.js";
-import { AgentId, ShardName, noCaseTwins } from "../domain/names.js";
-import { uniqueField } from "../domain/validation.js";
+import { LEASE_TTL_DEFAULT_MS, LeaseTtlMs } from "../core/lease/bounds.js";
+import { AgentId, ShardName, noCaseTwins } from "../core/names.js";
+import { uniqueField } from "../core/validation.js";
 import { count } from "./fields.js";
 import { Lease } from "./leases.js";
 
@@ -102,7 +102,7 @@ export const ShardDefinitionFile = z.strictObject({
    * The shard is being filled with nodes from nova's ring (`migrate apply` sets it before
    * it writes shard keys and clears it once every node has its key): until then a lease
    * on it, or a heartbeat declaring it, does not take the agent out of the legacy pool,
-   * so the agent keeps listing the nodes that have no key yet. See src/ring/membership.ts.
+   * so the agent keeps listing the nodes that have no key yet. See src/core/ring/membership.ts.
    */
   filling: z.boolean({ error: "must be true or false" }).optional(),
 });
@@ -116,7 +116,7 @@ export const ShardDefinitionBody = ShardDefinitionFile.omit({ name: true }).exte
 /**
  * A bridge's backup of the store's shard definitions (serve --definitions-backup): what it
  * last read, every shard's last write, removals included (`record` null), so that a store
- * that lost them is given them back (src/shards/definitions-backup.ts). `record` is the
+ * that lost them is given them back (src/bridge/shards/definitions-backup.ts). `record` is the
  * stored body as the bridge that wrote it sent it: kept as it is, read by the bridges.
  */
 export const DefinitionsBackupFile = z.strictObject({
@@ -124,7 +124,7 @@ export const DefinitionsBackupFile = z.strictObject({
   /** the store it was read from (no password), and when */
   store: z.string(),
   saved_at: z.string(),
-  /** the store's mark and version when read (src/definitions/port.ts) */
+  /** the store's mark and version when read (src/store/ports/definitions.ts) */
   mark: z.string().nullable(),
   version: z.int().min(-1),
   definitions: z.record(

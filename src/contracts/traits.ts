@@ -1,6 +1,6 @@
 import { z } from "zod";
-import { NodeUuid } from "../domain/node.js";
-import { TraitName } from "../domain/trait-names.js";
+import { NodeUuid } from "../core/node.js";
+import { TraitName } from "../core/traits/names.js";
 import { count } from "./fields.js";
 
 /** A trait change as the bridge applied it: `+NAME` added, `-NAME` removed. */

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
-import { leaseConnectionOptions } from "../lease/redis.js";
-import { closeClient, keepConnected, redisClient, type RedisTopology } from "../redis/connect.js";
+import { leaseConnectionOptions } from "./redis/leases.js";
+import { closeClient, keepConnected, redisClient, type RedisTopology } from "./redis/connect.js";
 import type { LeaseChanges } from "./lease-changes.js";
 
 /**

@@ -1,7 +1,7 @@
-import type { LeaseView } from "../lease/machine.js";
+import type { LeaseView } from "../core/lease/machine.js";
 
 /**
- * Leases handed back on this store, for whoever waits on them (src/shards/lease-waits.ts):
+ * Leases handed back on this store, for whoever waits on them (src/bridge/shards/lease-waits.ts):
  * a release through this bridge is told to its own listeners at once, and to the other
  * bridges on the same store through a relay (Redis pub/sub: src/store/announce.ts); what a
  * relay hears from another bridge is told here as `heard`. An expiry is nobody's write and

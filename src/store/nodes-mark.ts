@@ -1,6 +1,6 @@
 import { EventEmitter } from "node:events";
-import { fromStore } from "../domain/store-errors.js";
-import { logger } from "../log.js";
+import { fromStore } from "../core/store-errors.js";
+import { logger } from "../runtime/log.js";
 import type { Store } from "./store.js";
 
 /**

@@ -1,9 +1,9 @@
-import { MemoryTraits } from "../traits/memory.js";
-import { MemoryNodes } from "../nodes/memory.js";
-import { MemoryLeases } from "../lease/memory.js";
-import { RedisLeases, type RedisBackendOptions } from "../lease/redis.js";
-import { logger } from "../log.js";
-import { describeSpec, parseRedisSpec, REDIS_SPECS } from "../redis/connect.js";
+import { MemoryTraits } from "./memory/traits.js";
+import { MemoryNodes } from "./memory/nodes.js";
+import { MemoryLeases } from "./memory/leases.js";
+import { RedisLeases, type RedisBackendOptions } from "./redis/leases.js";
+import { logger } from "../runtime/log.js";
+import { describeSpec, parseRedisSpec, REDIS_SPECS } from "./redis/connect.js";
 import { Store } from "./store.js";
 import { announceThroughRedis } from "./announce.js";
 

@@ -8,21 +8,21 @@ import {
   type FenceRequest as FenceArgs,
   type ReleaseRequest as ReleaseArgs,
   type RenewRequest as RenewArgs,
-} from "../domain/lease.js";
-import { AgentId, HeartbeatInstance, HostTwinError, ServedShards, ShardName } from "../domain/names.js";
-import { SERVICE_DOWN_TIME_MS } from "../ring/membership.js";
-import { parseOrThrow, RepeatParse } from "../domain/validation.js";
-import { NodeRegistry } from "../nodes/registry.js";
-import type { NodeBackend } from "../nodes/port.js";
-import type { TraitBackend } from "../traits/port.js";
-import { fromStore } from "../domain/store-errors.js";
-import type { LeaseView } from "../lease/machine.js";
-import { processClockUs } from "../lease/clock.js";
-import { fenceKeyDigest, mintFenceKey } from "../lease/fence-key.js";
-import { MemoryLeases } from "../lease/memory.js";
-import type { AcquireInput, FenceInput, LeaseBackend, ReleaseInput, RenewInput } from "../lease/port.js";
-import { MemoryDefinitions } from "../definitions/memory.js";
-import type { DefinitionBackend } from "../definitions/port.js";
+} from "../core/lease/bounds.js";
+import { AgentId, HeartbeatInstance, HostTwinError, ServedShards, ShardName } from "../core/names.js";
+import { SERVICE_DOWN_TIME_MS } from "../core/ring/membership.js";
+import { parseOrThrow, RepeatParse } from "../core/validation.js";
+import { NodeRegistry } from "./node-registry.js";
+import type { NodeBackend } from "./ports/nodes.js";
+import type { TraitBackend } from "./ports/traits.js";
+import { fromStore } from "../core/store-errors.js";
+import type { LeaseView } from "../core/lease/machine.js";
+import { processClockUs } from "../core/lease/clock.js";
+import { fenceKeyDigest, mintFenceKey } from "../core/lease/fence-key.js";
+import { MemoryLeases } from "./memory/leases.js";
+import type { AcquireInput, FenceInput, LeaseBackend, ReleaseInput, RenewInput } from "./ports/leases.js";
+import { MemoryDefinitions } from "./memory/definitions.js";
+import type { DefinitionBackend } from "./ports/definitions.js";
 import { LeaseChanges } from "./lease-changes.js";
 
 const ReadRequest = z.strictObject({ shard: ShardName });
@@ -65,12 +65,12 @@ export class Store {
     /** node traits, on the same store (used by the trait service), and the queue for Ironic */
     readonly traits: TraitBackend,
     /**
-     * The leases of the Ironic queue's partitions, one owner each (src/ironic/delivery.ts).
+     * The leases of the Ironic queue's partitions, one owner each (src/bridge/ironic/delivery.ts).
      * Default: in this process, where no other bridge competes (the embedded store; it
      * started long ago as far as these leases go: nobody held one before).
      */
     readonly ironicOwners: LeaseBackend = new MemoryLeases(processClockUs, 0),
-    /** shard definitions written through the API (parsed in src/shards/catalog.ts) */
+    /** shard definitions written through the API (parsed in src/bridge/shards/catalog.ts) */
     readonly definitions: DefinitionBackend = new MemoryDefinitions(),
   ) {
     this.nodes = new NodeRegistry(nodes);

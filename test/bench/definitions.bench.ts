@@ -1,9 +1,9 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ShardCatalog } from "../../src/shards/catalog.js";
-import { DefinitionsBackup } from "../../src/shards/definitions-backup.js";
-import { StoredDefinitions } from "../../src/shards/stored-definitions.js";
+import { ShardCatalog } from "../../src/bridge/shards/catalog.js";
+import { DefinitionsBackup } from "../../src/bridge/shards/definitions-backup.js";
+import { StoredDefinitions } from "../../src/bridge/shards/stored-definitions.js";
 import { openStore } from "../../src/store/open.js";
 import { TestRedisServer } from "../helpers/redis-server.js";
 import { closedLoop, printTable } from "./stats.js";

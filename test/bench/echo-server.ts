@@ -4,7 +4,7 @@ import { createServer, type Server } from "node:http";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { Redis } from "ioredis";
-import { coalesceWrites } from "../../src/redis/coalesce.js";
+import { coalesceWrites } from "../../src/store/redis/coalesce.js";
 
 /**
  * The floor of any Node HTTP service on this machine: bare `node:http`, keep-alive, that
@@ -15,7 +15,7 @@ import { coalesceWrites } from "../../src/redis/coalesce.js";
  * With `--redis URL` each answer also waits for one script call on that Redis, a lease
  * renew's worth of work (read the holder's token, write it, set the expiry), by EVALSHA
  * with the writes of one loop turn sent together as the bridge sends them
- * (src/redis/coalesce.ts): the floor of a Node service that renews a lease in Redis per
+ * (src/store/redis/coalesce.ts): the floor of a Node service that renews a lease in Redis per
  * request the bridge's way, with nothing else to do.
  *
  * With `--answer-bytes N` every answer is instead one JSON document of exactly N bytes,

@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { LeaseKeeper } from "../../src/agent/lease-keeper.js";
+import { LeaseKeeper } from "../../src/core/keeper/lease-keeper.js";
 import { openStore } from "../../src/store/open.js";
 import type { Store } from "../../src/store/store.js";
 import { ClusterSetup, SentinelSetup } from "../helpers/redis-topology.js";
@@ -8,8 +8,8 @@ import { renewLoop } from "./renew-loop.js";
 import { closedLoop, percentile, printTable, type Measured } from "./stats.js";
 import calculateSlot from "cluster-key-slot";
 import { Cluster } from "ioredis";
-import { closeClient, parseRedisSpec, redisClient } from "../../src/redis/connect.js";
-import { leaseConnectionOptions } from "../../src/lease/redis.js";
+import { closeClient, parseRedisSpec, redisClient } from "../../src/store/redis/connect.js";
+import { leaseConnectionOptions } from "../../src/store/redis/leases.js";
 
 /**
  * Leases on replicated Redis (#14): what a renew costs through the Store on Sentinel (the

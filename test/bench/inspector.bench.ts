@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { BridgeClient } from "../../src/agent/bridge-client.js";
 import { TEST_WEBHOOK_SECRET } from "../helpers/http.js";
-import { signedHeaders } from "../../src/inspection/signature.js";
+import { signedHeaders } from "../../src/contracts/webhook-signature.js";
 import { processCpuS, requireWrk, runWrk } from "./load.js";
 import { startBridge } from "../helpers/bridge-process.js";
 import { TestRedisServer } from "../helpers/redis-server.js";

@@ -1,14 +1,14 @@
-import { IronicClient } from "../../src/ironic/client.js";
-import { DEFAULT_OWNER_TTL_MS } from "../../src/ironic/delivery.js";
-import { toBridgeNodes } from "../../src/ironic/sync.js";
+import { IronicClient } from "../../src/upstream/ironic-client.js";
+import { DEFAULT_OWNER_TTL_MS } from "../../src/bridge/ironic/delivery.js";
+import { toBridgeNodes } from "../../src/bridge/ironic/sync.js";
 import { startBridge, type BridgeProcess } from "../helpers/bridge-process.js";
 import { untilBridgeDrained } from "../helpers/delivery.js";
 import { postWebhook } from "../helpers/http.js";
 import { createIronicNode, ironicPeersAvailable, startIronic } from "../helpers/ironic-peer.js";
 import { TestRedisServer } from "../helpers/redis-server.js";
 import { openStore } from "../../src/store/open.js";
-import { TraitService } from "../../src/traits/service.js";
-import { OwnershipRegistry } from "../../src/traits/ownership.js";
+import { TraitService } from "../../src/bridge/trait-service.js";
+import { OwnershipRegistry } from "../../src/core/traits/ownership.js";
 import { closedLoop, printTable } from "./stats.js";
 
 const NODES = 20;

@@ -1,13 +1,13 @@
-import { MemoryTraits } from "../../src/traits/memory.js";
-import { MemoryNodes } from "../../src/nodes/memory.js";
+import { MemoryTraits } from "../../src/store/memory/traits.js";
+import { MemoryNodes } from "../../src/store/memory/nodes.js";
 import { openStore } from "../../src/store/open.js";
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import type { Redis } from "ioredis";
-import { MemoryLeases } from "../../src/lease/memory.js";
+import { MemoryLeases } from "../../src/store/memory/leases.js";
 import { Store } from "../../src/store/store.js";
-import { coalesceWrites } from "../../src/redis/coalesce.js";
-import { keyLayout } from "../../src/redis/keys.js";
+import { coalesceWrites } from "../../src/store/redis/coalesce.js";
+import { keyLayout } from "../../src/store/redis/keys.js";
 import { acquireWhenReady } from "../helpers/leases.js";
 import { TestRedisServer } from "../helpers/redis-server.js";
 import { renewLoop } from "./renew-loop.js";

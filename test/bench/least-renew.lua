@@ -1,6 +1,6 @@
 #!lua
 -- The least a renew under the lineage rule asks of Redis, for `make bench lease` to measure
--- beside the shipped renew (src/redis/renew.lua): the store's clock, one read of the
+-- beside the shipped renew (src/store/redis/lua/renew.lua): the store's clock, one read of the
 -- fields a renew decides by, the caller's kept lineage compared with the shard's, one
 -- write of the new expiry, and the reply the Store decodes. Nothing is defined before it
 -- runs (no shared prelude: Redis 7's EVAL makes every function of a script anew on every

@@ -1,4 +1,4 @@
-import type { LeaseClient } from "../../src/agent/lease-keeper.js";
+import type { LeaseClient } from "../../src/core/keeper/lease-keeper.js";
 import { acquireWhenReady } from "../helpers/leases.js";
 import { closedLoop, type Measured } from "./stats.js";
 

@@ -1,8 +1,8 @@
 import { spawnSync } from "node:child_process";
-import { randomUuid, seededRandom } from "../../src/random.js";
-import { compareEvents } from "../../src/ring/compare.js";
-import { buildRing } from "../../src/ring/legacy.js";
-import { ToozRing } from "../../src/ring/tooz.js";
+import { randomUuid, seededRandom } from "../../src/runtime/random.js";
+import { compareEvents } from "../../src/core/ring/compare.js";
+import { buildRing } from "../../src/core/ring/legacy.js";
+import { ToozRing } from "../../src/core/ring/tooz.js";
 import { toozUnavailable } from "../helpers/tooz.js";
 import { printTable } from "./stats.js";
 

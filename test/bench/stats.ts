@@ -1,4 +1,4 @@
-import { renderTable } from "../../src/text/table.js";
+import { renderTable } from "../../src/runtime/text/table.js";
 /** Small helpers shared by the benchmarks: percentiles and table printing. */
 
 export function percentile(sortedMs: number[], p: number): number {

@@ -1,5 +1,5 @@
 import { createApp, type AppOptions, type BridgeApp } from "../../src/api/app.js";
-import { bridgeServices, type BridgeServiceOptions } from "../../src/commands/bridge-services.js";
+import { bridgeServices, type BridgeServiceOptions } from "../../src/cli/bridge-services.js";
 import type { Store } from "../../src/store/store.js";
 
 /** The bridge's API over `store` as `serve` builds it: the services, then the app that mounts them. */

@@ -1,11 +1,11 @@
-import { MemoryTraits } from "../../src/traits/memory.js";
+import { MemoryTraits } from "../../src/store/memory/traits.js";
 import type { BridgeApp } from "../../src/api/app.js";
 import { listen } from "./http.js";
-import { MemoryNodes } from "../../src/nodes/memory.js";
+import { MemoryNodes } from "../../src/store/memory/nodes.js";
 import { openStore } from "../../src/store/open.js";
-import type { RedisBackendOptions } from "../../src/lease/redis.js";
-import { processClockUs } from "../../src/lease/clock.js";
-import { MemoryLeases } from "../../src/lease/memory.js";
+import type { RedisBackendOptions } from "../../src/store/redis/leases.js";
+import { processClockUs } from "../../src/core/lease/clock.js";
+import { MemoryLeases } from "../../src/store/memory/leases.js";
 import { Store } from "../../src/store/store.js";
 import { TestRedisServer } from "./redis-server.js";
 import { ClusterSetup } from "./redis-topology.js";
@@ -267,7 +267,7 @@ export function useBackend(backend: BackendUnderTest, options?: FreshOptions): {
 /**
  * The store's clock now, ms of the epoch (a lease read answers it). Tests bracket what the
  * store records between two readings rather than compare it with this process's
- * Date.now(): the embedded store's clock is monotonic from its start (src/lease/clock.ts)
+ * Date.now(): the embedded store's clock is monotonic from its start (src/core/lease/clock.ts)
  * and parts from the wall clock by as much as the wall clock is stepped.
  */
 export async function storeNowMs(store: Store): Promise<number> {

@@ -3,7 +3,7 @@ import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import type { ShardbridgeCommand } from "../../src/chaos/runner.js";
+import type { ShardbridgeCommand } from "../../src/tools/chaos/runner.js";
 
 const execFileAsync = promisify(execFile);
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));

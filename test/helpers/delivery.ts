@@ -1,5 +1,5 @@
-import type { IronicQueueDelivery } from "../../src/ironic/delivery.js";
-import { IronicClient } from "../../src/ironic/client.js";
+import type { IronicQueueDelivery } from "../../src/bridge/ironic/delivery.js";
+import { IronicClient } from "../../src/upstream/ironic-client.js";
 import type { TraitCall } from "./ironic-peer.js";
 
 /** Resolve once the queue holds nothing for Ironic (delivered or given up), or fail after `timeoutMs`. */

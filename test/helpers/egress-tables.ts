@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { egressTable } from "../../src/run/egress-fence.js";
+import { egressTable } from "../../src/agent/run/egress-fence.js";
 
 /** Whether nftables has the table `table` (inet family). */
 export const egressTableExists = (table: string): boolean =>

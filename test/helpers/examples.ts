@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
-import { parseOrThrow } from "../../src/domain/validation.js";
-import { TraitRulesFile } from "../../src/traits/inspection.js";
-import { OwnershipRegistry } from "../../src/traits/ownership.js";
+import { parseOrThrow } from "../../src/core/validation.js";
+import { TraitRulesFile } from "../../src/bridge/inspection/trait-rules.js";
+import { OwnershipRegistry } from "../../src/core/traits/ownership.js";
 import { TEST_WEBHOOK_SECRET } from "./http.js";
 
 /** A file of the repository's examples/, parsed as JSON. */

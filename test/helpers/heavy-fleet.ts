@@ -1,7 +1,7 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { BridgeClient } from "../../src/agent/bridge-client.js";
-import { signedHeaders } from "../../src/inspection/signature.js";
+import { signedHeaders } from "../../src/contracts/webhook-signature.js";
 import type { BridgeProcess } from "./bridge-process.js";
 import { TEST_WEBHOOK_SECRET } from "./http.js";
 import { acquireWhenReady } from "./leases.js";

@@ -2,7 +2,7 @@ import type { AddressInfo } from "node:net";
 import type { BridgeApp } from "../../src/api/app.js";
 import { TokenAuthority } from "../../src/api/http/auth.js";
 import { bridgeServer } from "../../src/api/http/server.js";
-import { signedHeaders } from "../../src/inspection/signature.js";
+import { signedHeaders } from "../../src/contracts/webhook-signature.js";
 import { checkedText } from "./openapi.js";
 
 /** Serve `app` on a free loopback port for a test; `close` stops it. */

@@ -1,4 +1,4 @@
-import type { LeaseClient } from "../../src/agent/lease-keeper.js";
+import type { LeaseClient } from "../../src/core/keeper/lease-keeper.js";
 
 /** A grant: its token, and the fence key it was answered with (none from a store that mints none). */
 export interface Grant {

@@ -1,4 +1,4 @@
-import { ChildCgroup } from "../../src/run/cgroup.js";
+import { ChildCgroup } from "../../src/agent/run/cgroup.js";
 import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";

@@ -1,2 +1,2 @@
-// The private redis-server the tests start lives in src/chaos (the chaos runner starts one too).
-export { PrivateRedisServer as TestRedisServer, freePort } from "../../src/chaos/redis-server.js";
+// The private redis-server the tests start lives in src/tools/chaos (the chaos runner starts one too).
+export { PrivateRedisServer as TestRedisServer, freePort } from "../../src/tools/chaos/redis-server.js";

@@ -39,7 +39,7 @@ export interface ProcessInfo {
 }
 
 // ---------------------------------------------------------------------------------------
-// Cleanup on exit: like src/chaos/redis-server.ts, whatever a run left behind goes with
+// Cleanup on exit: like src/tools/chaos/redis-server.ts, whatever a run left behind goes with
 // the process, even when a test failed before its stop().
 
 const runningChildren = new Set<ChildProcess>();

@@ -1,5 +1,5 @@
 // Loaded by mocha before the tests (.mocharc.json "require").
-import { logger } from "../../src/log.js";
+import { logger } from "../../src/runtime/log.js";
 import { stopSharedServer } from "./backends.js";
 import { stopSharedCloud } from "./openstack/cloud.js";
 

@@ -1,4 +1,4 @@
-import type { Clock, TimerHandle } from "../../src/clock.js";
+import type { Clock, TimerHandle } from "../../src/runtime/clock.js";
 
 /** Let the promise work a timer started settle: a few turns of the event loop. */
 const settle = async () => {

@@ -1,6 +1,6 @@
-import { BulkNodesRequest, type BareMetalNode } from "../../domain/node.js";
-import { parseOrThrow } from "../../domain/validation.js";
-import { decodeNode, encodeNode } from "../../nodes/record.js";
+import { BulkNodesRequest, type BareMetalNode } from "../../core/node.js";
+import { parseOrThrow } from "../../core/validation.js";
+import { decodeNode, encodeNode } from "../../store/node-record.js";
 import { decodeObject, type Decoded } from "./result.js";
 
 /** Between a packed node's uuid and its record, and between nodes: no field holds a control character. */

@@ -1,5 +1,5 @@
 import { Worker } from "node:worker_threads";
-import type { TraitRule } from "../../traits/inspection.js";
+import type { TraitRule } from "../../bridge/inspection/trait-rules.js";
 import { joinChunks } from "../http/body.js";
 import { decodeText, type DecodeJob, type ResultOf } from "./jobs.js";
 import type { Decoded } from "./result.js";

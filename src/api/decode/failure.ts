@@ -1,4 +1,4 @@
-import { ValidationError } from "../../domain/validation.js";
+import { ValidationError } from "../../core/validation.js";
 import { HttpError } from "../http/errors.js";
 import type { Decoded } from "./result.js";
 

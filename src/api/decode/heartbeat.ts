@@ -1,5 +1,5 @@
 import { HeartbeatBody } from "../../contracts/agents.js";
-import { parseOrThrow } from "../../domain/validation.js";
+import { parseOrThrow } from "../../core/validation.js";
 import { decodeObject, type Decoded } from "./result.js";
 
 /** What a heartbeat says: the shards its agent serves, and which of its processes says so. */

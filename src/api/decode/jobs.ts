@@ -1,4 +1,4 @@
-import type { TraitRule } from "../../traits/inspection.js";
+import type { TraitRule } from "../../bridge/inspection/trait-rules.js";
 import { decodeBulk, type PackedNodes } from "./bulk.js";
 import { decodeHeartbeat, type HeartbeatRequestBody } from "./heartbeat.js";
 import type { Decoded } from "./result.js";

@@ -1,4 +1,4 @@
-import { ValidationError, type FieldIssue } from "../../domain/validation.js";
+import { ValidationError, type FieldIssue } from "../../core/validation.js";
 import { asBodyObject } from "../http/body.js";
 
 /**

@@ -1,8 +1,8 @@
-import { ValidationError, parseOrThrow } from "../../domain/validation.js";
+import { ValidationError, parseOrThrow } from "../../core/validation.js";
 import { WebhookPayload } from "../../contracts/traits.js";
-import type { TraitDelta } from "../../traits/delta.js";
-import { SIGNATURE_WINDOW_S } from "../../inspection/signature.js";
-import { webhookOrder, inspectionTraits, type TraitRule } from "../../traits/inspection.js";
+import type { TraitDelta } from "../../core/traits/delta.js";
+import { SIGNATURE_WINDOW_S } from "../../contracts/webhook-signature.js";
+import { webhookOrder, inspectionTraits, type TraitRule } from "../../bridge/inspection/trait-rules.js";
 import { decodeObject, type Decoded } from "./result.js";
 
 /**

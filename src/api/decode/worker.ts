@@ -3,7 +3,7 @@
  * pool.ts), so the event loop every renew waits on never parses a megabyte itself.
  */
 import { parentPort, workerData } from "node:worker_threads";
-import type { TraitRule } from "../../traits/inspection.js";
+import type { TraitRule } from "../../bridge/inspection/trait-rules.js";
 import { decodeBulk } from "./bulk.js";
 import { decodeText, type DecodeJob } from "./jobs.js";
 import { ownBytes } from "./transfer.js";

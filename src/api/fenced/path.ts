@@ -1,5 +1,5 @@
-import { FenceKey, FencingToken } from "../../domain/lease.js";
-import { ShardName } from "../../domain/names.js";
+import { FenceKey, FencingToken } from "../../core/lease/bounds.js";
+import { ShardName } from "../../core/names.js";
 
 /**
  * The fenced endpoint's request target, read once: `/fenced/{shard}/lease-{token}-{key}/ironic`

@@ -1,6 +1,6 @@
 import { request as httpRequest, type ClientRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
-import { parseIronicEndpoint, type IronicEndpoint } from "../../ironic/endpoint.js";
+import { parseIronicEndpoint, type IronicEndpoint } from "../../upstream/ironic-endpoint.js";
 
 /**
  * The one Ironic the fenced endpoint forwards to, from `serve --ironic URL`, and nothing

@@ -2,11 +2,11 @@ import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypt
 import { statSync } from "node:fs";
 import type { NextFunction, Request, RequestHandler, Response } from "express";
 import { z } from "zod";
-import { AgentId, noCaseTwins } from "../../domain/names.js";
-import { parseJsonConfig, readJsonConfig } from "../../config.js";
-import { uniqueField } from "../../domain/validation.js";
+import { AgentId, noCaseTwins } from "../../core/names.js";
+import { parseJsonConfig, readJsonConfig } from "../../runtime/config.js";
+import { uniqueField } from "../../core/validation.js";
 import { HttpError } from "./errors.js";
-import { logger } from "../../log.js";
+import { logger } from "../../runtime/log.js";
 
 export type Role = "admin" | "inspector" | "agent" | "viewer";
 

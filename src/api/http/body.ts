@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
 import type { Request, RequestHandler } from "express";
-import { ValidationError } from "../../domain/validation.js";
+import { ValidationError } from "../../core/validation.js";
 import { HttpError } from "./errors.js";
 
 declare module "express-serve-static-core" {

@@ -1,7 +1,7 @@
 import type { ErrorRequestHandler } from "express";
-import { MAX_LISTED_ISSUES, ValidationError } from "../../domain/validation.js";
-import { StoreUnavailableError } from "../../domain/store-errors.js";
-import { HostTwinError, ShardTwinError } from "../../domain/names.js";
+import { MAX_LISTED_ISSUES, ValidationError } from "../../core/validation.js";
+import { StoreUnavailableError } from "../../core/store-errors.js";
+import { HostTwinError, ShardTwinError } from "../../core/names.js";
 import type { ApiError } from "../../contracts/errors.js";
 
 /** One error in the OpenStack API-SIG shape: the contract's (src/contracts/errors.ts). */

@@ -2,7 +2,7 @@ import { Router, type RequestHandler } from "express";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import { CellCounter, CellHistogram } from "./metric-cells.js";
 import { ShardLabels } from "./shard-labels.js";
-import type { DeliveryStats, IronicQueueDelivery } from "../../ironic/delivery.js";
+import type { DeliveryStats, IronicQueueDelivery } from "../../bridge/ironic/delivery.js";
 import type { Store } from "../../store/store.js";
 import type { Operation } from "../openapi/operation.js";
 
@@ -127,7 +127,7 @@ export class BridgeMetrics {
   }
 
   /**
-   * A store that lost its data, as this bridge noticed it (src/shards/stored-definitions.ts,
+   * A store that lost its data, as this bridge noticed it (src/bridge/shards/stored-definitions.ts,
    * src/store/nodes-mark.ts): each part's losses, and the shard definitions it gave back.
    */
   watchStoreLosses(

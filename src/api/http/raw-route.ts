@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { pipeline, Readable } from "node:stream";
-import { ValidationError } from "../../domain/validation.js";
-import { logger } from "../../log.js";
+import { ValidationError } from "../../core/validation.js";
+import { logger } from "../../runtime/log.js";
 import { errorAnswer } from "./errors.js";
 import type { BridgeMetrics } from "./metrics.js";
 import { logRequest, requestIdOf } from "./request-log.js";

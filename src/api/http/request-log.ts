@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { levelEnabled, logger } from "../../log.js";
+import { levelEnabled, logger } from "../../runtime/log.js";
 
 /** A request slower than this is logged at warn: something held the bridge or its store. */
 const SLOW_REQUEST_MS = 500;

@@ -1,7 +1,7 @@
 import { once } from "node:events";
 import type { Response } from "express";
-import { LoopSlicer } from "../../loop.js";
-import type { ListPage } from "../../text/json-list.js";
+import { LoopSlicer } from "../../runtime/loop.js";
+import type { ListPage } from "../../runtime/text/json-list.js";
 
 /** An answer up to this size is sent whole, with its length; a longer one is streamed. */
 const WHOLE_MAX_BYTES = 256 * 1024;

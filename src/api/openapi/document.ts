@@ -1,4 +1,4 @@
-import { versionInfo } from "../../version.js";
+import { versionInfo } from "../../runtime/version.js";
 import { bodyPolicy } from "../http/limits.js";
 import { PAGE_ROLES } from "../http/auth.js";
 import { ALL_ROLES, type Media, type Operation, type RefusalAnswer, type Success } from "./operation.js";

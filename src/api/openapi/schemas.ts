@@ -1,7 +1,7 @@
 import { z } from "zod";
-import { FenceKey, FencingToken } from "../../domain/lease.js";
-import { AgentId, ShardName } from "../../domain/names.js";
-import { BulkNodesRequest, NodeInput, NodePatch, NodeUuid } from "../../domain/node.js";
+import { FenceKey, FencingToken } from "../../core/lease/bounds.js";
+import { AgentId, ShardName } from "../../core/names.js";
+import { BulkNodesRequest, NodeInput, NodePatch, NodeUuid } from "../../core/node.js";
 import { HeartbeatRequest } from "../../store/store.js";
 import { LoginForm, StaticPath } from "../../contracts/ui.js";
 import { CSP, SESSION_COOKIE, SESSION_MS, STATIC_TYPES } from "../ui/routes.js";

@@ -1,9 +1,9 @@
 import { Router, type Response } from "express";
 import { z } from "zod";
 import { NodesQuery } from "../../contracts/agents.js";
-import { AgentId, HostTwinError, hostKey } from "../../domain/names.js";
-import { ValidationError, parseOrThrow } from "../../domain/validation.js";
-import type { ShardCatalog } from "../../shards/catalog.js";
+import { AgentId, HostTwinError, hostKey } from "../../core/names.js";
+import { ValidationError, parseOrThrow } from "../../core/validation.js";
+import type { ShardCatalog } from "../../bridge/shards/catalog.js";
 import type { Store } from "../../store/store.js";
 import {
   assertActsAs,
@@ -20,17 +20,17 @@ import type { BridgeMetrics } from "../http/metrics.js";
 import { rawHandler, type RawHandler } from "../http/mounted-routes.js";
 import { serveRaw } from "../http/raw-route.js";
 import { conflict, HttpError } from "../http/errors.js";
-import { logger } from "../../log.js";
+import { logger } from "../../runtime/log.js";
 import { decodeFailure } from "../decode/failure.js";
 import type { DecodePool } from "../decode/decode-pool.js";
-import { agentsOverview, leaseCensus } from "../../shards/overview.js";
-import { inServiceOf } from "../../shards/queries.js";
-import type { LegacyAssignments } from "../../ring/assignment.js";
-import { SERVICE_DOWN_TIME_MS, servesNoShard } from "../../ring/membership.js";
-import type { LegacyPool } from "../../ring/pool.js";
+import { agentsOverview, leaseCensus } from "../../bridge/shards/overview.js";
+import { inServiceOf } from "../../bridge/shards/queries.js";
+import type { LegacyAssignments } from "../../bridge/legacy-assignment.js";
+import { SERVICE_DOWN_TIME_MS, servesNoShard } from "../../core/ring/membership.js";
+import type { LegacyPool } from "../../core/ring/pool.js";
 import { streamJsonList } from "../http/stream.js";
-import type { AgentNodeLists } from "../../shards/agent-nodes.js";
-import { leaseJson } from "../../lease/json.js";
+import type { AgentNodeLists } from "../../bridge/shards/agent-nodes.js";
+import { leaseJson } from "../../bridge/shards/lease-json.js";
 import type { AgentList, AgentSeen } from "../../contracts/agents.js";
 import { READ, AS_AGENT, ADMIN, declaredRoles, roleCheck, type Operation } from "../openapi/operation.js";
 
@@ -178,7 +178,7 @@ export function heartbeatWrite(context: {
  * of the tokens it presents (an agent must present them; admin may leave them out), each
  * with the fencing token its writes must carry ("via":"lease"); the unsharded nodes whose
  * instance is on it ("via":"instance"); and, when it is in the legacy pool (no shard it
- * declares or holds is in service: src/ring/membership.ts), the unsharded nodes nova's
+ * declares or holds is in service: src/core/ring/membership.ts), the unsharded nodes nova's
  * ring gives it ("via":"ring", no token).
  */
 export function agentRoutes(

@@ -1,14 +1,14 @@
 import { Router, type Response } from "express";
 import { ShardPath } from "../http/paths.js";
 import { AckBody, ReadQuery, type FeedCursor, type FeedPage } from "../../contracts/feed.js";
-import { parseBoth } from "../../domain/validation.js";
-import type { TraitService } from "../../traits/service.js";
+import { parseBoth } from "../../core/validation.js";
+import type { TraitService } from "../../bridge/trait-service.js";
 import type { Store } from "../../store/store.js";
 import { ownsLease, principalOf } from "../http/auth.js";
 import { bodyObject } from "../http/body.js";
 import { conflict, HttpError } from "../http/errors.js";
-import type { ShardCatalog } from "../../shards/catalog.js";
-import { fenceServing } from "../../shards/revocation.js";
+import type { ShardCatalog } from "../../bridge/shards/catalog.js";
+import { fenceServing } from "../../bridge/shards/revocation.js";
 import { LEASE_HOLDER, roleCheck, type Operation } from "../openapi/operation.js";
 
 /**

@@ -1,9 +1,9 @@
 import type { ClientRequest, IncomingMessage, ServerResponse } from "node:http";
 import { pipeline, Transform, type TransformCallback } from "node:stream";
-import { renewDeadlineMs } from "../../domain/lease.js";
-import { redactSecrets } from "../../log.js";
-import { fenceServing } from "../../shards/revocation.js";
-import type { ShardCatalog } from "../../shards/catalog.js";
+import { renewDeadlineMs } from "../../core/lease/bounds.js";
+import { redactSecrets } from "../../runtime/log.js";
+import { fenceServing } from "../../bridge/shards/revocation.js";
+import type { ShardCatalog } from "../../bridge/shards/catalog.js";
 import type { Store } from "../../store/store.js";
 import { LinkRewrite } from "../fenced/link-rewrite.js";
 import { judgedObject, judgedPatch, touching, type Judged } from "../fenced/judge.js";

@@ -1,7 +1,7 @@
 import { Router } from "express";
 import type { Health, NotReady, Ready } from "../../contracts/health.js";
 import type { Store } from "../../store/store.js";
-import { versionInfo } from "../../version.js";
+import { versionInfo } from "../../runtime/version.js";
 import type { Operation } from "../openapi/operation.js";
 
 /** The bridge's own: liveness, readiness and the OpenAPI document (operations.ts lists them). */

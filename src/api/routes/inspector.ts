@@ -2,20 +2,24 @@ import { timingSafeEqual } from "node:crypto";
 import type { IncomingHttpHeaders } from "node:http";
 import { Router } from "express";
 import { z } from "zod";
-import { NodePath } from "../../domain/node.js";
-import { parseOrThrow } from "../../domain/validation.js";
+import { NodePath } from "../../core/node.js";
+import { parseOrThrow } from "../../core/validation.js";
 import { decodeFailure } from "../decode/failure.js";
 import type { DecodePool } from "../decode/decode-pool.js";
-import { INSPECTOR, type FinalOutcome, type TraitService } from "../../traits/service.js";
+import { INSPECTOR, type FinalOutcome, type TraitService } from "../../bridge/trait-service.js";
 import type { ApiError } from "../http/errors.js";
 import { conflict, HttpError, nodeNotFound } from "../http/errors.js";
 import { assertRole, principalFrom, principalOf, type TokenAuthority } from "../http/auth.js";
-import { logger } from "../../log.js";
+import { logger } from "../../runtime/log.js";
 import { bodyObject, readRequestChunks } from "../http/body.js";
 import type { BridgeMetrics } from "../http/metrics.js";
 import { serveRaw, type RawAnswer } from "../http/raw-route.js";
 import { rawHandler, type RawHandler } from "../http/mounted-routes.js";
-import { SIGNATURE_HEADERS, SIGNATURE_WINDOW_S, webhookSignature } from "../../inspection/signature.js";
+import {
+  SIGNATURE_HEADERS,
+  SIGNATURE_WINDOW_S,
+  webhookSignature,
+} from "../../contracts/webhook-signature.js";
 
 import { WEBHOOK_BODY, WEBHOOK_PATH } from "../http/limits.js";
 import {

@@ -1,6 +1,6 @@
 import { Router } from "express";
-import type { IronicQueueDelivery } from "../../ironic/delivery.js";
-import { deliveryOverview } from "../../ironic/delivery-overview.js";
+import type { IronicQueueDelivery } from "../../bridge/ironic/delivery.js";
+import { deliveryOverview } from "../../bridge/ironic/delivery-overview.js";
 import { READ, type Operation } from "../openapi/operation.js";
 
 /** GET /v1/ironic/delivery, as the document lists it. */

@@ -2,12 +2,12 @@ import type { ServerResponse } from "node:http";
 import { ShardPath } from "../http/paths.js";
 import { Router } from "express";
 import { z } from "zod";
-import { parseOrThrow, ValidationError, type FieldIssue } from "../../domain/validation.js";
-import type { LeaseOutcome, LeaseView } from "../../lease/machine.js";
-import type { ShardCatalog } from "../../shards/catalog.js";
-import { mayLease } from "../../shards/leasable.js";
-import type { LeaseWaits, WaitedOutcome } from "../../shards/lease-waits.js";
-import { endRevoked, fenceServing } from "../../shards/revocation.js";
+import { parseOrThrow, ValidationError, type FieldIssue } from "../../core/validation.js";
+import type { LeaseOutcome, LeaseView } from "../../core/lease/machine.js";
+import type { ShardCatalog } from "../../bridge/shards/catalog.js";
+import { mayLease } from "../../bridge/shards/leasable.js";
+import type { LeaseWaits, WaitedOutcome } from "../../bridge/shards/lease-waits.js";
+import { endRevoked, fenceServing } from "../../bridge/shards/revocation.js";
 import type { Admit, Store } from "../../store/store.js";
 import {
   assertActsAs,
@@ -21,7 +21,7 @@ import {
 } from "../http/auth.js";
 import { asBodyObject, parseJson, readRequestBody } from "../http/body.js";
 import { conflict, HttpError } from "../http/errors.js";
-import { leaseJson } from "../../lease/json.js";
+import { leaseJson } from "../../bridge/shards/lease-json.js";
 import { SMALL_BODY } from "../http/limits.js";
 import type { BridgeMetrics } from "../http/metrics.js";
 import { noteWaited, serveRaw, type RawAnswer } from "../http/raw-route.js";

@@ -1,21 +1,21 @@
 import { Router, type Request } from "express";
-import type { BareMetalNode } from "../../domain/node.js";
-import type { NodeRegistry } from "../../nodes/registry.js";
-import type { TraitService } from "../../traits/service.js";
-import { yieldToLoop } from "../../loop.js";
+import type { BareMetalNode } from "../../core/node.js";
+import type { NodeRegistry } from "../../store/node-registry.js";
+import type { TraitService } from "../../bridge/trait-service.js";
+import { yieldToLoop } from "../../runtime/loop.js";
 import { bodyObject } from "../http/body.js";
 import { unpackNodes } from "../decode/bulk.js";
 import type { DecodePool } from "../decode/decode-pool.js";
 import { decodeFailure } from "../decode/failure.js";
 import { BULK_PATH } from "../http/limits.js";
 import { streamJsonList } from "../http/stream.js";
-import { nodeJson } from "../../nodes/json.js";
+import { nodeJson } from "../../store/node-json.js";
 
 /** Nodes of a bulk written per store call. */
 const BULK_CHUNK = 250;
 import { HttpError, nodeNotFound } from "../http/errors.js";
 import type { BulkResult, Node } from "../../contracts/nodes.js";
-import { NodeListQuery } from "../../domain/node.js";
+import { NodeListQuery } from "../../core/node.js";
 import { READ, ADMIN, NO_NODE, roleCheck, type Operation } from "../openapi/operation.js";
 
 /** The path's uuid, as given: the registry validates and canonicalises it. */

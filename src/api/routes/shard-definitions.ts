@@ -1,12 +1,12 @@
 import { Router } from "express";
-import { parseOrThrow } from "../../domain/validation.js";
+import { parseOrThrow } from "../../core/validation.js";
 import type { ShardDefinitionFile } from "../../contracts/shards.js";
-import type { ShardCatalog } from "../../shards/catalog.js";
+import type { ShardCatalog } from "../../bridge/shards/catalog.js";
 import {
   DEFINITIONS_REFRESH_MS,
   DefinedByFileError,
   type StoredDefinitions,
-} from "../../shards/stored-definitions.js";
+} from "../../bridge/shards/stored-definitions.js";
 import { bodyObject } from "../http/body.js";
 import { HttpError, conflict } from "../http/errors.js";
 import { ShardPath } from "../http/paths.js";

@@ -1,14 +1,14 @@
 import { Router } from "express";
-import { parseOrThrow } from "../../domain/validation.js";
+import { parseOrThrow } from "../../core/validation.js";
 import { HttpError } from "../http/errors.js";
 import { ShardPath } from "../http/paths.js";
-import type { ShardCatalog } from "../../shards/catalog.js";
+import type { ShardCatalog } from "../../bridge/shards/catalog.js";
 import type { Store } from "../../store/store.js";
 import { seesTokens, principalOf } from "../http/auth.js";
 import { conflict } from "../http/errors.js";
-import { logger } from "../../log.js";
-import { leaseCensus, shardsOverview } from "../../shards/overview.js";
-import { leaseJson } from "../../lease/json.js";
+import { logger } from "../../runtime/log.js";
+import { leaseCensus, shardsOverview } from "../../bridge/shards/overview.js";
+import { leaseJson } from "../../bridge/shards/lease-json.js";
 import type { Shard, ShardList } from "../../contracts/shards.js";
 import { READ, ADMIN, roleCheck, type Operation } from "../openapi/operation.js";
 

@@ -1,6 +1,6 @@
 import type { AgentSummary } from "../../contracts/agents.js";
 import type { ShardSummary } from "../../contracts/shards.js";
-import { yieldToLoop } from "../../loop.js";
+import { yieldToLoop } from "../../runtime/loop.js";
 import {
   agentRow,
   headline,

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { Router, type Request, type Response } from "express";
 import { LoginForm, StaticPath } from "../../contracts/ui.js";
-import { parseOrThrow } from "../../domain/validation.js";
+import { parseOrThrow } from "../../core/validation.js";
 import { PAGE_ROLES, type TokenAuthority } from "../http/auth.js";
 import { mediaTypeOf, readRequestBody } from "../http/body.js";
 import { HttpError } from "../http/errors.js";

@@ -118,7 +118,7 @@ export function agentRow(a: AgentSummary, nowMs: number): AgentRow {
     state: a.up ? "up" : "down",
     holds: a.shards.join(",") || "-",
     // An agent may declare shards and still be in nova's pool: its shards carry no nodes
-    // yet, or a migration is filling them (src/ring/membership.ts).
+    // yet, or a migration is filling them (src/core/ring/membership.ts).
     serves: a.legacy_pool
       ? a.serves.length > 0
         ? `${a.serves.join(",")} +ring`

@@ -1,4 +1,4 @@
-import { logger } from "../../log.js";
+import { logger } from "../../runtime/log.js";
 import type { StatusSnapshot } from "./status-view.js";
 import { encodePageModel } from "./model.js";
 import { leaseLook, leaseTransitions, type LeaseLook, type LeaseTransition } from "./transitions.js";

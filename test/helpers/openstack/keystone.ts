@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { KeystoneAuth, type KeystoneCredentials } from "../../../src/ironic/keystone.js";
+import { KeystoneAuth, type KeystoneCredentials } from "../../../src/upstream/keystone.js";
 import { answers, conf, setUp } from "./conf.js";
 import type { TestDatabases } from "./mariadb.js";
 import type { Service } from "./service.js";

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { randomUUID } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { buildRing } from "../../../src/ring/legacy.js";
+import { buildRing } from "../../../src/core/ring/legacy.js";
 import { running } from "../processes.js";
 import type { BootingCloud } from "./cloud.js";
 import { NO_FUZZY_DELAY } from "./nova-compute.js";

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import type { PlanFile } from "../../../src/commands/migrate-file.js";
+import type { PlanFile } from "../../../src/tools/migrate/plan-file.js";
 import type { AgentProcess } from "../agent-process.js";
 import { startBridge, type BridgeProcess } from "../bridge-process.js";
 import { runShardbridge } from "../cli.js";

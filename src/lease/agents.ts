@@ -1,6 +1,0 @@
-import type { AgentLiveness } from "./port.js";
-
-/** Agents listed by id in code-unit order, the same on every backend. */
-export function sortAgents(seen: AgentLiveness[]): AgentLiveness[] {
-  return seen.sort((a, b) => (a.agent < b.agent ? -1 : a.agent > b.agent ? 1 : 0));
-}
