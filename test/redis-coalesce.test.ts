@@ -2,7 +2,7 @@ import { expect } from "chai";
 import { readFileSync } from "node:fs";
 import type { Cluster, Redis } from "ioredis";
 import { redisClient } from "../src/store/redis/connect.js";
-import { leaseConnectionOptions } from "../src/store/redis/leases.js";
+import { leaseConnectionOptions } from "../src/store/redis/connection.js";
 import { TestRedisServer } from "./helpers/redis-server.js";
 import { ClusterSetup } from "./helpers/redis-topology.js";
 

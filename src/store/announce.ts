@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { leaseConnectionOptions } from "./redis/leases.js";
+import { leaseConnectionOptions } from "./redis/connection.js";
 import { closeClient, keepConnected, redisClient, type RedisTopology } from "./redis/connect.js";
 import type { LeaseChanges } from "./lease-changes.js";
 

@@ -4,6 +4,11 @@ import { MemoryLeases } from "./memory/leases.js";
 import { RedisLeases, type RedisBackendOptions } from "./redis/leases.js";
 import { logger } from "../runtime/log.js";
 import { describeSpec, parseRedisSpec, REDIS_SPECS } from "./redis/connect.js";
+import { RedisConnection } from "./redis/connection.js";
+import { RedisNodes } from "./redis/nodes.js";
+import { RedisTraits } from "./redis/traits.js";
+import { RedisDefinitions } from "./redis/definitions.js";
+import { keyLayout } from "./redis/keys.js";
 import { Store } from "./store.js";
 import { announceThroughRedis } from "./announce.js";
 
@@ -29,14 +34,18 @@ export async function openStore(spec: string, options: RedisBackendOptions = {})
     throw new StoreSpecError((error as Error).message);
   }
   if (topology !== null) {
-    let backend: RedisLeases;
+    let connection: RedisConnection;
     try {
-      backend = await RedisLeases.connect(topology, options);
+      connection = await RedisConnection.open(topology, options);
     } catch (error) {
       throw new Error(`cannot reach Redis at ${describeSpec(spec)}: ${(error as Error).message}`);
     }
-    const nodes = backend.nodeBackend();
-    const traits = backend.traitBackend();
+    // Every backend on the one connection, in the one key layout.
+    const keys = keyLayout(options.namespace);
+    const backend = new RedisLeases(connection, options);
+    const nodes = new RedisNodes(connection.client, keys.nodes);
+    const traits = new RedisTraits(connection.client, keys, options.feedMaxEntries, options.ironicQueueMax);
+    const definitions = new RedisDefinitions(connection.client, keys.definitions, connection.acks);
     // A store written by an older bridge: bring it to this layout before serving.
     const [shards, moved, records] = [
       await backend.buildDirectory(),
@@ -49,11 +58,11 @@ export async function openStore(spec: string, options: RedisBackendOptions = {})
         nodes_moved_to_indexed_layout: moved,
         trait_records_moved_to_buckets: records,
       });
-    const store = new Store(backend, nodes, traits, backend.partitionOwners(), backend.definitionBackend());
+    const store = new Store(backend, nodes, traits, backend.partitionOwners(), definitions);
     store.onClose(
       await announceThroughRedis(
         store.leaseChanges,
-        backend.topology,
+        connection.topology,
         options.namespace,
         options.commandTimeoutMs,
       ),

@@ -9,7 +9,7 @@ import { closedLoop, percentile, printTable, type Measured } from "./stats.js";
 import calculateSlot from "cluster-key-slot";
 import { Cluster } from "ioredis";
 import { closeClient, parseRedisSpec, redisClient } from "../../src/store/redis/connect.js";
-import { leaseConnectionOptions } from "../../src/store/redis/leases.js";
+import { leaseConnectionOptions } from "../../src/store/redis/connection.js";
 
 /**
  * Leases on replicated Redis (#14): what a renew costs through the Store on Sentinel (the

@@ -1,5 +1,5 @@
 import { hostKey } from "../../core/names.js";
-import { ReplyError, type Redis, type RedisOptions } from "ioredis";
+import { ReplyError, type Redis } from "ioredis";
 import type {
   FenceOutcome,
   LeaseOutcome,
@@ -19,21 +19,9 @@ import type {
   RenewInput,
   StoreTime,
 } from "../ports/leases.js";
-import { RedisNodes } from "./nodes.js";
-import { RedisTraits } from "./traits.js";
-import { RedisDefinitions } from "./definitions.js";
 import { keyLayout, type KeyLayout } from "./keys.js";
-import {
-  closeClient,
-  isReplicated,
-  keepConnected,
-  parseRedisSpec,
-  redisClient,
-  RedisSpecError,
-  scanKeys,
-  type RedisClient,
-  type RedisTopology,
-} from "./connect.js";
+import { scanKeys, type RedisClient, type RedisTopology } from "./connect.js";
+import { RedisConnection, type RedisConnectionOptions } from "./connection.js";
 import { LineageReadings } from "./lineage.js";
 import { abandonedSince, readyBy, switchMark } from "./master-switch.js";
 import {
@@ -45,16 +33,9 @@ import {
   type ScriptName,
 } from "./scripts.js";
 
-export interface RedisBackendOptions {
+export interface RedisBackendOptions extends RedisConnectionOptions {
   /** key namespace, default "sb" */
   namespace?: string;
-  /** how long one command may take before the caller sees an error, default 2000 ms */
-  commandTimeoutMs?: number;
-  /**
-   * On Sentinel and Cluster: how long a lease write waits for a replica to acknowledge it
-   * (WAIT) before it is refused as not done, default 250 ms.
-   */
-  replicaAckMs?: number;
   /** entries a shard's trait feed keeps (default FEED_MAX_ENTRIES; tests pass a small bound) */
   feedMaxEntries?: number;
   /** entries the Ironic queue holds before it folds (default IRONIC_QUEUE_MAX_ENTRIES) */
@@ -107,34 +88,6 @@ function withReason<T extends object>(outcome: T, reason: string): T & { reason?
 }
 
 /**
- * Connection settings chosen for leases: a command must never run later than its caller
- * believes. So no offline queue (fail fast while disconnected) and no automatic re-send
- * of commands that were in flight when the connection dropped — a renew replayed after a
- * reconnect would extend a lease its holder already gave up.
- */
-export function leaseConnectionOptions(commandTimeoutMs: number): RedisOptions {
-  return {
-    lazyConnect: true,
-    enableOfflineQueue: false,
-    autoResendUnfulfilledCommands: false,
-    maxRetriesPerRequest: 0,
-    commandTimeout: commandTimeoutMs,
-    connectTimeout: Math.max(commandTimeoutMs, 1000),
-    // Every lease waits on the reconnect once the store is back (after a Sentinel failover
-    // the new master's hold of one TTL starts only at the first write that reaches it), so
-    // try again at least every RECONNECT_MAX_MS: a refused connect, or one question to a
-    // sentinel, costs next to nothing.
-    retryStrategy: (attempt: number) => Math.min(50 * attempt, RECONNECT_MAX_MS),
-  };
-}
-
-/** How long one command may take by default (RedisBackendOptions.commandTimeoutMs). */
-const COMMAND_TIMEOUT_MS = 2000;
-
-/** The longest wait between two attempts to reach the store (it was 1 s: up to 1 s of every failover). */
-const RECONNECT_MAX_MS = 250;
-
-/**
  * A lease write (acquire, renew, release) on a replicated store is answered as done only
  * once a replica has it: a master that fails takes its unreplicated writes with it, and
  * the replica promoted in its place would grant the shard again while the first holder
@@ -145,32 +98,35 @@ export class ReplicaAckError extends Error {}
 
 export class RedisLeases implements LeaseBackend {
   readonly kind = "redis" as const;
+  private readonly redis: RedisClient;
+  readonly topology: RedisTopology;
   private readonly keys: KeyLayout;
   private readonly virtualClock: RedisBackendOptions["virtualClock"];
   /** WAIT after lease writes: on Sentinel and Cluster, not on a single server */
   private readonly acks: { replicas: number; timeoutMs: number } | null;
-  private readonly feedMaxEntries: number | undefined;
   /** the store's lineage as this client's lease scripts last read it (none with a virtual clock) */
   private readonly lineage: LineageReadings | null;
-  /** set by close(): the connection is not to be started again */
-  private closed = false;
   /** on Sentinel, the client whose lease scripts a failover cuts off and leaseScript sends again */
   private readonly failsOver: Redis | null;
   private readonly commandTimeoutMs: number;
 
-  private constructor(
-    private readonly redis: RedisClient,
-    readonly topology: RedisTopology,
+  /** The leases in `options.namespace` on `connection`, which openStore opened. */
+  constructor(
+    private readonly connection: RedisConnection,
     private readonly options: RedisBackendOptions,
   ) {
+    this.redis = connection.client;
+    this.topology = connection.topology;
     this.keys = keyLayout(options.namespace);
     this.virtualClock = options.virtualClock;
-    this.acks = isReplicated(topology) ? { replicas: 1, timeoutMs: options.replicaAckMs ?? 250 } : null;
-    this.feedMaxEntries = options.feedMaxEntries;
-    this.lineage = options.virtualClock === undefined ? LineageReadings.of(redis) : null;
-    this.failsOver = topology.kind === "sentinel" ? (redis as Redis) : null;
-    this.commandTimeoutMs = options.commandTimeoutMs ?? COMMAND_TIMEOUT_MS;
-    defineScripts(redis, options.virtualClock === undefined ? "server" : ("virtual" satisfies ScriptClock));
+    this.acks = connection.acks;
+    this.lineage = options.virtualClock === undefined ? LineageReadings.of(this.redis) : null;
+    this.failsOver = this.topology.kind === "sentinel" ? (this.redis as Redis) : null;
+    this.commandTimeoutMs = connection.commandTimeoutMs;
+    defineScripts(
+      this.redis,
+      options.virtualClock === undefined ? "server" : ("virtual" satisfies ScriptClock),
+    );
   }
 
   /**
@@ -179,53 +135,19 @@ export class RedisLeases implements LeaseBackend {
    * they never show among the shards.
    */
   partitionOwners(): RedisLeases {
-    return new RedisLeases(this.redis, this.topology, {
+    return new RedisLeases(this.connection, {
       ...this.options,
       namespace: this.keys.ironic.ownersNamespace,
       leaseDirectory: false,
     });
   }
 
-  /**
-   * Connect to the store `spec` names (redis://, rediss://, redis+sentinel://,
-   * redis+cluster://: see connect.ts) and wait until it answers.
-   */
+  /** Open a connection of its own to `target` and the leases on it (the tests' way in). */
   static async connect(
     target: string | RedisTopology,
     options: RedisBackendOptions = {},
   ): Promise<RedisLeases> {
-    // A spec is parsed here; a caller that parsed it already (openStore) hands the topology.
-    const topology = typeof target === "string" ? parseRedisSpec(target) : target;
-    if (topology === null) throw new RedisSpecError(`${String(target)}: not a Redis spec`);
-    const redis = redisClient(
-      topology,
-      leaseConnectionOptions(options.commandTimeoutMs ?? COMMAND_TIMEOUT_MS),
-    );
-    // ioredis reports reconnect attempts as 'error' events; without a listener Node would
-    // print each one. Callers see errors through rejected commands instead.
-    redis.on("error", () => undefined);
-    await redis.connect().catch((error: unknown) => {
-      closeClient(redis);
-      throw error;
-    });
-    const backend = new RedisLeases(redis, topology, options);
-    keepConnected(redis, () => backend.closed);
-    return backend;
-  }
-
-  /** Node traits on this same connection. */
-  traitBackend(): RedisTraits {
-    return new RedisTraits(this.redis, this.keys, this.feedMaxEntries, this.options.ironicQueueMax);
-  }
-
-  /** Shard definitions on this same connection. */
-  definitionBackend(): RedisDefinitions {
-    return new RedisDefinitions(this.redis, this.keys.definitions, this.acks);
-  }
-
-  /** The node registry on this same connection. */
-  nodeBackend(): RedisNodes {
-    return new RedisNodes(this.redis, this.keys.nodes);
+    return new RedisLeases(await RedisConnection.open(target, options), options);
   }
 
   /** A script's arguments, with the virtual clock's readings after them when there is one. */
@@ -519,7 +441,6 @@ export class RedisLeases implements LeaseBackend {
   }
 
   async close(): Promise<void> {
-    this.closed = true;
-    closeClient(this.redis);
+    this.connection.close();
   }
 }
