@@ -1,7 +1,9 @@
 // The rules a compiler does not hold: a promise nobody awaits or hands on (its failure lost,
 // its order unknown), an await of what is no promise, a throw of what is no Error, a switch
 // over a union that forgets a member, an assertion the types already make, and code nobody
-// uses. Formatting is prettier's (make test checks it).
+// uses; and a route of the API mounted on express other than from its declaration
+// (src/api/http/declared-routes.ts), whose path, role check, body limit and place in the
+// route list would then be written twice. Formatting is prettier's (make test checks it).
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
@@ -26,6 +28,25 @@ export default tseslint.config(
       "@typescript-eslint/no-duplicate-type-constituents": "error",
       "@typescript-eslint/no-redundant-type-constituents": "error",
       "no-unreachable": "error",
+    },
+  },
+  {
+    files: ["src/**/*.ts"],
+    ignores: ["src/api/http/declared-routes.ts"],
+    rules: {
+      "no-restricted-imports": [
+        "error",
+        {
+          paths: [
+            {
+              name: "express",
+              importNames: ["Router"],
+              message:
+                "Serve a route from its operation's declaration: DeclaredRoutes (src/api/http/declared-routes.ts).",
+            },
+          ],
+        },
+      ],
     },
   },
 );

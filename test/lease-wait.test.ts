@@ -53,7 +53,7 @@ function run(events: Array<[number, Parameters<typeof stepWaits<string>>[1]]>): 
   return { state, actions };
 }
 
-describe("waiting acquires: the rules (lease/waits.ts, pure)", () => {
+describe("waiting acquires: the rules (core/lease/waits.ts, pure)", () => {
   it("wakes at the lease's end as refused, tries once for the first waiter, and tells the others who holds it", () => {
     const { state, actions } = run([
       [0, { kind: "park", waiter: "b", refusal: held("a", 7, 900) }],
@@ -117,7 +117,7 @@ describe("waiting acquires: the rules (lease/waits.ts, pure)", () => {
   });
 });
 
-describe("waiting acquires: a renew seen by the driver (lease/waits.ts, pure)", () => {
+describe("waiting acquires: a renew seen by the driver (core/lease/waits.ts, pure)", () => {
   const renewed = (token: number, ttlMs: number) =>
     ({ kind: "renewed", lease: { holder: "a", token, ttlMs, sinceUs: 0 } }) as const;
 

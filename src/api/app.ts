@@ -14,9 +14,8 @@ import type { LegacyPool } from "../core/ring/pool.js";
 import { authenticate, knownBearer, viewersRead, type TokenAuthority } from "./http/auth.js";
 import { deliveryOverview } from "../bridge/ironic/delivery-overview.js";
 import { agentsOverview, leaseCensus, shardsOverview } from "../bridge/shards/overview.js";
-import { uiRoutes } from "./ui/routes.js";
+import { pageHeaders, uiRoutes } from "./ui/routes.js";
 import { StatusWatcher } from "./ui/status-watcher.js";
-import { readBody, parseJsonBody } from "./http/body.js";
 import type { DecodePool } from "./decode/decode-pool.js";
 import { HttpError, errorHandler } from "./http/errors.js";
 import type { IronicQueueDelivery } from "../bridge/ironic/delivery.js";
@@ -27,17 +26,17 @@ import { traitRoutes, webhookRoute } from "./routes/inspector.js";
 import { fencedIronic, type FencedLimits } from "./routes/fenced-ironic.js";
 import { leaseRoutes, leaseWrites } from "./routes/leases.js";
 import type { LeaseWaits } from "../bridge/shards/lease-waits.js";
-import { bodyPolicy } from "./http/limits.js";
 import { BridgeMetrics } from "./http/metrics.js";
 import { nodeRoutes } from "./routes/nodes.js";
 import { healthRoutes } from "./routes/health.js";
 import { shardRoutes } from "./routes/shards.js";
 import { openApiText } from "./openapi/document.js";
-import { expressRoutes, type MountedRoute } from "./http/mounted-routes.js";
+import type { MountedRoute } from "./http/mounted-routes.js";
+import type { DeclaredRoutes } from "./http/declared-routes.js";
 import { stableMessageClasses, type MessageClasses } from "./http/message-classes.js";
 
 /**
- * What the API serves, built by the composition root (commands/bridge-services.ts): the
+ * What the API serves, built by the composition root (src/cli/bridge-services.ts): the
  * app mounts routes over these and builds only what is its own (metrics, the status
  * page's watcher, the document).
  */
@@ -76,7 +75,7 @@ export interface AppOptions {
 /**
  * The bridge's HTTP API as one request listener: the lease writes agents make several
  * times a second (see leaseWrites), then express for everything else. `routes`: every
- * route it serves, read from express's router and the raw routes' own tables — what the
+ * route it serves, from the operations its routes are declared by — what the
  * OpenAPI document must list (test/openapi.test.ts holds the two together). `close` ends
  * what would keep a server's close waiting: the status pages' event streams, and the
  * acquires that wait (answered with the refusal they waited behind).
@@ -121,8 +120,13 @@ export function createApp(
     res.locals.requestId = requestId;
     next();
   });
-  app.use(healthRoutes(store, openApiText()));
-  app.use(metrics.routes());
+  const declared: DeclaredRoutes[] = [];
+  const serve = (routes: DeclaredRoutes) => {
+    declared.push(routes);
+    app.use(routes.router);
+  };
+  serve(healthRoutes(store, openApiText()));
+  serve(metrics.routes());
   // The status page: one look at the store per period for all its open pages, with
   // tokens (they tell a new lease from a renewed one; the page never shows them).
   const watcher = new StatusWatcher(
@@ -139,23 +143,22 @@ export function createApp(
     (shard) => catalog.ttlMsFor(shard),
   );
   // Its own login (a session cookie), so it comes before the bearer token check.
+  app.use(pageHeaders);
   const ui = uiRoutes(authority, watcher);
-  app.use(ui);
+  serve(ui);
   // Everything below needs a bearer token; health checks, metrics, the document and the
-  // page's own login above do not.
-  // Authenticate first: nobody without a token makes the bridge read a body.
+  // page's own login above do not. Authenticate first: nobody without a token makes the
+  // bridge read a body (each route reads its own, after its role check: DeclaredRoutes).
   app.use(authenticate(authority));
   app.use(viewersRead());
-  app.use(readBody((req) => bodyPolicy(req.path).limit));
-  app.use((req, res, next) => (bodyPolicy(req.path).parseHere ? parseJsonBody(req, res, next) : next()));
-  app.use(leaseRoutes(store));
-  app.use(definitionRoutes(definitions, catalog));
-  app.use(shardRoutes(store, catalog, ironicUrl !== undefined));
-  app.use(nodeRoutes(store.nodes, traits, decoder));
-  app.use(agentRoutes(store, catalog, legacyPool, assignments, nodeLists, serviceDownMs));
-  app.use(traitRoutes(traits));
-  app.use(feedRoutes(store, catalog, traits));
-  app.use(ironicDeliveryRoutes(ironic));
+  serve(leaseRoutes(store));
+  serve(definitionRoutes(definitions, catalog));
+  serve(shardRoutes(store, catalog, ironicUrl !== undefined));
+  serve(nodeRoutes(store.nodes, traits, decoder));
+  serve(agentRoutes(store, catalog, legacyPool, assignments, nodeLists, serviceDownMs));
+  serve(traitRoutes(traits));
+  serve(feedRoutes(store, catalog, traits));
+  serve(ironicDeliveryRoutes(ironic));
   app.use((req) => {
     throw new HttpError([
       {
@@ -186,8 +189,6 @@ export function createApp(
     for (const route of raw) if (route(req, res)) return;
     app(req, res);
   };
-  // Read when asked (the contract test), not at start: a route added in a form that cannot
-  // be listed fails that test, never a bridge starting up.
   return Object.defineProperty(
     Object.assign(listener, {
       close: () => {
@@ -205,7 +206,7 @@ export function createApp(
     }),
     "routes",
     {
-      get: (): MountedRoute[] => [...raw.flatMap((route) => route.routes), ...expressRoutes(app)],
+      get: (): MountedRoute[] => [...raw, ...declared].flatMap((routes) => routes.routes),
     },
   ) as BridgeApp;
 }

@@ -1,3 +1,5 @@
+import type { Operation } from "../openapi/operation.js";
+
 /**
  * How each route's body is read: at most `limit` bytes (refused with 413 before it is
  * read), and whether it is JSON the event loop parses itself. A JSON.parse of a megabyte
@@ -32,13 +34,7 @@ export const SMALL_BODY: BodyPolicy = { limit: 64 * KiB, parseHere: true };
 /** The status page's login form: a token and little else; read by its route, not parsed as JSON. */
 export const LOGIN_FORM_BODY: BodyPolicy = { limit: 4 * KiB, parseHere: false };
 
-export const BULK_PATH = "/v1/nodes/bulk";
-export const LOGIN_PATH = "/ui/login";
-export const WEBHOOK_PATH = "/v1/inspector/webhook";
-
-export function bodyPolicy(path: string): BodyPolicy {
-  if (path === BULK_PATH) return BULK_BODY;
-  if (path === WEBHOOK_PATH) return WEBHOOK_BODY;
-  if (path === LOGIN_PATH) return LOGIN_FORM_BODY;
-  return SMALL_BODY;
+/** How `operation`'s body is read: as it declares (operation.ts), or as a small JSON body. */
+export function bodyPolicyOf(operation: Operation): BodyPolicy {
+  return operation.bodyPolicy ?? SMALL_BODY;
 }

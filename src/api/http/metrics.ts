@@ -1,4 +1,5 @@
-import { Router, type RequestHandler } from "express";
+import { DeclaredRoutes } from "./declared-routes.js";
+import type { RequestHandler } from "express";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import { CellCounter, CellHistogram } from "./metric-cells.js";
 import { ShardLabels } from "./shard-labels.js";
@@ -263,11 +264,11 @@ export class BridgeMetrics {
     };
   }
 
-  routes(): Router {
-    const router = Router();
-    router.get("/metrics", async (_req, res) => {
+  routes(): DeclaredRoutes {
+    const routes = new DeclaredRoutes();
+    routes.serve(METRICS_OPERATIONS.metrics, async (_req, res) => {
       res.set("content-type", this.registry.contentType).send(await this.registry.metrics());
     });
-    return router;
+    return routes;
   }
 }

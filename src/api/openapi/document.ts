@@ -1,5 +1,5 @@
 import { versionInfo } from "../../runtime/version.js";
-import { bodyPolicy } from "../http/limits.js";
+import { bodyPolicyOf } from "../http/limits.js";
 import { PAGE_ROLES } from "../http/auth.js";
 import { ALL_ROLES, type Media, type Operation, type RefusalAnswer, type Success } from "./operation.js";
 import { OPERATIONS } from "./operations.js";
@@ -254,7 +254,7 @@ function operationObject(op: Operation): JsonSchema {
         return [status, common === undefined ? built : { $ref: `#/components/responses/${common}` }];
       }),
   );
-  const limit = bodyPolicy(op.path).limit;
+  const limit = bodyPolicyOf(op).limit;
   const body: { type: string; schema: JsonSchema; required: boolean; passed?: true } | undefined =
     op.form !== undefined
       ? {

@@ -1,6 +1,7 @@
 import type { RequestHandler } from "express";
 import type { z } from "zod";
 import { requireRole, type Role } from "../http/auth.js";
+import type { BodyPolicy } from "../http/limits.js";
 import type { JsonSchema, PARAMETERS, SCHEMAS } from "./schemas.js";
 
 /*
@@ -86,6 +87,8 @@ export interface Operation {
   answers: Record<number, Success | RefusalAnswer> & { default?: Success };
   /** false: the operation never touches the store, so never answers 503 store.unavailable */
   store?: false;
+  /** how its body is read: the most bytes taken (413 past them), and where it is parsed (default SMALL_BODY) */
+  bodyPolicy?: BodyPolicy;
 }
 
 /** Every role a bearer token can have. */

@@ -1,4 +1,5 @@
-import { Router, type Response } from "express";
+import { DeclaredRoutes } from "../http/declared-routes.js";
+import type { Response } from "express";
 import { z } from "zod";
 import { NodesQuery } from "../../contracts/agents.js";
 import { AgentId, HostTwinError, hostKey } from "../../core/names.js";
@@ -15,7 +16,8 @@ import {
   type TokenAuthority,
 } from "../http/auth.js";
 import { readRequestChunks } from "../http/body.js";
-import { HEARTBEAT_BODY } from "../http/limits.js";
+import { bodyPolicyOf, HEARTBEAT_BODY } from "../http/limits.js";
+import { expressPath } from "../http/declared-routes.js";
 import type { BridgeMetrics } from "../http/metrics.js";
 import { rawHandler, type RawHandler } from "../http/mounted-routes.js";
 import { serveRaw } from "../http/raw-route.js";
@@ -32,7 +34,7 @@ import { streamJsonList } from "../http/stream.js";
 import type { AgentNodeLists } from "../../bridge/shards/agent-nodes.js";
 import { leaseJson } from "../../bridge/shards/lease-json.js";
 import type { AgentList, AgentSeen } from "../../contracts/agents.js";
-import { READ, AS_AGENT, ADMIN, declaredRoles, roleCheck, type Operation } from "../openapi/operation.js";
+import { READ, AS_AGENT, ADMIN, declaredRoles, type Operation } from "../openapi/operation.js";
 
 export const AgentPath = z.strictObject({ id: AgentId });
 
@@ -45,10 +47,6 @@ function agentOf(req: { params: unknown }, res: Response, roles: readonly Role[]
   return id;
 }
 
-const HEARTBEAT_ROUTE = "/v1/agents/:id/heartbeat";
-/** As express matches it: the literal segments in any case, one trailing slash allowed. */
-const HEARTBEAT_URL = /^\/v1\/agents\/([^/?#]+)\/heartbeat\/?(?:\?|$)/i;
-
 /** The agent routes' operations, as the document lists them (operations.ts) and the role checks read them. */
 export const AGENT_OPERATIONS = {
   heartbeat: {
@@ -60,6 +58,7 @@ export const AGENT_OPERATIONS = {
     description:
       "`shards` is required: what the agent serves, like nova's `[ironic] shard`; `[]` puts it in the legacy ring pool. Send every 10 s. `instance` (optional): the sending process's name for itself, the same in each of its heartbeats: the agent's `serves` is then what each of its instances heard within the service down time declared last, together (an `agent` and a `run` of one id add up instead of overwriting each other); the answer's `serves` is that.",
     access: AS_AGENT,
+    bodyPolicy: HEARTBEAT_BODY,
     parameters: ["agent"],
     body: "Heartbeat",
     answers: {
@@ -127,6 +126,11 @@ export const AGENT_OPERATIONS = {
 const HEARTBEAT_ROLES = declaredRoles(AGENT_OPERATIONS.heartbeat);
 const AGENT_NODES_ROLES = declaredRoles(AGENT_OPERATIONS.agentNodes);
 
+const HEARTBEAT_ROUTE = expressPath(AGENT_OPERATIONS.heartbeat.path);
+/** As express matches it: the literal segments in any case, one trailing slash allowed. */
+const HEARTBEAT_URL = /^\/v1\/agents\/([^/?#]+)\/heartbeat\/?(?:\?|$)/i;
+const HEARTBEAT_LIMIT = bodyPolicyOf(AGENT_OPERATIONS.heartbeat).limit;
+
 /**
  *   POST /v1/agents/{id}/heartbeat {"shards":[...],"instance"?} -> 200 {"agent","last_seen","serves"}
  * Every agent's, every 10 s: served on node:http ahead of express, as the lease writes are
@@ -141,14 +145,14 @@ export function heartbeatWrite(context: {
   /** nova's service_down_time: how long an instance's declared shards count (see Store.heartbeat) */
   serviceDownMs: number;
 }): RawHandler {
-  return rawHandler([{ method: "POST", path: HEARTBEAT_ROUTE }], (req, res) => {
+  return rawHandler([AGENT_OPERATIONS.heartbeat], (req, res) => {
     const match = req.method === "POST" ? HEARTBEAT_URL.exec(req.url ?? "") : null;
     if (match === null) return false;
     serveRaw(req, res, HEARTBEAT_ROUTE, context.metrics, { pathField: "id" }, async () => {
       const principal = principalFrom(context.authority, req.headers.authorization);
       assertViewerReads(principal, "POST", req.url!.split("?")[0]!);
       assertRole(principal, HEARTBEAT_ROLES);
-      const body = await readRequestChunks(req, res, HEARTBEAT_BODY.limit);
+      const body = await readRequestChunks(req, res, HEARTBEAT_LIMIT);
       const { id: agent } = parseOrThrow(AgentPath, { id: decodeURIComponent(match[1]!) });
       assertActsAs(principal, agent);
       const said = await context.decoder.decode({ kind: "heartbeat" }, body);
@@ -188,10 +192,10 @@ export function agentRoutes(
   assignments: LegacyAssignments,
   lists: AgentNodeLists,
   serviceDownMs = SERVICE_DOWN_TIME_MS,
-): Router {
-  const router = Router();
+): DeclaredRoutes {
+  const routes = new DeclaredRoutes();
 
-  router.get("/v1/agents", async (_req, res) => {
+  routes.serve(AGENT_OPERATIONS.listAgents, async (_req, res) => {
     const census = await leaseCensus(store, catalog);
     res.json({
       agents: await agentsOverview(store, catalog, census, serviceDownMs),
@@ -199,7 +203,7 @@ export function agentRoutes(
     } satisfies AgentList);
   });
 
-  router.get("/v1/agents/:id/nodes", async (req, res) => {
+  routes.serve(AGENT_OPERATIONS.agentNodes, async (req, res) => {
     const agent = agentOf(req, res, AGENT_NODES_ROLES);
     const { token: presented } = parseOrThrow(NodesQuery, req.query);
     // An agent must say which leases it holds: a process that lost its lease (an older
@@ -242,7 +246,7 @@ export function agentRoutes(
   // for good): its record dropped, so it leaves GET /v1/agents and the page. Refused while it
   // is up or holds a lease — it would be back with its next heartbeat, or its lease would
   // outlive the record that explains it.
-  router.delete("/v1/agents/:id", roleCheck(AGENT_OPERATIONS.forgetAgent), async (req, res) => {
+  routes.serve(AGENT_OPERATIONS.forgetAgent, async (req, res) => {
     const { id } = parseOrThrow(AgentPath, req.params);
     const seen = await store.agent(id);
     if (seen === null)
@@ -275,5 +279,5 @@ export function agentRoutes(
     res.status(204).end();
   });
 
-  return router;
+  return routes;
 }

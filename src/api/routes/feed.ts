@@ -1,4 +1,5 @@
-import { Router, type Response } from "express";
+import { DeclaredRoutes } from "../http/declared-routes.js";
+import type { Response } from "express";
 import { ShardPath } from "../http/paths.js";
 import { AckBody, ReadQuery, type FeedCursor, type FeedPage } from "../../contracts/feed.js";
 import { parseBoth } from "../../core/validation.js";
@@ -9,7 +10,7 @@ import { bodyObject } from "../http/body.js";
 import { conflict, HttpError } from "../http/errors.js";
 import type { ShardCatalog } from "../../bridge/shards/catalog.js";
 import { fenceServing } from "../../bridge/shards/revocation.js";
-import { LEASE_HOLDER, roleCheck, type Operation } from "../openapi/operation.js";
+import { LEASE_HOLDER, type Operation } from "../openapi/operation.js";
 
 /**
  * Only the live holder of the shard's lease, presenting its current token, reads or
@@ -86,17 +87,17 @@ export const FEED_OPERATIONS = {
  * after the acknowledged cursor and acknowledges what it applied; after a failover the
  * new holder resumes from the last acknowledged entry, so no change is lost.
  */
-export function feedRoutes(store: Store, catalog: ShardCatalog, traits: TraitService): Router {
-  const router = Router();
+export function feedRoutes(store: Store, catalog: ShardCatalog, traits: TraitService): DeclaredRoutes {
+  const routes = new DeclaredRoutes();
 
-  router.get("/v1/shards/:shard/feed", roleCheck(FEED_OPERATIONS.readFeed), async (req, res) => {
+  routes.serve(FEED_OPERATIONS.readFeed, async (req, res) => {
     const [{ shard }, query] = parseBoth([ShardPath, req.params], [ReadQuery, req.query]);
     await assertHolder(store, catalog, res, shard, query.token);
     const { cursor, entries, resync } = await traits.readFeed(shard, query.limit);
     res.json({ shard, cursor, entries, ...(resync !== undefined && { resync }) } satisfies FeedPage);
   });
 
-  router.post("/v1/shards/:shard/feed/ack", roleCheck(FEED_OPERATIONS.ackFeed), async (req, res) => {
+  routes.serve(FEED_OPERATIONS.ackFeed, async (req, res) => {
     const [{ shard }, body] = parseBoth([ShardPath, req.params], [AckBody, bodyObject(req)]);
     await assertHolder(store, catalog, res, shard, body.token);
     const cursor = await traits.ack(shard, body.id);
@@ -113,5 +114,5 @@ export function feedRoutes(store: Store, catalog: ShardCatalog, traits: TraitSer
     res.json({ shard, cursor } satisfies FeedCursor);
   });
 
-  return router;
+  return routes;
 }

@@ -33,11 +33,6 @@ const MUTATING = new Set(["POST", "PUT", "PATCH", "DELETE"]);
 const FORWARDED = ["GET", "HEAD", "OPTIONS", ...MUTATING];
 /** The route the endpoint is counted and logged under. */
 const ROUTE = "/fenced/:shard/:lease/ironic";
-/** Version discovery at the endpoint itself, and every Ironic path under it. */
-const FENCED_ROUTES = FORWARDED.flatMap((method) => [
-  { method, path: "/fenced/:shard/lease-:token-:fence_key/ironic" },
-  { method, path: "/fenced/:shard/lease-:token-:fence_key/ironic/*ironic_path" },
-]);
 /** Hop-by-hop headers (RFC 9110 7.6.1) are the proxy's own, never forwarded; nor is Expect (see below). */
 const HOP_BY_HOP = new Set([
   "connection",
@@ -147,7 +142,7 @@ function fencedOperations(method: Operation["method"]): Operation[] {
       : "Passes only if, now, `token` and `fence_key` are the shard's live lease. Links in Ironic's JSON and `Location` are rewritten to this endpoint. Served only with `serve --ironic URL`.",
     access: { kind: "ironic" },
     parameters,
-    ...(write && { body: "any" as const }),
+    ...(write && { body: "any" as const, bodyPolicy: FENCED_BODY }),
     answers: fencedAnswers(write, !(write && root)),
     ...(!write && { store: false as const }),
   });
@@ -549,7 +544,7 @@ export function fencedIronic(context: {
     return { status: got.statusCode ?? 502, headers, body };
   };
 
-  return rawHandler(FENCED_ROUTES, (req, res) => {
+  return rawHandler(FENCED_OPERATIONS, (req, res) => {
     const url = req.url ?? "";
     if (!url.startsWith("/fenced/") || !FORWARDED.includes(req.method ?? "")) return false;
     const parsed = parseFencedUrl(url);

@@ -1,4 +1,4 @@
-import { Router } from "express";
+import { DeclaredRoutes } from "../http/declared-routes.js";
 import type { Health, NotReady, Ready } from "../../contracts/health.js";
 import type { Store } from "../../store/store.js";
 import { versionInfo } from "../../runtime/version.js";
@@ -68,14 +68,14 @@ export const HEALTH_OPERATIONS = {
  * them). `openApi` is the document's text, built once per process by the app (tens of
  * ms), so no request holds the event loop building it.
  */
-export function healthRoutes(store: Store, openApi: string): Router {
-  const router = Router();
+export function healthRoutes(store: Store, openApi: string): DeclaredRoutes {
+  const routes = new DeclaredRoutes();
   // Which build answers: the same as `shardbridge --version` on that host.
   const { version, commit } = versionInfo();
-  router.get("/healthz", (_req, res) => {
+  routes.serve(HEALTH_OPERATIONS.health, (_req, res) => {
     res.json({ status: "ok", version, commit } satisfies Health);
   });
-  router.get("/readyz", async (_req, res) => {
+  routes.serve(HEALTH_OPERATIONS.ready, async (_req, res) => {
     try {
       await store.ping();
       res.json({ status: "ready", store: store.kind, version, commit } satisfies Ready);
@@ -89,8 +89,8 @@ export function healthRoutes(store: Store, openApi: string): Router {
       } satisfies NotReady);
     }
   });
-  router.get("/openapi.json", (_req, res) => {
+  routes.serve(HEALTH_OPERATIONS.openapi, (_req, res) => {
     res.type("application/json").send(openApi);
   });
-  return router;
+  return routes;
 }

@@ -1,6 +1,6 @@
+import { DeclaredRoutes } from "../http/declared-routes.js";
 import { timingSafeEqual } from "node:crypto";
 import type { IncomingHttpHeaders } from "node:http";
-import { Router } from "express";
 import { z } from "zod";
 import { NodePath } from "../../core/node.js";
 import { parseOrThrow } from "../../core/validation.js";
@@ -21,14 +21,14 @@ import {
   webhookSignature,
 } from "../../contracts/webhook-signature.js";
 
-import { WEBHOOK_BODY, WEBHOOK_PATH } from "../http/limits.js";
+import { bodyPolicyOf, WEBHOOK_BODY } from "../http/limits.js";
 import {
   TraitResetBody,
   type NodeTraits,
   type TraitsApplied,
   type TraitsReset,
 } from "../../contracts/traits.js";
-import { READ, ADMIN, NO_NODE, roleCheck, declaredRoles, type Operation } from "../openapi/operation.js";
+import { READ, ADMIN, NO_NODE, declaredRoles, type Operation } from "../openapi/operation.js";
 
 /** How long a delivery id is remembered, so a retried delivery gets its first answer. */
 const DELIVERY_MEMORY_S = 24 * 3600;
@@ -185,6 +185,7 @@ export const TRAIT_OPERATIONS = {
     description:
       "A repeated `X-Shardbridge-Delivery` id of a delivery that was applied gets the first answer again with `X-Shardbridge-Replay: true`, and nothing is applied twice. Refusals (404, 409, 422) change nothing and are not remembered: sent again, a delivery is judged again.",
     access: { kind: "webhook", roles: ["inspector"] },
+    bodyPolicy: WEBHOOK_BODY,
     body: "WebhookPayload",
     answers: {
       200: { description: "applied: the additions and removals", schema: "TraitsApplied" },
@@ -216,8 +217,11 @@ export const TRAIT_OPERATIONS = {
  * one per node. Answers whether it took the request.
  */
 export function webhookRoute(context: WebhookContext): RawHandler {
-  const roles = declaredRoles(TRAIT_OPERATIONS.inspectorWebhook);
-  return rawHandler([{ method: "POST", path: WEBHOOK_PATH }], (req, res) => {
+  const operation = TRAIT_OPERATIONS.inspectorWebhook;
+  const roles = declaredRoles(operation);
+  const limit = bodyPolicyOf(operation).limit;
+  const WEBHOOK_PATH = operation.path;
+  return rawHandler([operation], (req, res) => {
     // As express matches a path: any case, one trailing slash allowed.
     const path = (req.url ?? "").split("?")[0]!.replace(/\/$/, "").toLowerCase();
     if (req.method !== "POST" || path !== WEBHOOK_PATH) return false;
@@ -225,7 +229,7 @@ export function webhookRoute(context: WebhookContext): RawHandler {
       // Authenticated before a byte of the body is read.
       const principal = principalFrom(context.authority, req.headers.authorization);
       assertRole(principal, roles);
-      const rawBody = await readRequestChunks(req, res, WEBHOOK_BODY.limit);
+      const rawBody = await readRequestChunks(req, res, limit);
       return webhook(context, req.headers, rawBody);
     });
     return true;
@@ -285,10 +289,10 @@ async function webhook(
  *      inspections are refused as stale (an order from a broken inspector) or whose traits
  *      must start afresh; logged as `node-traits-reset`.
  */
-export function traitRoutes(service: TraitService): Router {
-  const router = Router();
+export function traitRoutes(service: TraitService): DeclaredRoutes {
+  const routes = new DeclaredRoutes();
 
-  router.get("/v1/nodes/:uuid/traits", async (req, res) => {
+  routes.serve(TRAIT_OPERATIONS.getNodeTraits, async (req, res) => {
     const { uuid } = parseOrThrow(NodePath, req.params);
     const record = await service.traitsOf(uuid);
     if (record === null) throw new HttpError([nodeNotFound(uuid)]);
@@ -298,30 +302,26 @@ export function traitRoutes(service: TraitService): Router {
     res.json({ node: uuid, generation: record.generation, traits } satisfies NodeTraits);
   });
 
-  router.post(
-    "/v1/nodes/:uuid/traits/reset",
-    roleCheck(TRAIT_OPERATIONS.resetNodeTraits),
-    async (req, res) => {
-      const { uuid } = parseOrThrow(NodePath, req.params);
-      const what = parseOrThrow(TraitResetBody, bodyObject(req));
-      const outcome = await service.reset(uuid, what);
-      if (outcome.kind === "unknown_node") throw new HttpError([nodeNotFound(uuid)]);
-      const { node, generation, applied, forgotten } = outcome;
-      // The audit record: who (the admin role, from where, under which request id) reset what.
-      logger.warn("node-traits-reset", {
-        node,
-        order: what.order,
-        traits: what.traits,
-        removed: applied,
-        forgotten_orders: forgotten,
-        generation,
-        role: principalOf(res).role,
-        remote: req.socket.remoteAddress,
-        request_id: res.locals.requestId,
-      });
-      res.json({ node, generation, applied, forgotten } satisfies TraitsReset);
-    },
-  );
+  routes.serve(TRAIT_OPERATIONS.resetNodeTraits, async (req, res) => {
+    const { uuid } = parseOrThrow(NodePath, req.params);
+    const what = parseOrThrow(TraitResetBody, bodyObject(req));
+    const outcome = await service.reset(uuid, what);
+    if (outcome.kind === "unknown_node") throw new HttpError([nodeNotFound(uuid)]);
+    const { node, generation, applied, forgotten } = outcome;
+    // The audit record: who (the admin role, from where, under which request id) reset what.
+    logger.warn("node-traits-reset", {
+      node,
+      order: what.order,
+      traits: what.traits,
+      removed: applied,
+      forgotten_orders: forgotten,
+      generation,
+      role: principalOf(res).role,
+      remote: req.socket.remoteAddress,
+      request_id: res.locals.requestId,
+    });
+    res.json({ node, generation, applied, forgotten } satisfies TraitsReset);
+  });
 
-  return router;
+  return routes;
 }

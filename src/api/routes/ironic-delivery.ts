@@ -1,4 +1,4 @@
-import { Router } from "express";
+import { DeclaredRoutes } from "../http/declared-routes.js";
 import type { IronicQueueDelivery } from "../../bridge/ironic/delivery.js";
 import { deliveryOverview } from "../../bridge/ironic/delivery-overview.js";
 import { READ, type Operation } from "../openapi/operation.js";
@@ -25,8 +25,11 @@ export const IRONIC_DELIVERY_OPERATIONS = {
  * figures are the store's (every bridge on it answers the same); `this_bridge` is the
  * answering bridge's own part.
  */
-export function ironicDeliveryRoutes(delivery: IronicQueueDelivery | undefined): Router {
-  const router = Router();
-  router.get("/v1/ironic/delivery", async (_req, res) => void res.json(await deliveryOverview(delivery)));
-  return router;
+export function ironicDeliveryRoutes(delivery: IronicQueueDelivery | undefined): DeclaredRoutes {
+  const routes = new DeclaredRoutes();
+  routes.serve(
+    IRONIC_DELIVERY_OPERATIONS.ironicDelivery,
+    async (_req, res) => void res.json(await deliveryOverview(delivery)),
+  );
+  return routes;
 }

@@ -1,6 +1,6 @@
+import { DeclaredRoutes } from "../http/declared-routes.js";
 import type { ServerResponse } from "node:http";
 import { ShardPath } from "../http/paths.js";
-import { Router } from "express";
 import { z } from "zod";
 import { parseOrThrow, ValidationError, type FieldIssue } from "../../core/validation.js";
 import type { LeaseOutcome, LeaseView } from "../../core/lease/machine.js";
@@ -22,7 +22,8 @@ import {
 import { asBodyObject, parseJson, readRequestBody } from "../http/body.js";
 import { conflict, HttpError } from "../http/errors.js";
 import { leaseJson } from "../../bridge/shards/lease-json.js";
-import { SMALL_BODY } from "../http/limits.js";
+import { bodyPolicyOf } from "../http/limits.js";
+import { expressPath } from "../http/declared-routes.js";
 import type { BridgeMetrics } from "../http/metrics.js";
 import { noteWaited, serveRaw, type RawAnswer } from "../http/raw-route.js";
 import { rawHandler, type RawHandler } from "../http/mounted-routes.js";
@@ -348,29 +349,20 @@ async function fence(
 }
 
 /**
- * The lease writes: method, route (also the label each is counted under), operation (whose
- * declared roles the route checks), and handler.
+ * The lease writes: each operation (its method and route, also the label it is counted
+ * under; the roles the route checks; its body's limit), and its handler.
  */
 const WRITES = [
-  {
-    method: "POST",
-    path: "/v1/shards/:shard/lease",
-    operation: LEASE_OPERATIONS.acquireOrRenewLease,
-    handle: acquireOrRenew,
-  },
-  {
-    method: "DELETE",
-    path: "/v1/shards/:shard/lease",
-    operation: LEASE_OPERATIONS.releaseLease,
-    handle: release,
-  },
-  { method: "POST", path: "/v1/shards/:shard/fence", operation: LEASE_OPERATIONS.fence, handle: fence },
+  { operation: LEASE_OPERATIONS.acquireOrRenewLease, handle: acquireOrRenew },
+  { operation: LEASE_OPERATIONS.releaseLease, handle: release },
+  { operation: LEASE_OPERATIONS.fence, handle: fence },
   // One literal, not a spread: every renew reads these, and all three keep one hidden class.
-].map(({ method, path, operation, handle }) => ({
-  method,
-  path,
-  id: operation.id,
+].map(({ operation, handle }) => ({
+  method: operation.method.toUpperCase(),
+  path: expressPath(operation.path),
+  operation,
   roles: declaredRoles(operation),
+  limit: bodyPolicyOf(operation).limit,
   handle,
 }));
 const WRITE_BY_KEY = new Map(WRITES.map((write) => [`${write.method} ${write.path}`, write]));
@@ -386,19 +378,22 @@ const WRITE_PATH = /^\/v1\/shards\/([^/?#]*)\/(lease|fence)(?:\?|$)/;
  * Answers whether it took the request; everything else goes to express.
  */
 export function leaseWrites(context: LeaseContext & { authority: TokenAuthority }): RawHandler {
-  return rawHandler(WRITES, (req, res) => {
-    const match = WRITE_PATH.exec(req.url ?? "");
-    const write =
-      match === null ? undefined : WRITE_BY_KEY.get(`${req.method} /v1/shards/:shard/${match[2]}`);
-    if (match === null || write === undefined) return false;
-    serveRaw(req, res, write.path, context.metrics, { pathField: "shard" }, async () => {
-      const principal = principalFrom(context.authority, req.headers.authorization);
-      assertRole(principal, write.roles);
-      const body = parseJson(await readRequestBody(req, res, SMALL_BODY.limit));
-      return write.handle(context, principal, decodeURIComponent(match[1]!), body, res);
-    });
-    return true;
-  });
+  return rawHandler(
+    WRITES.map((write) => write.operation),
+    (req, res) => {
+      const match = WRITE_PATH.exec(req.url ?? "");
+      const write =
+        match === null ? undefined : WRITE_BY_KEY.get(`${req.method} /v1/shards/:shard/${match[2]}`);
+      if (match === null || write === undefined) return false;
+      serveRaw(req, res, write.path, context.metrics, { pathField: "shard" }, async () => {
+        const principal = principalFrom(context.authority, req.headers.authorization);
+        assertRole(principal, write.roles);
+        const body = parseJson(await readRequestBody(req, res, write.limit));
+        return write.handle(context, principal, decodeURIComponent(match[1]!), body, res);
+      });
+      return true;
+    },
+  );
 }
 
 /**
@@ -411,10 +406,10 @@ export function leaseWrites(context: LeaseContext & { authority: TokenAuthority 
  *   POST   /v1/shards/{shard}/fence  {"token"}          -> 200 {"allowed"} (false for another agent's lease)
  * The TTL is the shard's (shards/NAME.json), never the caller's.
  */
-export function leaseRoutes(store: Store): Router {
-  const router = Router();
+export function leaseRoutes(store: Store): DeclaredRoutes {
+  const routes = new DeclaredRoutes();
 
-  router.get("/v1/shards/:shard/lease", async (req, res) => {
+  routes.serve(LEASE_OPERATIONS.readLease, async (req, res) => {
     const { shard } = parseOrThrow(ShardPath, req.params);
     const { current, lastToken } = await store.read(shard);
     const showToken = seesTokens(principalOf(res));
@@ -425,5 +420,5 @@ export function leaseRoutes(store: Store): Router {
     } satisfies LeaseState);
   });
 
-  return router;
+  return routes;
 }

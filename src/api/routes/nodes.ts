@@ -1,4 +1,5 @@
-import { Router, type Request } from "express";
+import { DeclaredRoutes } from "../http/declared-routes.js";
+import type { Request } from "express";
 import type { BareMetalNode } from "../../core/node.js";
 import type { NodeRegistry } from "../../store/node-registry.js";
 import type { TraitService } from "../../bridge/trait-service.js";
@@ -7,7 +8,7 @@ import { bodyObject } from "../http/body.js";
 import { unpackNodes } from "../decode/bulk.js";
 import type { DecodePool } from "../decode/decode-pool.js";
 import { decodeFailure } from "../decode/failure.js";
-import { BULK_PATH } from "../http/limits.js";
+import { BULK_BODY } from "../http/limits.js";
 import { streamJsonList } from "../http/stream.js";
 import { nodeJson } from "../../store/node-json.js";
 
@@ -16,7 +17,7 @@ const BULK_CHUNK = 250;
 import { HttpError, nodeNotFound } from "../http/errors.js";
 import type { BulkResult, Node } from "../../contracts/nodes.js";
 import { NodeListQuery } from "../../core/node.js";
-import { READ, ADMIN, NO_NODE, roleCheck, type Operation } from "../openapi/operation.js";
+import { READ, ADMIN, NO_NODE, type Operation } from "../openapi/operation.js";
 
 /** The path's uuid, as given: the registry validates and canonicalises it. */
 const uuidOf = (req: Request): string => (req.params as { uuid: string }).uuid;
@@ -38,6 +39,7 @@ export const NODE_OPERATIONS = {
     summary: "Create or replace up to 20,000 whole nodes",
     description: "Every node is validated before any is written; no uuid twice.",
     access: ADMIN,
+    bodyPolicy: BULK_BODY,
     body: "BulkNodes",
     answers: { 200: { description: "how many were created and updated", schema: "BulkResult" } },
   },
@@ -128,10 +130,10 @@ export const NODE_OPERATIONS = {
  *   GET    /v1/nodes?shard=a,b|sharded=true|false&limit=&marker=  -> 200 {"nodes","next"}
  *   POST   /v1/nodes/bulk     {"nodes":[...]}                     -> 200 {"created","updated"}
  */
-export function nodeRoutes(nodes: NodeRegistry, traits: TraitService, decoder: DecodePool): Router {
-  const router = Router();
+export function nodeRoutes(nodes: NodeRegistry, traits: TraitService, decoder: DecodePool): DeclaredRoutes {
+  const routes = new DeclaredRoutes();
 
-  router.post(BULK_PATH, roleCheck(NODE_OPERATIONS.bulkNodes), async (req, res) => {
+  routes.serve(NODE_OPERATIONS.bulkNodes, async (req, res) => {
     const decoded = await decoder.decode({ kind: "bulk" }, req.bodyChunks!);
     if (!decoded.ok) throw decodeFailure(decoded);
     // Every node was validated before any is written; now a chunk at a time, yielding
@@ -148,31 +150,31 @@ export function nodeRoutes(nodes: NodeRegistry, traits: TraitService, decoder: D
     res.json({ created, updated } satisfies BulkResult);
   });
 
-  router.put("/v1/nodes/:uuid", roleCheck(NODE_OPERATIONS.putNode), async (req, res) => {
+  routes.serve(NODE_OPERATIONS.putNode, async (req, res) => {
     const { node, created, moved } = await nodes.put(uuidOf(req), bodyObject(req));
     await traits.snapshotMoves(moved);
     res.status(created ? 201 : 200).json(node satisfies Node);
   });
 
-  router.patch("/v1/nodes/:uuid", roleCheck(NODE_OPERATIONS.patchNode), async (req, res) => {
+  routes.serve(NODE_OPERATIONS.patchNode, async (req, res) => {
     const changed = await nodes.patch(uuidOf(req), bodyObject(req));
     if (changed === null) throw notFound(uuidOf(req));
     await traits.snapshotMoves(changed.moved);
     res.json(changed.node satisfies Node);
   });
 
-  router.get("/v1/nodes/:uuid", async (req, res) => {
+  routes.serve(NODE_OPERATIONS.getNode, async (req, res) => {
     const node = await nodes.get(uuidOf(req));
     if (node === null) throw notFound(uuidOf(req));
     res.json(node satisfies Node);
   });
 
-  router.delete("/v1/nodes/:uuid", roleCheck(NODE_OPERATIONS.deleteNode), async (req, res) => {
+  routes.serve(NODE_OPERATIONS.deleteNode, async (req, res) => {
     if (!(await nodes.delete(uuidOf(req)))) throw notFound(uuidOf(req));
     res.status(204).end();
   });
 
-  router.get("/v1/nodes", async (req, res) => {
+  routes.serve(NODE_OPERATIONS.listNodes, async (req, res) => {
     const listing = nodes.openList(req.query);
     const nextLink = () => {
       const marker = listing.next();
@@ -186,5 +188,5 @@ export function nodeRoutes(nodes: NodeRegistry, traits: TraitService, decoder: D
     await streamJsonList(res, {}, "nodes", nodesAsJson(listing.nodes), nextLink);
   });
 
-  return router;
+  return routes;
 }

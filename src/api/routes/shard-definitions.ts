@@ -1,4 +1,4 @@
-import { Router } from "express";
+import { DeclaredRoutes } from "../http/declared-routes.js";
 import { parseOrThrow } from "../../core/validation.js";
 import type { ShardDefinitionFile } from "../../contracts/shards.js";
 import type { ShardCatalog } from "../../bridge/shards/catalog.js";
@@ -11,7 +11,7 @@ import { bodyObject } from "../http/body.js";
 import { HttpError, conflict } from "../http/errors.js";
 import { ShardPath } from "../http/paths.js";
 import type { ShardDefinitionList, ShardDefinitionWritten } from "../../contracts/shards.js";
-import { READ, ADMIN, roleCheck, type Operation } from "../openapi/operation.js";
+import { READ, ADMIN, type Operation } from "../openapi/operation.js";
 
 /** The shard definition routes' operations, as the document lists them (operations.ts) and the role checks read them. */
 export const SHARD_DEFINITION_OPERATIONS = {
@@ -90,10 +90,10 @@ const definedByFile = (error: DefinedByFileError) =>
  * A write is in force on this bridge when it is answered and on every bridge of the same
  * store within `refresh_ms`. A shard a file of this bridge defines is the file's: 409.
  */
-export function definitionRoutes(stored: StoredDefinitions, catalog: ShardCatalog): Router {
-  const router = Router();
+export function definitionRoutes(stored: StoredDefinitions, catalog: ShardCatalog): DeclaredRoutes {
+  const routes = new DeclaredRoutes();
 
-  router.get("/v1/shard-definitions", async (_req, res) => {
+  routes.serve(SHARD_DEFINITION_OPERATIONS.listShardDefinitions, async (_req, res) => {
     await stored.refresh();
     res.json({
       version: stored.readVersion,
@@ -102,46 +102,38 @@ export function definitionRoutes(stored: StoredDefinitions, catalog: ShardCatalo
     } satisfies ShardDefinitionList);
   });
 
-  router.put(
-    "/v1/shard-definitions/:shard",
-    roleCheck(SHARD_DEFINITION_OPERATIONS.putShardDefinition),
-    async (req, res) => {
-      const { shard } = parseOrThrow(ShardPath, req.params);
-      try {
-        const { definition, created } = await stored.put(shard, bodyObject(req));
-        res.status(created ? 201 : 200).json({
-          ...definitionJson(definition, catalog),
-          takes_effect_within_ms: DEFINITIONS_REFRESH_MS,
-        } satisfies ShardDefinitionWritten);
-      } catch (error) {
-        if (error instanceof DefinedByFileError) throw definedByFile(error);
-        throw error;
-      }
-    },
-  );
+  routes.serve(SHARD_DEFINITION_OPERATIONS.putShardDefinition, async (req, res) => {
+    const { shard } = parseOrThrow(ShardPath, req.params);
+    try {
+      const { definition, created } = await stored.put(shard, bodyObject(req));
+      res.status(created ? 201 : 200).json({
+        ...definitionJson(definition, catalog),
+        takes_effect_within_ms: DEFINITIONS_REFRESH_MS,
+      } satisfies ShardDefinitionWritten);
+    } catch (error) {
+      if (error instanceof DefinedByFileError) throw definedByFile(error);
+      throw error;
+    }
+  });
 
-  router.delete(
-    "/v1/shard-definitions/:shard",
-    roleCheck(SHARD_DEFINITION_OPERATIONS.deleteShardDefinition),
-    async (req, res) => {
-      const { shard } = parseOrThrow(ShardPath, req.params);
-      try {
-        if (!(await stored.remove(shard)))
-          throw new HttpError([
-            {
-              status: 404,
-              code: "shardbridge.shard.not_defined",
-              title: "No stored definition",
-              detail: `the store holds no definition of shard ${shard}`,
-            },
-          ]);
-        res.status(204).end();
-      } catch (error) {
-        if (error instanceof DefinedByFileError) throw definedByFile(error);
-        throw error;
-      }
-    },
-  );
+  routes.serve(SHARD_DEFINITION_OPERATIONS.deleteShardDefinition, async (req, res) => {
+    const { shard } = parseOrThrow(ShardPath, req.params);
+    try {
+      if (!(await stored.remove(shard)))
+        throw new HttpError([
+          {
+            status: 404,
+            code: "shardbridge.shard.not_defined",
+            title: "No stored definition",
+            detail: `the store holds no definition of shard ${shard}`,
+          },
+        ]);
+      res.status(204).end();
+    } catch (error) {
+      if (error instanceof DefinedByFileError) throw definedByFile(error);
+      throw error;
+    }
+  });
 
-  return router;
+  return routes;
 }

@@ -1,4 +1,4 @@
-import { Router } from "express";
+import { DeclaredRoutes } from "../http/declared-routes.js";
 import { parseOrThrow } from "../../core/validation.js";
 import { HttpError } from "../http/errors.js";
 import { ShardPath } from "../http/paths.js";
@@ -10,7 +10,7 @@ import { logger } from "../../runtime/log.js";
 import { leaseCensus, shardsOverview } from "../../bridge/shards/overview.js";
 import { leaseJson } from "../../bridge/shards/lease-json.js";
 import type { Shard, ShardList } from "../../contracts/shards.js";
-import { READ, ADMIN, roleCheck, type Operation } from "../openapi/operation.js";
+import { READ, ADMIN, type Operation } from "../openapi/operation.js";
 
 /** The shard routes' operations, as the document lists them (operations.ts) and the role checks read them. */
 export const SHARD_OPERATIONS = {
@@ -72,10 +72,10 @@ export const SHARD_OPERATIONS = {
  * Defined or leased shards with no nodes are listed too (count 0): a definition nobody
  * uses, or a lease on a shard without nodes, is worth seeing.
  */
-export function shardRoutes(store: Store, catalog: ShardCatalog, frontsIronic = false): Router {
-  const router = Router();
+export function shardRoutes(store: Store, catalog: ShardCatalog, frontsIronic = false): DeclaredRoutes {
+  const routes = new DeclaredRoutes();
 
-  router.get("/v1/shards", async (_req, res) => {
+  routes.serve(SHARD_OPERATIONS.listShards, async (_req, res) => {
     const census = await leaseCensus(store, catalog);
     res.json({
       shards: await shardsOverview(store, catalog, census, seesTokens(principalOf(res))),
@@ -87,7 +87,7 @@ export function shardRoutes(store: Store, catalog: ShardCatalog, frontsIronic = 
    * who may serve it (null: any agent), its node count and live lease. 404 for a shard
    * that is neither defined nor carries nodes nor has lease state.
    */
-  router.get("/v1/shards/:shard", async (req, res) => {
+  routes.serve(SHARD_OPERATIONS.getShard, async (req, res) => {
     const { shard } = parseOrThrow(ShardPath, req.params);
     const definition = catalog.get(shard);
     const [count, { current }, listed] = await Promise.all([
@@ -121,7 +121,7 @@ export function shardRoutes(store: Store, catalog: ShardCatalog, frontsIronic = 
    * leaves GET /v1/shards and the page. 204; 409 while it is defined, carries nodes or
    * its lease is live (each says what to do first); 404 when nothing lists it.
    */
-  router.delete("/v1/shards/:shard", roleCheck(SHARD_OPERATIONS.forgetShard), async (req, res) => {
+  routes.serve(SHARD_OPERATIONS.forgetShard, async (req, res) => {
     const { shard } = parseOrThrow(ShardPath, req.params);
     const source = catalog.sourceOf(shard);
     if (source !== null)
@@ -165,7 +165,7 @@ export function shardRoutes(store: Store, catalog: ShardCatalog, frontsIronic = 
     res.status(204).end();
   });
 
-  return router;
+  return routes;
 }
 
 function notFound(shard: string): HttpError {

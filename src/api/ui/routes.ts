@@ -1,11 +1,12 @@
+import { DeclaredRoutes } from "../http/declared-routes.js";
 import { readFileSync } from "node:fs";
-import { Router, type Request, type Response } from "express";
+import type { Request, RequestHandler, Response } from "express";
 import { LoginForm, StaticPath } from "../../contracts/ui.js";
 import { parseOrThrow } from "../../core/validation.js";
 import { PAGE_ROLES, type TokenAuthority } from "../http/auth.js";
 import { mediaTypeOf, readRequestBody } from "../http/body.js";
 import { HttpError } from "../http/errors.js";
-import { bodyPolicy, LOGIN_PATH } from "../http/limits.js";
+import { bodyPolicyOf, LOGIN_FORM_BODY } from "../http/limits.js";
 import type { StatusWatcher } from "./status-watcher.js";
 import type { JsonSchema } from "../openapi/schemas.js";
 import type { Media, Operation, RefusalAnswer, Success } from "../openapi/operation.js";
@@ -174,6 +175,7 @@ export const PAGE_OPERATIONS = {
     description: `The cookie holds no token: \`<id>.<expiry>.<HMAC-SHA256 of both under a key derived from the token>\`, so it opens the page and nothing else (the API answers it as no credentials), lapses after ${SESSION_MS / 3_600_000} hours, is accepted by every bridge with the same tokens file, and stops working when its token leaves the file. Tokens of the roles ${PAGE_ROLES.map((r) => `\`${r}\``).join(" and ")} open the page. A refusal is the form again (HTML, no cookie), but for a cross-origin post and a body that is not read (JSON, as the API refuses).`,
     access: { kind: "page", session: "none" },
     form: "LoginForm",
+    bodyPolicy: LOGIN_FORM_BODY,
     answers: {
       303: seeOtherAnswer("/ui", "logged in: the session cookie, and to the page", {
         "Set-Cookie": { $ref: "#/components/headers/SetPageSession" },
@@ -253,12 +255,12 @@ export const PAGE_OPERATIONS = {
 const FORM_TYPE = "application/x-www-form-urlencoded";
 
 /**
- * The login form's fields, read as every body of the API is (bodyPolicy's limit: a 413
+ * The login form's fields, read as every body of the API is (its declared limit: a 413
  * before a byte is read when Content-Length says more; a 415 for an encoding or charset
  * other than UTF-8 as it is), and a 415 for a body that is not a form. No body: no fields.
  */
 async function readForm(req: Request, res: Response): Promise<Record<string, string>> {
-  const raw = await readRequestBody(req, res, bodyPolicy(req.path).limit, "any");
+  const raw = await readRequestBody(req, res, bodyPolicyOf(PAGE_OPERATIONS.logIn).limit, "any");
   if (raw.length === 0) return {};
   if (mediaTypeOf(req.headers) !== FORM_TYPE)
     throw new HttpError([
@@ -275,9 +277,18 @@ async function readForm(req: Request, res: Response): Promise<Record<string, str
 const escapeHtml = (text: string) =>
   text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
 
-export function uiRoutes(authority: TokenAuthority, watcher: StatusWatcher): Router & { close(): void } {
+/** Every /ui answer, refusals and redirects included, carries the page's security headers. */
+export const pageHeaders: RequestHandler = (req, res, next) => {
+  if (req.path === "/ui" || req.path.startsWith("/ui/")) secureHeaders(res);
+  next();
+};
+
+export function uiRoutes(
+  authority: TokenAuthority,
+  watcher: StatusWatcher,
+): DeclaredRoutes & { close(): void } {
   const { html, assets } = readStatic();
-  const router = Router();
+  const routes = new DeclaredRoutes();
   const open = new Set<Response>();
   /** open pages per session id (one per token), for MAX_PAGES_PER_SESSION */
   const pagesOf = new Map<string, number>();
@@ -296,22 +307,14 @@ export function uiRoutes(authority: TokenAuthority, watcher: StatusWatcher): Rou
       ),
     );
 
-  // Every /ui answer, refusals and redirects included, carries the page's security headers.
-  // (Mounted at the root and filtered here: a middleware under a path could not be listed
-  // route by route, see expressRoutes.)
-  router.use((req, res, next) => {
-    if (req.path === "/ui" || req.path.startsWith("/ui/")) secureHeaders(res);
-    next();
-  });
-
-  router.get("/ui", (req, res) => {
+  routes.serve(PAGE_OPERATIONS.statusPage, (req, res) => {
     if (sessionOf(req) === null) return seeOther(res, "/ui/login");
     page(res, 200, html.status);
   });
 
-  router.get("/ui/login", (_req, res) => login(res, 200));
+  routes.serve(PAGE_OPERATIONS.loginForm, (_req, res) => login(res, 200));
 
-  router.post(LOGIN_PATH, async (req, res) => {
+  routes.serve(PAGE_OPERATIONS.logIn, async (req, res) => {
     assertSameOrigin(req);
     const form = LoginForm.safeParse(await readForm(req, res));
     if (!form.success) return login(res, 400, "Enter a viewer or admin token.");
@@ -338,13 +341,13 @@ export function uiRoutes(authority: TokenAuthority, watcher: StatusWatcher): Rou
     seeOther(res, "/ui");
   });
 
-  router.post("/ui/logout", (req, res) => {
+  routes.serve(PAGE_OPERATIONS.logOut, (req, res) => {
     assertSameOrigin(req);
     res.set("set-cookie", `${SESSION_COOKIE}=; Path=/ui; Max-Age=0; HttpOnly; SameSite=Strict`);
     seeOther(res, "/ui/login");
   });
 
-  router.get("/ui/static/:file", (req, res) => {
+  routes.serve(PAGE_OPERATIONS.pageFile, (req, res) => {
     const { file } = parseOrThrow(StaticPath, req.params);
     const asset = assets.get(file);
     if (asset === undefined)
@@ -355,7 +358,7 @@ export function uiRoutes(authority: TokenAuthority, watcher: StatusWatcher): Rou
     res.set({ "content-type": STATIC_TYPES[file]!, "cache-control": "no-cache" }).send(asset);
   });
 
-  router.get("/ui/events", (req, res) => {
+  routes.serve(PAGE_OPERATIONS.pageEvents, (req, res) => {
     const session = sessionOf(req);
     if (session === null)
       throw new HttpError([
@@ -409,7 +412,7 @@ export function uiRoutes(authority: TokenAuthority, watcher: StatusWatcher): Rou
     });
   });
 
-  return Object.assign(router, {
+  return Object.assign(routes, {
     /** End every open page's stream and stop looking: the bridge is shutting down. */
     close() {
       watcher.close();
