@@ -1,6 +1,6 @@
 # Every target installs what it needs: `npm ci` runs when node_modules is missing or
 # older than package-lock.json.
-.PHONY: run build test lint test-packages test-services openstack-venv typecheck bench screenshots clean
+.PHONY: run build test test-unit test-store test-process test-openstack lint test-packages test-services openstack-venv typecheck bench screenshots clean
 
 DEPS := node_modules/.shardbridge-installed
 
@@ -31,7 +31,7 @@ typecheck: $(DEPS)
 
 # The rules tools hold: the format (prettier, every file it knows), and eslint's promises
 # nobody awaits and code nobody uses (eslint.config.js). The folder order is a test
-# (test/layers.test.ts), read from docs/ARCHITECTURE.md.
+# (test/unit/layers.test.ts), read from docs/ARCHITECTURE.md.
 lint: $(DEPS)
 	npx prettier --check --log-level warn .
 	npx eslint src test
@@ -50,9 +50,19 @@ test-services: test-packages
 openstack-venv:
 	@bash scripts/openstack-venv.sh >/dev/null
 
+# The tests in four tiers, run in this order so the fast ones fail first: unit (pure code:
+# no socket, no process), store (the app and the store in this process, real redis-servers
+# on loopback), process (the bridge, agents, `run`, the CLI and chromium as processes, and
+# the kernel's faults), openstack (against nova, Ironic, placement, keystone from the venv).
+# `make test-unit` (or -store, -process, -openstack) runs one tier.
 # Built first: the tests run the CLI from dist/ when it is current (see test/helpers/cli.ts).
+TIERS := unit store process openstack
+
 test: test-packages test-services openstack-venv $(DEPS) typecheck lint build
-	npx mocha 'test/**/*.test.ts'
+	npx mocha $(foreach tier,$(TIERS),'test/$(tier)/**/*.test.ts')
+
+$(addprefix test-,$(TIERS)): test-%: test-packages test-services openstack-venv $(DEPS) build
+	npx mocha 'test/$*/**/*.test.ts'
 
 # `make bench NAME...` runs only those benches (the names test/bench/run.ts lists: lease, http,
 # nova, ...). The nova bench runs a private cloud: MariaDB, RabbitMQ and the venv first.

@@ -3,7 +3,7 @@
 
 src/core/traits/os-traits.ts is this script's output with the os-traits pinned in
 test/openstack/requirements.txt (the nova and Ironic the tests run), a superset of
-Debian bookworm's 2.9.0 (the Ironic 21.4 in ../shared/peers): test/os-traits.test.ts
+Debian bookworm's 2.9.0 (the Ironic 21.4 in ../shared/peers): test/openstack/os-traits.test.ts
 holds the module to both. The names are data in a module, not a file read when
 loaded, so the API's contracts can check trait names without I/O. Regenerate it
 when the pin moves, with the OpenStack venv's python (another os-traits is refused):

@@ -15,9 +15,9 @@ need redis-sentinel command -v redis-sentinel
 # `shardbridge run` starts its child through setpriv; its watchdog is bash.
 need util-linux command -v setpriv
 need curl command -v curl
-# `run --egress-fence` writes its rule with nft (test/run-egress-fence.test.ts).
+# `run --egress-fence` writes its rule with nft (test/process/run-egress-fence.test.ts).
 need nftables command -v nft
-# The README's tour (test/readme-tour.test.ts) signs its webhook delivery with openssl.
+# The README's tour (test/process/readme-tour.test.ts) signs its webhook delivery with openssl.
 need openssl command -v openssl
 # The status page and the simulator's page are tested in a real headless browser.
 need chromium test -x /usr/bin/chromium
@@ -26,7 +26,7 @@ need chromium test -x /usr/bin/chromium
 need python3-tooz /usr/bin/python3 -c 'import tooz.hashring'
 need python3-oslo.config /usr/bin/python3 -c 'import oslo_config'
 need python3-openstacksdk /usr/bin/python3 -c 'import openstack'
-# Ironic 21.4's trait names, which the bridge's (os-traits 3.9.0) must hold (test/os-traits.test.ts).
+# Ironic 21.4's trait names, which the bridge's (os-traits 3.9.0) must hold (test/openstack/os-traits.test.ts).
 need python3-os-traits /usr/bin/python3 -c 'import os_traits'
 # Today's OpenStack (scripts/openstack-venv.sh) keeps its databases in MariaDB and talks
 # over RabbitMQ (scripts/test-services.sh starts them when they are down).

@@ -76,7 +76,7 @@ export interface AppOptions {
  * The bridge's HTTP API as one request listener: the lease writes agents make several
  * times a second (see leaseWrites), then express for everything else. `routes`: every
  * route it serves, from the operations its routes are declared by — what the
- * OpenAPI document must list (test/openapi.test.ts holds the two together). `close` ends
+ * OpenAPI document must list (test/openstack/openapi.test.ts holds the two together). `close` ends
  * what would keep a server's close waiting: the status pages' event streams, and the
  * acquires that wait (answered with the refusal they waited behind).
  * `messageClasses`: what a server serving it builds requests and responses from (see

@@ -28,7 +28,7 @@ interface Entry {
  *
  * A listing is kept as bytes outside V8's heap, never as strings: a kept listing lives
  * past the young generation's collections, and at a million nodes strings kept here were
- * a third of what those collections copied and promoted (docs/PERFORMANCE.md).
+ * a third of what those collections copied and promoted (docs/PERFORMANCE-LOG.md, 2026-12-04, night).
  */
 export class ShardNodesCache {
   private readonly entries = new Map<string, Entry>();

@@ -5,7 +5,7 @@ import { connect, type Socket } from "node:net";
  * keep-alive sockets, one request on a socket at a time (as each agent's own client does),
  * answers read by their Content-Length or chunks. node:http's client cost the scale bench's
  * load process a core at ~7,000 requests a second, so that the bench measured its own
- * event loop instead of the bridge's (docs/PERFORMANCE.md); this one writes a request in one
+ * event loop instead of the bridge's (docs/PERFORMANCE-LOG.md); this one writes a request in one
  * write and parses only the status line, two headers and the body.
  */
 

@@ -22,7 +22,7 @@ type Labels = Readonly<Record<string, string>>;
  * Each class is a prom-client Metric in what the registry reads (name, help, type,
  * aggregator, get, reset): its text exposition, Prometheus or OpenMetrics, is what
  * prom-client's own metric of the same kind prints for the same events
- * (test/metric-cells.test.ts renders both). Where they differ, on purpose: a reset keeps
+ * (test/unit/metric-cells.test.ts renders both). Where they differ, on purpose: a reset keeps
  * every series at zero (prom-client drops them) so that cells callers hold stay valid; a
  * non-finite observation is dropped, not thrown; registry default labels (unused here)
  * would come after a histogram's own labels, not before.

@@ -18,7 +18,7 @@ const SYNC_TIMEOUT_MS = 10_000;
  * Redis whose data went back `lag` and whose INFO says "promoted": what a failover to a
  * lagging replica looks like behind a virtual IP, or a proxy that follows the master.
  *
- * Why not Sentinel here (test/redis-ha.test.ts runs real Sentinel failovers): on Sentinel
+ * Why not Sentinel here (test/process/redis-ha.test.ts runs real Sentinel failovers): on Sentinel
  * the bridge confirms every lease write with WAIT 1, so a replica that stops following
  * makes lease writes fail at once, and after the failover, with no replica left, all of
  * them — the simulator's store has no WAIT, and the two would not be playing the same

@@ -34,7 +34,7 @@ export function planText(plan: MigrationPlan, maxPerShard: number): string {
  * must be stopped before `apply` sets the keys: a nova-compute without `[ironic] shard`
  * lists every node, shard key or not, over a ring of every up service with compute nodes —
  * the new ones too, once they have some — and takes back the records its ring gives it at
- * each resource update (nova 34, test/nova-migrate.test.ts's trial with them left running:
+ * each resource update (nova 34, test/openstack/nova-migrate.test.ts's trial with them left running:
  * 4 of 9 nodes went back and forth between old and new services, 32 host changes in 35 s).
  */
 export function stepsText(file: PlanFile, path: string): string {

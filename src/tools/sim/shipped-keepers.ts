@@ -46,10 +46,10 @@ export function shippedWarmUpUs(scenario: Scenario): number {
  * a standby told "held" polls next at the lease's end, healthy holders cruise, and the
  * deadline is a timer only on a frozen host. Here nothing is skipped: every poll, timer and
  * answer is an event, and the keepers hear their answers through promises, so the run
- * settles them between events (`runSettled`). Slower; test/simulate.test.ts holds both
+ * settles them between events (`runSettled`). Slower; test/process/simulate.test.ts holds both
  * drivers to the same bounds. What those catch of a broken LeaseKeeper, tried: no release
  * on stop, no deadline check in `token()`, timers off by 3x, a step timer never armed,
- * requests that never time out; test/simulate-keeper.test.ts the deadline timer and the
+ * requests that never time out; test/unit/simulate-keeper.test.ts the deadline timer and the
  * timeouts' length one by one.
  *
  * The keepers start cold when `queue` starts, and `originUs` (shippedWarmUpUs) later —
