@@ -6,7 +6,10 @@
 export interface Clock {
   /** ms, monotonic (performance.now() for the real clock) */
   now(): number;
-  /** Call `run` once, `ms` from now; the handle is for clear(). */
+  /**
+   * Call `run` once, `ms` from now; the handle is for clear(). The timer alone never keeps
+   * the process running: what waits on it (a socket, a server) does.
+   */
   set(run: () => void, ms: number): TimerHandle;
   clear(handle: TimerHandle | undefined): void;
 }
@@ -17,7 +20,7 @@ export type TimerHandle = { readonly timer: unknown };
 /** The process's clock: performance.now() and setTimeout. */
 export const realClock: Clock = {
   now: () => performance.now(),
-  set: (run, ms) => ({ timer: setTimeout(run, ms) }),
+  set: (run, ms) => ({ timer: setTimeout(run, ms).unref() }),
   clear: (handle) => {
     if (handle !== undefined) clearTimeout(handle.timer as NodeJS.Timeout);
   },

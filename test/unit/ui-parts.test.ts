@@ -1,3 +1,4 @@
+import { VirtualClock } from "../helpers/virtual-clock.js";
 import { expect } from "chai";
 import { TokenAuthority } from "../../src/api/http/auth.js";
 import type { StatusSnapshot } from "../../src/api/ui/status-view.js";
@@ -225,16 +226,9 @@ class TestViewer implements Viewer {
   }
 }
 
-const until = async (check: () => boolean, ms = 3000) => {
-  const deadline = performance.now() + ms;
-  while (!check()) {
-    if (performance.now() > deadline) throw new Error("condition not met in time");
-    await new Promise((r) => setTimeout(r, 10));
-  }
-};
-
-describe("Status page: one watcher per bridge", () => {
+describe("Status page: one watcher per bridge (on a virtual clock)", () => {
   it("looks once per period for any number of pages, one look at a time, and stops after the last page leaves", async () => {
+    const clock = new VirtualClock();
     let looks = 0;
     let inFlight = 0;
     let overlapped = false;
@@ -243,29 +237,30 @@ describe("Status page: one watcher per bridge", () => {
         looks++;
         inFlight++;
         if (inFlight > 1) overlapped = true;
-        await new Promise((r) => setTimeout(r, 30)); // a look slower than the period
+        await new Promise((r) => clock.set(() => r(undefined), 30)); // a look slower than the period
         inFlight--;
         return snapshot({ at: new Date().toISOString() });
       },
       () => 6000,
-      { periodMs: 20, lingerMs: 0 },
+      { periodMs: 20, lingerMs: 0, clock },
     );
     const pages = Array.from({ length: 8 }, () => new TestViewer());
     for (const page of pages) watcher.add(page);
-    await until(() => pages.every((p) => p.events("snapshot").length >= 4));
-    // about one look per 50 ms (30 ms look + 20 ms period), shared by 8 pages
-    const seen = pages[0]!.events("snapshot").length;
-    expect(looks).to.be.within(seen, seen + 1);
+    // Looks start at 0, 50, 100, 150 and 200 ms (30 ms a look, then the 20 ms period), one
+    // for all 8 pages; the fifth is still under way at 200 ms.
+    await clock.advance(200);
+    expect(looks).to.equal(5);
+    for (const page of pages) expect(page.events("snapshot")).to.have.length(4);
     expect(overlapped).to.equal(false);
     expect(pages[0]!.events("history")).to.have.length(1);
     for (const page of pages) watcher.remove(page);
-    const stoppedAt = looks;
-    await new Promise((r) => setTimeout(r, 200));
-    expect(looks - stoppedAt).to.be.at.most(1);
+    await clock.advance(1000);
+    expect(looks).to.equal(5); // the look under way ends; none starts after it
     watcher.close();
   });
 
   it("skips a page that does not read, then catches it up with the latest snapshot and the whole history", async () => {
+    const clock = new VirtualClock();
     let holder = "host-a";
     let token = 1;
     const watcher = new StatusWatcher(
@@ -283,21 +278,24 @@ describe("Status page: one watcher per bridge", () => {
           ],
         }),
       () => 6000,
-      { periodMs: 10, lingerMs: 0 },
+      { periodMs: 10, lingerMs: 0, clock },
     );
     const slow = new TestViewer();
     const quick = new TestViewer();
     watcher.add(quick);
     watcher.add(slow);
-    await until(() => slow.events("snapshot").length >= 1);
+    await clock.advance(0); // the first look, as the pages open
+    expect(slow.events("snapshot")).to.have.length(1);
     slow.full = true;
     const sentBefore = slow.received.length;
-    await until(() => quick.events("snapshot").length >= 5);
+    await clock.advance(40); // four looks more
+    expect(quick.events("snapshot")).to.have.length(5);
     expect(slow.received.length - sentBefore).to.be.at.most(1); // the write that found it full
     holder = "host-b";
     token = 2;
     // the first look's "holding", then the handover
-    await until(() => quick.events("transition").length >= 2);
+    await clock.advance(10);
+    expect(quick.events("transition")).to.have.length(2);
     expect(slow.events("transition")).to.have.length(1);
     slow.drain();
     const history = slow.events("history").at(-1)!;
@@ -309,6 +307,7 @@ describe("Status page: one watcher per bridge", () => {
   });
 
   it("says so on every page when a look fails, and goes on looking", async () => {
+    const clock = new VirtualClock();
     let fail = true;
     const watcher = new StatusWatcher(
       async () => {
@@ -316,14 +315,16 @@ describe("Status page: one watcher per bridge", () => {
         return snapshot({ at: new Date().toISOString() });
       },
       () => 6000,
-      { periodMs: 10, lingerMs: 0 },
+      { periodMs: 10, lingerMs: 0, clock },
     );
     const page = new TestViewer();
     watcher.add(page);
-    await until(() => page.events("trouble").length >= 1);
+    await clock.advance(0);
+    expect(page.events("trouble")).to.have.length(1);
     expect(page.events("trouble")[0]).to.include("store unreachable");
     fail = false;
-    await until(() => page.events("snapshot").length >= 1);
+    await clock.advance(10);
+    expect(page.events("snapshot")).to.have.length(1);
     watcher.remove(page);
     watcher.close();
   });

@@ -1,3 +1,4 @@
+import { realClock, type Clock, type TimerHandle } from "../../runtime/clock.js";
 import { logger } from "../../runtime/log.js";
 import type { StatusSnapshot } from "./status-view.js";
 import { encodePageModel } from "./model.js";
@@ -17,7 +18,8 @@ export interface WatcherOptions {
   lingerMs?: number;
   /** transitions kept for a page that opens */
   historySize?: number;
-  now?: () => number;
+  /** the clock its period and linger are counted on, and its timer set on (a test's virtual one) */
+  clock?: Clock;
 }
 
 /** A server-sent event: `event`, its `json` on one line, and an id where given. */
@@ -54,25 +56,25 @@ export class StatusWatcher {
   private previous: LeaseLook | null = null;
   /** the last snapshot event, encoded, for a page that opens */
   private latest: string | null = null;
-  private timer: NodeJS.Timeout | null = null;
+  private timer: TimerHandle | null = null;
   private looking = false;
   private lastViewerLeftMs: number | null = null;
   private closed = false;
   private readonly periodMs: number;
   private readonly lingerMs: number;
   private readonly historySize: number;
-  private readonly now: () => number;
+  private readonly clock: Clock;
 
   constructor(
     /** one look at the bridge: tokens included (they tell a new lease from a renewed one) */
     private readonly look: () => Promise<StatusSnapshot>,
     private readonly ttlMsOf: (shard: string) => number,
-    { periodMs = 500, lingerMs = 60_000, historySize = 50, now = Date.now }: WatcherOptions = {},
+    { periodMs = 500, lingerMs = 60_000, historySize = 50, clock = realClock }: WatcherOptions = {},
   ) {
     this.periodMs = periodMs;
     this.lingerMs = lingerMs;
     this.historySize = historySize;
-    this.now = now;
+    this.clock = clock;
   }
 
   get viewerCount(): number {
@@ -90,13 +92,13 @@ export class StatusWatcher {
   remove(viewer: Viewer): void {
     this.viewers.delete(viewer);
     this.behind.delete(viewer);
-    if (this.viewers.size === 0) this.lastViewerLeftMs = this.now();
+    if (this.viewers.size === 0) this.lastViewerLeftMs = this.clock.now();
   }
 
   /** Stop looking, for good (the bridge shuts down); the routes end the pages' streams. */
   close(): void {
     this.closed = true;
-    if (this.timer !== null) clearTimeout(this.timer);
+    if (this.timer !== null) this.clock.clear(this.timer);
     this.timer = null;
   }
 
@@ -144,18 +146,17 @@ export class StatusWatcher {
       // The store is down or slow: say so on every page and keep the last picture; the
       // next look tries again.
       logger.warn("status page: look failed", { error: String(error) });
-      this.broadcast(sse("trouble", { at: new Date(this.now()).toISOString(), detail: String(error) }));
+      this.broadcast(sse("trouble", { at: new Date().toISOString(), detail: String(error) }));
     } finally {
       this.looking = false;
     }
     const lingering =
       this.viewers.size === 0 &&
-      (this.lastViewerLeftMs === null || this.now() - this.lastViewerLeftMs >= this.lingerMs);
+      (this.lastViewerLeftMs === null || this.clock.now() - this.lastViewerLeftMs >= this.lingerMs);
     if (lingering) this.latest = null; // a page opened after a pause waits for a fresh look
     if (this.closed || lingering) return;
     const sizeDelayMs = ((this.latest?.length ?? 0) / SNAPSHOT_BYTES_PER_SECOND) * 1000;
-    this.timer = setTimeout(() => void this.tick(), Math.max(this.periodMs, sizeDelayMs));
-    // The pages' sockets keep a server alive; this timer alone must not keep a process.
-    this.timer.unref();
+    // The pages' sockets keep a server alive; this timer alone does not keep a process (see Clock).
+    this.timer = this.clock.set(() => void this.tick(), Math.max(this.periodMs, sizeDelayMs));
   }
 }
