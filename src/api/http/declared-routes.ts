@@ -10,6 +10,18 @@ export function expressPath(template: string): string {
 }
 
 /**
+ * A declared path as a matcher of request URLs, the way express matches its routes: the
+ * literal segments in any case, one trailing slash allowed, a query after; each `{name}`
+ * one non-empty segment, captured in order (percent-encoded as sent). For the routes served
+ * on node:http, so that their paths too are written once.
+ */
+export function urlPattern(template: string): RegExp {
+  const literals = template.split(/\{[A-Za-z_][A-Za-z0-9_]*\}/);
+  const source = literals.map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("([^/?#]+)");
+  return new RegExp(`^${source}/?(?:\\?|$)`, "i");
+}
+
+/**
  * The express routes of one resource, each served from its operation's declaration
  * (operation.ts): express matches the declared method and path; a route that takes a
  * bearer token checks the roles its access names, then reads its body within the declared

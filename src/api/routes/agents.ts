@@ -17,7 +17,7 @@ import {
 } from "../http/auth.js";
 import { readRequestChunks } from "../http/body.js";
 import { bodyPolicyOf, HEARTBEAT_BODY } from "../http/limits.js";
-import { expressPath } from "../http/declared-routes.js";
+import { expressPath, urlPattern } from "../http/declared-routes.js";
 import type { BridgeMetrics } from "../http/metrics.js";
 import { rawHandler, type RawHandler } from "../http/mounted-routes.js";
 import { serveRaw } from "../http/raw-route.js";
@@ -127,8 +127,7 @@ const HEARTBEAT_ROLES = declaredRoles(AGENT_OPERATIONS.heartbeat);
 const AGENT_NODES_ROLES = declaredRoles(AGENT_OPERATIONS.agentNodes);
 
 const HEARTBEAT_ROUTE = expressPath(AGENT_OPERATIONS.heartbeat.path);
-/** As express matches it: the literal segments in any case, one trailing slash allowed. */
-const HEARTBEAT_URL = /^\/v1\/agents\/([^/?#]+)\/heartbeat\/?(?:\?|$)/i;
+const HEARTBEAT_URL = urlPattern(AGENT_OPERATIONS.heartbeat.path);
 const HEARTBEAT_LIMIT = bodyPolicyOf(AGENT_OPERATIONS.heartbeat).limit;
 
 /**

@@ -1,3 +1,4 @@
+import { urlPattern } from "../http/declared-routes.js";
 import { DeclaredRoutes } from "../http/declared-routes.js";
 import { timingSafeEqual } from "node:crypto";
 import type { IncomingHttpHeaders } from "node:http";
@@ -220,12 +221,10 @@ export function webhookRoute(context: WebhookContext): RawHandler {
   const operation = TRAIT_OPERATIONS.inspectorWebhook;
   const roles = declaredRoles(operation);
   const limit = bodyPolicyOf(operation).limit;
-  const WEBHOOK_PATH = operation.path;
+  const url = urlPattern(operation.path);
   return rawHandler([operation], (req, res) => {
-    // As express matches a path: any case, one trailing slash allowed.
-    const path = (req.url ?? "").split("?")[0]!.replace(/\/$/, "").toLowerCase();
-    if (req.method !== "POST" || path !== WEBHOOK_PATH) return false;
-    serveRaw(req, res, WEBHOOK_PATH, context.metrics, { pathField: "(path)" }, async () => {
+    if (req.method !== "POST" || !url.test(req.url ?? "")) return false;
+    serveRaw(req, res, operation.path, context.metrics, { pathField: "(path)" }, async () => {
       // Authenticated before a byte of the body is read.
       const principal = principalFrom(context.authority, req.headers.authorization);
       assertRole(principal, roles);

@@ -23,7 +23,7 @@ import { asBodyObject, parseJson, readRequestBody } from "../http/body.js";
 import { conflict, HttpError } from "../http/errors.js";
 import { leaseJson } from "../../bridge/shards/lease-json.js";
 import { bodyPolicyOf } from "../http/limits.js";
-import { expressPath } from "../http/declared-routes.js";
+import { expressPath, urlPattern } from "../http/declared-routes.js";
 import type { BridgeMetrics } from "../http/metrics.js";
 import { noteWaited, serveRaw, type RawAnswer } from "../http/raw-route.js";
 import { rawHandler, type RawHandler } from "../http/mounted-routes.js";
@@ -360,13 +360,12 @@ const WRITES = [
 ].map(({ operation, handle }) => ({
   method: operation.method.toUpperCase(),
   path: expressPath(operation.path),
+  url: urlPattern(operation.path),
   operation,
   roles: declaredRoles(operation),
   limit: bodyPolicyOf(operation).limit,
   handle,
 }));
-const WRITE_BY_KEY = new Map(WRITES.map((write) => [`${write.method} ${write.path}`, write]));
-const WRITE_PATH = /^\/v1\/shards\/([^/?#]*)\/(lease|fence)(?:\?|$)/;
 
 /**
  * The lease writes agents make every TTL/3 per shard — acquire, renew, release, fence —
@@ -381,17 +380,20 @@ export function leaseWrites(context: LeaseContext & { authority: TokenAuthority 
   return rawHandler(
     WRITES.map((write) => write.operation),
     (req, res) => {
-      const match = WRITE_PATH.exec(req.url ?? "");
-      const write =
-        match === null ? undefined : WRITE_BY_KEY.get(`${req.method} /v1/shards/:shard/${match[2]}`);
-      if (match === null || write === undefined) return false;
-      serveRaw(req, res, write.path, context.metrics, { pathField: "shard" }, async () => {
-        const principal = principalFrom(context.authority, req.headers.authorization);
-        assertRole(principal, write.roles);
-        const body = parseJson(await readRequestBody(req, res, write.limit));
-        return write.handle(context, principal, decodeURIComponent(match[1]!), body, res);
-      });
-      return true;
+      const url = req.url ?? "";
+      for (const write of WRITES) {
+        if (req.method !== write.method) continue;
+        const match = write.url.exec(url);
+        if (match === null) continue;
+        serveRaw(req, res, write.path, context.metrics, { pathField: "shard" }, async () => {
+          const principal = principalFrom(context.authority, req.headers.authorization);
+          assertRole(principal, write.roles);
+          const body = parseJson(await readRequestBody(req, res, write.limit));
+          return write.handle(context, principal, decodeURIComponent(match[1]!), body, res);
+        });
+        return true;
+      }
+      return false;
     },
   );
 }
