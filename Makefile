@@ -83,9 +83,11 @@ $(eval $(BENCHES):;@:)
 endif
 
 # The HTTP benches drive the bridge with wrk (Debian's package), a C load generator that
-# costs less than the bridge. Built first: the benches run the compiled bridge, as operators do.
+# costs less than the bridge; `make bench peers` runs etcd (Debian's etcd-server) beside it.
+# Built first: the benches run the compiled bridge, as operators do.
 bench: test-services openstack-venv $(DEPS) build
 	@command -v wrk >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
+	@command -v etcd >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null; }
 	npx tsx test/bench/run.ts $(BENCHES)
 
 # The README's pictures of the status page and the simulator's page, from the real pages

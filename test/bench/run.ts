@@ -29,6 +29,8 @@ const benches: Record<string, () => Promise<void>> = {
   scale: async () => (await import("./scale.bench.js")).scaleBench(),
   sim: simBench,
   definitions: async () => (await import("./definitions.bench.js")).definitionsBench(),
+  // The same fleet of leases against shardbridge, etcd and a Redis lock (#48).
+  peers: async () => (await import("./peers.bench.js")).peersBench(),
 };
 const only = process.argv.slice(2);
 
