@@ -7,7 +7,7 @@ import { parseScenario } from "../../src/tools/sim/scenario.js";
 import { SHARDBRIDGE } from "../helpers/cli.js";
 
 const scenarioFile = (name: string) =>
-  fileURLToPath(new URL(`../examples/scenarios/${name}.json`, import.meta.url));
+  fileURLToPath(new URL(`../../examples/scenarios/${name}.json`, import.meta.url));
 const file = scenarioFile("chaos-crash");
 
 /**
