@@ -24,10 +24,7 @@ function python(program: string, args: string[]): string {
 
 describe("os-traits: the standard trait names the bridge takes", () => {
   it("are the pinned os-traits' names, as scripts/os-traits.py writes them", () => {
-    const pinned = readFileSync(
-      fileURLToPath(new URL("openstack/requirements.txt", import.meta.url)),
-      "utf8",
-    );
+    const pinned = readFileSync(fileURLToPath(new URL("requirements.txt", import.meta.url)), "utf8");
     expect(pinned).to.include(`os-traits==${OS_TRAITS_VERSION}\n`);
     expect(python(openstackBin("python"), [SCRIPT])).to.equal(readFileSync(MODULE, "utf8"));
   });
