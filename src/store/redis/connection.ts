@@ -11,7 +11,7 @@ import {
 } from "./connect.js";
 
 /** How long one command may take by default (RedisConnectionOptions.commandTimeoutMs). */
-export const COMMAND_TIMEOUT_MS = 2000;
+const COMMAND_TIMEOUT_MS = 2000;
 
 /** The longest wait between two attempts to reach the store (it was 1 s: up to 1 s of every failover). */
 const RECONNECT_MAX_MS = 250;

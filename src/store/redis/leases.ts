@@ -99,16 +99,12 @@ export class ReplicaAckError extends Error {}
 export class RedisLeases implements LeaseBackend {
   readonly kind = "redis" as const;
   private readonly redis: RedisClient;
-  readonly topology: RedisTopology;
   private readonly keys: KeyLayout;
   private readonly virtualClock: RedisBackendOptions["virtualClock"];
-  /** WAIT after lease writes: on Sentinel and Cluster, not on a single server */
-  private readonly acks: { replicas: number; timeoutMs: number } | null;
   /** the store's lineage as this client's lease scripts last read it (none with a virtual clock) */
   private readonly lineage: LineageReadings | null;
   /** on Sentinel, the client whose lease scripts a failover cuts off and leaseScript sends again */
   private readonly failsOver: Redis | null;
-  private readonly commandTimeoutMs: number;
 
   /** The leases in `options.namespace` on `connection`, which openStore opened. */
   constructor(
@@ -116,13 +112,10 @@ export class RedisLeases implements LeaseBackend {
     private readonly options: RedisBackendOptions,
   ) {
     this.redis = connection.client;
-    this.topology = connection.topology;
     this.keys = keyLayout(options.namespace);
     this.virtualClock = options.virtualClock;
-    this.acks = connection.acks;
     this.lineage = options.virtualClock === undefined ? LineageReadings.of(this.redis) : null;
-    this.failsOver = this.topology.kind === "sentinel" ? (this.redis as Redis) : null;
-    this.commandTimeoutMs = connection.commandTimeoutMs;
+    this.failsOver = connection.topology.kind === "sentinel" ? (this.redis as Redis) : null;
     defineScripts(
       this.redis,
       options.virtualClock === undefined ? "server" : ("virtual" satisfies ScriptClock),
@@ -218,7 +211,7 @@ export class RedisLeases implements LeaseBackend {
         lineage.forget();
         const cutOff =
           failsOver !== null && !resent && !(error instanceof ReplyError) && abandonedSince(failsOver, mark);
-        if (cutOff && (await readyBy(failsOver, sentAtMs + this.commandTimeoutMs))) continue;
+        if (cutOff && (await readyBy(failsOver, sentAtMs + this.connection.commandTimeoutMs))) continue;
         throw error;
       }
       const reply = replyOf(sent);
@@ -244,7 +237,9 @@ export class RedisLeases implements LeaseBackend {
    * costs every renew a promise and its microtasks).
    */
   private leaseWrite(name: ScriptName, shard: string, args: Array<string | number>): Promise<LeaseReply> {
-    return this.acks === null ? this.lease(name, shard, args) : this.ackedWrite(name, shard, args, this.acks);
+    return this.connection.acks === null
+      ? this.lease(name, shard, args)
+      : this.ackedWrite(name, shard, args, this.connection.acks);
   }
 
   private async ackedWrite(
