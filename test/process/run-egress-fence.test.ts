@@ -141,20 +141,29 @@ describe("run --egress-fence: the kernel cuts the child off at the lease's expir
     bridge.tokensFile,
   ];
 
-  /** `run --egress-fence` of a child that tries a connection every 50 ms, each try recorded in `records` ("ok|refused NS"). */
-  const start = (records: string, env: NodeJS.ProcessEnv = {}) =>
-    started(
-      AgentProcess.cli(
-        "host-a",
-        [
-          ...runArgs(),
-          ...["--unfenced", "--egress-fence", "--", "bash", "-c"],
-          `while :; do if (exec 3<>/dev/tcp/127.0.0.1/${port}) 2>/dev/null; then r=ok; else r=refused; fi; ` +
-            `echo "$r $(date +%s%N)" >> ${records}; sleep 0.05; done`,
-        ],
-        env,
-      ),
+  /**
+   * `run --egress-fence` of a child that tries a connection every 50 ms, each try recorded
+   * in `records` ("ok|refused NS"); `wrapper` (a command and its arguments) runs `run`.
+   */
+  const start = (records: string, env: NodeJS.ProcessEnv = {}, wrapper: string[] = []) => {
+    const args = [
+      ...runArgs(),
+      ...["--unfenced", "--egress-fence", "--", "bash", "-c"],
+      `while :; do if (exec 3<>/dev/tcp/127.0.0.1/${port}) 2>/dev/null; then r=ok; else r=refused; fi; ` +
+        `echo "$r $(date +%s%N)" >> ${records}; sleep 0.05; done`,
+    ];
+    const [command, ...before] = wrapper;
+    return started(
+      command === undefined
+        ? AgentProcess.cli("host-a", args, env)
+        : AgentProcess.spawnCommand(
+            "host-a",
+            command,
+            [...before, SHARDBRIDGE.command, ...SHARDBRIDGE.args, ...args],
+            env,
+          ),
     );
+  };
   const tries = (records: string) =>
     readFileSync(records, "utf8")
       .split("\n")
@@ -283,6 +292,23 @@ describe("run --egress-fence: the kernel cuts the child off at the lease's expir
     expect(s.child.exitCode).to.equal(2);
     const refusal = s.events.find((e) => e.ev === "child-not-started");
     expect(String(refusal?.why)).to.match(/^run --egress-fence: nft: spawnSync nft ENOENT/);
+    expect(s.events.filter((e) => e.ev === "child-started")).to.deep.equal([]);
+    expect(() => readFileSync(records), "no try was ever made").to.throw();
+  });
+
+  it("inside a cgroup namespace (a container's), where the rule would match nothing, the child is not started: exit 2, said why", async function () {
+    if (spawnSync("unshare", ["--cgroup", "true"]).status !== 0) {
+      console.log("      (unshare --cgroup is not allowed here)");
+      return this.skip();
+    }
+    const records = join(dir, "namespaced");
+    const s = start(records, {}, ["unshare", "--cgroup"]);
+    await s.exited();
+    expect(s.child.exitCode).to.equal(2);
+    const refusal = s.events.find((e) => e.ev === "child-not-started");
+    expect(String(refusal?.why)).to.match(
+      /^run --egress-fence: this process is in a cgroup namespace \(cgroup:\[\d+\]\), as in a container/,
+    );
     expect(s.events.filter((e) => e.ev === "child-started")).to.deep.equal([]);
     expect(() => readFileSync(records), "no try was ever made").to.throw();
   });

@@ -1,10 +1,18 @@
 import { spawn, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
+import { readlinkSync } from "node:fs";
 import { relative } from "node:path";
 import type { ChildCgroup } from "./cgroup.js";
 
 /** Where nft looks up a `socket cgroupv2` path: below this folder. */
 const CGROUP_FS = "/sys/fs/cgroup";
+
+/**
+ * The kernel's initial cgroup namespace as /proc/PID/ns/cgroup names it: its inode is
+ * fixed (PROC_CGROUP_INIT_INO, 0xEFFFFFFB), so a process outside every cgroup namespace
+ * reads exactly this.
+ */
+export const INITIAL_CGROUP_NAMESPACE = "cgroup:[4026531835]";
 
 /**
  * Taken off the lease's earliest expiry for the fence's cut: the kernel counts an
@@ -70,8 +78,9 @@ export function egressTable(shard: string, agent: string): string {
  * process of the child's cgroup sends is rejected — to RabbitMQ, the conductor,
  * placement, Ironic — with no process of the host scheduled. What it cannot cover: what
  * was sent before the cut and is still in flight, and anything outside the child's cgroup.
- * The cgroup's level is counted from /proc/self/cgroup: inside a cgroup namespace that is
- * not the kernel's count, and the rule would match nothing.
+ * The cgroup's level is counted from /proc/self/cgroup, which inside a cgroup namespace
+ * starts at the namespace's root, not the kernel's: a rule made there would match nothing,
+ * so no fence is made there at all (`create` says why, and the child is not started).
  */
 export class EgressFence {
   /** the latest deadline asked for while one is being written, written next */
@@ -96,6 +105,14 @@ export class EgressFence {
     deadlineMs: number,
     onError: (error: string) => void,
   ): EgressFence | { unavailable: string } {
+    const namespace = cgroupNamespace();
+    if (namespace !== INITIAL_CGROUP_NAMESPACE)
+      return {
+        unavailable:
+          `this process is in a cgroup namespace (${namespace}), as in a container: the kernel ` +
+          "matches a cgroup at its depth from the host's root, which cannot be read from here, " +
+          "and a rule made here would let every packet through; run it in the host's cgroup namespace",
+      };
     const path = relative(CGROUP_FS, cgroup.dir);
     if (path.startsWith("..")) return { unavailable: `the cgroup ${cgroup.dir} is not below ${CGROUP_FS}` };
     const fence = new EgressFence(table, path, cgroup.level, onError);
@@ -145,6 +162,15 @@ export class EgressFence {
     const removed = await nft(["-f", "-"], `table inet ${this.table} {}\ndelete table inet ${this.table}\n`);
     if (removed.error !== null) this.onError(removed.error);
     return listed.error === null ? rejectedPackets(listed.stdout) : null;
+  }
+}
+
+/** This process's cgroup namespace; a kernel without them (before Linux 4.6) has only the initial one. */
+function cgroupNamespace(): string {
+  try {
+    return readlinkSync("/proc/self/ns/cgroup");
+  } catch {
+    return INITIAL_CGROUP_NAMESPACE;
   }
 }
 
