@@ -42,7 +42,7 @@ export async function openStore(spec: string, options: RedisBackendOptions = {})
     }
     // Every backend on the one connection, in the one key layout.
     const keys = keyLayout(options.namespace);
-    const backend = new RedisLeases(connection, options);
+    const backend = new RedisLeases(connection, keys, options);
     const nodes = new RedisNodes(connection.client, keys.nodes);
     const traits = new RedisTraits(connection.client, keys, options.feedMaxEntries, options.ironicQueueMax);
     const definitions = new RedisDefinitions(connection.client, keys.definitions, connection.acks);

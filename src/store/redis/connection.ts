@@ -57,17 +57,16 @@ export function leaseConnectionOptions(commandTimeoutMs: number): RedisOptions {
 export class RedisConnection {
   /** WAIT after lease and definition writes: on Sentinel and Cluster, not on a single server */
   readonly acks: { replicas: number; timeoutMs: number } | null;
-  readonly commandTimeoutMs: number;
   /** set by close(): the connection is not to be started again */
   private closed = false;
 
   private constructor(
     readonly client: RedisClient,
     readonly topology: RedisTopology,
-    options: RedisConnectionOptions,
+    readonly commandTimeoutMs: number,
+    replicaAckMs = 250,
   ) {
-    this.acks = isReplicated(topology) ? { replicas: 1, timeoutMs: options.replicaAckMs ?? 250 } : null;
-    this.commandTimeoutMs = options.commandTimeoutMs ?? COMMAND_TIMEOUT_MS;
+    this.acks = isReplicated(topology) ? { replicas: 1, timeoutMs: replicaAckMs } : null;
   }
 
   /**
@@ -81,10 +80,8 @@ export class RedisConnection {
     // A spec is parsed here; a caller that parsed it already (openStore) hands the topology.
     const topology = typeof target === "string" ? parseRedisSpec(target) : target;
     if (topology === null) throw new RedisSpecError(`${String(target)}: not a Redis spec`);
-    const client = redisClient(
-      topology,
-      leaseConnectionOptions(options.commandTimeoutMs ?? COMMAND_TIMEOUT_MS),
-    );
+    const commandTimeoutMs = options.commandTimeoutMs ?? COMMAND_TIMEOUT_MS;
+    const client = redisClient(topology, leaseConnectionOptions(commandTimeoutMs));
     // ioredis reports reconnect attempts as 'error' events; without a listener Node would
     // print each one. Callers see errors through rejected commands instead.
     client.on("error", () => undefined);
@@ -92,7 +89,7 @@ export class RedisConnection {
       closeClient(client);
       throw error;
     });
-    const connection = new RedisConnection(client, topology, options);
+    const connection = new RedisConnection(client, topology, commandTimeoutMs, options.replicaAckMs);
     keepConnected(client, () => connection.closed);
     return connection;
   }

@@ -99,20 +99,19 @@ export class ReplicaAckError extends Error {}
 export class RedisLeases implements LeaseBackend {
   readonly kind = "redis" as const;
   private readonly redis: RedisClient;
-  private readonly keys: KeyLayout;
   private readonly virtualClock: RedisBackendOptions["virtualClock"];
   /** the store's lineage as this client's lease scripts last read it (none with a virtual clock) */
   private readonly lineage: LineageReadings | null;
   /** on Sentinel, the client whose lease scripts a failover cuts off and leaseScript sends again */
   private readonly failsOver: Redis | null;
 
-  /** The leases in `options.namespace` on `connection`, which openStore opened. */
+  /** The leases in the key layout `keys` on `connection`, both of which openStore made. */
   constructor(
     private readonly connection: RedisConnection,
+    private readonly keys: KeyLayout,
     private readonly options: RedisBackendOptions,
   ) {
     this.redis = connection.client;
-    this.keys = keyLayout(options.namespace);
     this.virtualClock = options.virtualClock;
     this.lineage = options.virtualClock === undefined ? LineageReadings.of(this.redis) : null;
     this.failsOver = connection.topology.kind === "sentinel" ? (this.redis as Redis) : null;
@@ -128,9 +127,8 @@ export class RedisLeases implements LeaseBackend {
    * they never show among the shards.
    */
   partitionOwners(): RedisLeases {
-    return new RedisLeases(this.connection, {
+    return new RedisLeases(this.connection, keyLayout(this.keys.ironic.ownersNamespace), {
       ...this.options,
-      namespace: this.keys.ironic.ownersNamespace,
       leaseDirectory: false,
     });
   }
@@ -140,7 +138,11 @@ export class RedisLeases implements LeaseBackend {
     target: string | RedisTopology,
     options: RedisBackendOptions = {},
   ): Promise<RedisLeases> {
-    return new RedisLeases(await RedisConnection.open(target, options), options);
+    return new RedisLeases(
+      await RedisConnection.open(target, options),
+      keyLayout(options.namespace),
+      options,
+    );
   }
 
   /** A script's arguments, with the virtual clock's readings after them when there is one. */
