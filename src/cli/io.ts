@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import { bearerTokenProblem, readTokensFile } from "../api/http/auth.js";
+import { bearerTokenProblem, readTokensFile } from "../runtime/tokens-file.js";
 import { ConfigError } from "../runtime/config.js";
 import { ValidationError, parseOrThrow } from "../core/validation.js";
 

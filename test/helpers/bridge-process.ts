@@ -1,7 +1,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { devTokens, type TokensFile } from "../../src/api/http/auth.js";
+import { devTokens, type TokensFile } from "../../src/runtime/tokens-file.js";
 import { AgentProcess } from "./agent-process.js";
 import { TEST_WEBHOOK_SECRET } from "./http.js";
 import { freePort } from "./redis-server.js";

@@ -3,7 +3,7 @@ import fc from "fast-check";
 import { spawnSync } from "node:child_process";
 import { request } from "node:http";
 import { join } from "node:path";
-import { parseTokens } from "../../src/api/http/auth.js";
+import { parseTokens } from "../../src/runtime/tokens-file.js";
 import { bridgeApp } from "../helpers/app.js";
 import { AgentId, ShardName, hostKey } from "../../src/core/names.js";
 import { memoryUnderTest, useApp } from "../helpers/backends.js";

@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import { bridgeApp } from "../helpers/app.js";
-import { parseTokens } from "../../src/api/http/auth.js";
+import { parseTokens } from "../../src/runtime/tokens-file.js";
 import { ShardCatalog } from "../../src/bridge/shards/catalog.js";
 import { memoryUnderTest, useApp } from "../helpers/backends.js";
 import { AgentProcess } from "../helpers/agent-process.js";

@@ -12,7 +12,7 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { devTokens } from "../../src/api/http/auth.js";
+import { devTokens } from "../../src/runtime/tokens-file.js";
 import { fileURLToPath } from "node:url";
 import { AgentProcess } from "../helpers/agent-process.js";
 import { startBridge, type BridgeProcess } from "../helpers/bridge-process.js";

@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseAllDocuments } from "yaml";
-import { parseTokens } from "../../src/api/http/auth.js";
+import { parseTokens } from "../../src/runtime/tokens-file.js";
 import { parseOrThrow } from "../../src/core/validation.js";
 import { DEFAULT_STOP_GRACE_MS } from "../../src/agent/run/supervisor.js";
 import { ShardDefinitionFile } from "../../src/contracts/shards.js";

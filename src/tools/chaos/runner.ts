@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { actsAfter, parseTransition } from "../../core/keeper/transition-log.js";
-import { devTokens } from "../../api/http/auth.js";
+import { devTokens } from "../../runtime/tokens-file.js";
 import { Coverage, type CoverageSummary } from "../sim/coverage.js";
 import { layoutFleet } from "../sim/fleet.js";
 import type { Scenario } from "../sim/scenario.js";
