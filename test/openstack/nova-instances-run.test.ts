@@ -16,6 +16,7 @@ import {
   type ServerView,
 } from "../helpers/openstack/instances.js";
 import { IronicEvents } from "../helpers/openstack/ironic-events.js";
+import { ironicLogMark, ironicLogOf, ironicPowerChanges } from "../helpers/openstack/ironic.js";
 import { enrollAvailable, powerOn, untilProvisionState } from "../helpers/openstack/nodes.js";
 import { resendingShard, SupervisedShard } from "../helpers/openstack/nova-compute.js";
 import { readNovaLog } from "../helpers/openstack/nova-log.js";
@@ -508,6 +509,91 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
         outageReboots.map((r) => r.server),
         "a resent server's reboot was one sent during an outage",
       ).to.include(server);
+  });
+
+  /**
+   * A stop, then a start, each sent 60-100 ms after a kill -9 of the active run: nova-api
+   * takes each (202, task `powering-off` / `powering-on`) and queues it for the host. nova
+   * 34's start-up retries both itself (`_init_instance`: "Instance in transitional state
+   * powering-off at start-up retrying stop request"), so run sends nothing again. The
+   * queued request then runs as well: nova asks Ironic a second time (a second
+   * `power_set.end`), which Ironic answers without touching the node, already in that
+   * state; the queued start then fails its task-state check, so nova's record of the start
+   * says `Error` beside a server that is ACTIVE. What the test holds: the server stopped,
+   * then started, on the same host, node and row; Ironic changed its node's power once
+   * each way (its conductor's own log); no resend by run.
+   */
+  it("a stop, then a start, each sent 60-100 ms after kill -9 of the active run, are carried out once by nova's own start-up", async () => {
+    const target = servers[3]!;
+    const [before] = await instanceRecords([target]);
+    const node = before!.api.node!;
+    const since = Date.now();
+    const ironicLog = ironicLogOf(cloud.dir);
+    const mark = ironicLogMark(ironicLog);
+    const resendsBefore = shard.supervisors
+      .flatMap((s) => s.events)
+      .filter((e) => e.ev === "preempted-action-resent").length;
+    const throughKill = async (body: unknown, name: string, status: "SHUTOFF" | "ACTIVE") => {
+      let answer = { status: 0, text: "" };
+      let sentAfterMs = 0;
+      const { signalledAt, next } = await killActive(async (killedAt) => {
+        await new Promise((r) => setTimeout(r, killedAt + 60 + Math.random() * 40 - Date.now()));
+        sentAfterMs = Date.now() - killedAt;
+        answer = await act(target, body);
+      });
+      expect(
+        answer.status,
+        `nova-api's answer to the ${name} sent during the outage: ${answer.text}`,
+      ).to.equal(202);
+      const view = await untilServer(target, name, settled(status));
+      const doneMs = Date.now() - signalledAt;
+      expect(view, "the compute API's view").to.include({ status, host: HOST, node });
+      const said = readNovaLog(cloud.novaComputeLog)
+        .filter((l) => l.pid === next.pid && l.message.includes(target))
+        .filter((l) => /transitional state|Conflict updating|preempted/.test(l.message))
+        .map((l) => `${l.level} ${l.message.replace(/\s+/g, " ").slice(0, 200)}`);
+      console.log(
+        `      a ${name} sent ${sentAfterMs} ms after kill -9: done ${doneMs} ms after the fault; ` +
+          `nova's record of it: ${JSON.stringify(await lastAction(target, name))}; the new nova-compute said:\n        ` +
+          (said.join("\n        ") || "(nothing of it)"),
+      );
+    };
+    await throughKill({ "os-stop": null }, "stop", "SHUTOFF");
+    expect((await ironicNode(node)).power, "its node, powered off").to.equal("power off");
+    await throughKill({ "os-start": null }, "start", "ACTIVE");
+
+    const [after] = await instanceRecords([target]);
+    expectServing(after!);
+    expect(
+      [after!.db.id, after!.db.createdAt, after!.api.node],
+      "the same row, on the same node",
+    ).to.deep.equal([before!.db.id, before!.db.createdAt, node]);
+    expect(after!.allocations, "placement's allocation").to.deep.equal(before!.allocations);
+    const resends = shard.supervisors
+      .flatMap((s) => s.events)
+      .filter((e) => e.ev === "preempted-action-resent");
+    expect(resends.slice(resendsBefore), "run's resends: nova retried both itself").to.deep.equal([]);
+    // Ironic's own records, read last. Its conductor changed the node's power once each
+    // way (nova's stop is a clean shutdown: a soft power off)...
+    expect(
+      ironicPowerChanges(ironicLog, node, mark),
+      "the power changes Ironic's conductor made",
+    ).to.deep.equal([
+      ["power on", "soft power off"],
+      ["power off", "power on"],
+    ]);
+    // ...while nova asked twice each time: its start-up's retry, then the queued request
+    // (nova 34's behaviour; Ironic answered the second without a change).
+    expect(
+      ironicEvents.powerActions(node, since).map((e) => [e.type, e.toPower]),
+      "Ironic's power notifications on the server's node",
+    ).to.deep.equal([
+      ["baremetal.node.power_set.end", "soft power off"],
+      ["baremetal.node.power_set.end", "soft power off"],
+      ["baremetal.node.power_set.end", "power on"],
+      ["baremetal.node.power_set.end", "power on"],
+    ]);
+    expect(watch!.overlaps(since), "instants with two nova-computes for the shard").to.deep.equal([]);
   });
 
   /**

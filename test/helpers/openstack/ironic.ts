@@ -1,4 +1,4 @@
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, openSync, readSync, closeSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { answers, conf, setUp } from "./conf.js";
 import type { Keystone } from "./keystone.js";
@@ -109,4 +109,30 @@ export function ironicAnswers(
   headers: Record<string, string> = IRONIC_HEADERS,
 ): Promise<boolean> {
   return answers(`${url}/v1/drivers/fake-hardware`, headers);
+}
+
+/** Ironic's log in a cloud's folder (`ironic.log`, as startIronic configures it). */
+export const ironicLogOf = (cloudDir: string) => join(cloudDir, "ironic", "ironic.log");
+
+/** How far Ironic's log is written now: where a later `ironicPowerChanges` starts reading. */
+export const ironicLogMark = (logFile: string) => statSync(logFile).size;
+
+/**
+ * The power changes Ironic's conductor carried out on `node` since `mark`, in order, from
+ * its own log. It logs "Node N current power state is 'A', requested state is 'B'." (INFO)
+ * only once it has decided to change the power; a request for the state the node is
+ * already in ends without that line, yet with a `power_set.end` notification like a
+ * change's (ironic.conductor.utils `_can_skip_state_change`, Ironic 39).
+ */
+export function ironicPowerChanges(logFile: string, node: string, mark: number): Array<[string, string]> {
+  const size = statSync(logFile).size;
+  const bytes = Buffer.alloc(Math.max(0, size - mark));
+  const fd = openSync(logFile, "r");
+  try {
+    readSync(fd, bytes, 0, bytes.length, mark);
+  } finally {
+    closeSync(fd);
+  }
+  const line = new RegExp(`Node ${node} current power state is '([^']+)', requested state is '([^']+)'`, "g");
+  return [...bytes.toString("utf8").matchAll(line)].map((m) => [m[1]!, m[2]!]);
 }
