@@ -70,17 +70,56 @@ const view = (lease: Lease | LeaseGrant): LeaseView => ({
   sinceUs: "since" in lease ? Date.parse(lease.since) * 1000 : Number.NaN,
 });
 
+/** One request as the client hands it to its transport: the bridge's path, our bearer token, a JSON body. */
+export interface BridgeRequest {
+  method: string;
+  /** below the bridge's base URL, e.g. /v1/shards/rack-1/lease */
+  path: string;
+  token: string;
+  /** JSON, already encoded */
+  body?: string;
+  /** the whole request's, a waiting acquire's wait included */
+  timeoutMs: number;
+}
+
+/**
+ * How the client's requests travel, and their answers' status and text come back. An
+ * agent has one client on its host and sends fetch's way (`fetchTransport`); a process
+ * that carries thousands of agents at once (a benchmark's fleet) hands in a leaner one,
+ * so that its own event loop is not what it measures. Everything else — the paths, the
+ * bodies, the answers' reading, the keeper — stays the agent's own.
+ */
+export type BridgeTransport = (request: BridgeRequest) => Promise<{ status: number; text: string }>;
+
+/** fetch (undici: keep-alive) to `baseUrl`, each request aborted at its timeout. */
+export function fetchTransport(baseUrl: string): BridgeTransport {
+  return async ({ method, path, token, body, timeoutMs }) => {
+    const res = await fetch(new URL(path, baseUrl), {
+      method,
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      ...(body !== undefined && { body }),
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    return { status: res.status, text: await res.text() };
+  };
+}
+
 /**
  * The typed client an agent uses to talk to the bridge over HTTP (keep-alive, bearer
  * token, a timeout per request). It is a LeaseClient, so a LeaseKeeper runs on it as it
  * runs on a Store.
  */
 export class BridgeClient implements LeaseClient {
+  private readonly transport: BridgeTransport;
+
   constructor(
     private readonly baseUrl: string,
     private readonly token: string,
     private readonly timeoutMs = 2000,
-  ) {}
+    transport?: BridgeTransport,
+  ) {
+    this.transport = transport ?? fetchTransport(baseUrl);
+  }
 
   /** false once the bridge refused `wait_ms` (a bridge older than waiting acquires): then it is polled */
   private bridgeWaits = true;
@@ -96,14 +135,14 @@ export class BridgeClient implements LeaseClient {
     /** more time than the timeout: a waiting acquire's wait */
     extraMs = 0,
   ): Promise<{ status: number; json: any }> {
-    const res = await fetch(new URL(path, this.baseUrl), {
+    const { status, text } = await this.transport({
       method,
-      headers: { authorization: `Bearer ${this.token}`, "content-type": "application/json" },
+      path,
+      token: this.token,
       ...(body !== undefined && { body: JSON.stringify(body) }),
-      signal: AbortSignal.timeout(this.timeoutMs + extraMs),
+      timeoutMs: this.timeoutMs + extraMs,
     });
-    const text = await res.text();
-    return { status: res.status, json: text === "" ? null : JSON.parse(text) };
+    return { status, json: text === "" ? null : JSON.parse(text) };
   }
 
   /** Throw the first error of an API-SIG answer. */

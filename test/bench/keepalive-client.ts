@@ -1,4 +1,5 @@
 import { connect, type Socket } from "node:net";
+import type { BridgeRequest, BridgeTransport } from "../../src/agent/bridge-client.js";
 
 /**
  * A lean HTTP/1.1 client for load that one process offers on behalf of thousands of agents:
@@ -237,4 +238,17 @@ export class KeepAlivePool implements ConnectionEvents {
     this.connections.add(connection);
     return connection;
   }
+}
+
+/**
+ * A BridgeClient's transport over keep-alive pools: the agents' own client and keeper,
+ * on the pools' sockets. `poolFor` picks each request's pool: a request that may wait at
+ * the bridge (a waiting acquire) must not hold up renews queued behind it on a shared socket.
+ */
+export function poolTransport(poolFor: (request: BridgeRequest) => KeepAlivePool): BridgeTransport {
+  return async (request) => {
+    const { method, path, token, body, timeoutMs } = request;
+    const answer = await poolFor(request).request(method, path, token, body, timeoutMs);
+    return { status: answer.status, text: answer.body };
+  };
 }

@@ -14,7 +14,8 @@ import { percentile, printTable } from "./stats.js";
  * the bench on loopback free ports in the same run — shardbridge over HTTP (peers/shardbridge.ts),
  * one etcd member through the etcd3 client (peers/etcd.ts), and a Redis lock as
  * redlock-style libraries keep it (peers/redis-lock.ts). Every shard has one holder and
- * one standby, a TTL of 6 s and a renew every TTL/3; the whole fleet runs in this process.
+ * one standby, a TTL of 6 s and a renew every TTL/3; the whole fleet runs in this process
+ * (shardbridge's agents on keep-alive pools: peers/shardbridge.ts says why).
  *
  * For each peer and fleet size: the server's CPU (its processes' utime + stime from /proc)
  * over a window of the fleet renewing at its own rate, divided by the renews the holders
@@ -25,19 +26,15 @@ import { percentile, printTable } from "./stats.js";
  * a child process and after a graceful release, each the time from the signal to the
  * standby holding as the standby sees it, while the first fleet runs. Nothing is asserted.
  *
- * BENCH_PEERS_SHARDS: the fleet sizes, e.g. 1000,10000. The default is 1000 only: on this
- * 2-core VM 10,000 shards take over 4 minutes for the three peers (shardbridge's alone about
- * 3), and shardbridge's fleet does not keep its leases there — the fleet runs in this
- * process, and 10,000 holders renewing through the agents' own client (fetch: 0.3–0.5 ms
- * of CPU a request here) need about two cores of their own. etcd's and the lock's fleets of
- * 10,000 stand (about a minute each). A size whose fleet does not stand is said and left n/a.
+ * BENCH_PEERS_SHARDS: the fleet sizes (1000,10000). A size whose fleet does not stand is
+ * said and left n/a.
  * BENCH_PEERS_ROUNDS: failover rounds of each kind (20), each on a shard of its own, its
  * signal at a random point of its holder's renew cycle; the kill -9 rounds BENCH_PEERS_PARALLEL
  * at a time (5: one at a time, about two minutes a peer, where the TTL is most of each
  * figure), the releases one at a time. BENCH_PEERS_WINDOW_S (20),
  * BENCH_PEERS: the peers to run (shardbridge,etcd,redis-lock).
  */
-const SHARDS = (process.env.BENCH_PEERS_SHARDS ?? "1000")
+const SHARDS = (process.env.BENCH_PEERS_SHARDS ?? "1000,10000")
   .split(",")
   .map(Number)
   .sort((a, b) => a - b);

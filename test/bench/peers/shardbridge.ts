@@ -2,6 +2,7 @@ import { rmSync } from "node:fs";
 import { BridgeClient } from "../../../src/agent/bridge-client.js";
 import { bridgeKeeper, type LeaseClient, type LeaseKeeper } from "../../../src/core/keeper/lease-keeper.js";
 import { AgentProcess } from "../../helpers/agent-process.js";
+import { KeepAlivePool, poolTransport } from "../keepalive-client.js";
 import { startBridge, type BridgeProcess } from "../../helpers/bridge-process.js";
 import { acquireWhenReady } from "../../helpers/leases.js";
 import { runWrk } from "../load.js";
@@ -24,10 +25,20 @@ import {
 /**
  * shardbridge as operators run it: the compiled bridge (make bench builds it) in its own
  * process on a private redis-server, every shard defined with a TTL of 6 s, and the agents'
- * side exactly as the shipped agent runs it — a LeaseKeeper from bridgeKeeper() over its own BridgeClient (one
+ * side as the shipped agent runs it — a LeaseKeeper from bridgeKeeper() over its own BridgeClient (one
  * per agent, each with its own token), renewing at TTL/3, standbys waiting at the bridge
- * (wait_ms) rather than polling.
+ * (wait_ms) rather than polling. The fleet's clients send through keep-alive pools
+ * (poolTransport), as `make bench scale` does: a pool of FLEET_RENEW_SOCKETS for renews,
+ * a socket of its own for each acquire waiting at the bridge. fetch costs this process
+ * 0.3-0.5 ms of CPU a request, which a real fleet spends on thousands of hosts, not one:
+ * with it, 10,000 agents took more than this machine's two cores and the bench measured
+ * its own event loop (docs/PERFORMANCE-LOG.md).
  */
+/** the agent's client's own timeout a request (BridgeClient's default) */
+const CLIENT_TIMEOUT_MS = 2000;
+/** the renews' keep-alive sockets: 5,000 renews a second at 10,000 shards keep a few in flight */
+const FLEET_RENEW_SOCKETS = 64;
+
 export async function startShardbridge(shards: string[]): Promise<Peer> {
   const redis = await TestRedisServer.start();
   let bridge: BridgeProcess;
@@ -48,6 +59,9 @@ export async function startShardbridge(shards: string[]): Promise<Peer> {
   const keeperOf = (shard: string, agent: string, client: LeaseClient = clientOf(agent)) =>
     bridgeKeeper(client, shard, agent);
   const clientOf = (agent: string) => new BridgeClient(bridge.url, bridge.tokenOf(agent));
+  const { hostname, port } = new URL(bridge.url);
+  const poolOf = (sockets: number) =>
+    new KeepAlivePool(() => ({ host: hostname, port: Number(port) }), sockets, CLIENT_TIMEOUT_MS);
 
   return {
     name: "shardbridge",
@@ -56,17 +70,28 @@ export async function startShardbridge(shards: string[]): Promise<Peer> {
     async startFleet(fleet: string[], renews: RenewLog): Promise<Stoppable> {
       const holders: LeaseKeeper[] = [];
       const standbys: LeaseKeeper[] = [];
+      // Renews and plain acquires share a few sockets; an acquire that waits at the bridge
+      // (a standby's, or a holder's while the store recovers) holds a socket of its own
+      // for its wait: queued behind one, renews would miss their deadline.
+      const renewing = poolOf(FLEET_RENEW_SOCKETS);
+      const waiting = poolOf(fleet.length);
+      const transport = poolTransport((request) =>
+        request.timeoutMs > CLIENT_TIMEOUT_MS ? waiting : renewing,
+      );
       // Standbys first: a holder's release would otherwise hand its lease to a standby on its way out.
       const stopped = {
         stop: async () => {
           await stopAll(standbys);
           await stopAll(holders);
+          renewing.destroy();
+          waiting.destroy();
         },
       };
       try {
         const tally = { active: 0, standby: 0 };
         const start = (shard: string, agent: string, into: LeaseKeeper[]) => {
-          const keeper = keeperOf(shard, agent);
+          const client = new BridgeClient(bridge.url, bridge.tokenOf(agent), CLIENT_TIMEOUT_MS, transport);
+          const keeper = keeperOf(shard, agent, client);
           keeper.on("renewed", (e) => renews.record(e.latencyMs));
           keeper.on("lost", () => renews.lost());
           keeper.on("active", () => tally.active++);
