@@ -10,6 +10,7 @@ import { coalesceWrites } from "../../src/store/redis/coalesce.js";
 import { keyLayout } from "../../src/store/redis/keys.js";
 import { acquireWhenReady } from "../helpers/leases.js";
 import { TestRedisServer } from "../helpers/redis-server.js";
+import { loadScripts } from "./peers/redis-lock.js";
 import { renewLoop } from "./renew-loop.js";
 import { closedLoop, percentile, printTable, type Measured } from "./stats.js";
 
@@ -22,7 +23,7 @@ import { closedLoop, percentile, printTable, type Measured } from "./stats.js";
  * script, arguments and logic.
  *
  * The VM's speed drifts within seconds when other work shares its two cores, so each row
- * is run in SLICES slices, the baseline's, the Node floor's, the Store's and the least renew script's alternating, and the ratio is
+ * is run in SLICES slices, every row's alternating, and the ratio is
  * the median of the ratios of neighbouring slices (their range beside it): a burst of
  * load then lands on one pair, not on one side of the comparison. The CPU columns say
  * where a renew's time went: Redis's (INFO cpu) for both rows, this process's for the
@@ -32,7 +33,9 @@ import { closedLoop, percentile, printTable, type Measured } from "./stats.js";
  * lineage rule asks of Redis (least-renew.lua), sent with the Store's arguments through
  * bare ioredis, once on a connection corked as the Store's and once on a plain one,
  * where each call is its own write and Redis starts on the first while Node encodes the
- * next (the two sides overlap; corked they take turns).
+ * next (the two sides overlap; corked they take turns). A last row is what a renew costs
+ * without the lineage rule at all: a Redis lock's compare-and-extend on the corked
+ * connection, the script `make bench peers` runs for that peer.
  */
 
 const RENEWS = Number(process.env.BENCH_RENEWS ?? 100_000);
@@ -129,6 +132,29 @@ async function leastRenews(
     });
 }
 
+/**
+ * A closed loop of `concurrency` renews of the Redis lock's compare-and-extend
+ * (peers/redis-lock.ts, as redlock-style libraries send it) through `client`: a renew with
+ * no lineage rule, no fencing token and a bare integer for a reply — what the lineage rule
+ * and the lease's fields cost is the distance from this row to the least renew script's.
+ */
+async function lockExtends(
+  admin: Redis,
+  client: Redis,
+  concurrency: number,
+  prefix: string,
+): Promise<(ops: number) => Promise<Measured>> {
+  const { extend } = await loadScripts(admin);
+  for (let c = 0; c < concurrency; c++)
+    await admin.set(`${prefix}-${c}`, `${prefix}-agent-${c}`, "PX", 3_600_000);
+  return (ops) =>
+    closedLoop(ops, concurrency, async (i) => {
+      const c = i % concurrency;
+      const extended = await client.evalsha(extend, 1, `${prefix}-${c}`, `${prefix}-agent-${c}`, 60_000);
+      if (extended !== 1) throw new Error(`the lock's extend refused: ${String(extended)}`);
+    });
+}
+
 /** `run` measured with the CPU Redis and (for a run in this process) this process spent on it. */
 async function sliceOf(
   admin: Redis,
@@ -174,6 +200,8 @@ export async function leaseBench(): Promise<void> {
       const ours: Slice[] = [];
       const leastCorked: Slice[] = [];
       const leastPlain: Slice[] = [];
+      const lock: Slice[] = [];
+      const lockExtend = await lockExtends(admin, floorClient, concurrency, "lock-corked");
       const corkedLeast = await leastRenews(store, admin, floorClient, concurrency, "least-corked");
       const plainLeast = await leastRenews(store, admin, plainClient, concurrency, "least-plain");
       for (let s = 0; s < SLICES; s++) {
@@ -186,6 +214,7 @@ export async function leaseBench(): Promise<void> {
         ours.push(await sliceOf(admin, perSlice, true, () => renewLoop(() => store, perSlice, concurrency)));
         leastCorked.push(await sliceOf(admin, perSlice, true, () => corkedLeast(perSlice)));
         leastPlain.push(await sliceOf(admin, perSlice, true, () => plainLeast(perSlice)));
+        lock.push(await sliceOf(admin, perSlice, true, () => lockExtend(perSlice)));
       }
       /** the median over neighbouring slices of `slices`' ops/s over the baseline's, and their range */
       const ratioTo = (slices: Slice[], base: Slice[]) => {
@@ -208,6 +237,16 @@ export async function leaseBench(): Promise<void> {
         [`  Store.renew over the Node floor (c=${concurrency})`, "", "", "", ratioTo(ours, floor), "", ""],
         row("least renew script, corked", leastCorked, ratioTo(leastCorked, raw)),
         row("least renew script, uncorked", leastPlain, ratioTo(leastPlain, raw)),
+        row("a Redis lock's extend, corked", lock, ratioTo(lock, raw)),
+        [
+          `  least renew script over the lock's extend (c=${concurrency})`,
+          "",
+          "",
+          "",
+          ratioTo(leastCorked, lock),
+          "",
+          "",
+        ],
       );
       rawBest = median(raw.map((s) => s.opsPerSec));
     }
@@ -229,7 +268,7 @@ export async function leaseBench(): Promise<void> {
       "",
     ]);
     printTable(
-      `Lease renew: ${RENEWS.toLocaleString("en-US")} renews per row in ${SLICES} slices, the baseline's, the Node floor's, the Store's and the least renew script's (corked, uncorked) alternating, private redis-server on loopback (ops/s, p50, p99: the slices' medians; ratio: the median over neighbouring slices of ops/s over redis-benchmark EVALSHA at the same concurrency — the Store's also over the Node floor's — their range in brackets; CPU µs per op)`,
+      `Lease renew: ${RENEWS.toLocaleString("en-US")} renews per row in ${SLICES} slices, the baseline's, the Node floor's, the Store's, the least renew script's (corked, uncorked) and a Redis lock's compare-and-extend (no lineage rule, no token) alternating, private redis-server on loopback (ops/s, p50, p99: the slices' medians; ratio: the median over neighbouring slices of ops/s over redis-benchmark EVALSHA at the same concurrency — the Store's also over the Node floor's — their range in brackets; CPU µs per op)`,
       ["what", "ops/s", "p50 ms", "p99 ms", "ratio", "Redis CPU", "Node CPU"],
       rows,
     );
