@@ -28,7 +28,7 @@ import {
  * side as the shipped agent runs it — a LeaseKeeper from bridgeKeeper() over its own BridgeClient (one
  * per agent, each with its own token), renewing at TTL/3, standbys waiting at the bridge
  * (wait_ms) rather than polling. The fleet's clients send through keep-alive pools
- * (poolTransport), as `make bench scale` does: a pool of FLEET_RENEW_SOCKETS for renews,
+ * (poolTransport), as `make bench scale` does: up to RENEW_SOCKETS_MAX sockets for renews,
  * a socket of its own for each acquire waiting at the bridge. fetch costs this process
  * 0.3-0.5 ms of CPU a request, which a real fleet spends on thousands of hosts, not one:
  * with it, 10,000 agents took more than this machine's two cores and the bench measured
@@ -36,8 +36,14 @@ import {
  */
 /** the agent's client's own timeout a request (BridgeClient's default) */
 const CLIENT_TIMEOUT_MS = 2000;
-/** the renews' keep-alive sockets: 5,000 renews a second at 10,000 shards keep a few in flight */
-const FLEET_RENEW_SOCKETS = 64;
+/**
+ * The renews' keep-alive sockets, at most: a real fleet has one connection an agent, and
+ * the holders granted together when the store's recovery ends renew together, each TTL/3;
+ * on 64 sockets such a burst queued here for up to 150 ms (renew p50 38 ms at 1,000 shards,
+ * against 3.6 ms through fetch's unbounded pool). The cap keeps 10,000 of them and 10,000
+ * waiting standbys within this process's open files (20,000 here).
+ */
+const RENEW_SOCKETS_MAX = 4096;
 
 export async function startShardbridge(shards: string[]): Promise<Peer> {
   const redis = await TestRedisServer.start();
@@ -73,7 +79,7 @@ export async function startShardbridge(shards: string[]): Promise<Peer> {
       // Renews and plain acquires share a few sockets; an acquire that waits at the bridge
       // (a standby's, or a holder's while the store recovers) holds a socket of its own
       // for its wait: queued behind one, renews would miss their deadline.
-      const renewing = poolOf(FLEET_RENEW_SOCKETS);
+      const renewing = poolOf(Math.min(fleet.length, RENEW_SOCKETS_MAX));
       const waiting = poolOf(fleet.length);
       const transport = poolTransport((request) =>
         request.timeoutMs > CLIENT_TIMEOUT_MS ? waiting : renewing,
