@@ -32,7 +32,8 @@ import { percentile, printTable } from "./stats.js";
  * signal at a random point of its holder's renew cycle; the kill -9 rounds BENCH_PEERS_PARALLEL
  * at a time (5: one at a time, about two minutes a peer, where the TTL is most of each
  * figure), the releases one at a time. BENCH_PEERS_WINDOW_S (20),
- * BENCH_PEERS: the peers to run (shardbridge,etcd,redis-lock).
+ * BENCH_PEERS: the peers to run (shardbridge,etcd,redis-lock). BENCH_PEERS_RENEW_SOCKETS:
+ * shardbridge's fleet's renew sockets at most (peers/shardbridge.ts).
  */
 const SHARDS = (process.env.BENCH_PEERS_SHARDS ?? "1000,10000")
   .split(",")

@@ -37,13 +37,15 @@ import {
 /** the agent's client's own timeout a request (BridgeClient's default) */
 const CLIENT_TIMEOUT_MS = 2000;
 /**
- * The renews' keep-alive sockets, at most: a real fleet has one connection an agent, and
- * the holders granted together when the store's recovery ends renew together, each TTL/3;
- * on 64 sockets such a burst queued here for up to 150 ms (renew p50 38 ms at 1,000 shards,
- * against 3.6 ms through fetch's unbounded pool). The cap keeps 10,000 of them and 10,000
- * waiting standbys within this process's open files (20,000 here).
+ * The renews' keep-alive sockets, at most (BENCH_PEERS_RENEW_SOCKETS, default 1,024): a
+ * real fleet has one connection an agent, and the holders granted together when the
+ * store's recovery ends renew together, each TTL/3. On 64 sockets such a burst queued in
+ * this process for up to 150 ms (renew p50 38 ms at 1,000 shards, against 3.6 ms through
+ * fetch's unbounded pool). At 10,000 shards the cap decides where the burst waits — in
+ * this process's queue, or at the bridge — and the figures move with it
+ * (docs/PERFORMANCE-LOG.md, 2026-12-07).
  */
-const RENEW_SOCKETS_MAX = 4096;
+const RENEW_SOCKETS_MAX = Number(process.env.BENCH_PEERS_RENEW_SOCKETS ?? 1024);
 
 export async function startShardbridge(shards: string[]): Promise<Peer> {
   const redis = await TestRedisServer.start();
@@ -101,15 +103,29 @@ export async function startShardbridge(shards: string[]): Promise<Peer> {
           keeper.on("renewed", (e) => renews.record(e.latencyMs));
           keeper.on("lost", () => renews.lost());
           keeper.on("active", () => tally.active++);
-          // a holder stands by too while the store recovers: only the standbys' count
-          if (into === standbys) keeper.once("standby", () => tally.standby++);
+          // A holder stands by too while the store recovers: only the standbys' count. A
+          // standby whose holder lost its lease holds instead (the loss is counted above).
+          if (into === standbys) {
+            let counted = false;
+            const count = () => {
+              if (!counted) tally.standby++;
+              counted = true;
+            };
+            keeper.once("standby", count);
+            keeper.once("active", count);
+          }
           into.push(keeper.start());
         };
         // The bridge grants nothing for one TTL after its store's start: the first fleet waits that out.
         await spread(fleet, (shard) => start(shard, holderOf(shard), holders));
         await untilCount("shardbridge holders active", () => tally.active, fleet.length, 3 * TTL_MS + 60_000);
         await spread(fleet, (shard) => start(shard, standbyOf(shard), standbys));
-        await untilCount("shardbridge standbys standing by", () => tally.standby, fleet.length, 60_000);
+        await untilCount(
+          "shardbridge standbys standing by (or holding)",
+          () => tally.standby,
+          fleet.length,
+          60_000,
+        );
         return stopped;
       } catch (error) {
         await stopped.stop();
