@@ -3,8 +3,6 @@ import type { NextFunction, Request, RequestHandler, Response } from "express";
 import { readTokensFile, type Role, type TokensFile } from "../../runtime/tokens-file.js";
 import { HttpError } from "./errors.js";
 
-export type { Role } from "../../runtime/tokens-file.js";
-
 /**
  * Who is calling: an operator, the inspector, one compute agent, or a viewer (a wall
  * display, a monitoring check: reads only, never writes).

@@ -1,6 +1,7 @@
 import type { RequestHandler } from "express";
 import type { z } from "zod";
-import { requireRole, type Role } from "../http/auth.js";
+import { requireRole } from "../http/auth.js";
+import type { Role } from "../../runtime/tokens-file.js";
 import type { BodyPolicy } from "../http/limits.js";
 import type { JsonSchema, PARAMETERS, SCHEMAS } from "./schemas.js";
 

@@ -10,7 +10,7 @@ import { SHARD_DEFINITION_OPERATIONS } from "../routes/shard-definitions.js";
 import { SHARD_OPERATIONS } from "../routes/shards.js";
 import { METRICS_OPERATIONS } from "../http/metrics.js";
 import { PAGE_OPERATIONS } from "../ui/routes.js";
-import type { Role } from "../http/auth.js";
+import type { Role } from "../../runtime/tokens-file.js";
 import { declaredRoles, type Operation } from "./operation.js";
 
 /**

@@ -12,9 +12,9 @@ import {
   assertViewerReads,
   principalFrom,
   principalOf,
-  type Role,
   type TokenAuthority,
 } from "../http/auth.js";
+import type { Role } from "../../runtime/tokens-file.js";
 import { readRequestChunks } from "../http/body.js";
 import { bodyPolicyOf, HEARTBEAT_BODY } from "../http/limits.js";
 import { expressPath, urlPattern } from "../http/declared-routes.js";
