@@ -14,7 +14,7 @@ import {
 } from "../helpers/openstack/cloud.js";
 import { enrollAvailable } from "../helpers/openstack/nodes.js";
 import { SupervisedShard } from "../helpers/openstack/nova-compute.js";
-import { readNovaLog, requestsSent } from "../helpers/openstack/nova-log.js";
+import { novaSaid, readNovaLog, requestsSent } from "../helpers/openstack/nova-log.js";
 import { expectSameRecords, providers, shardRecords } from "../helpers/openstack/records.js";
 import { RecordingProxy } from "../helpers/openstack/recording-proxy.js";
 import { KeystoneAuth } from "../../src/upstream/keystone.js";
@@ -393,10 +393,8 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
     );
     // What nova-compute said after its TERM, for whoever reads a stop that had to be KILLed.
     const said = () =>
-      readNovaLog(cloud.novaComputeLog)
-        .filter((l) => l.pid === child.pid && l.at >= termAt)
+      novaSaid(readNovaLog(cloud.novaComputeLog), (l) => l.pid === child.pid && l.at >= termAt, 240)
         .slice(-40)
-        .map((l) => `${l.level} ${l.message.replace(/\s+/g, " ").slice(0, 240)}`)
         .join("\n        ");
     expect(
       stopped,

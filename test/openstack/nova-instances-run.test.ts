@@ -16,10 +16,10 @@ import {
   type ServerView,
 } from "../helpers/openstack/instances.js";
 import { IronicEvents } from "../helpers/openstack/ironic-events.js";
-import { ironicLogMark, ironicLogOf, ironicPowerChanges } from "../helpers/openstack/ironic.js";
+import { ironicLogMark, ironicLogSince, ironicPowerChanges } from "../helpers/openstack/ironic.js";
 import { enrollAvailable, powerOn, untilProvisionState } from "../helpers/openstack/nodes.js";
 import { resendingShard, SupervisedShard } from "../helpers/openstack/nova-compute.js";
-import { readNovaLog } from "../helpers/openstack/nova-log.js";
+import { novaSaid, readNovaLog } from "../helpers/openstack/nova-log.js";
 import { expectSameRecords, shardRecords } from "../helpers/openstack/records.js";
 import type { RebootType } from "../../src/core/nova-preempted.js";
 import { DEFAULT_STOP_GRACE_MS } from "../../src/agent/run/supervisor.js";
@@ -154,6 +154,8 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
    * placement no allocation of it.
    */
   const deleteServer = async (id: string, node: string): Promise<number> => {
+    const sentAt = Date.now();
+    const ironicMark = ironicLogMark(cloud.ironicLog);
     const gone = await cloud.compute.send("DELETE", `/servers/${id}`, MICROVERSION);
     expect(gone.status, gone.text).to.equal(204);
     await untilProvisionState(cloud, [node], "available", ACTION_DEADLINE_MS);
@@ -166,19 +168,30 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
       100,
     );
     // nova's driver clears the node's instance before nova forgets the server; a check
-    // that still finds it waits a little, then says what nova-compute logged of either.
+    // that still finds it waits a little, then says what nova-compute and Ironic logged
+    // of the delete: whose step did not clear it.
     const freed = await until(
-      `node ${node} freed in Ironic`,
+      `server ${id}'s node ${node} freed in Ironic`,
       () => ironicNode(node),
       (n) => n.instance === null,
       NODE_FREED_MARGIN_MS,
       200,
     ).catch((error: Error) => {
-      const said = readNovaLog(cloud.novaComputeLog)
-        .filter((l) => /WARNING|ERROR/.test(l.level) && (l.message.includes(id) || l.message.includes(node)))
-        .map((l) => `${l.level} ${l.message.replace(/\s+/g, " ").slice(0, 300)}`);
+      const novaLines = novaSaid(
+        readNovaLog(cloud.novaComputeLog),
+        (l) =>
+          l.at >= sentAt - 1_000 &&
+          (l.message.includes(id) || (l.level !== "DEBUG" && l.message.includes(node))),
+        300,
+      ).slice(-30);
+      const ironicLines = ironicLogSince(cloud.ironicLog, ironicMark)
+        .split("\n")
+        .filter((l) => l.includes(node))
+        .map((l) => l.slice(0, 300))
+        .slice(-20);
       throw new Error(
-        `${error.message}; nova-compute said of the server or its node:\n${said.join("\n") || "(nothing)"}`,
+        `${error.message}; nova-compute said of the server since its delete:\n${novaLines.join("\n") || "(nothing)"}` +
+          `\nIronic said of the node:\n${ironicLines.join("\n") || "(nothing)"}`,
       );
     });
     expect(freed, "the freed node in Ironic").to.deep.include({ instance: null, provision: "available" });
@@ -471,10 +484,13 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
     }
     outageReboots.push({ fault, type, server: target, node, since });
     // What the new nova-compute said of the server at its start (its own pid's lines).
-    const said = readNovaLog(cloud.novaComputeLog)
-      .filter((l) => l.pid === next.pid && l.message.includes(target))
-      .filter((l) => /transitional state|Conflict updating/.test(l.message))
-      .map((l) => `${l.level} ${l.message.replace(/\s+/g, " ").slice(0, 200)}`);
+    const said = novaSaid(
+      readNovaLog(cloud.novaComputeLog),
+      (l) =>
+        l.pid === next.pid &&
+        l.message.includes(target) &&
+        /transitional state|Conflict updating/.test(l.message),
+    );
     console.log(
       `      a ${type === "HARD" ? "hard" : "soft"} reboot sent ${sentAfterMs} ms after ${fault}: nova-api answered ${answer.status}; ` +
         (reboots.length === 1
@@ -547,7 +563,7 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
     const [before] = await instanceRecords([target]);
     const node = before!.api.node!;
     const since = Date.now();
-    const ironicLog = ironicLogOf(cloud.dir);
+    const ironicLog = cloud.ironicLog;
     const mark = ironicLogMark(ironicLog);
     const resendsBefore = shard.supervisors
       .flatMap((s) => s.events)
@@ -574,10 +590,13 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
         doneAt - next.reportedAt,
         `the ${name}, done after the new nova-compute reported every node (ms)`,
       ).to.be.at.most(STARTUP_ACTION_MARGIN_MS);
-      const said = readNovaLog(cloud.novaComputeLog)
-        .filter((l) => l.pid === next.pid && l.message.includes(target))
-        .filter((l) => /transitional state|Conflict updating|preempted/.test(l.message))
-        .map((l) => `${l.level} ${l.message.replace(/\s+/g, " ").slice(0, 200)}`);
+      const said = novaSaid(
+        readNovaLog(cloud.novaComputeLog),
+        (l) =>
+          l.pid === next.pid &&
+          l.message.includes(target) &&
+          /transitional state|Conflict updating|preempted/.test(l.message),
+      );
       console.log(
         `      a ${name} sent ${sentAfterMs} ms after kill -9: done ${doneMs} ms after the fault; ` +
           `nova's record of it: ${JSON.stringify(await lastAction(target, name))}; the new nova-compute said:\n        ` +
@@ -663,9 +682,11 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
       ACTION_DEADLINE_MS,
       100,
     );
-    const said = readNovaLog(cloud.novaComputeLog)
-      .filter((l) => l.pid === next.pid && l.message.includes(inFlight))
-      .map((l) => `${l.level} ${l.message.replace(/\s+/g, " ").slice(0, 160)}`);
+    const said = novaSaid(
+      readNovaLog(cloud.novaComputeLog),
+      (l) => l.pid === next.pid && l.message.includes(inFlight),
+      160,
+    );
     console.log(
       `      a boot caught spawning by kill -9 ended ${settledView.status}; the new nova-compute said:\n        ` +
         (said.join("\n        ") || "(nothing of it)"),

@@ -15,7 +15,7 @@ import {
 } from "../helpers/openstack/fault-scenarios.js";
 import { Instances, settled } from "../helpers/openstack/instances.js";
 import { IronicEvents } from "../helpers/openstack/ironic-events.js";
-import { readNovaLog, reportsIn } from "../helpers/openstack/nova-log.js";
+import { novaSaid, readNovaLog, reportsIn } from "../helpers/openstack/nova-log.js";
 import { RecordWatch } from "../helpers/openstack/record-watch.js";
 import { RingMigration } from "../helpers/openstack/ring-migration.js";
 import { printTable } from "../bench/stats.js";
@@ -100,10 +100,10 @@ describe("nova's hash ring (three nova-computes, no shard) with instances throug
     column = await measureFault(cloud, events, w, s.target, s.subject, FAULT_WINDOWS);
     const c = column;
     // What nova-compute said of the rebooted server once back (every line naming it at WARNING or above).
-    const said = readNovaLog(cloud.novaComputeLog)
-      .filter((l) => l.at >= c.returnedAt && l.message.includes(s.target.server) && l.level !== "DEBUG")
-      .map((l) => `${l.level} ${l.message.replace(/\s+/g, " ").slice(0, 200)}`)
-      .slice(0, 12);
+    const said = novaSaid(
+      readNovaLog(cloud.novaComputeLog),
+      (l) => l.at >= c.returnedAt && l.message.includes(s.target.server) && l.level !== "DEBUG",
+    ).slice(0, 12);
     printTable(
       `nova's ring: kill -9 of ${s.killed}'s nova-compute (service_down_time ${SERVICE_DOWN_TIME_S} s, ` +
         `update_resources_interval ${NOVA_UPDATE_INTERVAL_S} s, report_interval 10 s)`,

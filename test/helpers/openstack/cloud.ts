@@ -9,7 +9,7 @@ import { mariadbRows, TestDatabases } from "./mariadb.js";
 import { TestVhost } from "./rabbitmq.js";
 import { answers, conf, setUp } from "./conf.js";
 import { registerImage, startGlance } from "./glance.js";
-import { IRONIC_HEADERS, ironicAnswers, startIronic } from "./ironic.js";
+import { IRONIC_HEADERS, ironicAnswers, ironicLogIn, startIronic } from "./ironic.js";
 import { Keystone } from "./keystone.js";
 import { neutronAnswers, startNeutron } from "./neutron.js";
 import { startNovaApi, type NovaApi } from "./nova-api.js";
@@ -108,6 +108,8 @@ export interface OpenStackCloud {
   placementProviders(): PlacementProvider[];
   /** nova-compute's log lines (every process that ran with `novaConf`) */
   novaComputeLog: string;
+  /** Ironic's log (its API and conductor, one process) */
+  ironicLog: string;
   /** nova-manage on `novaConf`, to its end: its output, or an error with its exit code and words */
   novaManage(...args: string[]): Promise<string>;
   stop(): Promise<void>;
@@ -365,6 +367,7 @@ export async function startCloud({ boot = false }: { boot?: boolean } = {}): Pro
       dir,
       novaConf,
       novaComputeLog: join(dir, "nova", "log", "nova-compute.log"),
+      ironicLog: ironicLogIn(join(dir, "ironic")),
       novaManage: (...args) => novaManage(novaConf, args),
       novaServices: () =>
         mariadbRows(

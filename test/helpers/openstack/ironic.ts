@@ -57,7 +57,7 @@ export async function startIronic({
       ...(keystone !== undefined && { rbac_service_role_elevated_access: true }),
       rpc_transport: "none",
       host,
-      log_file: join(dir, "ironic.log"),
+      log_file: ironicLogIn(dir),
       state_path: dir,
       tempdir: join(dir, "tmp"),
       enabled_hardware_types: "fake-hardware",
@@ -111,8 +111,8 @@ export function ironicAnswers(
   return answers(`${url}/v1/drivers/fake-hardware`, headers);
 }
 
-/** Ironic's log in a cloud's folder (`ironic.log`, as startIronic configures it). */
-export const ironicLogOf = (cloudDir: string) => join(cloudDir, "ironic", "ironic.log");
+/** The log of the Ironic that startIronic runs in `dir`. */
+export const ironicLogIn = (dir: string) => join(dir, "ironic.log");
 
 /** How far Ironic's log is written now: where a later `ironicPowerChanges` starts reading. */
 export const ironicLogMark = (logFile: string) => statSync(logFile).size;
@@ -125,6 +125,12 @@ export const ironicLogMark = (logFile: string) => statSync(logFile).size;
  * change's (ironic.conductor.utils `_can_skip_state_change`, Ironic 39).
  */
 export function ironicPowerChanges(logFile: string, node: string, mark: number): Array<[string, string]> {
+  const line = new RegExp(`Node ${node} current power state is '([^']+)', requested state is '([^']+)'`, "g");
+  return [...ironicLogSince(logFile, mark).matchAll(line)].map((m) => [m[1]!, m[2]!]);
+}
+
+/** What Ironic wrote to its log since `mark` (an `ironicLogMark`). */
+export function ironicLogSince(logFile: string, mark: number): string {
   const size = statSync(logFile).size;
   const bytes = Buffer.alloc(Math.max(0, size - mark));
   const fd = openSync(logFile, "r");
@@ -133,6 +139,5 @@ export function ironicPowerChanges(logFile: string, node: string, mark: number):
   } finally {
     closeSync(fd);
   }
-  const line = new RegExp(`Node ${node} current power state is '([^']+)', requested state is '([^']+)'`, "g");
-  return [...bytes.toString("utf8").matchAll(line)].map((m) => [m[1]!, m[2]!]);
+  return bytes.toString("utf8");
 }

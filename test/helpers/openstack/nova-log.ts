@@ -108,3 +108,10 @@ export const takenIn = (log: NovaLogLine[], since: number) =>
  */
 export const updatedEmpty = (log: NovaLogLine[], pid: number): boolean =>
   log.some((l) => l.pid === pid && l.message.startsWith("Returning 0 available node(s)"));
+
+/**
+ * What nova said, for whoever reads a failure or a test's printout: the lines `keep` picks,
+ * in order, each as "LEVEL message" on one line of at most `width` characters.
+ */
+export const novaSaid = (log: NovaLogLine[], keep: (l: NovaLogLine) => boolean, width = 200): string[] =>
+  log.filter(keep).map((l) => `${l.level} ${l.message.replace(/\s+/g, " ").slice(0, width)}`);
