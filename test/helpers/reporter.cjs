@@ -32,7 +32,7 @@ class CountingSpec extends Mocha.reporters.Spec {
       const file = test.file ? relative(process.cwd(), test.file) : "?";
       const message = String(error?.message ?? error)
         .replace(/\s*\n\s*/g, " | ")
-        .slice(0, 600);
+        .slice(0, 1_500);
       failed.push(`  ${file}: ${test.fullTitle()}\n      ${message}`);
     });
     runner.once(Mocha.Runner.constants.EVENT_RUN_END, () => {

@@ -19,7 +19,7 @@ import { IronicEvents } from "../helpers/openstack/ironic-events.js";
 import { ironicLogMark, ironicLogSince, ironicPowerChanges } from "../helpers/openstack/ironic.js";
 import { enrollAvailable, powerOn, untilProvisionState } from "../helpers/openstack/nodes.js";
 import { resendingShard, SupervisedShard } from "../helpers/openstack/nova-compute.js";
-import { novaSaid, readNovaLog } from "../helpers/openstack/nova-log.js";
+import { novaSaid, readNovaLog, type NovaLogLine } from "../helpers/openstack/nova-log.js";
 import { expectSameRecords, shardRecords } from "../helpers/openstack/records.js";
 import type { RebootType } from "../../src/core/nova-preempted.js";
 import { DEFAULT_STOP_GRACE_MS } from "../../src/agent/run/supervisor.js";
@@ -177,21 +177,35 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
       NODE_FREED_MARGIN_MS,
       200,
     ).catch((error: Error) => {
-      const novaLines = novaSaid(
+      // In the order to read them: nova-api deletes on its own, never asking nova-compute,
+      // when it counts the host down; nova-compute's driver destroys (DEBUG) or warns; Ironic
+      // takes the PATCH that clears the instance, or refuses it. Short: the reporter keeps
+      // 1,500 characters of a failure.
+      const ofServer = (l: NovaLogLine) => l.at >= sentAt - 1_000 && l.message.includes(id);
+      const short = (lines: string[]) => lines.map((l) => l.replace(`[instance: ${id}] `, "").slice(0, 150));
+      const apiLines = novaSaid(
+        readNovaLog(cloud.compute.log),
+        (l) => ofServer(l) && /local delete|terminate|is down/i.test(l.message),
+      ).slice(-3);
+      const computeLines = novaSaid(
         readNovaLog(cloud.novaComputeLog),
         (l) =>
-          l.at >= sentAt - 1_000 &&
-          (l.message.includes(id) || (l.level !== "DEBUG" && l.message.includes(node))),
-        300,
-      ).slice(-30);
+          ofServer(l) &&
+          (l.level === "WARNING" ||
+            l.level === "ERROR" ||
+            /destroy|unprovision|deploy param/i.test(l.message)),
+      ).slice(-6);
       const ironicLines = ironicLogSince(cloud.ironicLog, ironicMark)
         .split("\n")
-        .filter((l) => l.includes(node))
-        .map((l) => l.slice(0, 300))
-        .slice(-20);
+        .filter((l) => l.includes(node) && !/ DEBUG | - GET /.test(l))
+        .map((l) => l.replace(/^\S+ \S+ \d+ (\w+) \S+ \[[^\]]*\] /, "$1 "))
+        .slice(-4);
+      const said = (who: string, lines: string[]) => `\n${who}: ${short(lines).join("\n") || "(nothing)"}`;
       throw new Error(
-        `${error.message}; nova-compute said of the server since its delete:\n${novaLines.join("\n") || "(nothing)"}` +
-          `\nIronic said of the node:\n${ironicLines.join("\n") || "(nothing)"}`,
+        `${error.message}` +
+          said("nova-api", apiLines) +
+          said("nova-compute", computeLines) +
+          said("Ironic (no GET, no DEBUG)", ironicLines),
       );
     });
     expect(freed, "the freed node in Ironic").to.deep.include({ instance: null, provision: "available" });
@@ -726,5 +740,43 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
     expectServing(freshRecord!);
     expect(freshRecord!.api.node, "the new server's node").to.equal(node);
     expect(watch!.overlaps(began), "instants with two nova-computes for the shard").to.deep.equal([]);
+  });
+
+  /**
+   * nova's start-up clears `pausing` and `unpausing` as it clears a reboot
+   * (`_init_instance`), and fails the queued request as preempted. A bare-metal server never
+   * gets that far: nova's ironic driver has no pause, so nova-api takes a pause and
+   * nova-compute fails it at once (the server ACTIVE with no task, its node's power
+   * untouched), and a server never paused takes no unpause. No failover can lose a pause
+   * that never runs, so `run` resends none.
+   */
+  it("a pause of a bare-metal server is failed by nova's ironic driver and an unpause refused, the server ACTIVE", async () => {
+    const target = servers[0]!;
+    const [before] = await instanceRecords([target]);
+    const since = Date.now();
+    const paused = await act(target, { pause: null });
+    expect(paused.status, `nova-api's answer to the pause: ${paused.text}`).to.equal(202);
+    const events = await until(
+      "the pause's event",
+      () => lastAction(target, "pause"),
+      (e) => e !== null && e.length > 0 && e.every((x) => x.result !== null),
+      ACTION_DEADLINE_MS,
+      200,
+    );
+    expect(events, "nova's record of the pause").to.deep.equal([
+      { event: "compute_pause_instance", result: "Error", details: "NotImplementedError" },
+    ]);
+    const view = await untilServer(target, "pause failed", settled("ACTIVE"));
+    expect(view, "the compute API's view").to.include({ status: "ACTIVE", node: before!.api.node });
+    const unpaused = await act(target, { unpause: null });
+    expect(unpaused.status, `nova-api's answer to the unpause: ${unpaused.text}`).to.equal(409);
+    console.log(
+      `      a pause: nova-api answered 202, nova-compute's event ${events![0]!.result} (${events![0]!.details}); an unpause: ` +
+        `${unpaused.status} ${unpaused.text.slice(0, 160)}`,
+    );
+    expect(
+      ironicEvents.powerActions(before!.api.node!, since),
+      "Ironic's power actions on the server's node",
+    ).to.deep.equal([]);
   });
 });

@@ -9,6 +9,8 @@ import { serveWsgi } from "./wsgi.js";
 
 export interface NovaApi {
   url: string;
+  /** nova-api's log (oslo.log's format: readNovaLog reads it) */
+  log: string;
   /**
    * Call the compute API at `microversion` as the cloud's admin (a token of project admin,
    * validated by nova's authtoken): its JSON answer (null when empty), or an error with
@@ -40,11 +42,12 @@ export async function startNovaApi(
   mkdirSync(dir, { recursive: true });
   const listen = port ?? (await freePort());
   const url = `http://127.0.0.1:${listen}/v2.1`;
+  const log = join(dir, "nova-api.log");
   const service = serveWsgi("nova-api", "nova.wsgi.osapi_compute", listen, join(dir, "out.log"), {
     // The paste file first: nova loads the application from the first of these.
     OS_NOVA_CONFIG_DIR: dir,
     OS_NOVA_CONFIG_FILES: `${join(openstackVenv(), "etc", "nova", "api-paste.ini")};${cloud.novaConf}`,
-    OS_DEFAULT__LOG_FILE: join(dir, "nova-api.log"),
+    OS_DEFAULT__LOG_FILE: log,
     OS_DEFAULT__HOST: "nova-api",
   });
   try {
@@ -67,6 +70,7 @@ export async function startNovaApi(
   };
   return {
     url,
+    log,
     send,
     call: async (method, path, microversion, body) => {
       const { status, text } = await send(method, path, microversion, body);

@@ -109,9 +109,15 @@ export const takenIn = (log: NovaLogLine[], since: number) =>
 export const updatedEmpty = (log: NovaLogLine[], pid: number): boolean =>
   log.some((l) => l.pid === pid && l.message.startsWith("Returning 0 available node(s)"));
 
+/** Where oslo.log's DEBUG lines say they were logged: " function /path/to/module.py:123" at the end. */
+const CODE_LOCATION = /\s+\S+ \/\S+\.py:\d+$/;
+
 /**
  * What nova said, for whoever reads a failure or a test's printout: the lines `keep` picks,
- * in order, each as "LEVEL message" on one line of at most `width` characters.
+ * in order, each as "LEVEL message" on one line of at most `width` characters (a DEBUG
+ * line without its code location).
  */
 export const novaSaid = (log: NovaLogLine[], keep: (l: NovaLogLine) => boolean, width = 200): string[] =>
-  log.filter(keep).map((l) => `${l.level} ${l.message.replace(/\s+/g, " ").slice(0, width)}`);
+  log
+    .filter(keep)
+    .map((l) => `${l.level} ${l.message.replace(CODE_LOCATION, "").replace(/\s+/g, " ").slice(0, width)}`);
