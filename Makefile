@@ -1,6 +1,6 @@
 # Every target installs what it needs: `npm ci` runs when node_modules is missing or
 # older than package-lock.json.
-.PHONY: run build coverage test test-unit test-store test-process test-openstack lint test-packages test-services openstack-venv typecheck bench screenshots clean
+.PHONY: run build coverage test test-fast test-unit test-store test-process test-openstack lint test-packages test-services openstack-venv typecheck bench screenshots clean
 
 DEPS := node_modules/.shardbridge-installed
 
@@ -63,6 +63,11 @@ test: test-packages test-services openstack-venv $(DEPS) typecheck lint build
 
 $(addprefix test-,$(TIERS)): test-%: test-packages test-services openstack-venv $(DEPS) build
 	npx mocha 'test/$*/**/*.test.ts'
+
+# What a developer runs on every change: the unit and store tiers (no process of the bridge,
+# no cloud; redis-servers of its own on loopback). CI runs `make test`.
+test-fast: test-packages $(DEPS)
+	npx mocha 'test/unit/**/*.test.ts' 'test/store/**/*.test.ts'
 
 # What the unit and store tiers run of src/, by folder and file (c8, V8's own coverage; the
 # process and openstack tiers run the bridge in processes of their own and are left out).
