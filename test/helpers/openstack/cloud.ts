@@ -199,8 +199,9 @@ export async function startCloud({ boot = false }: { boot?: boolean } = {}): Pro
     })();
 
     // Ironic 39: one process (API + conductor), no RPC bus, notifications on the vhost.
+    const ironicDir = join(dir, "ironic");
     const ironicUp = startIronic({
-      dir: join(dir, "ironic"),
+      dir: ironicDir,
       port: ironicPort,
       databases,
       vhost,
@@ -367,7 +368,7 @@ export async function startCloud({ boot = false }: { boot?: boolean } = {}): Pro
       dir,
       novaConf,
       novaComputeLog: join(dir, "nova", "log", "nova-compute.log"),
-      ironicLog: ironicLogIn(join(dir, "ironic")),
+      ironicLog: ironicLogIn(ironicDir),
       novaManage: (...args) => novaManage(novaConf, args),
       novaServices: () =>
         mariadbRows(
