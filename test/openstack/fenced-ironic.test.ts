@@ -5,7 +5,7 @@ import { request, type IncomingMessage } from "node:http";
 import { connect } from "node:net";
 import { BridgeClient } from "../../src/agent/bridge-client.js";
 import { parseFencedUrl } from "../../src/api/fenced/path.js";
-import { fenceMarginMs } from "../../src/api/routes/fenced-ironic.js";
+import { fenceMarginMs } from "../../src/core/lease/bounds.js";
 import { startBridge, type BridgeProcess } from "../helpers/bridge-process.js";
 import { createIronicNode, useIronicPeer } from "../helpers/ironic-peer.js";
 import { grantWhenReady, type Grant } from "../helpers/leases.js";
@@ -641,13 +641,40 @@ describe("Fenced Ironic endpoint: only the live holder's writes reach the real I
     await release("host-a", grant);
   });
 
-  it("refuses the holder's own write once the lease has less left than a holder within its deadline has", async () => {
+  it("refuses the holder's own write once the lease has less left than a holder within its deadline has, and nobody renews it", async () => {
     const grant = await acquire("host-a");
     // Not renewed: past 2/3 of the TTL the holder should have stopped acting.
     await new Promise((r) => setTimeout(r, TTL_MS - fenceMarginMs(TTL_MS) + 100));
     const late = await mark(through(grant), mine, `late:${grant.token}`);
     expect(late.status).to.equal(409);
-    expect((await late.json()).errors[0].detail).to.match(/past its own deadline/);
+    expect((await late.json()).errors[0].detail).to.match(
+      /was not renewed before it ended: the writer is past its own deadline/,
+    );
     expect(await markOf(mine)).to.not.equal(`late:${grant.token}`);
+  });
+
+  it("lets the holder's write through once its late renew lands, with the lease's margin restored", async () => {
+    // The window is the lease's last TTL/3 (1 s): a machine too busy to send the renew
+    // inside it ends the lease, and the case starts again on a new one.
+    for (let attempt = 1; ; attempt++) {
+      const grant = await acquire("host-a");
+      await new Promise((r) => setTimeout(r, TTL_MS - fenceMarginMs(TTL_MS) + 100));
+      const write = mark(through(grant), mine, `renewed-late:${grant.token}`);
+      await new Promise((r) => setTimeout(r, 200));
+      const renewed = await clientOf("host-a").renew({ shard: SHARD, agent: "host-a", token: grant.token });
+      const answer = await write;
+      if (!renewed.ok) {
+        expect(attempt, "renews that came after the lease's end").to.be.below(4);
+        continue;
+      }
+      expect(answer.status, await answer.text()).to.equal(200);
+      expect(await markOf(mine)).to.equal(`renewed-late:${grant.token}`);
+      const waited = bridge.serve.events.filter(
+        (e) => e.ev === "fenced-write-waited" && e.token === grant.token,
+      );
+      expect(waited, "the bridge's word that the write waited").to.have.length(1);
+      expect(JSON.stringify(waited), "no fence key in the log").to.not.include(grant.fenceKey);
+      return;
+    }
   });
 });

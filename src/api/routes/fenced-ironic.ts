@@ -1,8 +1,8 @@
 import type { ClientRequest, IncomingMessage, ServerResponse } from "node:http";
 import { pipeline, Transform, type TransformCallback } from "node:stream";
-import { renewDeadlineMs } from "../../core/lease/bounds.js";
-import { redactSecrets } from "../../runtime/log.js";
+import { logger, redactSecrets } from "../../runtime/log.js";
 import { fenceServing } from "../../bridge/shards/revocation.js";
+import { judgeWriteMargin } from "../../bridge/shards/write-margin.js";
 import type { ShardCatalog } from "../../bridge/shards/catalog.js";
 import type { Store } from "../../store/store.js";
 import { LinkRewrite } from "../fenced/link-rewrite.js";
@@ -166,18 +166,6 @@ function fencedOperations(method: Operation["method"]): Operation[] {
 export const FENCED_OPERATIONS: Operation[] = (
   ["get", "head", "options", "post", "put", "patch", "delete"] as const
 ).flatMap(fencedOperations);
-
-/**
- * The least lease a mutating request must find left, for a lease of `ttlMs`: what a
- * healthy holder always has. It renews every TTL/3 and stops acting at 2/3 TTL after the
- * last renew it sent, and the store counts the TTL from no earlier than that send, so
- * while the holder may act the store's lease has at least TTL/3 left. Less means the
- * writer is past its own deadline (frozen, then resumed): refused, although the lease is
- * still its own for a moment.
- */
-export function fenceMarginMs(ttlMs: number): number {
-  return ttlMs - renewDeadlineMs(ttlMs);
-}
 
 function refused(status: number, code: string, title: string, detail: string, field?: string): HttpError {
   return new HttpError([{ status, code, title, detail, ...(field !== undefined && { field }) }]);
@@ -600,17 +588,33 @@ export function fencedIronic(context: {
         // Invited to send its body only now (see BridgeApp.mayContinue): the lease is shown.
         if (req.headers.expect?.toLowerCase() === "100-continue") res.writeContinue();
         if (MUTATING.has(method)) {
-          const margin = fenceMarginMs(context.catalog.ttlMsFor(target.shard));
-          if (current.ttlMs < margin) {
+          const margin = await judgeWriteMargin(
+            context.store,
+            context.catalog,
+            { shard: target.shard, token: target.token, fenceKey: target.fenceKey },
+            { current, seenAtMs: arrived },
+            deadline.signal,
+          );
+          if (margin.kind !== "clear") {
             context.metrics.fencedRequests.at(label, "refused").inc();
+            if (margin.kind === "gone") throw notTheLease(target.shard);
             throw fenced(
-              `the lease of shard ${target.shard} has ${current.ttlMs} ms left, less than the ${margin} ms a holder ` +
-                "within its renew deadline always has: the writer is past its own deadline",
+              `the lease of shard ${target.shard} had ${margin.leftMs} ms left, less than the ${margin.marginMs} ms ` +
+                "a holder within its renew deadline always has, and was not renewed before it ended: " +
+                "the writer is past its own deadline",
             );
           }
+          if (margin.waitedMs > 0)
+            logger.info("fenced-write-waited", {
+              shard: target.shard,
+              token: target.token,
+              waited_ms: Math.round(margin.waitedMs),
+              why: "the lease had less than TTL/3 left: the write waited for its holder's late renew",
+            });
           // A write is given no longer than its lease has left: the check and Ironic's
           // apply are two steps, and the margin is what keeps the lease ours in between.
-          const left = current.ttlMs - (performance.now() - arrived);
+          const { seen } = margin;
+          const left = seen.current.ttlMs - (performance.now() - seen.seenAtMs);
           if (left < deadlineMs) {
             clearTimeout(timer);
             deadlineMs = Math.max(1, Math.floor(left));

@@ -10,6 +10,16 @@ export const LEASE_TTL_DEFAULT_MS = 6_000;
 export const renewIntervalMs = (ttlMs: number): number => Math.floor(ttlMs / 3);
 export const renewDeadlineMs = (ttlMs: number): number => Math.floor((2 * ttlMs) / 3);
 
+/**
+ * The least lease a write through the fenced endpoint must find left, for a lease of
+ * `ttlMs`: what a healthy holder always has. It renews every TTL/3 and stops acting at 2/3
+ * TTL after the last renew it sent, and the store counts the TTL from no earlier than that
+ * send, so while the holder may act the store's lease has at least TTL/3 left. Less means
+ * the writer's renew is late (its process or the bridge busy) or it is past its own
+ * deadline (frozen, then resumed): see src/bridge/shards/write-margin.ts.
+ */
+export const fenceMarginMs = (ttlMs: number): number => ttlMs - renewDeadlineMs(ttlMs);
+
 export const LeaseTtlMs = z
   .number({ error: "must be a number of milliseconds" })
   .int({ error: "must be a whole number of milliseconds" })
