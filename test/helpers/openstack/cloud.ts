@@ -272,7 +272,8 @@ export async function startCloud({ boot = false }: { boot?: boolean } = {}): Pro
         placement: keystone.passwordAuth("nova"),
         // The same user for Ironic; the endpoint comes from `shardbridge run`
         // (OS_IRONIC__ENDPOINT_OVERRIDE): the fenced one.
-        ironic: keystone.passwordAuth("nova"),
+        // Retried as the examples' nova.conf has it (a 409 or 503: NodeLocked, the fence's).
+        ironic: { ...keystone.passwordAuth("nova"), status_code_retries: 5, status_code_retry_delay: 1 },
         // nova-api validates its callers' tokens (its paste pipeline's authtoken).
         keystone_authtoken: keystone.authtoken("nova"),
         // nova-compute lists an instance's ports as nova's service user (its admin client).
