@@ -58,8 +58,14 @@ openstack-venv:
 # Built first: the tests run the CLI from dist/ when it is current (see test/helpers/cli.ts).
 TIERS := unit store process openstack
 
+# c8 (V8's own coverage) around the run: what the tests' own process ran of src/ — the
+# unit and store tiers, and what the others call in process — as a summary at the end
+# (the processes the tests start are not counted: test/helpers/setup.ts).
+C8 = npx c8 --temp-directory "$$dir/v8" --report-dir "$$dir/report" --src src --include 'src/**'
+
 test: test-packages test-services openstack-venv $(DEPS) typecheck lint build
-	npx mocha $(foreach tier,$(TIERS),'test/$(tier)/**/*.test.ts')
+	@dir="$$(mktemp -d)" && trap 'rm -rf "$$dir"' EXIT && \
+	$(C8) --reporter text-summary mocha $(foreach tier,$(TIERS),'test/$(tier)/**/*.test.ts')
 
 $(addprefix test-,$(TIERS)): test-%: test-packages test-services openstack-venv $(DEPS) build
 	npx mocha 'test/$*/**/*.test.ts'
@@ -71,11 +77,11 @@ test-fast: test-packages $(DEPS)
 
 # What the unit and store tiers run of src/, by folder and file (c8, V8's own coverage; the
 # process and openstack tiers run the bridge in processes of their own and are left out).
-# About the time of the two tiers; not part of `make test`. COVERAGE_TIERS=unit for one.
+# About the time of the two tiers; `make test` prints the summary of all four.
+# COVERAGE_TIERS=unit for one.
 coverage: test-packages $(DEPS)
 	@dir="$$(mktemp -d)" && trap 'rm -rf "$$dir"' EXIT && \
-	npx c8 --temp-directory "$$dir/v8" --report-dir "$$dir/report" --src src --include 'src/**' \
-		--reporter text --reporter text-summary --skip-full \
+	$(C8) --reporter text --reporter text-summary --skip-full \
 		mocha $(foreach tier,$(or $(COVERAGE_TIERS),unit store),'test/$(tier)/**/*.test.ts')
 
 # `make bench NAME...` runs only those benches (the names test/bench/run.ts lists: lease, http,
