@@ -5,6 +5,7 @@ import { MemoryNodes } from "../../src/store/memory/nodes.js";
 import { openStore } from "../../src/store/open.js";
 import type { RedisBackendOptions } from "../../src/store/redis/leases.js";
 import { processClockUs } from "../../src/core/lease/clock.js";
+import type { Clock } from "../../src/runtime/clock.js";
 import { MemoryLeases } from "../../src/store/memory/leases.js";
 import { Store } from "../../src/store/store.js";
 import { TestRedisServer } from "./redis-server.js";
@@ -65,6 +66,19 @@ async function redisState(admin: ReturnType<TestRedisServer["client"]>): Promise
     dump.push([key, type, contents]);
   }
   return JSON.stringify(dump);
+}
+
+/**
+ * The embedded store counting its leases on `clock` (a VirtualClock): a test that waits on
+ * the same clock then sees every lease end to the millisecond, however busy the machine.
+ * Its epoch is far from zero, as a real clock's is, and it started long ago (no recovery wait).
+ */
+export function memoryOnClock(clock: Clock): Store {
+  return new Store(
+    new MemoryLeases(() => 1_800_000_000_000_000 + Math.floor(clock.now() * 1000), 0),
+    new MemoryNodes(),
+    new MemoryTraits(),
+  );
 }
 
 export function memoryUnderTest(): BackendUnderTest {

@@ -109,9 +109,9 @@ describe("Lease faults (real redis-server, agents in child processes)", function
       // The last renew that got through, by the agent's own clock (wall ms in its log).
       const lastRenewed = [...a.events].reverse().find((e) => e.ev === "renewed" || e.ev === "active")!;
       const stoppedAfterMs = lost.t - lastRenewed.t;
-      // It renewed when the answer came back, so it stops 2/3 TTL after sending (plus timer
-      // slack on a busy machine), and in any case before the store could give the lease away.
-      expect(stoppedAfterMs).to.be.below((2 * TTL_MS) / 3 + 300);
+      // Before the store could give the lease away: the safety claim, with the TTL/3 a
+      // busy machine's timers may take. That it stops at its deadline to the millisecond is
+      // held on virtual time (unit/simulate-keeper: "a renew nobody answers times out").
       expect(stoppedAfterMs).to.be.below(TTL_MS);
       // It kept trying to write while the store hung, and stopped acting at the loss.
       expect(a.events.filter((e) => e.ev === "attempt" && e.t < lost.t).length).to.be.greaterThan(3);
@@ -209,9 +209,10 @@ describe("Lease faults (real redis-server, agents in child processes)", function
       const { at, reason } = await lost;
       expect(reason).to.equal("deadline");
       const sinceLastSend = at - renewSentAt[renewSentAt.length - 1]!;
-      // Not before the deadline, and not long after it although nothing polled token().
+      // Not before the deadline, and before the lease's end although nothing polled token()
+      // (to the millisecond on virtual time: unit/simulate-keeper).
       expect(sinceLastSend).to.be.at.least((2 * TTL_MS) / 3 - 1);
-      expect(sinceLastSend).to.be.below((2 * TTL_MS) / 3 + 100);
+      expect(sinceLastSend).to.be.below(TTL_MS);
       expect(keeper.token()).to.equal(null);
       expect(keeper.status).to.equal("standby");
     } finally {

@@ -15,7 +15,7 @@ import { LeaseWaits } from "../../src/bridge/shards/lease-waits.js";
 import { openStore } from "../../src/store/open.js";
 import type { Store } from "../../src/store/store.js";
 import { AgentProcess, type AgentEvent } from "../helpers/agent-process.js";
-import { memoryUnderTest, onClusterMasters, sharedCluster } from "../helpers/backends.js";
+import { memoryOnClock, memoryUnderTest, onClusterMasters, sharedCluster } from "../helpers/backends.js";
 import { startBridge, type BridgeProcess } from "../helpers/bridge-process.js";
 import { exampleInspector } from "../helpers/examples.js";
 import { listen, TEST_TOKENS, testAuthority } from "../helpers/http.js";
@@ -251,22 +251,24 @@ describe("waiting acquires: the rules against a lease (seeded runs)", () => {
   });
 });
 
-describe("LeaseWaits on a real store: a waiter whose client goes away leaves", () => {
+describe("LeaseWaits on a real store: a waiter whose client goes away leaves (virtual time)", () => {
   it("aborted, it is no longer waiting, and the release grants the one still there", async () => {
-    const store = await memoryUnderTest().fresh();
-    const waits = new LeaseWaits(store);
+    const clock = new VirtualClock();
+    const store = memoryOnClock(clock);
+    const waits = new LeaseWaits(store, clock);
     const request = (agent: string) => ({ shard: "s", agent, ttlMs: 1000 });
     const holder = await store.acquire(request("compute-0"));
     if (!holder.ok) throw new Error("not granted");
     const gone = new AbortController();
     const left = waits.acquire(request("compute-1"), undefined, 5000, gone.signal);
     const stays = waits.acquire(request("compute-a"), undefined, 5000, new AbortController().signal);
-    await sleep(20);
+    await clock.advance(20);
     expect(waits.waiting).to.equal(2);
     gone.abort();
     await left;
     expect(waits.waiting, "after its client went away").to.equal(1);
     await store.release({ shard: "s", agent: "compute-0", token: holder.token });
+    await clock.advance(0);
     const outcome = await stays;
     expect(outcome).to.include({ ok: true, holder: "compute-a" });
     expect(waits.waiting).to.equal(0);
@@ -275,10 +277,11 @@ describe("LeaseWaits on a real store: a waiter whose client goes away leaves", (
   });
 });
 
-describe("LeaseWaits on a real store: a holder renewing through the same bridge", () => {
+describe("LeaseWaits on a real store: a holder renewing through the same bridge (virtual time)", () => {
   it("costs the waiters no acquire while it renews, and the one at its lease's end grants the lease", async () => {
-    const store = await memoryUnderTest().fresh();
-    const waits = new LeaseWaits(store);
+    const clock = new VirtualClock();
+    const store = memoryOnClock(clock);
+    const waits = new LeaseWaits(store, clock);
     const ttlMs = 1000; // the least a lease may have
     const request = (agent: string) => ({ shard: "s", agent, ttlMs });
     const holder = await store.acquire(request("compute-0"));
@@ -286,20 +289,25 @@ describe("LeaseWaits on a real store: a holder renewing through the same bridge"
     let acquires = 0;
     const acquire = store.acquire.bind(store);
     store.acquire = (...args) => (acquires++, acquire(...args));
-    const waiting = waits.acquire(request("compute-1"), undefined, 5000, new AbortController().signal);
-    let lastRenewAt = performance.now();
+    let grantedAt: number | null = null;
+    const waiting = waits
+      .acquire(request("compute-1"), undefined, 5000, new AbortController().signal)
+      .then((outcome) => ((grantedAt = clock.now()), outcome));
     for (let i = 0; i < 6; i++) {
-      await sleep(ttlMs / 3);
-      lastRenewAt = performance.now();
+      await clock.advance(Math.floor(ttlMs / 3));
       const renewed = await store.renew({ ...request("compute-0"), token: holder.token });
       expect(renewed.ok, `renew ${i}`).to.equal(true);
     }
+    const lastRenewAt = clock.now();
     expect(acquires, "acquires while the holder renewed (the waiter's own first one only)").to.equal(1);
+    // The wake is 1 ms past the lease's end: the store's clock rounds down (core/lease/waits.ts).
+    await clock.advance(ttlMs);
+    expect(grantedAt, "at the lease's end").to.equal(null);
+    await clock.advance(1);
     const outcome = await waiting;
-    const grantedAfterMs = performance.now() - lastRenewAt;
     expect(outcome).to.include({ ok: true, holder: "compute-1" });
     expect(acquires, "the one at the lease's end").to.equal(2);
-    expect(grantedAfterMs).to.be.at.least(ttlMs);
+    expect(grantedAt! - lastRenewAt, "granted 1 ms past the lease's end").to.equal(ttlMs + 1);
     waits.close();
     await store.close();
   });

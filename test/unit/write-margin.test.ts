@@ -2,10 +2,8 @@ import { expect } from "chai";
 import { ShardCatalog } from "../../src/bridge/shards/catalog.js";
 import { judgeWriteMargin, type WriteMargin } from "../../src/bridge/shards/write-margin.js";
 import { fenceMarginMs } from "../../src/core/lease/bounds.js";
-import { MemoryLeases } from "../../src/store/memory/leases.js";
-import { MemoryNodes } from "../../src/store/memory/nodes.js";
-import { MemoryTraits } from "../../src/store/memory/traits.js";
-import { Store } from "../../src/store/store.js";
+import type { Store } from "../../src/store/store.js";
+import { memoryOnClock } from "../helpers/backends.js";
 import { VirtualClock } from "../helpers/virtual-clock.js";
 
 /*
@@ -25,12 +23,7 @@ describe("A write under a lease with less than TTL/3 left waits for its holder's
 
   beforeEach(() => {
     clock = new VirtualClock();
-    // A store epoch far from zero, as a real clock's is.
-    store = new Store(
-      new MemoryLeases(() => 1_800_000_000_000_000 + Math.floor(clock.now() * 1000), 0),
-      new MemoryNodes(),
-      new MemoryTraits(),
-    );
+    store = memoryOnClock(clock);
   });
   afterEach(() => store.close());
 
