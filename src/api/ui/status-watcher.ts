@@ -11,7 +11,7 @@ export interface Viewer {
   once(event: "drain", listener: () => void): unknown;
 }
 
-export interface WatcherOptions {
+export interface StatusWatcherOptions {
   /** between the end of one look and the start of the next, ms */
   periodMs?: number;
   /** how long looks go on after the last page closed, so a reload finds the history whole, ms */
@@ -69,7 +69,7 @@ export class StatusWatcher {
     /** one look at the bridge: tokens included (they tell a new lease from a renewed one) */
     private readonly look: () => Promise<StatusSnapshot>,
     private readonly ttlMsOf: (shard: string) => number,
-    { periodMs = 500, lingerMs = 60_000, historySize = 50, clock = realClock }: WatcherOptions = {},
+    { periodMs = 500, lingerMs = 60_000, historySize = 50, clock = realClock }: StatusWatcherOptions = {},
   ) {
     this.periodMs = periodMs;
     this.lingerMs = lingerMs;

@@ -127,7 +127,7 @@ const StateFile = z.union([
   }),
 ]);
 
-export interface WatcherOptions {
+export interface InspectionWatcherOptions {
   ironic: Pick<IronicClient, "inspectionsSince">;
   source: InspectionDataSource;
   deliver: (payload: unknown, deliveryId: string) => Promise<DeliveryAnswer>;
@@ -160,7 +160,7 @@ export class InspectionWatcher {
   private readonly reportedUnknown = new Set<string>();
   private readonly concurrency: number;
 
-  constructor(private readonly options: WatcherOptions) {
+  constructor(private readonly options: InspectionWatcherOptions) {
     this.concurrency = options.concurrency ?? 4;
     if (options.stateFile !== undefined && existsSync(options.stateFile)) {
       const state = StateFile.safeParse(JSON.parse(readFileSync(options.stateFile, "utf8")));

@@ -9,7 +9,7 @@ import {
   type KeeperConfig,
   type KeeperEvent,
   type KeeperPhase,
-  type KeeperState as MachineState,
+  type KeeperState,
 } from "./machine.js";
 import { realScheduler, type KeeperScheduler, type KeeperTimer } from "./scheduler.js";
 
@@ -64,8 +64,6 @@ export interface LeaseKeeperOptions {
   retryAfterMs?: (cause: unknown) => number | undefined;
 }
 
-export type KeeperState = KeeperPhase;
-
 export interface KeeperEvents {
   /**
    * this agent now holds the lease and may act under `token`; `fenceKey`, where the store
@@ -107,7 +105,7 @@ function withTimeout<T>(promise: Promise<T>, timeout: number, scheduler: KeeperS
  * fired yet sees that it must stop.
  */
 export class LeaseKeeper extends EventEmitter<KeeperEvents> {
-  private state: MachineState;
+  private state: KeeperState;
   private readonly config: KeeperConfig;
   private readonly timers: Record<"step" | "deadline", KeeperTimer | undefined> = {
     step: undefined,
@@ -140,7 +138,7 @@ export class LeaseKeeper extends EventEmitter<KeeperEvents> {
     this.state = initialKeeperState(this.config);
   }
 
-  get status(): KeeperState {
+  get status(): KeeperPhase {
     return this.state.phase;
   }
 

@@ -7,7 +7,7 @@ export const SERVICE_DOWN_TIME_MS = 60_000;
 export const RING_REBUILD_MS = 60_000;
 
 /** What the ring needs to know of an agent: when it was last heard from and what it serves. */
-export interface AgentLiveness {
+export interface RingAgent {
   agent: string;
   ageMs: number;
   serves: readonly string[];
@@ -65,7 +65,7 @@ export function servesNoShard(
  * puts hosts in its ring. Pure.
  */
 export function legacyPoolMembers(
-  agents: readonly AgentLiveness[],
+  agents: readonly RingAgent[],
   held: ReadonlyMap<string, readonly string[]>,
   inService: InService,
   serviceDownMs = SERVICE_DOWN_TIME_MS,
