@@ -715,6 +715,21 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
       expectServing(r!);
       await deleteServer(inFlight, node);
     }
+    // What stood between nova-compute and Ironic meanwhile, printed for the record: calls
+    // keystoneauth retried on a 409 or 503 ([ironic] status_code_retries), clean-ups nova
+    // gave up on, and writes the fence held for a late renew.
+    const between = novaSaid(
+      readNovaLog(cloud.novaComputeLog),
+      (l) =>
+        l.at >= began &&
+        /Retriable status code|Failed to remove deploy parameters|non-existing instance/.test(l.message),
+      120,
+    );
+    const waited = bridge.serve.events.filter((e) => e.ev === "fenced-write-waited").length;
+    console.log(
+      `      nova-compute's Ironic calls retried or lost: ${between.length}; fenced writes that waited for a renew: ${waited}` +
+        between.map((l) => `\n        ${l}`).join(""),
+    );
     // No Ironic node deployed for a server nova no longer has; no allocation without a server.
     const live = new Set(
       (await cloud.compute.call("GET", "/servers?all_tenants=1", MICROVERSION)).servers.map(
