@@ -47,14 +47,15 @@ export async function judgeWriteMargin(
   const marginMs = fenceMarginMs(catalog.ttlMsFor(request.shard));
   const began = clock.now();
   let seen = first;
+  let waitedMs = 0; // none unless the lease was found under the margin
   for (;;) {
-    if (seen.current.ttlMs >= marginMs) return { kind: "clear", seen, waitedMs: clock.now() - began };
+    if (seen.current.ttlMs >= marginMs) return { kind: "clear", seen, waitedMs };
     const leftMs = seen.current.ttlMs - (clock.now() - seen.seenAtMs);
     const woke = await nextChange(store, request.shard, leftMs, signal, clock);
     const seenAtMs = clock.now();
     const outcome = await fenceServing(store, catalog, request);
     signal.throwIfAborted();
-    const waitedMs = clock.now() - began;
+    waitedMs = clock.now() - began;
     const unrenewed = outcome.current === null || outcome.current.ttlMs < marginMs;
     if (woke === "ended" && unrenewed)
       return { kind: "late", leftMs: first.current.ttlMs, marginMs, waitedMs };
