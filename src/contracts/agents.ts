@@ -2,7 +2,7 @@ import { z } from "zod";
 import { FencingToken } from "../core/lease/bounds.js";
 import { AgentId, HeartbeatInstance, ServedShards, ShardName } from "../core/names.js";
 import { RingKindName } from "../core/ring/kinds.js";
-import { count, time } from "./fields.js";
+import { wholeNumber, time } from "./fields.js";
 import { Node } from "./nodes.js";
 
 /**
@@ -51,14 +51,20 @@ export const AgentSummary = z.strictObject({
 export type AgentSummary = z.infer<typeof AgentSummary>;
 
 /** GET /v1/agents. */
-export const AgentList = z.strictObject({ agents: z.array(AgentSummary), down_after_ms: count });
+export const AgentList = z.strictObject({ agents: z.array(AgentSummary), down_after_ms: wholeNumber });
 export type AgentList = z.infer<typeof AgentList>;
 
 /** GET /v1/agents/{id}/nodes: the agent's leases, its part of nova's ring, and its nodes. */
 export const AgentNodes = z.strictObject({
   agent: AgentId,
   leases: z.array(
-    z.strictObject({ shard: ShardName, holder: AgentId, token: FencingToken, ttl_ms: count, since: time }),
+    z.strictObject({
+      shard: ShardName,
+      holder: AgentId,
+      token: FencingToken,
+      ttl_ms: wholeNumber,
+      since: time,
+    }),
   ),
   legacy: z.strictObject({
     pool_member: z.boolean(),

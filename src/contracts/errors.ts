@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { count } from "./fields.js";
+import { wholeNumber } from "./fields.js";
 import { Lease } from "./leases.js";
 
 /** A validation error names the field it is about (the document says so with if/then). */
@@ -17,9 +17,9 @@ export const ApiError = z
     /** for a refused lease: the live lease in the way, so a client need not parse `detail` */
     lease: Lease.nullable().optional(),
     /** for a refused lease: when asking again can succeed */
-    retry_after_ms: count.optional(),
+    retry_after_ms: wholeNumber.optional(),
     /** an acquire that waited: how long (see LeaseWaits) */
-    waited_ms: count.optional(),
+    waited_ms: wholeNumber.optional(),
   })
   .refine((error) => error.code !== VALIDATION_CODE || error.field !== undefined, {
     error: "a validation error names its field",

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { FencingToken } from "../core/lease/bounds.js";
 import { ShardName } from "../core/names.js";
 import { NodeUuid } from "../core/node.js";
-import { count } from "./fields.js";
+import { wholeNumber } from "./fields.js";
 
 /**
  * A feed position: `<ms>-<seq>`, as a Redis stream numbers its entries. Bounded so every
@@ -28,7 +28,7 @@ export const FeedPage = z.strictObject({
       id: FeedId,
       node: NodeUuid,
       deltas: z.array(z.string().regex(/^[+-]/)),
-      generation: count,
+      generation: wholeNumber,
       snapshot: z.literal(true).optional(),
     }),
   ),
@@ -36,7 +36,9 @@ export const FeedPage = z.strictObject({
     .strictObject({
       reason: z.string(),
       resume_after: FeedId.nullable(),
-      nodes: z.array(z.strictObject({ node: NodeUuid, traits: z.array(z.string()), generation: count })),
+      nodes: z.array(
+        z.strictObject({ node: NodeUuid, traits: z.array(z.string()), generation: wholeNumber }),
+      ),
     })
     .optional(),
 });

@@ -7,7 +7,7 @@ import { z } from "zod";
  */
 
 /** A count, a length of time in ms, a generation: a whole number from 0. */
-export const count = z.int().min(0);
+export const wholeNumber = z.int().min(0);
 
 /** An instant as the bridge writes it: `Date.prototype.toISOString`, UTC. */
 export const time = z.iso.datetime();

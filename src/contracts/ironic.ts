@@ -1,8 +1,8 @@
 import { z } from "zod";
-import { count, time } from "./fields.js";
+import { wholeNumber, time } from "./fields.js";
 
 /** A bridge's delivery counts (the queue's and this bridge's own). */
-const Batches = { delivered: count, retried: count, given_up: count };
+const Batches = { delivered: wholeNumber, retried: wholeNumber, given_up: wholeNumber };
 
 /** GET /v1/ironic/delivery: how trait changes stand on their way to Ironic. */
 export const IronicDelivery = z.discriminatedUnion("configured", [
@@ -10,23 +10,23 @@ export const IronicDelivery = z.discriminatedUnion("configured", [
   z.strictObject({
     configured: z.literal(true),
     durable: z.boolean(),
-    pending_changes: count,
+    pending_changes: wholeNumber,
     oldest_pending_ms: z.number().min(0),
     batches: z.strictObject(Batches),
-    coalesced_changes: count,
+    coalesced_changes: wholeNumber,
     queue: z.strictObject({
-      partitions: count,
-      partition_bound: count,
-      queued_batches: count,
-      folded_nodes: count,
+      partitions: wholeNumber,
+      partition_bound: wholeNumber,
+      queued_batches: wholeNumber,
+      folded_nodes: wholeNumber,
     }),
-    live_bridges: count,
+    live_bridges: wholeNumber,
     this_bridge: z.strictObject({
       worker: z.string(),
-      partitions: z.array(count),
+      partitions: z.array(wholeNumber),
       ...Batches,
-      calls_in_flight: count,
-      calls_allowed: count,
+      calls_in_flight: wholeNumber,
+      calls_allowed: wholeNumber,
     }),
     undeliverable: z.array(
       z.strictObject({ node: z.string(), changes: z.array(z.string()), reason: z.string(), at: time }),

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { FenceKey, FenceRequest, FencingToken, ReleaseRequest, RenewRequest } from "../core/lease/bounds.js";
 import { AgentId, ShardName } from "../core/names.js";
-import { count, time } from "./fields.js";
+import { wholeNumber, time } from "./fields.js";
 
 /** The longest wait a request may ask for: a standby asks again after it, whatever happened. */
 export const LEASE_WAIT_MAX_MS = 30_000;
@@ -35,7 +35,7 @@ export const LeaseWriteBodies = {
 export const Lease = z.strictObject({
   holder: AgentId,
   token: FencingToken.nullable(),
-  ttl_ms: count,
+  ttl_ms: wholeNumber,
   since: time,
 });
 export type Lease = z.infer<typeof Lease>;
@@ -50,9 +50,9 @@ export const LeaseGrant = z.strictObject({
   shard: ShardName,
   holder: AgentId,
   token: FencingToken,
-  ttl_ms: count,
+  ttl_ms: wholeNumber,
   fence_key: FenceKey.optional(),
-  waited_ms: count.optional(),
+  waited_ms: wholeNumber.optional(),
 });
 export type LeaseGrant = z.infer<typeof LeaseGrant>;
 
@@ -60,7 +60,7 @@ export type LeaseGrant = z.infer<typeof LeaseGrant>;
 export const LeaseState = z.strictObject({
   shard: ShardName,
   lease: Lease.nullable(),
-  last_token: count.nullable(),
+  last_token: wholeNumber.nullable(),
 });
 export type LeaseState = z.infer<typeof LeaseState>;
 

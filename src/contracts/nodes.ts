@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { NodePatch, NodeUuid } from "../core/node.js";
-import { count } from "./fields.js";
+import { wholeNumber } from "./fields.js";
 
 /** A node as the API shows it: its uuid and every field a client sets (none left out). */
 export const Node = z.strictObject({ uuid: NodeUuid, ...NodePatch.required().shape });
@@ -11,5 +11,5 @@ export const NodeList = z.strictObject({ nodes: z.array(Node), next: z.string().
 export type NodeList = z.infer<typeof NodeList>;
 
 /** POST /v1/nodes/bulk. */
-export const BulkResult = z.strictObject({ created: count, updated: count });
+export const BulkResult = z.strictObject({ created: wholeNumber, updated: wholeNumber });
 export type BulkResult = z.infer<typeof BulkResult>;

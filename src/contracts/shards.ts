@@ -2,7 +2,7 @@ import { z } from "zod";
 import { LEASE_TTL_DEFAULT_MS, LeaseTtlMs } from "../core/lease/bounds.js";
 import { AgentId, ShardName, noCaseTwins } from "../core/names.js";
 import { uniqueField } from "../core/validation.js";
-import { count } from "./fields.js";
+import { wholeNumber } from "./fields.js";
 import { Lease } from "./leases.js";
 
 /** Where a shard's definition comes from: a file of this bridge, or the store (every bridge's). */
@@ -12,7 +12,7 @@ const Source = z.enum(["file", "store"]);
 export const ShardSummary = z.strictObject({
   // "None": the unsharded pool, as Ironic names it
   name: z.union([ShardName, z.literal("None")]),
-  count,
+  count: wholeNumber,
   description: z.string(),
   lease: Lease.nullable(),
   /** how long the oldest change its holder has not acknowledged has waited (0: none; null: the unsharded pool) */
@@ -34,7 +34,7 @@ export const Shard = z.strictObject({
   agents: z.array(AgentId).nullable(),
   defined_by: Source.nullable(),
   filling: z.boolean(),
-  count,
+  count: wholeNumber,
   lease: Lease.nullable(),
   /** the fenced Ironic endpoint's path with "{token}" for the token, or null */
   ironic_endpoint: z.string().nullable(),
@@ -53,13 +53,13 @@ export const ShardDefinition = z.strictObject({
 export type ShardDefinition = z.infer<typeof ShardDefinition>;
 
 /** PUT /v1/shard-definitions/{shard}: the definition, and how soon every bridge uses it. */
-export const ShardDefinitionWritten = ShardDefinition.extend({ takes_effect_within_ms: count });
+export const ShardDefinitionWritten = ShardDefinition.extend({ takes_effect_within_ms: wholeNumber });
 export type ShardDefinitionWritten = z.infer<typeof ShardDefinitionWritten>;
 
 /** GET /v1/shard-definitions: every definition (files' and the store's) and the store's version of them. */
 export const ShardDefinitionList = z.strictObject({
-  version: count,
-  refresh_ms: count,
+  version: wholeNumber,
+  refresh_ms: wholeNumber,
   definitions: z.array(ShardDefinition),
 });
 export type ShardDefinitionList = z.infer<typeof ShardDefinitionList>;

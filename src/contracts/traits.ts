@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { NodeUuid } from "../core/node.js";
 import { TraitName } from "../core/traits/names.js";
-import { count } from "./fields.js";
+import { wholeNumber } from "./fields.js";
 
 /** A trait change as the bridge applied it: `+NAME` added, `-NAME` removed. */
 const Change = z.string().regex(/^[+-]/);
@@ -20,7 +20,7 @@ export const TraitResetBody = z
 /** GET /v1/nodes/{uuid}/traits: the traits and who holds each. */
 export const NodeTraits = z.strictObject({
   node: NodeUuid,
-  generation: count,
+  generation: wholeNumber,
   traits: z.array(z.strictObject({ name: z.string(), owner: z.string() })),
 });
 export type NodeTraits = z.infer<typeof NodeTraits>;
@@ -28,14 +28,18 @@ export type NodeTraits = z.infer<typeof NodeTraits>;
 /** POST /v1/nodes/{uuid}/traits/reset: the removals committed, and the orders forgotten per source. */
 export const TraitsReset = z.strictObject({
   node: NodeUuid,
-  generation: count,
+  generation: wholeNumber,
   applied: z.array(z.string().regex(/^-/)),
-  forgotten: z.record(z.string(), count),
+  forgotten: z.record(z.string(), wholeNumber),
 });
 export type TraitsReset = z.infer<typeof TraitsReset>;
 
 /** POST /v1/inspector/webhook: applied, the additions and removals. */
-export const TraitsApplied = z.strictObject({ node: NodeUuid, generation: count, applied: z.array(Change) });
+export const TraitsApplied = z.strictObject({
+  node: NodeUuid,
+  generation: wholeNumber,
+  applied: z.array(Change),
+});
 export type TraitsApplied = z.infer<typeof TraitsApplied>;
 
 /**
