@@ -60,7 +60,8 @@ TIERS := unit store process openstack
 
 # c8 (V8's own coverage) around the run: what the tests' own process ran of src/ — the
 # unit and store tiers, and what the others call in process — as a summary at the end
-# (the processes the tests start are not counted: test/helpers/setup.ts).
+# (the processes the tests start are not counted: test/helpers/setup.ts). Its files go
+# under the recipe's own temporary folder, $$dir.
 C8 = npx c8 --temp-directory "$$dir/v8" --report-dir "$$dir/report" --src src --include 'src/**'
 
 test: test-packages test-services openstack-venv $(DEPS) typecheck lint build

@@ -4,7 +4,7 @@ import { listen } from "./http.js";
 import { MemoryNodes } from "../../src/store/memory/nodes.js";
 import { openStore } from "../../src/store/open.js";
 import type { RedisBackendOptions } from "../../src/store/redis/leases.js";
-import { processClockUs } from "../../src/core/lease/clock.js";
+import { processClockUs, type ClockUs } from "../../src/core/lease/clock.js";
 import type { Clock } from "../../src/runtime/clock.js";
 import { MemoryLeases } from "../../src/store/memory/leases.js";
 import { Store } from "../../src/store/store.js";
@@ -74,10 +74,15 @@ async function redisState(admin: ReturnType<TestRedisServer["client"]>): Promise
  * Its epoch is far from zero, as a real clock's is, and it started long ago (no recovery wait).
  */
 export function memoryOnClock(clock: Clock): Store {
+  return startedLongAgo(() => 1_800_000_000_000_000 + Math.floor(clock.now() * 1000));
+}
+
+/** The embedded store on `clockUs`, started long ago: no recovery wait (test/lease-recovery covers that). */
+function startedLongAgo(clockUs: ClockUs, ironicQueueMax?: number): Store {
   return new Store(
-    new MemoryLeases(() => 1_800_000_000_000_000 + Math.floor(clock.now() * 1000), 0),
+    new MemoryLeases(clockUs, 0),
     new MemoryNodes(),
-    new MemoryTraits(),
+    new MemoryTraits(undefined, ironicQueueMax),
   );
 }
 
@@ -86,15 +91,8 @@ export function memoryUnderTest(): BackendUnderTest {
     name: "memory",
     before: async () => undefined,
     after: async () => undefined,
-    // A store that started long ago: no recovery wait (test/lease-recovery covers that).
-    fresh: async (options = {}) =>
-      new Store(
-        new MemoryLeases(processClockUs, 0),
-        new MemoryNodes(),
-        new MemoryTraits(undefined, options.ironicQueueMax),
-      ),
-    loseEverything: async () =>
-      new Store(new MemoryLeases(processClockUs, 0), new MemoryNodes(), new MemoryTraits()),
+    fresh: async (options = {}) => startedLongAgo(processClockUs, options.ironicQueueMax),
+    loseEverything: async () => startedLongAgo(processClockUs),
     storedKeys: async (store) => {
       const backend = store.backend as MemoryLeases;
       const nodes = (store.nodes.backend as MemoryNodes).size();

@@ -557,11 +557,8 @@ export function fencedIronic(context: {
         });
         const { target } = parsed;
         const method = req.method!;
-        const { allowed, current } = await fenceServing(context.store, context.catalog, {
-          shard: target.shard,
-          token: target.token,
-          fenceKey: target.fenceKey,
-        });
+        const lease = { shard: target.shard, token: target.token, fenceKey: target.fenceKey };
+        const { allowed, current } = await fenceServing(context.store, context.catalog, lease);
         if (!allowed || current === null) {
           // The shard's name is anyone's to write here: labelled only if the store knows it.
           context.metrics.fencedRequests.at(context.metrics.shardLabel(target.shard), "refused").inc();
@@ -591,7 +588,7 @@ export function fencedIronic(context: {
           const margin = await judgeWriteMargin(
             context.store,
             context.catalog,
-            { shard: target.shard, token: target.token, fenceKey: target.fenceKey },
+            lease,
             { current, seenAtMs: arrived },
             deadline.signal,
           );
