@@ -3,7 +3,12 @@ import type { AgentProcess } from "../helpers/agent-process.js";
 import type { BridgeProcess } from "../helpers/bridge-process.js";
 import { ProcessTableWatch } from "../helpers/processes.js";
 import { until } from "../helpers/until.js";
-import { startCloud, type BootingCloud } from "../helpers/openstack/cloud.js";
+import {
+  ironicApi,
+  NOVA_UPDATE_INTERVAL_S,
+  startCloud,
+  type BootingCloud,
+} from "../helpers/openstack/cloud.js";
 import {
   ACTION_DEADLINE_MS,
   Instances,
@@ -19,7 +24,7 @@ import { IronicEvents } from "../helpers/openstack/ironic-events.js";
 import { ironicLogMark, ironicLogSince, ironicPowerChanges } from "../helpers/openstack/ironic.js";
 import { enrollAvailable, powerOn, untilProvisionState } from "../helpers/openstack/nodes.js";
 import { resendingShard, SupervisedShard } from "../helpers/openstack/nova-compute.js";
-import { novaSaid, readNovaLog, type NovaLogLine } from "../helpers/openstack/nova-log.js";
+import { novaSaid, readNovaLog, reportedAllAt, type NovaLogLine } from "../helpers/openstack/nova-log.js";
 import { expectSameRecords, shardRecords } from "../helpers/openstack/records.js";
 import type { RebootType } from "../../src/core/nova-preempted.js";
 import { DEFAULT_STOP_GRACE_MS } from "../../src/agent/run/supervisor.js";
@@ -148,6 +153,11 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
   /** After nova forgot a deleted server, how long its node may still show it in Ironic (seen once in CI: 2026-12-07). */
   const NODE_FREED_MARGIN_MS = 30_000;
 
+  /** nova-compute's WARNING, at each resource update, for a node its driver no longer lists. */
+  const ORPHAN = /Found orphan compute node \d+ hypervisor host is/;
+  /** nova's `periodic_fuzzy_delay` (its default, kept): its periodics start up to this long after nova-compute. */
+  const NOVA_PERIODIC_FUZZY_DELAY_S = 60;
+
   /**
    * Delete a server; wait until its node is `available` in Ironic (when: ms of the epoch,
    * returned) and nova has forgotten the server; then the node holds no instance and
@@ -226,6 +236,17 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
       ACTION_DEADLINE_MS,
       200,
     );
+
+  /** Once nova offers `node`, boot a server onto it: ACTIVE, serving there (its id). */
+  const bootOnto = async (name: string, node: string): Promise<string> => {
+    await untilOffered(node);
+    const id = await boot(name, node);
+    await untilServer(id, "ACTIVE", settled("ACTIVE"));
+    const [record] = await instanceRecords([id]);
+    expectServing(record!);
+    expect(record!.api.node, "the new server's node").to.equal(node);
+    return id;
+  };
 
   before(async () => {
     const began = performance.now();
@@ -748,13 +769,83 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
     await cloud.novaManage("placement", "audit", "--verbose");
 
     // The operator boots again onto the node, once nova offers it.
-    await untilOffered(node);
-    const fresh = await boot("vm-after-inflight", node);
-    await untilServer(fresh, "ACTIVE", settled("ACTIVE"));
-    const [freshRecord] = await instanceRecords([fresh]);
-    expectServing(freshRecord!);
-    expect(freshRecord!.api.node, "the new server's node").to.equal(node);
+    await bootOnto("vm-after-inflight", node);
     expect(watch!.overlaps(began), "instants with two nova-computes for the shard").to.deep.equal([]);
+  });
+
+  /**
+   * The state CI saw twice after a boot caught by kill -9 (its cause unproven): a node
+   * `available` in Ironic but holding a server nova deleted. The test plays the lost
+   * clean-up through Ironic's own API (a server booted and deleted, then its
+   * `instance_uuid` put back on its node) and holds what an operator sees and does:
+   * - nova 34 does not free it. Its ironic driver keeps in its node cache only nodes with no
+   *   instance or with one of its host's live servers, so the node drops out of what
+   *   nova-compute reports, and its reaper (`running_deleted_instance_action`), which reads
+   *   the same cache, never sees it. nova-compute says so at every update, as a WARNING:
+   *   "Found orphan compute node N hypervisor host is NODE ... We are not deleting this".
+   *   Nothing is deleted: the compute node and its provider stay.
+   * - The operator unsets the instance (`openstack baremetal node unset --instance-uuid`:
+   *   this PATCH); nova takes the node back at its next update, placement offers it, and a
+   *   server boots onto it.
+   */
+  it("a node left holding a deleted server: nova warns of an orphan and keeps its records; unset, a server boots onto it", async () => {
+    // A node no server holds (the cases before booted some of their own).
+    const views = await Promise.all(nodes.map((n) => ironicNode(n)));
+    const free = views.filter((v) => v.instance === null && v.provision === "available");
+    expect(free, "nodes no server holds").to.not.be.empty;
+    const node = free[0]!.uuid;
+    const id = await bootOnto("vm-stranded", node);
+    await deleteServer(id, node);
+    const before = await shardRecords(cloud, HOST);
+    const strandedAt = Date.now();
+    await ironicApi(cloud, "PATCH", `/v1/nodes/${node}`, [{ op: "add", path: "/instance_uuid", value: id }]);
+    const serving = Number([...active.events].reverse().find((e) => e.ev === "child-started")!.pid);
+    const orphan = (since: number) =>
+      novaSaid(
+        readNovaLog(cloud.novaComputeLog),
+        (l) =>
+          l.at >= since &&
+          l.pid === serving &&
+          l.level === "WARNING" &&
+          ORPHAN.test(l.message) &&
+          l.message.includes(node),
+      );
+    // At the serving nova-compute's next resource update or the one after: a periodic,
+    // which starts up to nova's periodic_fuzzy_delay after nova-compute does.
+    const warned = await until(
+      `nova-compute ${serving}'s orphan warning for node ${node}`,
+      async () => orphan(strandedAt),
+      (lines) => lines.length > 0,
+      (NOVA_PERIODIC_FUZZY_DELAY_S + 2 * NOVA_UPDATE_INTERVAL_S) * 1000 + 10_000,
+      500,
+    );
+    const warnedMs = Date.now() - strandedAt;
+    expect(await ironicNode(node), "the node, which nova leaves as it is").to.deep.include({
+      instance: id,
+      provision: "available",
+    });
+    expectSameRecords(before, await shardRecords(cloud, HOST));
+
+    // The operator's step: what `openstack baremetal node unset --instance-uuid` sends.
+    const unsetAt = Date.now();
+    await ironicApi(cloud, "PATCH", `/v1/nodes/${node}`, [{ op: "remove", path: "/instance_uuid" }]);
+    // nova takes the node back at its next resource update (the node's "Final resource view").
+    const backAt = (await until(
+      `node ${node} reported again by nova-compute ${serving}`,
+      async () => reportedAllAt(readNovaLog(cloud.novaComputeLog), serving, [node], unsetAt),
+      (at) => at !== null,
+      2 * NOVA_UPDATE_INTERVAL_S * 1000 + 10_000,
+      500,
+    ))!;
+    const fresh = await bootOnto("vm-after-unset", node);
+    const bootedMs = Date.now() - unsetAt;
+    await deleteServer(fresh, node);
+    expect(orphan(backAt), "orphan warnings once nova reported the node again").to.deep.equal([]);
+    expectSameRecords(before, await shardRecords(cloud, HOST));
+    console.log(
+      `      a node left holding deleted server ${id}: nova-compute warned "${warned[0]!.slice(0, 90)}..." ` +
+        `${warnedMs} ms later and kept it; unset, reported again ${backAt - unsetAt} ms and a new server ACTIVE on it ${bootedMs} ms after`,
+    );
   });
 
   /**
