@@ -1,5 +1,5 @@
 import { connect, createServer, type Server, type Socket } from "node:net";
-import { freePort } from "./redis-server.js";
+import { freePort } from "./free-port.js";
 
 const HOST = "127.0.0.1";
 

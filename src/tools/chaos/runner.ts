@@ -12,7 +12,8 @@ import type { Scenario } from "../sim/scenario.js";
 import { stepsOf } from "../sim/simulate.js";
 import { seededRandom } from "../../runtime/random.js";
 import { FailoverRedis } from "./failover-redis.js";
-import { PrivateRedisServer, freePort } from "./redis-server.js";
+import { freePort } from "./free-port.js";
+import { PrivateRedisServer } from "./redis-server.js";
 
 /** Agent processes one chaos run may start at most: real processes on one machine. */
 export const CHAOS_MAX_PROCESSES = 64;
