@@ -164,10 +164,24 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
    * placement no allocation of it.
    */
   const deleteServer = async (id: string, node: string): Promise<number> => {
-    const sentAt = Date.now();
-    const ironicMark = ironicLogMark(cloud.ironicLog);
+    const sent = await sendDelete(id);
+    return untilDeleted(id, node, sent);
+  };
+
+  /** DELETE a server through the compute API (204): when it was sent, and Ironic's log until then. */
+  const sendDelete = async (id: string) => {
+    const sent = { at: Date.now(), ironicMark: ironicLogMark(cloud.ironicLog) };
     const gone = await cloud.compute.send("DELETE", `/servers/${id}`, MICROVERSION);
-    expect(gone.status, gone.text).to.equal(204);
+    expect(gone.status, `nova-api's answer to the delete: ${gone.text}`).to.equal(204);
+    return sent;
+  };
+
+  /** `deleteServer` once the delete is sent: its node `available` (when), freed, no allocation left. */
+  const untilDeleted = async (
+    id: string,
+    node: string,
+    { at: sentAt, ironicMark }: Awaited<ReturnType<typeof sendDelete>>,
+  ): Promise<number> => {
     await untilProvisionState(cloud, [node], "available", ACTION_DEADLINE_MS);
     const availableAt = Date.now();
     await until(
@@ -403,7 +417,9 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
     target: string,
     type: RebootType = "HARD",
   ) => {
-    const [before] = await instanceRecords([target]);
+    const everyBefore = await instanceRecords(servers);
+    const before = everyBefore.find((r) => r.api.id === target);
+    const shardBefore = await shardRecords(cloud, HOST);
     const node = before!.api.node!;
     const since = Date.now();
     let sentAfterMs = 0;
@@ -461,6 +477,14 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
     ]);
     expect(after!.ironic, "Ironic's node").to.deep.equal(before!.ironic);
     expect(after!.allocations, "placement's allocation").to.deep.equal(before!.allocations);
+    // The other three servers exactly as they were; nothing of the shard deleted or made again.
+    const everyAfter = await instanceRecords(servers);
+    for (const r of everyAfter) expectServing(r);
+    expect(
+      everyAfter.filter((r) => r.api.id !== target),
+      `the other servers' records through ${fault}`,
+    ).to.deep.equal(everyBefore.filter((r) => r.api.id !== target));
+    expectSameRecords(shardBefore, await shardRecords(cloud, HOST));
     // Either the new nova-compute ran the queued reboot itself (it reached nova-api after the
     // start-up's clearing), or the start-up preempted it and run sent it once more.
     const resent = active.events.filter((e) => e.ev === "preempted-action-resent" && e.server === target);
@@ -553,16 +577,23 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
     await rebootThroughOutage("kill -9", servers[2]!, "SOFT");
   });
 
-  it("each reboot sent during an outage cycled its node's power exactly once (Ironic's own record, read last)", async () => {
+  it("each reboot sent during an outage cycled its node's power exactly once, and no other node's (Ironic's own record, read last)", async () => {
     expect(
       outageReboots.map((r) => `${r.fault} ${r.type}`),
       "the outages run",
     ).to.deep.equal(["kill -9 HARD", "SIGTERM HARD", "SIGSTOP of the host HARD", "kill -9 SOFT"]);
-    for (const r of outageReboots)
+    // Every node of the shard since the first outage: one power cycle for each reboot sent
+    // during an outage, nothing else (no node of a server left alone, no free node, touched).
+    const firstSince = outageReboots[0]!.since;
+    for (const node of nodes)
       expect(
-        ironicEvents.powerActions(r.node, r.since).map((e) => [e.type, e.toPower]),
-        `Ironic's power actions on the node of the server rebooted (${r.type}) during ${r.fault}`,
-      ).to.deep.equal([["baremetal.node.power_set.end", r.type === "HARD" ? "rebooting" : "soft rebooting"]]);
+        ironicEvents.powerActions(node, firstSince).map((e) => [e.type, e.toPower]),
+        `Ironic's power actions on node ${node} through the four outages`,
+      ).to.deep.equal(
+        outageReboots
+          .filter((r) => r.node === node)
+          .map((r) => ["baremetal.node.power_set.end", r.type === "HARD" ? "rebooting" : "soft rebooting"]),
+      );
     // run sent again only reboots an outage cut off, each once: never one a user's reboot
     // had done (a reboot just finished shows a server with no task and an unfinished event
     // for a moment), never one twice.
@@ -674,6 +705,61 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
       ["baremetal.node.power_set.end", "power on"],
     ]);
     expect(watch!.overlaps(since), "instants with two nova-computes for the shard").to.deep.equal([]);
+  });
+
+  /**
+   * A delete sent 60-100 ms after a kill -9 of the active run: nova-api still counts the
+   * host up (its `service_down_time`), so it sets the server `deleting` and queues the
+   * delete for the host, where no nova-compute reads it. nova 34's start-up finishes it
+   * (`_init_instance`: a server in `deleting` is deleted again at start-up), before the new
+   * nova-compute reports its nodes. What the test holds: the server gone, its node
+   * `available` with no instance, no allocation left (`nova-manage placement audit`), the
+   * other servers and the shard's records untouched, no resend by run; a new server boots
+   * onto the freed node.
+   */
+  it("a delete sent 60-100 ms after kill -9 of the active run is carried out by nova's start-up: the node freed, a new server boots onto it", async () => {
+    const target = servers[2]!;
+    const others = servers.filter((id) => id !== target);
+    const [before] = await instanceRecords([target]);
+    const node = before!.api.node!;
+    const othersBefore = await instanceRecords(others);
+    const shardBefore = await shardRecords(cloud, HOST);
+    const since = Date.now();
+    const resendsBefore = shard.supervisors
+      .flatMap((s) => s.events)
+      .filter((e) => e.ev === "preempted-action-resent").length;
+    let sent: Awaited<ReturnType<typeof sendDelete>> | null = null;
+    const { signalledAt, next } = await killActive(async (killedAt) => {
+      await new Promise((r) => setTimeout(r, killedAt + 60 + Math.random() * 40 - Date.now()));
+      sent = await sendDelete(target);
+    });
+    const { at: sentAt } = sent!;
+    const availableAt = await untilDeleted(target, node, sent!);
+    expect(
+      availableAt - next.reportedAt,
+      "the delete, done after the new nova-compute reported every node (ms)",
+    ).to.be.at.most(STARTUP_ACTION_MARGIN_MS);
+    await cloud.novaManage("placement", "audit", "--verbose");
+    expect(await instanceRecords(others), "the other servers' records").to.deep.equal(othersBefore);
+    expectSameRecords(shardBefore, await shardRecords(cloud, HOST));
+    const resends = shard.supervisors
+      .flatMap((s) => s.events)
+      .filter((e) => e.ev === "preempted-action-resent");
+    expect(resends.slice(resendsBefore), "run's resends: nova finished the delete itself").to.deep.equal([]);
+    const said = novaSaid(
+      readNovaLog(cloud.novaComputeLog),
+      (l) =>
+        l.pid === next.pid && l.message.includes(target) && /transitional state|deleting/i.test(l.message),
+    );
+
+    const fresh = await bootOnto("vm-after-outage-delete", node);
+    servers = servers.map((id) => (id === target ? fresh : id));
+    expect(watch!.overlaps(since), "instants with two nova-computes for the shard").to.deep.equal([]);
+    console.log(
+      `      a delete sent ${sentAt - signalledAt} ms after kill -9: its node available ${availableAt - signalledAt} ms ` +
+        `after the fault (the new nova-compute reported every node ${next.reportedAt - signalledAt} ms after it); ` +
+        `the new nova-compute said:\n        ${said.join("\n        ") || "(nothing of it)"}`,
+    );
   });
 
   /**
