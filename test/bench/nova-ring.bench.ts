@@ -57,7 +57,7 @@ async function column(
 /**
  * Issue #46 item 3: nova's hash ring and `shardbridge run` through the same fault, side by
  * side, measured in the same run: six fake-hardware nodes, four servers, kill -9 of the
- * nova-compute serving one, a hard reboot of it sent right after (and every 10 s again
+ * nova-compute serving one, a hard reboot of it sent right after (and every 30 s again
  * while none ran), over a window of nova's own bound; then the killed host back, until
  * settled. Each column on a booting cloud of its own (nova 34, Ironic 39, placement 16,
  * keystone, glance, neutron), one after the other.
