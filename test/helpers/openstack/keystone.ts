@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { KeystoneAuth, type KeystoneCredentials } from "../../../src/upstream/keystone.js";
 import { answers, conf, setUp } from "./conf.js";
@@ -161,8 +161,32 @@ export class Keystone {
       ...(body !== undefined && { body: JSON.stringify(body) }),
     });
     const text = await res.text();
-    if (!res.ok) throw new Error(`keystone ${method} ${path}: ${res.status} ${text}`);
+    if (!res.ok)
+      throw new Error(
+        `keystone ${method} ${path}: ${res.status} ${text}` +
+          (res.status >= 500 || res.status === 403 ? this.lastError() : ""),
+      );
     return text === "" ? null : JSON.parse(text);
+  }
+
+  /**
+   * Why keystone answered 5xx or 403, from its own log (which goes with the cloud): its last
+   * ERROR or WARNING line (a refusal is a WARNING) and the log's last line (a traceback's
+   * exception), short, since the reporter keeps 1,500 characters of a failure.
+   */
+  private lastError(): string {
+    let lines: string[];
+    try {
+      lines = readFileSync(join(this.options.dir, "keystone.log"), "utf8").trimEnd().split("\n");
+    } catch {
+      return "\nkeystone's log: (none)";
+    }
+    const error =
+      [...lines].reverse().find((l) => / (ERROR|WARNING) /.test(l)) ?? "(no ERROR or WARNING line)";
+    const last = lines.at(-1) ?? "";
+    return (
+      `\nkeystone's log: ${error.slice(0, 400)}` + (last === error ? "" : `\n  ... ${last.slice(0, 300)}`)
+    );
   }
 
   /**
