@@ -3,6 +3,7 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { startBridge, type BridgeProcess } from "../helpers/bridge-process.js";
 import { runShardbridge } from "../helpers/cli.js";
+import { untilBridgeDrained } from "../helpers/delivery.js";
 import { postWebhook } from "../helpers/http.js";
 import { ProcessTableWatch } from "../helpers/processes.js";
 import { untilTrue } from "../helpers/until.js";
@@ -19,11 +20,22 @@ import { expectSameRecords, providers, shardRecords } from "../helpers/openstack
 import { RecordingProxy } from "../helpers/openstack/recording-proxy.js";
 import { KeystoneAuth } from "../../src/upstream/keystone.js";
 import { DEFAULT_STOP_GRACE_MS } from "../../src/agent/run/supervisor.js";
+import { DEFAULT_OWNER_TTL_MS } from "../../src/bridge/ironic/delivery.js";
+import { DEFAULT_RETRY_POLICY } from "../../src/bridge/ironic/delivery-policy.js";
 
 const SHARD = "rack-n";
 const HOST = `${SHARD}-ironic`;
 const TTL_MS = 2000;
 const EXAMPLES = new URL("../../examples/", import.meta.url);
+
+/**
+ * An inspection's traits reach Ironic by the bridge's delivery, which takes a commit at its
+ * next poll (100 ms) and gives each Ironic call its owner TTL / 4: three attempts and the
+ * backoffs between them (0.5 s, then 1 s), plus 1 s for the polls (the worker's and this
+ * test's). A delivery slower than that needed more than three tries of a healthy Ironic.
+ */
+const TRAITS_TO_IRONIC_BOUND_MS =
+  3 * (DEFAULT_OWNER_TTL_MS / 4) + DEFAULT_RETRY_POLICY.backoffMs * (1 + 2) + 1_000;
 
 /**
  * nova-compute 34, unmodified, under two `shardbridge run` supervisors (host-a, host-b:
@@ -131,10 +143,20 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
     };
     const inIronic = await untilHolds(
       async () => (await ironicApi(cloud, "GET", `/v1/nodes/${nodes[0]}/traits`)).traits,
-      30_000,
+      TRAITS_TO_IRONIC_BOUND_MS,
     );
     const ironicMs = Date.now() - sentAt;
     expect(inIronic, "the inspection's traits in Ironic").to.include.members(found);
+    expect(ironicMs, "the traits in Ironic after the webhook (ms)").to.be.at.most(TRAITS_TO_IRONIC_BOUND_MS);
+    const delivery = await untilBridgeDrained(
+      bridge.url,
+      bridge.tokenFor("admin"),
+      TRAITS_TO_IRONIC_BOUND_MS,
+    );
+    expect(
+      [delivery.batches.given_up, delivery.undeliverable],
+      "the bridge's delivery: nothing given up, nothing undeliverable",
+    ).to.deep.equal([0, []]);
     const onProvider = await untilHolds(
       async () => (await providers(cloud)).find((p) => p.uuid === nodes[0])?.traits ?? [],
       // Measured 20-25 s on a quiet machine (nova copies Ironic's traits at a resource
@@ -142,7 +164,7 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
       (5 * NOVA_UPDATE_INTERVAL_S + 10) * 1000,
     );
     console.log(
-      `      the inspection's traits in Ironic ${ironicMs} ms after the webhook, on nova's provider ${Date.now() - sentAt} ms after (nova's update every ${NOVA_UPDATE_INTERVAL_S} s)`,
+      `      the inspection's traits in Ironic ${ironicMs} ms after the webhook (the bridge's batches: ${JSON.stringify(delivery.batches)}), on nova's provider ${Date.now() - sentAt} ms after (nova's update every ${NOVA_UPDATE_INTERVAL_S} s)`,
     );
     expect(onProvider).to.include.members([...found, "COMPUTE_NODE", "OWNER_NOVA"]);
 
