@@ -14,7 +14,10 @@
  * nova's ironic driver does not implement), and `reboot_started(_hard)` (a reboot the
  * old process had begun: its outcome is unknown). It retries by itself a reboot pending
  * or caught with the power off, a stop (`powering-off`) and a start (`powering-on`), and
- * restarts a delete; it sets a boot or rebuild caught in flight to ERROR.
+ * restarts a delete; it sets a boot caught in flight to ERROR, and a rebuild taken during the
+ * outage (begun or only queued), whose queued request then leaves the server in REBUILD with
+ * `vm_state` error and drops its allocation. Not resent: that takes resetting the server's
+ * state, which an operator judges (docs/OPERATIONS.md, "Instances through a failover").
  *
  * The rule: a reboot is sent again when it is the server's latest action, its compute
  * event failed with exactly that conflict (expected a reboot's task states, found none),
