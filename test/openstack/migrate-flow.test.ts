@@ -309,8 +309,11 @@ describe("migrate plan --out, apply, verify: the real Ironic, a real bridge, age
     );
     const snapshots: Snapshot[] = [];
     let polling = true;
+    /** when apply returned: each poller stops only once it has an answer to a list it asked for after that */
+    let appliedAt = Infinity;
     const poll = async (agent: TestAgent) => {
-      while (polling) {
+      for (;;) {
+        const askedAt = performance.now();
         const res = await fetch(
           `${bridge.url}/v1/agents/${agent.id}/nodes?token=${agent.tokens().join(",")}`,
           {
@@ -323,6 +326,7 @@ describe("migrate plan --out, apply, verify: the real Ironic, a real bridge, age
           at: performance.now(),
           via: new Map(body.nodes.map((n) => [n.uuid, n.via])),
         });
+        if (!polling && askedAt >= appliedAt) return;
       }
     };
     const pollers = agents.map(poll);
@@ -334,6 +338,7 @@ describe("migrate plan --out, apply, verify: the real Ironic, a real bridge, age
     })();
     const started = performance.now();
     const run = await migrate("apply", planPath, "--ironic", peer.peer.endpoint);
+    appliedAt = performance.now();
     applying = false;
     await syncing;
     polling = false;
