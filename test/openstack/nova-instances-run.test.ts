@@ -395,6 +395,14 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
     );
   });
 
+  /** Until 60-100 ms after `faultAt`: when each case sends its action into the outage. */
+  const intoOutage = (faultAt: number) =>
+    new Promise((r) => setTimeout(r, faultAt + 60 + Math.random() * 40 - Date.now()));
+
+  /** Every reboot `run` has sent again so far, by either supervisor. */
+  const resendsSoFar = () =>
+    shard.supervisors.flatMap((s) => s.events).filter((e) => e.ev === "preempted-action-resent");
+
   /** The reboots sent during an outage, by fault: their type, node, and from when Ironic's record of it is read. */
   const outageReboots: Array<{
     fault: string;
@@ -427,7 +435,7 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
     let sentAfterMs = 0;
     let answer = { status: 0, text: "" };
     const sendReboot = async (faultAt: number) => {
-      await new Promise((r) => setTimeout(r, faultAt + 60 + Math.random() * 40 - Date.now()));
+      await intoOutage(faultAt);
       sentAfterMs = Date.now() - faultAt;
       answer = await act(target, { reboot: { type } });
     };
@@ -635,10 +643,7 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
     // run sent again only reboots an outage cut off, each once: never one a user's reboot
     // had done (a reboot just finished shows a server with no task and an unfinished event
     // for a moment), never one twice.
-    const resent = shard.supervisors
-      .flatMap((s) => s.events)
-      .filter((e) => e.ev === "preempted-action-resent")
-      .map((e) => String(e.server));
+    const resent = resendsSoFar().map((e) => String(e.server));
     expect(new Set(resent).size, `run's resends ${JSON.stringify(resent)}`).to.equal(resent.length);
     for (const server of resent)
       expect(
@@ -669,14 +674,12 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
     const since = Date.now();
     const ironicLog = cloud.ironicLog;
     const mark = ironicLogMark(ironicLog);
-    const resendsBefore = shard.supervisors
-      .flatMap((s) => s.events)
-      .filter((e) => e.ev === "preempted-action-resent").length;
+    const resendsBefore = resendsSoFar().length;
     const throughKill = async (body: unknown, name: string, status: "SHUTOFF" | "ACTIVE") => {
       let answer = { status: 0, text: "" };
       let sentAfterMs = 0;
       const { signalledAt, next } = await killActive(async (killedAt) => {
-        await new Promise((r) => setTimeout(r, killedAt + 60 + Math.random() * 40 - Date.now()));
+        await intoOutage(killedAt);
         sentAfterMs = Date.now() - killedAt;
         answer = await act(target, body);
       });
@@ -718,9 +721,7 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
       "the same row, on the same node",
     ).to.deep.equal([before!.db.id, before!.db.createdAt, node]);
     expect(after!.allocations, "placement's allocation").to.deep.equal(before!.allocations);
-    const resends = shard.supervisors
-      .flatMap((s) => s.events)
-      .filter((e) => e.ev === "preempted-action-resent");
+    const resends = resendsSoFar();
     expect(resends.slice(resendsBefore), "run's resends: nova retried both itself").to.deep.equal([]);
     // Ironic's own records, read last. Its conductor changed the node's power once each
     // way (nova's stop is a clean shutdown: a soft power off)...
@@ -763,12 +764,10 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
     const othersBefore = await instanceRecords(others);
     const shardBefore = await shardRecords(cloud, HOST);
     const since = Date.now();
-    const resendsBefore = shard.supervisors
-      .flatMap((s) => s.events)
-      .filter((e) => e.ev === "preempted-action-resent").length;
+    const resendsBefore = resendsSoFar().length;
     let sent: Awaited<ReturnType<typeof sendDelete>> | null = null;
     const { signalledAt, next } = await killActive(async (killedAt) => {
-      await new Promise((r) => setTimeout(r, killedAt + 60 + Math.random() * 40 - Date.now()));
+      await intoOutage(killedAt);
       sent = await sendDelete(target);
     });
     const { at: sentAt } = sent!;
@@ -780,9 +779,7 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
     await cloud.novaManage("placement", "audit", "--verbose");
     expect(await instanceRecords(others), "the other servers' records").to.deep.equal(othersBefore);
     expectSameRecords(shardBefore, await shardRecords(cloud, HOST));
-    const resends = shard.supervisors
-      .flatMap((s) => s.events)
-      .filter((e) => e.ev === "preempted-action-resent");
+    const resends = resendsSoFar();
     expect(resends.slice(resendsBefore), "run's resends: nova finished the delete itself").to.deep.equal([]);
     const said = novaSaid(
       readNovaLog(cloud.novaComputeLog),
@@ -822,13 +819,11 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
     const [before] = await instanceRecords([target]);
     const node = before!.api.node!;
     const since = Date.now();
-    const resendsBefore = shard.supervisors
-      .flatMap((s) => s.events)
-      .filter((e) => e.ev === "preempted-action-resent").length;
+    const resendsBefore = resendsSoFar().length;
     const rebuild = { rebuild: { imageRef: cloud.image } };
     let answer = { status: 0, text: "" };
     const { signalledAt, next } = await killActive(async (killedAt) => {
-      await new Promise((r) => setTimeout(r, killedAt + 60 + Math.random() * 40 - Date.now()));
+      await intoOutage(killedAt);
       answer = await act(target, rebuild);
     });
     expect(answer.status, `nova-api's answer to the rebuild sent during the outage: ${answer.text}`).to.equal(
@@ -884,9 +879,7 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
         .filter((e) => e.node === node && e.at >= from && /provision_set|power_set/.test(e.type))
         .map((e) => [e.type, e.provisionState, e.toPower]);
     expect(ironicChanges(since), "Ironic's provision and power changes on the node").to.deep.equal([]);
-    const resends = shard.supervisors
-      .flatMap((s) => s.events)
-      .filter((e) => e.ev === "preempted-action-resent");
+    const resends = resendsSoFar();
     expect(resends.slice(resendsBefore), "run's resends: none for a rebuild").to.deep.equal([]);
 
     // The operator's way out: `openstack server set --state active`. The allocation stays
