@@ -23,7 +23,11 @@ import {
 import { IronicEvents } from "../helpers/openstack/ironic-events.js";
 import { ironicLogMark, ironicLogSince, ironicPowerChanges } from "../helpers/openstack/ironic.js";
 import { enrollAvailable, powerOn, untilProvisionState } from "../helpers/openstack/nodes.js";
-import { resendingShard, SupervisedShard } from "../helpers/openstack/nova-compute.js";
+import {
+  NOVA_PERIODIC_FUZZY_DELAY_S,
+  resendingShard,
+  SupervisedShard,
+} from "../helpers/openstack/nova-compute.js";
 import { novaSaid, readNovaLog, reportedAllAt, type NovaLogLine } from "../helpers/openstack/nova-log.js";
 import { expectSameRecords, shardRecords } from "../helpers/openstack/records.js";
 import type { RebootType } from "../../src/core/nova-preempted.js";
@@ -155,8 +159,6 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
 
   /** nova-compute's WARNING, at each resource update, for a node its driver no longer lists. */
   const ORPHAN = /Found orphan compute node \d+ hypervisor host is/;
-  /** nova's `periodic_fuzzy_delay` (its default, kept): its periodics start up to this long after nova-compute. */
-  const NOVA_PERIODIC_FUZZY_DELAY_S = 60;
 
   /**
    * Delete a server; wait until its node is `available` in Ironic (when: ms of the epoch,

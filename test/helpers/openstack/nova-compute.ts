@@ -17,6 +17,9 @@ import { openstackBin } from "./venv.js";
  */
 export const NO_FUZZY_DELAY = { OS_DEFAULT__PERIODIC_FUZZY_DELAY: "0" };
 
+/** nova's `periodic_fuzzy_delay` default: without NO_FUZZY_DELAY, its periodics start up to this long after nova-compute. */
+export const NOVA_PERIODIC_FUZZY_DELAY_S = 60;
+
 /**
  * `shardbridge run --id HOST --shard SHARD -- nova-compute` in a session of its own (so a
  * test can stop or kill the whole group), with the cloud's nova.conf and a state folder of

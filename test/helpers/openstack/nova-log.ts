@@ -95,6 +95,30 @@ export const reportsIn = (log: NovaLogLine[], since: number) =>
     return m !== null && l.at >= since ? [{ at: l.at, pid: l.pid, uuid: m[1]! }] : [];
   });
 
+/**
+ * nova-compute `pid`'s first periodic resource update that began at or after `since` (oslo's
+ * "Running periodic task ComputeManager.update_available_resource", DEBUG) and has since
+ * written `node` (the resource tracker's "Compute_service record updated for HOST:NODE",
+ * logged once the node's provider is sent to placement): when the pass began and when it
+ * wrote the node. Null until then. The pass reads its nodes from Ironic as it begins, so
+ * what Ironic held at `since`, the provider holds once the node is written.
+ */
+export function nextUpdateOf(
+  log: NovaLogLine[],
+  pid: number,
+  node: string,
+  since: number,
+): { startedAt: number; writtenAt: number } | null {
+  const own = log.filter((l) => l.pid === pid && l.at >= since);
+  const start = own.findIndex((l) =>
+    l.message.startsWith("Running periodic task ComputeManager.update_available_resource"),
+  );
+  if (start < 0) return null;
+  const writes = new RegExp(`^Compute_service record updated for \\S+:${node}\\b`);
+  const written = own.slice(start + 1).find((l) => writes.test(l.message));
+  return written === undefined ? null : { startedAt: own[start]!.at, writtenAt: written.at };
+}
+
 /** Each "ComputeNode UUID moving from OLD to NEW" in nova's log (a nova-compute taking a node's record), at or after `since`. */
 export const takenIn = (log: NovaLogLine[], since: number) =>
   log.flatMap((l) => {
