@@ -27,6 +27,12 @@ function parseFault(name: string): (typeof FAULTS)[number] {
     throw new Error(`BENCH_NOVA_OUTAGE_FAULT: ${JSON.stringify(name)} is none of ${FAULTS.join(", ")}`);
   return fault;
 }
+/**
+ * nova-compute's `[oslo_messaging_rabbit] heartbeat_timeout_threshold`, when given
+ * (BENCH_NOVA_RABBIT_HEARTBEAT_S): RabbitMQ writes a heartbeat frame every half of it, and
+ * learns at that write that a fenced, killed nova-compute's connection is gone.
+ */
+const RABBIT_HEARTBEAT_S = process.env.BENCH_NOVA_RABBIT_HEARTBEAT_S;
 /** A deadline that says "never" for one round's reboot, not a measure. */
 const REBOOT_DEADLINE_MS = 180_000;
 
@@ -70,7 +76,15 @@ export async function novaOutageBench(): Promise<void> {
     await powerOn(c, nodes);
     const instances = new Instances(c);
     const flavor = await instances.baremetalFlavor();
-    ({ bridge, shard } = await resendingShard(c, SHARD, nodes, TTL_MS));
+    ({ bridge, shard } = await resendingShard(
+      c,
+      SHARD,
+      nodes,
+      TTL_MS,
+      RABBIT_HEARTBEAT_S === undefined
+        ? {}
+        : { OS_OSLO_MESSAGING_RABBIT__HEARTBEAT_TIMEOUT_THRESHOLD: RABBIT_HEARTBEAT_S },
+    ));
     const s = shard;
     const pair = await s.pair();
     let active: AgentProcess = pair.active;
@@ -162,7 +176,8 @@ export async function novaOutageBench(): Promise<void> {
     ];
     printTable(
       `${FAULT === "SIGSTOP" ? "SIGSTOP of the active host (woken after the takeover)" : `${FAULT} of the active run`}, ` +
-        `a hard reboot sent 60-100 ms after (TTL ${TTL_MS} ms, 6 nodes, 4 servers; ms)`,
+        `a hard reboot sent 60-100 ms after (TTL ${TTL_MS} ms, 6 nodes, 4 servers` +
+        `${RABBIT_HEARTBEAT_S === undefined ? "" : `, nova-compute's RabbitMQ heartbeat ${RABBIT_HEARTBEAT_S} s`}; ms)`,
       ["", "rounds", "median", "worst"],
       [
         row("fault -> the reboot done (nova's event Success)", rows.done),

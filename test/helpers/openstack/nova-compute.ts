@@ -228,6 +228,8 @@ export async function resendingShard(
   shard: string,
   nodes: string[],
   ttlMs: number,
+  /** more of nova's options for its nova-computes (OS_SECTION__OPTION) */
+  novaEnv: NodeJS.ProcessEnv = {},
 ): Promise<{ bridge: BridgeProcess; shard: SupervisedShard }> {
   const bridge = await startBridge({
     shards: [{ name: shard, lease_ttl_ms: ttlMs }],
@@ -245,7 +247,7 @@ export async function resendingShard(
   }
   const supervised = new SupervisedShard(cloud, bridge, shard, nodes, ttlMs, {
     args: ["--resend-preempted", "--nova-api", cloud.compute.url, "--egress-fence"],
-    env: cloud.keystone.adminOpenrc(),
+    env: { ...cloud.keystone.adminOpenrc(), ...novaEnv },
   });
   return { bridge, shard: supervised };
 }
