@@ -7,6 +7,7 @@ import { Instances, settled } from "../helpers/openstack/instances.js";
 import { IronicEvents } from "../helpers/openstack/ironic-events.js";
 import { enrollAvailable, powerOn } from "../helpers/openstack/nodes.js";
 import { resendingShard, type SupervisedShard } from "../helpers/openstack/nova-compute.js";
+import { freezeHost } from "../helpers/processes.js";
 import { percentile, printTable } from "./stats.js";
 
 const SHARD = "rack-outage";
@@ -101,8 +102,8 @@ export async function novaOutageBench(): Promise<void> {
       const node = record!.api.node!;
       const faultAt = Date.now();
       const standbyFrom = standby.events.length;
-      const oldEvents = active.events.length;
-      const frozen = FAULT === "SIGSTOP" ? freeze(active) : null;
+      const oldFrom = active.events.length;
+      const frozen = FAULT === "SIGSTOP" ? freezeHost(active) : null;
       if (FAULT !== "SIGSTOP") active.signal(FAULT === "kill -9" ? "SIGKILL" : "SIGTERM");
       await sleep(faultAt + 60 + Math.random() * 40 - Date.now());
       const asked = await instances.act(server, { reboot: { type: "HARD" } });
@@ -110,15 +111,14 @@ export async function novaOutageBench(): Promise<void> {
         throw new Error(`the reboot during the outage: ${asked.status} ${asked.text}`);
       // A graceful stop first: the standby is granted the lease once nova-compute exited.
       if (FAULT === "SIGTERM")
-        await active.waitFor((e) => e.ev === "child-stopped", DEFAULT_STOP_GRACE_MS + 10_000, oldEvents);
+        await active.waitFor((e) => e.ev === "child-stopped", DEFAULT_STOP_GRACE_MS + 10_000, oldFrom);
       const next = await s.takeover(FAULT, standby, faultAt, {
         withinMs: REBOOT_DEADLINE_MS,
         from: standbyFrom,
         unbounded: true,
       });
       // Woken after the takeover, the old supervisor finds its lease gone and KILLs its child.
-      const oldFrom = active.events.length;
-      frozen?.wake();
+      await frozen?.wake();
       await instances.untilRebooted(server, faultAt, REBOOT_DEADLINE_MS).catch((error: Error) => {
         // What the new holder's watch of cancelled reboots said, for whoever reads the failure.
         const said = standby.events.filter((e) => /^preempted/.test(e.ev) || e.level === "warn");
@@ -198,15 +198,4 @@ export async function novaOutageBench(): Promise<void> {
     await bridge?.stop();
     await cloud?.stop();
   }
-}
-
-/**
- * The whole of a host's `run` stopped at once: its supervisor's group and its nova-compute's
- * (a session of its own), as a suspended VM or a starved host would be; wake() resumes both.
- */
-function freeze(host: AgentProcess): { wake(): void } {
-  const child = Number(host.events.filter((e) => e.ev === "child-started").at(-1)!.pid);
-  const groups = [host.child.pid!, child];
-  for (const g of groups) process.kill(-g, "SIGSTOP");
-  return { wake: () => [...groups].reverse().forEach((g) => process.kill(-g, "SIGCONT")) };
 }

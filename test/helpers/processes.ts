@@ -2,6 +2,7 @@ import { ChildCgroup } from "../../src/agent/run/cgroup.js";
 import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
+import type { AgentProcess } from "./agent-process.js";
 
 /**
  * A process that runs, as the kernel sees it: there, and not a zombie waiting to be
@@ -21,6 +22,30 @@ export function cgroupsWritable(): boolean {
   if (!(probe instanceof ChildCgroup)) return false;
   probe.remove();
   return true;
+}
+
+/**
+ * A `run` supervisor's whole host stopped at once: the supervisor's group (it and its
+ * watchdog) and its latest child's (a session of its own), as a suspended VM or a starved
+ * host would be. `wake` resumes the child first and the supervisor `supervisorLagMs` later
+ * (starved longer: meanwhile nothing on the host can stop the child).
+ */
+export function freezeHost(supervisor: AgentProcess): {
+  child: number;
+  wake(supervisorLagMs?: number): Promise<void>;
+} {
+  const child = Number(supervisor.events.filter((e) => e.ev === "child-started").at(-1)!.pid);
+  const group = supervisor.child.pid!;
+  process.kill(-group, "SIGSTOP");
+  process.kill(-child, "SIGSTOP");
+  return {
+    child,
+    wake: async (supervisorLagMs = 0) => {
+      process.kill(-child, "SIGCONT");
+      if (supervisorLagMs > 0) await new Promise((r) => setTimeout(r, supervisorLagMs));
+      process.kill(-group, "SIGCONT");
+    },
+  };
 }
 
 /** The pids of `pid`'s children now (its main thread's, as /proc lists them). */

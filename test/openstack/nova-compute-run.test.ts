@@ -5,7 +5,7 @@ import { startBridge, type BridgeProcess } from "../helpers/bridge-process.js";
 import { runShardbridge } from "../helpers/cli.js";
 import { untilBridgeDrained } from "../helpers/delivery.js";
 import { postWebhook } from "../helpers/http.js";
-import { ProcessTableWatch } from "../helpers/processes.js";
+import { freezeHost, ProcessTableWatch } from "../helpers/processes.js";
 import { untilSome, untilTrue } from "../helpers/until.js";
 import {
   ironicApi,
@@ -333,15 +333,12 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
       const { active, standby, child } = await shard.pair();
       const before = await shardRecords(cloud, HOST);
       const frozenAt = Date.now();
-      process.kill(-active.child.pid!, "SIGSTOP");
-      process.kill(-child.pid, "SIGSTOP");
+      const frozen = freezeHost(active);
       await shard.takeover("host frozen", standby, frozenAt);
       // Let the old one's periodic tasks fall due while frozen.
       await new Promise((r) => setTimeout(r, NOVA_UPDATE_INTERVAL_S * 1000));
       const resumedAt = Date.now();
-      process.kill(-child.pid, "SIGCONT");
-      if (supervisorLagMs > 0) await new Promise((r) => setTimeout(r, supervisorLagMs));
-      process.kill(-active.child.pid!, "SIGCONT");
+      await frozen.wake(supervisorLagMs);
       const stopped = await active.waitFor((e) => e.ev === "child-stopped", 10_000);
       const goneAfterMs = Date.now() - resumedAt;
       // What the kernel refused of it: its egress fence's counters, read as the table went.

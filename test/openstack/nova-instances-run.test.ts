@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import type { AgentProcess } from "../helpers/agent-process.js";
 import type { BridgeProcess } from "../helpers/bridge-process.js";
-import { ProcessTableWatch } from "../helpers/processes.js";
+import { freezeHost, ProcessTableWatch } from "../helpers/processes.js";
 import { until } from "../helpers/until.js";
 import {
   ironicApi,
@@ -448,21 +448,17 @@ describe("instances under shardbridge run through kill -9 (real nova api/schedul
     if (fault === "SIGSTOP of the host") {
       // The whole host frozen (supervisor, watchdog, nova-compute), woken after the failover:
       // the old supervisor finds its lease gone and KILLs its nova-compute at once.
-      const started = active.events.filter((e) => e.ev === "child-started").at(-1)!;
-      const childPid = Number(started.pid);
       faultAt = Date.now();
       const standbyFrom = standby.events.length;
-      process.kill(-active.child.pid!, "SIGSTOP");
-      process.kill(-childPid, "SIGSTOP");
+      const frozen = freezeHost(active);
       await sendReboot(faultAt);
       next = await shard.takeover(fault, standby, faultAt, {
         withinMs: REPORTED_DEADLINE_MS,
         from: standbyFrom,
       });
       const from = active.events.length;
-      woken = { pid: childPid, at: Date.now() };
-      process.kill(-childPid, "SIGCONT");
-      process.kill(-active.child.pid!, "SIGCONT");
+      woken = { pid: frozen.child, at: Date.now() };
+      await frozen.wake();
       await active.waitFor((e) => e.ev === "child-stopped", 30_000, from);
       [active, standby] = [standby, active];
       await standby.waitFor((e) => e.ev === "standby", 30_000, from);

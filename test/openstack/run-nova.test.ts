@@ -5,7 +5,7 @@ import { fileURLToPath } from "node:url";
 import { AgentProcess } from "../helpers/agent-process.js";
 import { startBridge, type BridgeProcess } from "../helpers/bridge-process.js";
 import { createIronicNode, useIronicPeer } from "../helpers/ironic-peer.js";
-import { watchOverlaps } from "../helpers/processes.js";
+import { freezeHost, watchOverlaps } from "../helpers/processes.js";
 import { TestRedisServer } from "../helpers/redis-server.js";
 import { SHARDBRIDGE } from "../helpers/cli.js";
 
@@ -237,10 +237,9 @@ describe("shardbridge run with a nova-compute stand-in (real oslo.config, openst
 
     it("the whole group frozen past the TTL, then resumed: the old stand-in's writes are refused at the fence", async () => {
       const { active, standby, token } = await h.pair();
-      const child = Number((await active.waitFor((e) => e.ev === "child-started", 1)).pid);
+      await active.waitFor((e) => e.ev === "child-started", 1);
       // Supervisor and watchdog (their session) and the stand-in (its own group): all of it.
-      process.kill(-active.child.pid!, "SIGSTOP");
-      process.kill(-child, "SIGSTOP");
+      const frozen = freezeHost(active);
       const frozenAt = Date.now() / 1000;
       await h.takeover(standby, performance.now(), TTL_MS + 1000);
       // The stand-in wakes first and its supervisor half a second later (starved longer):
@@ -248,9 +247,7 @@ describe("shardbridge run with a nova-compute stand-in (real oslo.config, openst
       // between its old token and Ironic. (The watch sees two stand-ins alive then: that
       // overlap is this case's premise, so it is judged by Ironic's record alone.)
       const refusedBefore = await fencedRefusals(bridge.url);
-      process.kill(-child, "SIGCONT");
-      await new Promise((r) => setTimeout(r, 500));
-      process.kill(-active.child.pid!, "SIGCONT");
+      await frozen.wake(500);
       await active.waitFor((e) => e.ev === "child-stopped", 5000);
       // The bridge's own count: openstacksdk retries a 409 (as it would a locked node), so
       // the stand-in hears of its refusal only after its backoff, if it lives that long.
