@@ -23,12 +23,13 @@
  * event failed with exactly that conflict (expected a reboot's task states, found none),
  * the failure is recent, and the server is active with no task now; or when it was begun,
  * never finished, by the old host's process after the lease had moved (the fence refused
- * its calls); or when no compute ever answered it (no event), its task state was cleared by a
- * start-up, and this host's nova-compute has been consuming its queue for LOST_AFTER_MS: the
- * message was taken by the old host's process, frozen and resumed, which was killed before it
- * recorded the event (nova records the event before it calls Ironic, so no event means the
- * node was not touched). "Latest" makes it once: the resend is a newer action, and a user's
- * own newer action supersedes it.
+ * its calls), which an event begun then shows by staying unfinished for longer than the new
+ * process's own could (ABANDONED_AFTER_MS); or when no compute ever answered it (no event),
+ * its task state was cleared by a start-up, and this host's nova-compute has been
+ * consuming its queue for LOST_AFTER_MS: the message was taken by the old host's process,
+ * frozen and resumed, which was killed before it recorded the event (nova records the
+ * event before it calls Ironic, so no event means the node was not touched). "Latest"
+ * makes it once: the resend is a newer action, and a user's own newer action supersedes it.
  *
  * A resend can meet the original after all (still queued when we sent): nova-compute runs an
  * instance's reboots one at a time, each checking the task state first, so the second finds
@@ -98,6 +99,16 @@ export const CLOCK_SKEW_MS = 1000;
  * once, and its event is recorded within a second or two (a conductor call).
  */
 export const LOST_AFTER_MS = 20_000;
+
+/**
+ * How long a reboot's event begun after the grant may stay unfinished, its task state
+ * cleared, and still be the new nova-compute's own: a queued reboot that reaches it just
+ * after its start is recorded first, then fails on the task state its start-up cleared
+ * once neutron and Ironic have answered (`reboot_instance` records its event before those
+ * calls), seconds later on a busy host. Unfinished for longer, it was begun by the old
+ * host's process, which was killed before it could end it.
+ */
+export const ABANDONED_AFTER_MS = 10_000;
 
 /**
  * nova's UnexpectedTaskStateError on a reboot whose task state was cleared: the states it
@@ -194,15 +205,17 @@ export function preemptedVerdict(
   if (event.result === null) {
     // Under way on a compute now: its task state says so.
     if (server.taskState !== null) return { kind: "pending", requestId };
-    // Begun by a process that is gone, its task state cleared by the new one's start-up.
-    // Begun after this host was granted the lease, it was the old host's nova-compute,
-    // frozen and resumed, whose Ironic calls the fence refused: it never reached the node.
-    // nova records no reboot's type but in the task state that start-up cleared: HARD, what
-    // is asked of a server that does not answer. Begun before, it may have power cycled the
-    // node: whether it did is unknown.
-    const begunAfterGrant = novaTimeMs(event.startTime) >= grantedAtMs + CLOCK_SKEW_MS;
-    const recent = nowMs - novaTimeMs(event.startTime) <= PREEMPTED_MAX_AGE_MS;
-    if (begunAfterGrant && recent && server.vmState === "active")
+    // Its task state cleared by the new process's start-up. Begun after this host was
+    // granted the lease, it is the new process's own until it has stayed unfinished for
+    // ABANDONED_AFTER_MS (it will fail on that cleared state); then it was the old host's
+    // nova-compute, frozen and resumed, whose Ironic calls the fence refused: it never
+    // reached the node. nova records no reboot's type but in the task state that start-up
+    // cleared: HARD, what is asked of a server that does not answer. Begun before the grant
+    // by a process that is gone, it may have power cycled the node: whether it did is unknown.
+    const begunMs = novaTimeMs(event.startTime);
+    if (!(begunMs >= grantedAtMs + CLOCK_SKEW_MS)) return { kind: "unknown", requestId };
+    if (nowMs - begunMs < ABANDONED_AFTER_MS) return { kind: "pending", requestId };
+    if (nowMs - begunMs <= PREEMPTED_MAX_AGE_MS && server.vmState === "active")
       return { kind: "resend", requestId, rebootType: "HARD", cause: "fenced" };
     return { kind: "unknown", requestId };
   }

@@ -1,6 +1,7 @@
 import { expect } from "chai";
 import fc from "fast-check";
 import {
+  ABANDONED_AFTER_MS,
   CLOCK_SKEW_MS,
   LOST_AFTER_MS,
   PREEMPTED_MAX_AGE_MS,
@@ -110,7 +111,7 @@ describe("reboots nova-compute's start-up cancelled (pure)", () => {
     expect(preemptedVerdict(idle, reboot, [atGrant], NOW, GRANTED).kind).to.equal("unknown");
   });
 
-  it("a reboot begun after the lease moved, never finished, was the old host's fenced process: sent again", () => {
+  it("a reboot begun after the lease moved is the new process's own while it may still fail; left unfinished longer, the old host's fenced process's: sent again", () => {
     const resumed: InstanceActionEvent = {
       event: REBOOT_EVENT,
       result: null,
@@ -118,17 +119,27 @@ describe("reboots nova-compute's start-up cancelled (pure)", () => {
       finishTime: null,
       details: null,
     };
-    expect(preemptedVerdict(idle, reboot, [resumed], NOW, GRANTED)).to.deep.equal({
+    const begun = novaTimeMs(resumed.startTime);
+    const abandoned = begun + ABANDONED_AFTER_MS;
+    expect(preemptedVerdict(idle, reboot, [resumed], abandoned, GRANTED)).to.deep.equal({
       kind: "resend",
       requestId: "req-1",
       rebootType: "HARD",
       cause: "fenced",
     });
-    // ... unless a compute runs it now, or the server is no longer active.
+    // The new nova-compute records a queued reboot, then fails it on the task state its
+    // start-up cleared once neutron and Ironic answered: until then, its own.
+    expect(preemptedVerdict(idle, reboot, [resumed], begun, GRANTED).kind).to.equal("pending");
+    expect(preemptedVerdict(idle, reboot, [resumed], abandoned - 1, GRANTED).kind).to.equal("pending");
+    // ... nor when a compute runs it now, or the server is no longer active, or it is older
+    // than an operator would still want it done.
     const running = { ...idle, taskState: "reboot_started_hard" };
-    expect(preemptedVerdict(running, reboot, [resumed], NOW, GRANTED).kind).to.equal("pending");
+    expect(preemptedVerdict(running, reboot, [resumed], abandoned, GRANTED).kind).to.equal("pending");
     const stopped = { ...idle, vmState: "stopped" };
-    expect(preemptedVerdict(stopped, reboot, [resumed], NOW, GRANTED).kind).to.equal("unknown");
+    expect(preemptedVerdict(stopped, reboot, [resumed], abandoned, GRANTED).kind).to.equal("unknown");
+    expect(
+      preemptedVerdict(idle, reboot, [resumed], begun + PREEMPTED_MAX_AGE_MS + 1, GRANTED).kind,
+    ).to.equal("unknown");
   });
 
   it("a reboot no compute answered, its task cleared, is lost once this host's nova-compute has consumed its queue for a while: sent again, HARD", () => {
@@ -200,7 +211,7 @@ describe("reboots nova-compute's start-up cancelled (pure)", () => {
       idle,
       reboot,
       [{ ...running, startTime: novaTime(GRANTED + CLOCK_SKEW_MS) }],
-      NOW,
+      GRANTED + CLOCK_SKEW_MS + ABANDONED_AFTER_MS,
       GRANTED,
     );
     expect(fenced).to.deep.include({ kind: "resend", cause: "fenced" });
