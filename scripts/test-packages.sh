@@ -17,6 +17,8 @@ need util-linux command -v setpriv
 need curl command -v curl
 # `run --egress-fence` writes its rule with nft (test/process/run-egress-fence.test.ts).
 need nftables command -v nft
+# ... and, once its child is gone, resets the connections the child left with ss -K.
+need iproute2 command -v ss
 # The README's tour (test/process/readme-tour.test.ts) signs its webhook delivery with openssl.
 need openssl command -v openssl
 # The status page and the simulator's page are tested in a real headless browser.

@@ -367,7 +367,7 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
       );
       console.log(
         `      resumed: the old nova-compute was gone ${goneAfterMs} ms after its SIGCONT; meanwhile it tried ` +
-          `over HTTP ${tally(sent.map(shape))}; over RPC ${tally(rpc)}; the kernel rejected ` +
+          `over HTTP ${tally(sent.map(shape))}; over RPC ${tally(rpc)}; the kernel stopped ` +
           `${unfenced.rejected_packets} of its packets; ${answered.length} HTTP answers reached it`,
       );
       // Woken a second before its supervisor, it ran a resource update: every packet it sent
@@ -375,7 +375,7 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
       if (supervisorLagMs > 0)
         expect(
           unfenced.rejected_packets,
-          "packets of the woken nova-compute the kernel rejected",
+          "packets of the woken nova-compute the kernel stopped",
         ).to.be.at.least(1);
       // placement is not fenced: a write from the woken process would be double management.
       expect(

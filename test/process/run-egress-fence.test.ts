@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { createServer, type Server } from "node:net";
+import { createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
@@ -33,8 +33,9 @@ function nftUsable(): boolean {
 }
 
 describe("egressRules: the fence's nftables script", () => {
-  it("replaces the shard's table in one transaction: the cgroup's packets rejected unless its element, timed to the millisecond, is in the set", () => {
+  it("replaces the shard's table in one transaction: the cgroup's packets stopped unless its element, timed to the millisecond, is in the set, but for TCP resets", () => {
     const script = egressRules("shardbridge_run_x", "unified/a b/child", 2, 1750.9);
+    const cut = 'socket cgroupv2 level 2 "unified/a b/child" socket cgroupv2 level 2 != @alive';
     expect(script.split("\n")).to.deep.equal([
       "table inet shardbridge_run_x {}",
       "delete table inet shardbridge_run_x",
@@ -42,8 +43,10 @@ describe("egressRules: the fence's nftables script", () => {
       "  set alive { typeof socket cgroupv2 level 2; flags timeout; }",
       "  chain output {",
       "    type filter hook output priority filter; policy accept;",
-      '    socket cgroupv2 level 2 "unified/a b/child" socket cgroupv2 level 2 != @alive meta l4proto tcp counter reject with tcp reset',
-      '    socket cgroupv2 level 2 "unified/a b/child" socket cgroupv2 level 2 != @alive counter reject',
+      `    ${cut} tcp flags & rst == rst accept`,
+      `    ${cut} tcp flags & (syn | ack) == syn counter reject with tcp reset`,
+      `    ${cut} meta l4proto tcp counter drop`,
+      `    ${cut} counter reject`,
       "  }",
       "}",
       'add element inet shardbridge_run_x alive { "unified/a b/child" timeout 1750ms }',
@@ -141,17 +144,9 @@ describe("run --egress-fence: the kernel cuts the child off at the lease's expir
     bridge.tokensFile,
   ];
 
-  /**
-   * `run --egress-fence` of a child that tries a connection every 50 ms, each try recorded
-   * in `records` ("ok|refused NS"); `wrapper` (a command and its arguments) runs `run`.
-   */
-  const start = (records: string, env: NodeJS.ProcessEnv = {}, wrapper: string[] = []) => {
-    const args = [
-      ...runArgs(),
-      ...["--unfenced", "--egress-fence", "--", "bash", "-c"],
-      `while :; do if (exec 3<>/dev/tcp/127.0.0.1/${port}) 2>/dev/null; then r=ok; else r=refused; fi; ` +
-        `echo "$r $(date +%s%N)" >> ${records}; sleep 0.05; done`,
-    ];
+  /** `run --egress-fence` of `script` (bash); `wrapper` (a command and its arguments) runs `run`. */
+  const startScript = (script: string, env: NodeJS.ProcessEnv = {}, wrapper: string[] = []) => {
+    const args = [...runArgs(), ...["--unfenced", "--egress-fence", "--", "bash", "-c"], script];
     const [command, ...before] = wrapper;
     return started(
       command === undefined
@@ -163,6 +158,33 @@ describe("run --egress-fence: the kernel cuts the child off at the lease's expir
             env,
           ),
     );
+  };
+  /** A child that tries a connection every 50 ms, each try recorded in `records` ("ok|refused NS"). */
+  const start = (records: string, env: NodeJS.ProcessEnv = {}, wrapper: string[] = []) =>
+    startScript(
+      `while :; do if (exec 3<>/dev/tcp/127.0.0.1/${port}) 2>/dev/null; then r=ok; else r=refused; fi; ` +
+        `echo "$r $(date +%s%N)" >> ${records}; sleep 0.05; done`,
+      env,
+      wrapper,
+    );
+  /**
+   * The supervisor of `s` and its watchdog frozen, its child (`child`) left running:
+   * nothing of the host can kill the child, and only the kernel's rule stands between it
+   * and the network once the lease may have moved on. `wake` sends them SIGCONT.
+   */
+  const freezeSupervisor = (s: AgentProcess, child: number) => {
+    const pid = s.child.pid!;
+    const watchdog = childrenOf(pid).filter((p) => p !== child);
+    const signal = (name: NodeJS.Signals) => {
+      for (const p of [pid, ...watchdog])
+        try {
+          process.kill(p, name);
+        } catch {
+          // an nft the supervisor ran, ended since
+        }
+    };
+    signal("SIGSTOP");
+    return { frozenAt: Date.now(), wake: () => signal("SIGCONT") };
   };
   const tries = (records: string) =>
     readFileSync(records, "utf8")
@@ -192,18 +214,7 @@ describe("run --egress-fence: the kernel cuts the child off at the lease's expir
     ).to.deep.equal([]);
 
     // The supervisor and its watchdog frozen; the child runs on.
-    const pid = s.child.pid!;
-    const watchdog = childrenOf(pid).filter((p) => p !== child);
-    const signal = (name: NodeJS.Signals) => {
-      for (const p of [pid, ...watchdog])
-        try {
-          process.kill(p, name);
-        } catch {
-          // an nft the supervisor ran, ended since
-        }
-    };
-    signal("SIGSTOP");
-    const frozenAt = Date.now();
+    const { frozenAt, wake } = freezeSupervisor(s, child);
     // The lease's earliest expiry is TTL after the last renew the supervisor sent, before the freeze.
     const expiryBound = frozenAt + TTL_MS;
     try {
@@ -223,7 +234,7 @@ describe("run --egress-fence: the kernel cuts the child off at the lease's expir
         "tries the child saw succeed after the expiry",
       ).to.deep.equal([]);
     } finally {
-      signal("SIGCONT");
+      wake();
     }
     // Woken past its lease, the supervisor KILLs the child and removes the table.
     await s.waitFor((e) => e.ev === "child-stopped", 10_000);
@@ -243,6 +254,75 @@ describe("run --egress-fence: the kernel cuts the child off at the lease's expir
     expect(removed.rejected_packets, "packets the rules rejected").to.be.at.least(refused);
     s.signal("SIGTERM");
     await s.exited();
+  });
+
+  it("a connection the child holds: nothing it writes after the expiry arrives, and when the woken supervisor KILLs it, its peer sees a reset, as RabbitMQ must to requeue what it had delivered there", async () => {
+    // The peer sends the child a line, which the child reads (a message delivered to a
+    // nova-compute that read it once woken, before the KILL), and records what arrives and
+    // how the connection ends.
+    const arrived: number[] = [];
+    let ended: { how: string; atMs: number } | null = null;
+    const held: Socket[] = [];
+    const peer = createServer((socket) => {
+      held.push(socket);
+      socket.write("delivered\n");
+      socket.on("data", () => arrived.push(Date.now()));
+      socket.on(
+        "error",
+        (error: NodeJS.ErrnoException) => (ended ??= { how: error.code ?? "error", atMs: Date.now() }),
+      );
+      socket.on("end", () => (ended ??= { how: "FIN", atMs: Date.now() }));
+    });
+    await new Promise<void>((resolve) => peer.listen(0, "127.0.0.1", resolve));
+    try {
+      const peerPort = (peer.address() as { port: number }).port;
+      // Everything the peer sends read at once; a line written every 50 ms, a failed write
+      // not stopping it. Killed after the cut, the child leaves its socket holding lines the
+      // fence dropped, its FIN queued behind them: the peer hears nothing from the kernel.
+      const s = startScript(
+        `exec 3<>/dev/tcp/127.0.0.1/${peerPort}; cat <&3 >/dev/null & ` +
+          `while :; do echo "x $(date +%s%N)" >&3 2>/dev/null; sleep 0.05; done`,
+      );
+      const childStarted = await s.waitFor((e) => e.ev === "child-started", 10_000);
+      await until(
+        "lines from the child",
+        async () => arrived.length,
+        (n) => n >= 5,
+        5000,
+      );
+      const { frozenAt, wake } = freezeSupervisor(s, Number(childStarted.pid));
+      const expiryBound = frozenAt + TTL_MS;
+      let wokenAt: number;
+      try {
+        // Frozen a second past the lease's expiry, the child writing all along.
+        await new Promise((r) => setTimeout(r, expiryBound + 1000 - Date.now()));
+        expect(ended, "the connection, while the child ran past its lease").to.equal(null);
+      } finally {
+        wake();
+        wokenAt = Date.now();
+      }
+      // Woken past its lease, the supervisor KILLs the child, then resets what its sockets left.
+      await s.waitFor((e) => e.ev === "child-stopped", 10_000);
+      const reset = await s.waitFor((e) => e.ev === "egress-fence-reset", 5000);
+      expect(reset.connections, "connections the supervisor reset").to.equal(1);
+      const end = await until(
+        "the peer told the connection is gone",
+        async () => ended,
+        (e) => e !== null,
+        5000,
+      );
+      expect(end!.how, "how the peer learnt it").to.equal("ECONNRESET");
+      console.log(`      the peer's reset came ${end!.atMs - wokenAt} ms after the supervisor's SIGCONT`);
+      expect(
+        arrived.filter((at) => at > expiryBound + ACCEPT_MARGIN_MS).map((at) => at - expiryBound),
+        "lines that arrived after the lease's expiry (ms after it)",
+      ).to.deep.equal([]);
+      s.signal("SIGTERM");
+      await s.exited();
+    } finally {
+      for (const socket of held) socket.destroy();
+      peer.close();
+    }
   });
 
   it("run's own capabilities (CAP_NET_ADMIN, for the fence) never pass to its child", async () => {

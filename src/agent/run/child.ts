@@ -72,6 +72,8 @@ export class ChildGroup {
     private readonly nowMs: () => number,
     /** the child's own cgroup, or null to rely on its process group alone */
     readonly cgroup: ChildCgroup | null = null,
+    /** run once a stop finds no process of it left, before its cgroup goes (what its sockets left, ended) */
+    private readonly onGone: () => Promise<void> = () => Promise.resolve(),
   ) {
     const wrapped = cgroup === null ? command : cgroup.wrap(command);
     // Capabilities `run` holds for itself (CAP_NET_ADMIN for --egress-fence, given by the
@@ -142,6 +144,7 @@ export class ChildGroup {
       }
       const exit = await this.exited;
       while (this.alive()) await sleep(LOOK_MS);
+      await this.onGone();
       this.cgroup?.remove();
       return { termAtMs, killed, goneAtMs: this.nowMs(), exit };
     })();

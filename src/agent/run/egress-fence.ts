@@ -24,25 +24,38 @@ export const EGRESS_SLACK_MS = 250;
 /**
  * The nftables script that makes (or replaces, in one transaction) the fence's table: a
  * set `alive` whose one element, the cgroup at `path` (relative to /sys/fs/cgroup; its
- * depth in the v2 hierarchy `level`), lives `timeoutMs`, and one rule on the output hook
- * that rejects every packet a socket of that cgroup sends while the element is not in the
- * set. The kernel drops the element when its timeout runs out (checked at each lookup,
- * to the kernel's tick); `egressRenewal` gives it a new one. Reject, not drop, and TCP with
- * a reset: the child's connections fail at once (an ICMP error on a SYN only makes the
- * kernel send it again a second later) instead of waiting out their timeouts. Pure.
+ * depth in the v2 hierarchy `level`), lives `timeoutMs`, and rules on the output hook for
+ * every packet a socket of that cgroup sends while the element is not in the set. The
+ * kernel drops the element when its timeout runs out (checked at each lookup, to the
+ * kernel's tick); `egressRenewal` gives it a new one. Once cut:
+ * - a TCP reset goes out. It carries nothing but the connection's end, and it is how the
+ *   peer learns that a killed child's connection is gone: RabbitMQ requeues at once the
+ *   messages it had delivered there unacknowledged (a reboot nova-api cast to the host),
+ *   where it would otherwise wait for its next heartbeat write, up to half its heartbeat
+ *   timeout later (30 s at oslo.messaging's default 60). The kernel resets a connection
+ *   closed with data unread, as a process killed while frozen leaves a delivered message;
+ * - a new connection (a bare SYN) is refused with a reset: it fails at once, where an
+ *   ICMP error only makes the kernel send the SYN again a second later;
+ * - the rest of TCP is dropped, not refused: a refusal resets the local socket without
+ *   telling the peer, so the reset above would never be sent. The child's writes wait in
+ *   its socket, never delivered, until it is killed;
+ * - anything else is refused.
+ * Pure.
  */
 export function egressRules(table: string, path: string, level: number, timeoutMs: number): string {
-  const cgroup = `socket cgroupv2 level ${level}`;
+  const cut = `socket cgroupv2 level ${level} ${JSON.stringify(path)} socket cgroupv2 level ${level} != @alive`;
   return [
     // Declared first so that the delete never fails on a table that is not there.
     `table inet ${table} {}`,
     `delete table inet ${table}`,
     `table inet ${table} {`,
-    `  set alive { typeof ${cgroup}; flags timeout; }`,
+    `  set alive { typeof socket cgroupv2 level ${level}; flags timeout; }`,
     "  chain output {",
     "    type filter hook output priority filter; policy accept;",
-    `    ${cgroup} ${JSON.stringify(path)} ${cgroup} != @alive meta l4proto tcp counter reject with tcp reset`,
-    `    ${cgroup} ${JSON.stringify(path)} ${cgroup} != @alive counter reject`,
+    `    ${cut} tcp flags & rst == rst accept`,
+    `    ${cut} tcp flags & (syn | ack) == syn counter reject with tcp reset`,
+    `    ${cut} meta l4proto tcp counter drop`,
+    `    ${cut} counter reject`,
     "  }",
     "}",
     ...aliveFor(table, path, timeoutMs),
@@ -75,9 +88,10 @@ export function egressTable(shard: string, agent: string): string {
  * moved on. The supervisor restates the deadline (the lease's earliest expiry, less
  * EGRESS_SLACK_MS) at every renew; if it cannot (frozen, starved, its host suspended, its
  * network gone), the set element's timeout runs out in the kernel and every packet a
- * process of the child's cgroup sends is rejected — to RabbitMQ, the conductor,
- * placement, Ironic — with no process of the host scheduled. What it cannot cover: what
- * was sent before the cut and is still in flight, and anything outside the child's cgroup.
+ * process of the child's cgroup sends is stopped — to RabbitMQ, the conductor,
+ * placement, Ironic — with no process of the host scheduled, but for TCP resets
+ * (egressRules). What it cannot cover: what was sent before the cut and is still in
+ * flight, and anything outside the child's cgroup.
  * The cgroup's level is counted from /proc/self/cgroup, which inside a cgroup namespace
  * starts at the namespace's root, not the kernel's: a rule made there would match nothing,
  * so no fence is made there at all (`create` says why, and the child is not started).
@@ -91,6 +105,8 @@ export class EgressFence {
     readonly table: string,
     private readonly path: string,
     private readonly level: number,
+    /** the cgroup's folder, as `ss` finds its sockets by it */
+    private readonly dir: string,
     private readonly onError: (error: string) => void,
   ) {}
 
@@ -115,7 +131,7 @@ export class EgressFence {
       };
     const path = relative(CGROUP_FS, cgroup.dir);
     if (path.startsWith("..")) return { unavailable: `the cgroup ${cgroup.dir} is not below ${CGROUP_FS}` };
-    const fence = new EgressFence(table, path, cgroup.level, onError);
+    const fence = new EgressFence(table, path, cgroup.level, cgroup.dir, onError);
     const made = spawnSync("nft", ["-f", "-"], { input: fence.rules(deadlineMs), encoding: "utf8" });
     if (made.error !== undefined) return { unavailable: `nft: ${made.error.message}` };
     if (made.status !== 0) return { unavailable: `nft exited ${made.status}: ${made.stderr.trim()}` };
@@ -151,8 +167,27 @@ export class EgressFence {
   }
 
   /**
+   * Once no process of the cgroup remains, before the cgroup goes: every TCP connection its
+   * sockets left ended with a reset (`ss -K`, the kernel's SOCK_DESTROY), which the rules
+   * let out. A child killed after the cut leaves its connections with data it wrote after
+   * the cut, dropped and queued behind it, and its FIN queued after that data, so the
+   * peer would learn nothing until it wrote there itself: RabbitMQ keeps a message it had
+   * delivered there unacknowledged (the woken nova-compute read it before the KILL) until
+   * its next heartbeat write, up to half oslo.messaging's `heartbeat_timeout_threshold`
+   * later. How many connections were reset, or why none could be (no `ss`, a kernel
+   * without CONFIG_INET_DIAG_DESTROY resets none and says nothing).
+   */
+  async resetConnections(): Promise<{ reset: number } | { error: string }> {
+    // Never without a cgroup of the child's own: `cgroup = /` would match the host's sockets.
+    if (this.level < 1) return { error: `the cgroup ${this.dir} is the hierarchy's root` };
+    const { stdout, error } = await command("ss", ["-K", "-t", "-n", "-H", "cgroup", "=", this.dir]);
+    if (error !== null) return { error };
+    return { reset: stdout.split("\n").filter((line) => line.trim() !== "").length };
+  }
+
+  /**
    * The table removed, once any write under way has ended: how many packets of the child
-   * its rules rejected (what a process that outlived its lease tried to send), or null
+   * its rules stopped (what a process that outlived its lease tried to send), or null
    * when the table could not be read.
    */
   async remove(): Promise<number | null> {
@@ -174,24 +209,31 @@ function cgroupNamespace(): string {
   }
 }
 
-/** The packets an `nft list table` of the fence counts as rejected: its rules' counters, summed. Pure. */
+/** The packets an `nft list table` of the fence counts as stopped (refused or dropped): its rules' counters, summed. Pure. */
 export function rejectedPackets(listing: string): number {
   return [...listing.matchAll(/counter packets (\d+)/g)].reduce((sum, m) => sum + Number(m[1]), 0);
 }
 
 /** nft with `args` (and `input` on its stdin): what it printed, and what went wrong if it failed. */
-function nft(args: string[], input = ""): Promise<{ stdout: string; error: string | null }> {
+const nft = (args: string[], input = "") => command("nft", args, input);
+
+/** `name` with `args` (and `input` on its stdin): what it printed, and what went wrong if it failed. */
+function command(
+  name: string,
+  args: string[],
+  input = "",
+): Promise<{ stdout: string; error: string | null }> {
   return new Promise((resolve) => {
-    const child = spawn("nft", args, { stdio: ["pipe", "pipe", "pipe"] });
+    const child = spawn(name, args, { stdio: ["pipe", "pipe", "pipe"] });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
     child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-    child.on("error", (error) => resolve({ stdout, error: `nft: ${error.message}` }));
+    child.on("error", (error) => resolve({ stdout, error: `${name}: ${error.message}` }));
     child.on("close", (status) =>
-      resolve({ stdout, error: status === 0 ? null : `nft exited ${status}: ${stderr.trim()}` }),
+      resolve({ stdout, error: status === 0 ? null : `${name} exited ${status}: ${stderr.trim()}` }),
     );
-    // An nft gone before it read its script (killed, or failed to start) closes the pipe:
+    // A command gone before it read its input (killed, or failed to start) closes the pipe:
     // the write's EPIPE would otherwise be thrown out of run's loop. Its exit says what failed.
     child.stdin.on("error", () => undefined);
     child.stdin.end(input);

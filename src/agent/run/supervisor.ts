@@ -140,6 +140,14 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
     log.info("egress-fence-removed", { token, table: fence.table, rejected_packets: rejected });
   };
 
+  /** What the child's sockets left behind, ended with a reset its peers see (EgressFence.resetConnections). */
+  const resetConnections = async (fence: EgressFence, token: number) => {
+    const result = await fence.resetConnections();
+    if ("error" in result)
+      log.warn("egress-fence-reset-failed", { token, table: fence.table, error: result.error });
+    else log.info("egress-fence-reset", { token, table: fence.table, connections: result.reset });
+  };
+
   const arm = () => {
     const left = keeper.msLeft();
     const group = child?.group ?? draining;
@@ -280,7 +288,14 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
       void finish(2);
       return;
     }
-    const group = new ChildGroup(options.command, env, `[${shard} token ${token}]`, nowMs, cgroup);
+    const group = new ChildGroup(
+      options.command,
+      env,
+      `[${shard} token ${token}]`,
+      nowMs,
+      cgroup,
+      fence === null ? undefined : () => resetConnections(fence, token),
+    );
     if (fence !== null) fences.set(group, fence);
     const resend =
       options.computeApi === undefined
