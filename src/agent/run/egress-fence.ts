@@ -100,6 +100,11 @@ export class EgressFence {
   /** the latest deadline asked for while one is being written, written next */
   private next: number | null = null;
   private writing: Promise<void> | null = null;
+  /**
+   * Whether the cgroup's sockets are known to be gone (resetConnections found none left):
+   * until then, removing the table would let out what they still hold.
+   */
+  private socketsGone = false;
 
   private constructor(
     readonly table: string,
@@ -131,6 +136,12 @@ export class EgressFence {
       };
     const path = relative(CGROUP_FS, cgroup.dir);
     if (path.startsWith("..")) return { unavailable: `the cgroup ${cgroup.dir} is not below ${CGROUP_FS}` };
+    if (cgroup.level < 1) return { unavailable: `the cgroup ${cgroup.dir} is the hierarchy's root` };
+    const ss = spawnSync("ss", ["-V"], { encoding: "utf8" });
+    if (ss.error !== undefined)
+      return {
+        unavailable: `ss: ${ss.error.message} (iproute2's ss resets the connections a killed child leaves)`,
+      };
     const fence = new EgressFence(table, path, cgroup.level, cgroup.dir, onError);
     const made = spawnSync("nft", ["-f", "-"], { input: fence.rules(deadlineMs), encoding: "utf8" });
     if (made.error !== undefined) return { unavailable: `nft: ${made.error.message}` };
@@ -169,36 +180,54 @@ export class EgressFence {
   /**
    * Once no process of the cgroup remains, before the cgroup goes: every TCP connection its
    * sockets left ended with a reset (`ss -K`, the kernel's SOCK_DESTROY), which the rules
-   * let out. A child killed after the cut leaves its connections with data it wrote after
-   * the cut, dropped and queued behind it, and its FIN queued after that data, so the
-   * peer would learn nothing until it wrote there itself: RabbitMQ keeps a message it had
-   * delivered there unacknowledged (the woken nova-compute read it before the KILL) until
-   * its next heartbeat write, up to half oslo.messaging's `heartbeat_timeout_threshold`
-   * later. How many connections were reset, or why none could be (no `ss`, a kernel
-   * without CONFIG_INET_DIAG_DESTROY resets none and says nothing).
+   * let out, and what is left of them counted. A child killed after the cut leaves its
+   * connections holding what it wrote after the cut, dropped and queued, with its FIN
+   * queued behind: the peer learns nothing until it writes there itself (RabbitMQ keeps a
+   * message it had delivered there unacknowledged, which the woken nova-compute read before
+   * the KILL, until its next heartbeat write, up to half oslo.messaging's
+   * `heartbeat_timeout_threshold` later). And once the table goes, the kernel would send
+   * that queue on: the reset purges it. Sockets left (a kernel without
+   * CONFIG_INET_DIAG_DESTROY closes none, and ss says nothing of it) keep the table (remove).
    */
-  async resetConnections(): Promise<{ reset: number } | { error: string }> {
-    // Never without a cgroup of the child's own: `cgroup = /` would match the host's sockets.
-    if (this.level < 1) return { error: `the cgroup ${this.dir} is the hierarchy's root` };
-    const { stdout, error } = await command("ss", ["-K", "-t", "-n", "-H", "cgroup", "=", this.dir]);
-    if (error !== null) return { error };
-    return { reset: stdout.split("\n").filter((line) => line.trim() !== "").length };
+  async resetConnections(): Promise<{ reset: number; left: number } | { error: string }> {
+    const reset = await command("ss", ["-K", "-t", "-n", "-H", "cgroup", "=", this.dir], "", SS_TIMEOUT_MS);
+    if (reset.error !== null) return { error: reset.error };
+    // TIME-WAIT holds nothing to send, and a reset cannot end it: not counted.
+    const listed = await command(
+      "ss",
+      ["-t", "-n", "-H", "exclude", "time-wait", "cgroup", "=", this.dir],
+      "",
+      SS_TIMEOUT_MS,
+    );
+    if (listed.error !== null) return { error: listed.error };
+    const left = lines(listed.stdout);
+    this.socketsGone = left === 0;
+    return { reset: lines(reset.stdout), left };
   }
 
   /**
-   * The table removed, once any write under way has ended: how many packets of the child
-   * its rules stopped (what a process that outlived its lease tried to send), or null
-   * when the table could not be read.
+   * The table removed, once any write under way has ended, unless sockets of the cgroup
+   * may be left (resetConnections did not find them gone): then it stays, its element
+   * renewed no more and gone by the lease's expiry at the latest, stopping what they hold,
+   * until the shard's next child on this host replaces it. How many packets of the child its rules stopped (what a process that outlived its
+   * lease tried to send), null when the table could not be read; whether it was kept.
    */
-  async remove(): Promise<number | null> {
+  async remove(): Promise<{ stopped: number | null; kept: boolean }> {
     this.next = null;
     await this.writing;
     const listed = await nft(["list", "table", "inet", this.table]);
+    const stopped = listed.error === null ? rejectedPackets(listed.stdout) : null;
+    if (!this.socketsGone) return { stopped, kept: true };
     const removed = await nft(["-f", "-"], `table inet ${this.table} {}\ndelete table inet ${this.table}\n`);
     if (removed.error !== null) this.onError(removed.error);
-    return listed.error === null ? rejectedPackets(listed.stdout) : null;
+    return { stopped, kept: false };
   }
 }
+
+/** How long `ss` may take before it is killed: a child's end (and the lease's hand-off) waits on it. */
+const SS_TIMEOUT_MS = 5000;
+
+const lines = (text: string): number => text.split("\n").filter((line) => line.trim() !== "").length;
 
 /** This process's cgroup namespace; a kernel without them (before Linux 4.6) has only the initial one. */
 function cgroupNamespace(): string {
@@ -217,22 +246,30 @@ export function rejectedPackets(listing: string): number {
 /** nft with `args` (and `input` on its stdin): what it printed, and what went wrong if it failed. */
 const nft = (args: string[], input = "") => command("nft", args, input);
 
-/** `name` with `args` (and `input` on its stdin): what it printed, and what went wrong if it failed. */
+/**
+ * `name` with `args` (and `input` on its stdin), KILLed after `timeoutMs` if given: what it
+ * printed, and what went wrong if it failed.
+ */
 function command(
   name: string,
   args: string[],
   input = "",
+  timeoutMs?: number,
 ): Promise<{ stdout: string; error: string | null }> {
   return new Promise((resolve) => {
-    const child = spawn(name, args, { stdio: ["pipe", "pipe", "pipe"] });
+    const child = spawn(name, args, {
+      stdio: ["pipe", "pipe", "pipe"],
+      ...(timeoutMs === undefined ? {} : { timeout: timeoutMs, killSignal: "SIGKILL" as const }),
+    });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
     child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
     child.on("error", (error) => resolve({ stdout, error: `${name}: ${error.message}` }));
-    child.on("close", (status) =>
-      resolve({ stdout, error: status === 0 ? null : `${name} exited ${status}: ${stderr.trim()}` }),
-    );
+    child.on("close", (status, signal) => {
+      const how = signal === null ? `exited ${status}` : `killed (${signal})`;
+      resolve({ stdout, error: status === 0 ? null : `${name} ${how}: ${stderr.trim()}` });
+    });
     // A command gone before it read its input (killed, or failed to start) closes the pipe:
     // the write's EPIPE would otherwise be thrown out of run's loop. Its exit says what failed.
     child.stdin.on("error", () => undefined);

@@ -136,8 +136,15 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
     const fence = fences.get(group);
     if (fence === undefined) return;
     fences.delete(group);
-    const rejected = await fence.remove();
-    log.info("egress-fence-removed", { token, table: fence.table, rejected_packets: rejected });
+    const { stopped, kept } = await fence.remove();
+    if (kept)
+      log.warn("egress-fence-kept", {
+        token,
+        table: fence.table,
+        rejected_packets: stopped,
+        why: "sockets of the child may be left holding what it wrote after the cut: the table stops them until the shard's next child here replaces it",
+      });
+    else log.info("egress-fence-removed", { token, table: fence.table, rejected_packets: stopped });
   };
 
   /** What the child's sockets left behind, ended with a reset its peers see (EgressFence.resetConnections). */
@@ -145,7 +152,13 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
     const result = await fence.resetConnections();
     if ("error" in result)
       log.warn("egress-fence-reset-failed", { token, table: fence.table, error: result.error });
-    else log.info("egress-fence-reset", { token, table: fence.table, connections: result.reset });
+    else
+      log.info("egress-fence-reset", {
+        token,
+        table: fence.table,
+        connections: result.reset,
+        left: result.left,
+      });
   };
 
   const arm = () => {
