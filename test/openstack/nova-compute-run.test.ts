@@ -341,7 +341,14 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
       await frozen.wake(supervisorLagMs);
       const stopped = await active.waitFor((e) => e.ev === "child-stopped", 10_000);
       const goneAfterMs = Date.now() - resumedAt;
-      // What the kernel refused of it: its egress fence's counters, read as the table went.
+      // Its connections reset once it was gone (RabbitMQ requeues what it had delivered
+      // there) and none left holding what it wrote after the cut: only then may the table
+      // go. What the kernel stopped of it: the table's counters, read as it went.
+      const reset = await active.waitFor(
+        (e) => e.ev === "egress-fence-reset" && String(e.token) === child.token,
+        10_000,
+      );
+      expect(reset.left, "sockets of the old nova-compute left after the reset").to.equal(0);
       const unfenced = await active.waitFor(
         (e) => e.ev === "egress-fence-removed" && String(e.token) === child.token,
         10_000,
@@ -368,7 +375,8 @@ describe("nova-compute 34 active/passive under shardbridge run (real nova, Ironi
       console.log(
         `      resumed: the old nova-compute was gone ${goneAfterMs} ms after its SIGCONT; meanwhile it tried ` +
           `over HTTP ${tally(sent.map(shape))}; over RPC ${tally(rpc)}; the kernel stopped ` +
-          `${unfenced.rejected_packets} of its packets; ${answered.length} HTTP answers reached it`,
+          `${unfenced.rejected_packets} of its packets; ${answered.length} HTTP answers reached it; ` +
+          `${String(reset.connections)} of its connections reset after its end`,
       );
       // Woken a second before its supervisor, it ran a resource update: every packet it sent
       // from then on met the rule (the lease had expired while it was frozen).

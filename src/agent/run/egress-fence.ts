@@ -105,6 +105,11 @@ export class EgressFence {
    * until then, removing the table would let out what they still hold.
    */
   private socketsGone = false;
+  /**
+   * When the element last written runs out (ms of the epoch, a few ms early: the kernel
+   * counts from nft's commit), where nothing the child sends passes any more.
+   */
+  private cutAtMs = 0;
 
   private constructor(
     readonly table: string,
@@ -146,6 +151,7 @@ export class EgressFence {
     const made = spawnSync("nft", ["-f", "-"], { input: fence.rules(deadlineMs), encoding: "utf8" });
     if (made.error !== undefined) return { unavailable: `nft: ${made.error.message}` };
     if (made.status !== 0) return { unavailable: `nft exited ${made.status}: ${made.stderr.trim()}` };
+    fence.cutAtMs = deadlineMs - EGRESS_SLACK_MS;
     return fence;
   }
 
@@ -173,6 +179,7 @@ export class EgressFence {
         egressRenewal(this.table, this.path, EgressFence.timeoutTo(deadlineMs)),
       );
       if (error !== null) this.onError(error);
+      else this.cutAtMs = deadlineMs - EGRESS_SLACK_MS;
     }
     this.writing = null;
   }
@@ -188,8 +195,14 @@ export class EgressFence {
    * `heartbeat_timeout_threshold` later). And once the table goes, the kernel would send
    * that queue on: the reset purges it. Sockets left (a kernel without
    * CONFIG_INET_DIAG_DESTROY closes none, and ss says nothing of it) keep the table (remove).
+   * A child gone before the cut (a graceful stop under the held lease) had nothing stopped:
+   * its connections end as it left them, with nothing reset (`cut: false`).
    */
-  async resetConnections(): Promise<{ reset: number; left: number } | { error: string }> {
+  async resetConnections(): Promise<{ cut: false } | { reset: number; left: number } | { error: string }> {
+    if (Date.now() < this.cutAtMs) {
+      this.socketsGone = true;
+      return { cut: false };
+    }
     const reset = await command("ss", ["-K", "-t", "-n", "-H", "cgroup", "=", this.dir], "", SS_TIMEOUT_MS);
     if (reset.error !== null) return { error: reset.error };
     // TIME-WAIT holds nothing to send, and a reset cannot end it: not counted.

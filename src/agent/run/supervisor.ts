@@ -150,6 +150,7 @@ export function runSupervised(options: RunOptions): { done: Promise<number>; sto
   /** What the child's sockets left behind, ended with a reset its peers see (EgressFence.resetConnections). */
   const resetConnections = async (fence: EgressFence, token: number) => {
     const result = await fence.resetConnections();
+    if ("cut" in result) return;
     if ("error" in result)
       log.warn("egress-fence-reset-failed", { token, table: fence.table, error: result.error });
     else
