@@ -157,8 +157,8 @@ export async function novaOutageBench(): Promise<void> {
       const failoverBound = FAULT === "SIGTERM" ? next.startedAt - faultAt : TTL_MS;
       rows.goal.push(failoverBound + (next.reportedAt - next.startedAt) + rebootMs + 1000);
       process.stdout.write(
-        `nova-outage bench: round ${round + 1}: reboot done ${doneAt - faultAt} ms after ${FAULT} (${causes.at(-1)}); ` +
-          `${cycles.at(-1)} power cycle(s) in Ironic\n`,
+        `nova-outage bench: round ${round + 1}: reboot done ${doneAt - faultAt} ms after ${FAULT} (${causes.at(-1)}), ` +
+          `its goal ${rows.goal.at(-1)} ms; ${cycles.at(-1)} power cycle(s) in Ironic\n`,
       );
     }
 
