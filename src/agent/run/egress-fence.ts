@@ -151,13 +151,18 @@ export class EgressFence {
     const made = spawnSync("nft", ["-f", "-"], { input: fence.rules(deadlineMs), encoding: "utf8" });
     if (made.error !== undefined) return { unavailable: `nft: ${made.error.message}` };
     if (made.status !== 0) return { unavailable: `nft exited ${made.status}: ${made.stderr.trim()}` };
-    fence.cutAtMs = deadlineMs - EGRESS_SLACK_MS;
+    fence.cutAtMs = EgressFence.cutAt(deadlineMs);
     return fence;
   }
 
-  /** From now (read as the script is made) to `deadlineMs`, less the slack: the element's timeout. */
+  /** Where the element for `deadlineMs` (the lease's earliest expiry, ms of the epoch) runs out: the slack before it. */
+  private static cutAt(deadlineMs: number): number {
+    return deadlineMs - EGRESS_SLACK_MS;
+  }
+
+  /** From now (read as the script is made) to the cut: the element's timeout. */
   private static timeoutTo(deadlineMs: number): number {
-    return deadlineMs - EGRESS_SLACK_MS - Date.now();
+    return EgressFence.cutAt(deadlineMs) - Date.now();
   }
 
   private rules(deadlineMs: number): string {
@@ -179,7 +184,7 @@ export class EgressFence {
         egressRenewal(this.table, this.path, EgressFence.timeoutTo(deadlineMs)),
       );
       if (error !== null) this.onError(error);
-      else this.cutAtMs = deadlineMs - EGRESS_SLACK_MS;
+      else this.cutAtMs = EgressFence.cutAt(deadlineMs);
     }
     this.writing = null;
   }
@@ -222,8 +227,9 @@ export class EgressFence {
    * The table removed, once any write under way has ended, unless sockets of the cgroup
    * may be left (resetConnections did not find them gone): then it stays, its element
    * renewed no more and gone by the lease's expiry at the latest, stopping what they hold,
-   * until the shard's next child on this host replaces it. How many packets of the child its rules stopped (what a process that outlived its
-   * lease tried to send), null when the table could not be read; whether it was kept.
+   * until the shard's next child on this host replaces it. How many packets of the child
+   * its rules stopped (what a process that outlived its lease tried to send), null when the
+   * table could not be read; whether it was kept.
    */
   async remove(): Promise<{ stopped: number | null; kept: boolean }> {
     this.next = null;
